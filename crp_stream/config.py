@@ -1,0 +1,232 @@
+"""Configuration: flags, then ``CRP_*`` environment variables, then an optional TOML file, then defaults.
+
+A bad value raises ``ConfigError`` with one line that names the setting; the CLI prints it without a
+traceback. Nothing here imports a backend library.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from crp_stream.core.durations import parse_duration
+from crp_stream.core.recency import DEFAULT_TTL_SECONDS
+
+SOURCE_TYPES = (
+    "regulatory",
+    "official",
+    "version_specific",
+    "news",
+    "community",
+    "unverified",
+    "user",
+    "telemetry",
+)
+
+# Trust of a source that the configuration does not name, by its declared type (crp-stream choice).
+DEFAULT_TRUST_BY_TYPE: dict[str, float] = {
+    "regulatory": 0.9,
+    "official": 0.8,
+    "version_specific": 0.7,
+    "news": 0.5,
+    "user": 0.5,
+    "telemetry": 0.4,
+    "community": 0.3,
+    "unverified": 0.1,
+}
+
+
+class ConfigError(ValueError):
+    """A setting is missing or malformed; the message is one line naming it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = Path(".crp")
+    database_url: str | None = None
+    broker: str | None = None  # None: the embedded log; kafka://host:port otherwise
+    qdrant: str | None = None  # None: embedded qdrant-edge under data_dir; http(s)://... for a server
+    embedder: str = "default"
+    topic_prefix: str = "crp."
+    max_record_bytes: int = 1024 * 1024
+    max_facts_per_document: int = 1000
+    trust: Mapping[str, float] = field(default_factory=dict)
+    ttl_by_type: Mapping[str, float | None] = field(default_factory=lambda: dict(DEFAULT_TTL_SECONDS))
+    auto_quarantine: bool = False
+    expire_after_ttls: float | None = None  # None: TTL only decays recency (SPEC-027 §3.2), never hides
+    min_relevance: float | None = None  # None: the model's calibrated value, else the seed's 0.55
+    edge_threshold: float | None = None
+    edge_k: int = 20
+    contradiction_threshold: float | None = None
+    partitions: int = 4
+    metrics_port: int | None = None
+    signing_keys: Mapping[str, str] = field(default_factory=dict)
+    unsigned_policy: str = "deadletter"  # deadletter | untrusted (only when signing_keys is set)
+    untrusted_trust: float = 0.05
+
+    @property
+    def database(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'fabric.sqlite').resolve()}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "log.sqlite"
+
+    @property
+    def vectors(self) -> str:
+        return self.qdrant or f"edge:{(self.data_dir / 'vectors').resolve()}"
+
+    def topic(self, base: str) -> str:
+        """``base`` is a contract name such as ``crp.documents``; the prefix may replace ``crp.``."""
+        return self.topic_prefix + base.removeprefix("crp.")
+
+    def base_topic(self, topic: str) -> str:
+        return "crp." + topic.removeprefix(self.topic_prefix)
+
+    def trust_for(self, source: str, source_type: str, claimed: float | None) -> float:
+        """Configured trust wins; a producer's claim may lower, never raise, its type's default."""
+        if source in self.trust:
+            return self.trust[source]
+        default = DEFAULT_TRUST_BY_TYPE.get(source_type, 0.1)
+        return default if claimed is None else min(claimed, default)
+
+
+def _float(name: str, raw: Any, lo: float | None = None, hi: float | None = None) -> float:
+    try:
+        v = float(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: {raw!r} is not a number") from None
+    if v != v or (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise ConfigError(f"{name}: {raw!r} is out of range [{lo}, {hi}]")
+    return v
+
+
+def _int(name: str, raw: Any, lo: int, hi: int) -> int:
+    try:
+        v = int(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: {raw!r} is not an integer") from None
+    if not lo <= v <= hi:
+        raise ConfigError(f"{name}: {v} is out of range [{lo}, {hi}]")
+    return v
+
+
+def _bool(name: str, raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    s = str(raw).strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{name}: {raw!r} is not a boolean (true/false)")
+
+
+def parse_pairs(name: str, raw: str) -> dict[str, str]:
+    """``a=1,b=2`` -> {"a": "1", "b": "2"}."""
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        if "=" not in part:
+            raise ConfigError(f"{name}: {part!r} is not of the form name=value")
+        k, v = part.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _trust_map(name: str, raw: Mapping[str, Any]) -> dict[str, float]:
+    return {k: _float(f"{name}.{k}", v, 0.0, 1.0) for k, v in raw.items()}
+
+
+def _ttl_map(name: str, raw: Mapping[str, Any], base: Mapping[str, float | None]) -> dict[str, float | None]:
+    out = dict(base)
+    for k, v in raw.items():
+        if k not in SOURCE_TYPES:
+            raise ConfigError(f"{name}: {k!r} is not a source type ({', '.join(SOURCE_TYPES)})")
+        try:
+            out[k] = parse_duration(str(v))
+        except ValueError as exc:
+            raise ConfigError(f"{name}.{k}: {exc}") from None
+    return out
+
+
+def load_settings(flags: Mapping[str, Any] | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Merge defaults < TOML file (CRP_CONFIG / --config) < environment < flags."""
+    env = os.environ if env is None else env
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    s = Settings()
+    file_path = flags.get("config") or env.get("CRP_CONFIG")
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    if file_path:
+        try:
+            with open(file_path, "rb") as fh:
+                layers.append((str(file_path), tomllib.load(fh)))
+        except OSError as exc:
+            raise ConfigError(f"config file {file_path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {file_path}: invalid TOML: {exc}") from None
+    env_layer: dict[str, Any] = {}
+    for key, value in env.items():
+        if key.startswith("CRP_") and key not in ("CRP_CONFIG",) and not key.startswith("CRP_TEST_"):
+            env_layer[key[4:].lower()] = value
+    layers.append(("environment", env_layer))
+    layers.append(("flag", flags))
+    for origin, layer in layers:
+        s = _apply(s, layer, origin)
+    return s
+
+
+_SIMPLE = {"broker", "qdrant", "embedder", "topic_prefix", "unsigned_policy"}
+
+
+def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
+    changes: dict[str, Any] = {}
+    for raw_key, value in layer.items():
+        key = raw_key.replace("-", "_")
+        label = f"{origin} {raw_key}" if origin != "environment" else f"CRP_{raw_key.upper()}"
+        if key == "data":
+            changes["data_dir"] = Path(str(value))
+        elif key in ("database", "database_url"):
+            changes["database_url"] = str(value)
+        elif key in _SIMPLE:
+            changes[key] = str(value)
+        elif key == "max_record_bytes":
+            changes[key] = _int(label, value, 1024, 64 * 1024 * 1024)
+        elif key in ("max_facts", "max_facts_per_document"):
+            changes["max_facts_per_document"] = _int(label, value, 1, 100_000)
+        elif key == "partitions":
+            changes[key] = _int(label, value, 1, 1024)
+        elif key == "edge_k":
+            changes[key] = _int(label, value, 1, 200)
+        elif key == "metrics_port":
+            changes[key] = _int(label, value, 0, 65535)
+        elif key in ("min_relevance", "edge_threshold", "contradiction_threshold"):
+            changes[key] = _float(label, value, -1.0, 1.0)
+        elif key == "expire_after_ttls":
+            changes[key] = None if str(value).lower() == "none" else _float(label, value, 1.0, 1000.0)
+        elif key == "untrusted_trust":
+            changes[key] = _float(label, value, 0.0, 1.0)
+        elif key == "auto_quarantine":
+            changes[key] = _bool(label, value)
+        elif key == "trust":
+            raw = value if isinstance(value, Mapping) else parse_pairs(label, str(value))
+            changes["trust"] = {**s.trust, **_trust_map(label, raw)}
+        elif key == "ttl":
+            raw = value if isinstance(value, Mapping) else parse_pairs(label, str(value))
+            changes["ttl_by_type"] = _ttl_map(label, raw, s.ttl_by_type)
+        elif key == "signing_keys":
+            raw = value if isinstance(value, Mapping) else parse_pairs(label, str(value))
+            changes["signing_keys"] = {k: str(v) for k, v in raw.items()}
+        elif origin == "flag":
+            continue  # other CLI flags are the command's own
+        elif origin != "environment":
+            raise ConfigError(f"{origin}: unknown setting {raw_key!r}")
+    s = replace(s, **changes)
+    if s.unsigned_policy not in ("deadletter", "untrusted"):
+        raise ConfigError(f"unsigned_policy: {s.unsigned_policy!r} is not one of deadletter, untrusted")
+    if s.broker is not None and s.broker and not s.broker.startswith("kafka://"):
+        raise ConfigError(f"broker: {s.broker!r} must look like kafka://HOST:PORT")
+    return s

@@ -1,0 +1,185 @@
+"""Coverage-Differential Graph Retrieval (SPEC-025 §2, connector recency from SPEC-027 §3.3).
+
+The CKF similarity graph is an adjacency mapping ``{fact_id: {neighbour_id: weight}}``, symmetric,
+weight = cosine of the two facts (edges: cos >= 0.60 among the K=20 nearest, SPEC-025 §1.3). Only
+``adjacency[a]`` is consulted for the neighbours of ``a``; a node absent from the mapping has none.
+Every set-valued result is iterated in sorted id order, so results never depend on hash order.
+
+API
+---
+- ``DEFAULT_MAX_HOPS = 2``; ``DEFAULT_CONNECTOR_BUDGET = 0.30``; ``MIN_CONNECTOR_RELEVANCE = 0.30``.
+- ``anchor_seed_count(fact_budget, connector_budget=0.30) -> int`` (§2.2): ``floor((1 - cb) × budget)``.
+- ``connector_slot_count(fact_budget, connector_budget=0.30) -> int`` (§2.2): the rest of the budget.
+- ``expand_connectors(anchor_ids, adjacency, max_hops=2) -> set[str]`` (§2.3).
+- ``bridge_value(connector_id, anchor_ids, adjacency) -> tuple[float, list[str]]`` (§2.4): the value
+  and the sorted ids of the anchors it bridges.
+- ``bridge_values(connector_ids, anchor_ids, adjacency) -> tuple[NDArray, list[list[str]]]``: the same
+  for many connectors, in the given order.
+- ``connector_score(bridge, novelty, recency, relevance, min_connector_relevance=0.30) -> NDArray``
+  (§2.5 + SPEC-027 §3.3): ``bridge × novelty × recency × max(relevance, 0.30)``.
+- ``top_connectors(scores, ids, slots) -> list[int]`` (§2.6): best positive-scoring connectors.
+- ``connectors_included_header(connectors, total) -> str`` (§5.2): ``"c/t"``.
+- ``bridge_score_header(included_bridge_values) -> float`` (§5.3): their mean, 0.0 if none.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+DEFAULT_MAX_HOPS = 2
+DEFAULT_CONNECTOR_BUDGET = 0.30
+MAX_CONNECTOR_BUDGET = 0.5
+MIN_CONNECTOR_RELEVANCE = 0.30
+
+Adjacency = Mapping[str, Mapping[str, float]]
+
+
+def _neighbours(adjacency: Adjacency, node: str) -> Mapping[str, float]:
+    return adjacency.get(node, {})
+
+
+def anchor_seed_count(fact_budget: int, connector_budget: float = DEFAULT_CONNECTOR_BUDGET) -> int:
+    """SPEC-025 §2.2: take the top ``S = floor((1 - connector_budget) × envelope_fact_budget)`` CDR facts.
+
+    ``connector_budget`` is the Safety-Policy directive, 0.0–0.5 (§6); the epsilon keeps
+    ``0.7 × 10`` from flooring to 6 through float rounding.
+    """
+    if fact_budget < 0:
+        raise ValueError("fact_budget must be >= 0")
+    if not 0.0 <= connector_budget <= MAX_CONNECTOR_BUDGET:
+        raise ValueError("connector_budget must be within 0.0..0.5")
+    return math.floor((1.0 - connector_budget) * fact_budget + 1e-9)
+
+
+def connector_slot_count(fact_budget: int, connector_budget: float = DEFAULT_CONNECTOR_BUDGET) -> int:
+    """SPEC-025 §2.2: the remainder of the fact budget (~30%) is reserved for Phase B connectors."""
+    return fact_budget - anchor_seed_count(fact_budget, connector_budget)
+
+
+def expand_connectors(
+    anchor_ids: Iterable[str], adjacency: Adjacency, max_hops: int = DEFAULT_MAX_HOPS
+) -> set[str]:
+    """SPEC-025 §2.3: every fact within ``max_hops`` similarity edges of an anchor that is not an anchor.
+
+    The walk may pass through other anchors (as in the seed's loop); anchors are never candidates.
+    """
+    if max_hops < 0:
+        raise ValueError("max_hops must be >= 0")
+    anchors = set(anchor_ids)
+    seen = set(anchors)
+    frontier = sorted(anchors)
+    for _ in range(max_hops):
+        nxt: list[str] = []
+        for fid in frontier:
+            for nb in sorted(_neighbours(adjacency, fid)):
+                if nb not in seen:
+                    seen.add(nb)
+                    nxt.append(nb)
+        frontier = nxt
+    return seen - anchors
+
+
+def _edge(adjacency: Adjacency, a: str, b: str) -> float | None:
+    w = _neighbours(adjacency, a).get(b)
+    return None if w is None else float(w)
+
+
+def _path_strength(adjacency: Adjacency, src: str, dst: str) -> float | None:
+    """Strongest path of <= 2 edges: a direct edge's weight, a 2-hop path's weaker edge (bottleneck)."""
+    best = _edge(adjacency, src, dst)
+    for mid, w1 in sorted(_neighbours(adjacency, src).items()):
+        if mid == dst:
+            continue
+        w2 = _edge(adjacency, mid, dst)
+        if w2 is not None:
+            via = min(float(w1), w2)
+            best = via if best is None else max(best, via)
+    return best
+
+
+def bridge_value(
+    connector_id: str, anchor_ids: Iterable[str], adjacency: Adjacency
+) -> tuple[float, list[str]]:
+    """SPEC-025 §2.4: how many otherwise-unlinked anchor pairs the connector links, times edge strength.
+
+    Touched anchors: those with a direct edge to the connector or a path of length <= 2 from it. Fewer
+    than two touched -> 0.0. ``bridge_count`` = touched pairs with NO direct edge between them.
+    ``mean_edge_weight_through`` (left open by the seed) is, here, the mean over touched anchors of the
+    strongest connector->anchor path of <= 2 edges, a 2-hop path counting its weaker edge. Returns
+    ``(bridge_count × mean strength, sorted ids of anchors in at least one bridged pair)``.
+    """
+    strengths: dict[str, float] = {}
+    for a in sorted(set(anchor_ids)):
+        if a == connector_id:
+            continue
+        s = _path_strength(adjacency, connector_id, a)
+        if s is not None:
+            strengths[a] = s
+    touched = sorted(strengths)
+    if len(touched) < 2:
+        return 0.0, []
+    bridge_count = 0
+    bridged: set[str] = set()
+    for i, a1 in enumerate(touched):
+        for a2 in touched[i + 1 :]:
+            if _edge(adjacency, a1, a2) is None and _edge(adjacency, a2, a1) is None:
+                bridge_count += 1
+                bridged.update((a1, a2))
+    if bridge_count == 0:
+        return 0.0, []
+    mean_strength = float(np.mean([strengths[a] for a in touched]))
+    return bridge_count * mean_strength, sorted(bridged)
+
+
+def bridge_values(
+    connector_ids: Sequence[str], anchor_ids: Iterable[str], adjacency: Adjacency
+) -> tuple[NDArray[np.float64], list[list[str]]]:
+    """SPEC-025 §2.4 for a batch: ``bridge_value`` of each connector, in the order given."""
+    anchors = sorted(set(anchor_ids))
+    pairs = [bridge_value(c, anchors, adjacency) for c in connector_ids]
+    return np.array([p[0] for p in pairs], dtype=np.float64), [p[1] for p in pairs]
+
+
+def connector_score(
+    bridge: ArrayLike,
+    novelty: ArrayLike,
+    recency: ArrayLike,
+    relevance: ArrayLike,
+    min_connector_relevance: float = MIN_CONNECTOR_RELEVANCE,
+) -> NDArray[np.float64]:
+    """SPEC-025 §2.5 + SPEC-027 §3.3: ``bridge_value × novelty × recency × max(relevance, 0.30)``.
+
+    The lowered relevance floor lets bridging facts in; zero bridge value still scores zero.
+    """
+    b = np.asarray(bridge, dtype=np.float64)
+    n = np.asarray(novelty, dtype=np.float64)
+    r = np.asarray(recency, dtype=np.float64)
+    rel = np.maximum(np.asarray(relevance, dtype=np.float64), min_connector_relevance)
+    return np.asarray(b * n * r * rel, dtype=np.float64)
+
+
+def top_connectors(scores: ArrayLike, ids: Sequence[str], slots: int) -> list[int]:
+    """SPEC-025 §2.6: ``top_C_by_bridge_value``: up to ``slots`` connectors with score > 0, best first.
+
+    Equal scores are ordered by id; a connector with no bridge value never takes a slot.
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if len(ids) != s.shape[0]:
+        raise ValueError("one id per score")
+    ranked = sorted((i for i in range(s.shape[0]) if s[i] > 0.0), key=lambda i: (-s[i], ids[i]))
+    return ranked[: max(slots, 0)]
+
+
+def connectors_included_header(connectors: int, total: int) -> str:
+    """SPEC-025 §5.2: CRP-Context-Connectors-Included = ``connectors/total`` envelope facts."""
+    return f"{connectors}/{total}"
+
+
+def bridge_score_header(included_bridge_values: ArrayLike) -> float:
+    """SPEC-025 §5.3: CRP-Context-Bridge-Score = mean bridge value of the included connectors (0.0: none)."""
+    v = np.asarray(included_bridge_values, dtype=np.float64).reshape(-1)
+    return float(v.mean()) if v.size else 0.0

@@ -1,0 +1,396 @@
+"""Fact Authority Resolution (SPEC-027 §2): detect intra-envelope contradictions, arbitrate by authority.
+
+API
+---
+- ``FactView``: frozen view of one candidate fact (fields below; only fact_id and text required).
+- ``NUMBER_CHANGED``, ``ENTITY_SUBSTITUTED``, ``NEGATION_FLIP``: the conflict patterns.
+- ``extract_numbers(text) -> list[tuple[float, str | None]]``: numbers in canonical units ("120 ms"
+  -> (0.12, "s"), "1 krps" -> (1000.0, "rps"), "2 GiB" -> (2147483648.0, "B"), "5%" -> (5.0, "%")).
+- ``values_conflict(a, b) -> str | None`` (§2.2): the pattern, or None.
+- ``SOURCE_AUTHORITY``; ``source_authority(source_type, trust) -> float`` (§2.3, SPEC-009 §4.4).
+- ``authority(source_auth, recency, importance) -> NDArray`` (§2.3), broadcasting.
+- ``fact_authority(fact) -> float``: ``authority`` of one ``FactView``.
+- ``resolve_contradiction(a, b) -> Resolution`` (§2.3/§2.5).
+- ``same_claim_duplicates(facts, vecs, threshold=0.97) -> list[list[int]]``: partition into same-value groups.
+- ``detect_envelope_contradictions(facts, vecs, pair_threshold=0.85) -> list[(i, j, pattern)]`` (§2.2).
+- ``unresolved_conflict_note(a_text, b_text) -> str`` (§2.5).
+- ``arbitrate_contradictions(facts, contradictions) -> Arbitration``: all pairs resolved at once.
+- ``conflicts_resolved_header(detected, unresolved) -> str`` (§2.4/§2.5): ``"n"`` or ``"n; unresolved=m"``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+NUMBER_CHANGED = "NUMBER_CHANGED"
+ENTITY_SUBSTITUTED = "ENTITY_SUBSTITUTED"
+NEGATION_FLIP = "NEGATION_FLIP"
+
+AUTHORITY_TIE_EPSILON = 1e-9
+DEFAULT_PAIR_THRESHOLD = 0.85
+DEFAULT_DUPLICATE_THRESHOLD = 0.97
+#: Statuses that lose any contradiction against a fact not in this set, whatever the trust.
+DEMOTED_STATUSES = frozenset({"stale", "superseded", "expired", "quarantined"})
+
+
+@dataclass(frozen=True)
+class FactView:
+    """What conflict handling needs to know about one candidate fact."""
+    fact_id: str
+    text: str
+    subject: str | None = None
+    attribute: str | None = None
+    value: str | float | None = None
+    unit: str | None = None
+    source: str = ""
+    source_type: str = "official"
+    trust: float = 1.0
+    importance: float = 1.0
+    recency: float = 1.0
+    status: str = "active"
+    epoch_seconds: float = 0.0
+    relevance: float = 0.0
+
+
+_UNITS: dict[str, tuple[str, float]] = {}
+for _family, _table in {
+    "rps": {"rps": 1.0, "req/s": 1.0, "req/sec": 1.0, "reqs/s": 1.0, "requests/s": 1.0, "requests/sec": 1.0,
+            "requests per second": 1.0, "qps": 1.0, "krps": 1e3},
+    "s": {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "msec": 1e-3, "millisecond": 1e-3,
+          "milliseconds": 1e-3, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
+          "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0, "h": 3600.0, "hr": 3600.0,
+          "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0, "d": 86400.0, "day": 86400.0, "days": 86400.0},
+    "B": {"byte": 1.0, "bytes": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "ki": 2.0**10,
+          "kib": 2.0**10, "mi": 2.0**20, "mib": 2.0**20, "gi": 2.0**30, "gib": 2.0**30, "ti": 2.0**40,
+          "tib": 2.0**40},
+    "%": {"%": 1.0, "percent": 1.0, "pct": 1.0},
+}.items():
+    _UNITS.update({k: (_family, f) for k, f in _table.items()})
+
+_UNIT_ALT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
+_NUM_RE = re.compile(
+    r"(?<![\w./-])(?P<num>-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)(?P<k>[kK])?"
+    rf"(?:\s*(?P<unit>{_UNIT_ALT}))?(?!\w)",
+    re.IGNORECASE,
+)
+_WORD_RE = re.compile(r"\w+(?:['\-./]\w+)*")
+_NEGATORS = frozenset({"not", "no", "never"})
+_NEG_BASE = {"cannot": "can", "can't": "can", "won't": "will", "shan't": "shall"}
+_ANTONYMS = {"disabled": "enabled", "false": "true", "unsupported": "supported", "unavailable": "available"}
+_BOOL_WORDS = dict.fromkeys(("true", "yes", "on", "enabled"), 1.0)
+_BOOL_WORDS.update(dict.fromkeys(("false", "no", "off", "disabled"), 0.0))
+_NEG = "\x00neg"
+_Num = tuple[float, str | None]
+
+
+def _canonical_unit(unit: str | None) -> tuple[str | None, float]:
+    u = (unit or "").strip().lower()
+    return _UNITS.get(u, (u, 1.0)) if u else (None, 1.0)
+
+
+def extract_numbers(text: str) -> list[_Num]:
+    """SPEC-027 §2.2 (NUMBER_CHANGED, SPEC-005 §3b): the numbers of a text, in canonical units.
+
+    Families: rps (req/s, qps, krps = 1000 rps), s (ns..days), B (KB=1e3, KiB/Ki=1024, ... TiB), %.
+    A bare ``k`` suffix multiplies by 1000. Numbers glued to letters ("v3.5", "us-east-1") are names.
+    """
+    out: list[_Num] = []
+    for m in _NUM_RE.finditer(text.replace("’", "'")):
+        value = float(m.group("num").replace(",", "")) * (1e3 if m.group("k") else 1.0)
+        family, factor = _canonical_unit(m.group("unit"))
+        out.append((value * factor, family))
+    return out
+
+
+def _same_numbers(a: Sequence[_Num], b: Sequence[_Num]) -> bool:
+    if len(a) != len(b):
+        return False
+    return all(ua == ub and math.isclose(x, y, rel_tol=1e-9) for (x, ua), (y, ub) in zip(a, b, strict=True))
+
+
+def _claim_tokens(text: str) -> tuple[list[str], list[str], list[_Num]]:
+    """(lower-cased tokens with number placeholders and negation markers, original tokens, numbers)."""
+    text = text.replace("’", "'")
+    low: list[str] = []
+    orig: list[str] = []
+
+    def words(chunk: str) -> None:
+        for w in _WORD_RE.findall(chunk):
+            lw = w.lower()
+            if lw in _NEG_BASE or lw.endswith("n't"):  # "isn't" -> "is" + negation
+                toks: tuple[str, ...] = (_NEG_BASE.get(lw, lw[:-3]), _NEG)
+            elif lw in _ANTONYMS:  # "disabled" -> "enabled" + negation
+                toks = (_ANTONYMS[lw], _NEG)
+            else:
+                toks = (_NEG,) if lw in _NEGATORS else (lw,)
+            low.extend(toks)
+            orig.extend([w] * len(toks))
+
+    pos = 0
+    for m in _NUM_RE.finditer(text):
+        words(text[pos : m.start()])
+        family, _ = _canonical_unit(m.group("unit"))
+        low.append(f"\x00num:{family}")
+        orig.append(m.group(0))
+        pos = m.end()
+    words(text[pos:])
+    return low, orig, extract_numbers(text)
+
+
+def _entity_like(token: str) -> bool:
+    return token[:1].isupper() or any(c.isdigit() for c in token) or any(c.isupper() for c in token[1:])
+
+
+def _text_conflict(a: str, b: str) -> str | None:
+    la, oa, na = _claim_tokens(a)
+    lb, ob, nb = _claim_tokens(b)
+    if la == lb:
+        return None if _same_numbers(na, nb) else NUMBER_CHANGED
+    ca = [t for t in la if t != _NEG]
+    cb = [t for t in lb if t != _NEG]
+    if ca == cb and _same_numbers(na, nb) and (len(la) - len(ca)) % 2 != (len(lb) - len(cb)) % 2:
+        return NEGATION_FLIP
+    # One substituted span of 1-3 tokens, everything else identical (numbers included).
+    short = min(len(la), len(lb))
+    p = next((k for k in range(short) if la[k] != lb[k]), short)
+    s = next((k for k in range(short - p) if la[-1 - k] != lb[-1 - k]), short - p)
+    span_a, span_b = la[p : len(la) - s], lb[p : len(lb) - s]
+    if not (1 <= len(span_a) <= 3 and 1 <= len(span_b) <= 3) or not _same_numbers(na, nb):
+        return None
+    if any(t == _NEG or t.startswith("\x00num") for t in span_a + span_b):
+        return None
+    entity = oa[p : len(oa) - s] + ob[p : len(ob) - s]
+    return ENTITY_SUBSTITUTED if any(_entity_like(t) for t in entity) else None
+
+
+def _claim_key(f: FactView) -> tuple[str, str] | None:
+    subj, attr = (f.subject or "").strip().casefold(), (f.attribute or "").strip().casefold()
+    return (subj, attr) if subj and attr else None
+
+
+# A structured value: (kind "num" | "bool" | "str", number in canonical unit, unit family, text).
+_Val = tuple[str, float, str | None, str]
+
+
+def _structured_value(f: FactView) -> _Val | None:
+    """The fact's structured value, numbers in canonical units; None when it carries no value."""
+    v = f.value
+    if isinstance(v, bool):
+        return "bool", float(v), None, ""
+    if isinstance(v, int | float):
+        family, factor = _canonical_unit(f.unit)
+        return "num", float(v) * factor, family, ""
+    s = (v or "").strip()
+    m = _NUM_RE.fullmatch(s)
+    if not s:
+        return None
+    if s.lower() in _BOOL_WORDS:
+        return "bool", _BOOL_WORDS[s.lower()], None, ""
+    if m is None:
+        return "str", 0.0, None, " ".join(s.casefold().split())
+    (num, unit), (family, factor) = extract_numbers(s)[0], _canonical_unit(f.unit)
+    # "2379" takes the unit field; "120ms" carries its own unit.
+    return ("num", num * factor, family, "") if m.group("unit") is None else ("num", num, unit, "")
+
+
+def _structured_pattern(va: _Val, vb: _Val) -> str | None:
+    if va[0] == vb[0] == "num":
+        return None if _same_numbers([va[1:3]], [vb[1:3]]) else NUMBER_CHANGED
+    if va == vb:
+        return None
+    if va[0] == vb[0] == "bool":
+        return NEGATION_FLIP
+    return NUMBER_CHANGED if "num" in (va[0], vb[0]) else ENTITY_SUBSTITUTED
+
+
+def values_conflict(a: FactView, b: FactView) -> str | None:
+    """SPEC-027 §2.2: do two facts assert different values for the same attribute, and by which pattern?
+
+    Both with subject+attribute: different keys never conflict; equal keys with different normalised
+    values do (numbers -> NUMBER_CHANGED, booleans -> NEGATION_FLIP, names -> ENTITY_SUBSTITUTED).
+    Otherwise text heuristics (SPEC-005 §3b applied pairwise): same text but a different number (unit
+    aware: "1000 rps" == "1 krps"); a negation ("not", "no", "never", "n't", "cannot", disabled vs
+    enabled) in exactly one; or one substituted span of <= 3 tokens with a capitalised/alphanumeric token.
+    """
+    ka, kb, va, vb = _claim_key(a), _claim_key(b), _structured_value(a), _structured_value(b)
+    if ka is None or kb is None or va is None or vb is None:
+        return None if (ka is not None and kb is not None and ka != kb) else _text_conflict(a.text, b.text)
+    return _structured_pattern(va, vb) if ka == kb else None
+
+
+# SPEC-027 §2.3: regulatory 0.90; official = baseline (0.80 here); community -0.05; unverified -0.10.
+# crp-stream choices: version_specific and user at the baseline, news 0.75, telemetry 0.70.
+SOURCE_AUTHORITY: dict[str, float] = {"regulatory": 0.90, "official": 0.80, "version_specific": 0.80,
+                                      "news": 0.75, "user": 0.80, "community": 0.75, "unverified": 0.70,
+                                      "telemetry": 0.70}
+
+
+def source_authority(source_type: str, trust: float) -> float:
+    """SPEC-027 §2.3 (SPEC-009 §4.4): ``source_authority_weight`` of a fact.
+
+    The type weight (regulatory 0.90, official 0.80 baseline, community -0.05, unverified -0.10; the
+    other types are crp-stream choices, see ``SOURCE_AUTHORITY``) times the partition's trust in
+    [0, 1], so two partitions of one type are told apart by what the operator trusts.
+    """
+    if source_type not in SOURCE_AUTHORITY:
+        raise ValueError(f"unknown source_type {source_type!r}")
+    if not 0.0 <= trust <= 1.0:
+        raise ValueError("trust must be within 0..1")
+    return SOURCE_AUTHORITY[source_type] * trust
+
+
+def authority(source_auth: ArrayLike, recency: ArrayLike, importance: ArrayLike) -> NDArray[np.float64]:
+    """SPEC-027 §2.3/§3.4: ``authority = source_authority_weight × recency_factor × importance_weight``."""
+    s, r, i = (np.asarray(x, dtype=np.float64) for x in (source_auth, recency, importance))
+    return np.asarray(s * r * i, dtype=np.float64)
+
+
+def fact_authority(fact: FactView) -> float:
+    """SPEC-027 §2.3: ``authority`` of one fact from its own source type, trust, recency and importance."""
+    return float(authority(source_authority(fact.source_type, fact.trust), fact.recency, fact.importance))
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Outcome of one arbitration; on a tie both facts stay (``kept`` is then the lower fact_id)."""
+
+    kept: FactView
+    suppressed: FactView
+    tie: bool
+    authority_kept: float
+    authority_suppressed: float
+
+
+def resolve_contradiction(a: FactView, b: FactView) -> Resolution:
+    """SPEC-027 §2.3/§2.5: keep the higher-authority fact, suppress the other; equal authority -> tie.
+
+    A demoted fact (status stale/superseded/expired/quarantined) loses to a non-demoted one whatever its
+    trust. Authorities within 1e-9 tie: neither is suppressed (§2.5). Symmetric in its arguments.
+    """
+    aa, ab = fact_authority(a), fact_authority(b)
+    da, db = a.status in DEMOTED_STATUSES, b.status in DEMOTED_STATUSES
+    if da != db:
+        return Resolution(b, a, False, ab, aa) if da else Resolution(a, b, False, aa, ab)
+    if abs(aa - ab) <= AUTHORITY_TIE_EPSILON:
+        first, second = (a, b) if a.fact_id <= b.fact_id else (b, a)
+        return Resolution(first, second, True, fact_authority(first), fact_authority(second))
+    return Resolution(a, b, False, aa, ab) if aa > ab else Resolution(b, a, False, ab, aa)
+
+
+def _pairs_above(vecs: ArrayLike, n: int, threshold: float, strict: bool) -> set[tuple[int, int]]:
+    """Index pairs i < j whose cosine is above (strict) or at least the threshold; one matmul."""
+    v = np.asarray(vecs, dtype=np.float64)
+    if n == 0:
+        return set()
+    if v.ndim != 2 or v.shape[0] != n:
+        raise ValueError("vecs must be (len(facts), dim)")
+    hit = (v @ v.T > threshold) if strict else (v @ v.T >= threshold)
+    return {(int(i), int(j)) for i, j in np.argwhere(np.triu(hit, k=1))}
+
+
+def _same_claim(a: FactView, b: FactView) -> bool:
+    ka, kb, va, vb = _claim_key(a), _claim_key(b), _structured_value(a), _structured_value(b)
+    if ka is not None and kb is not None and (ka != kb or (va is not None and vb is not None)):
+        return ka == kb and va is not None and vb is not None and _structured_pattern(va, vb) is None
+    same_numbers = _same_numbers(extract_numbers(a.text), extract_numbers(b.text))
+    return same_numbers and _text_conflict(a.text, b.text) is None
+
+
+def same_claim_duplicates(
+    facts: Sequence[FactView], vecs: ArrayLike, threshold: float = DEFAULT_DUPLICATE_THRESHOLD
+) -> list[list[int]]:
+    """SPEC-027 §2 (crp-stream): group facts asserting the SAME value, e.g. 47 identical readings.
+
+    Candidates: same (subject, attribute, value), same case/whitespace-normalised text, or cosine >=
+    threshold; two groups join only if no cross pair differs in value or numbers (complete linkage).
+    Returned as a partition (singletons too), each sorted, ordered by first index; the processor
+    collapses a group into one entry with ``support`` = its size.
+    """
+    n = len(facts)
+    root, members = list(range(n)), {i: [i] for i in range(n)}
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            i = root[i]
+        return i
+
+    buckets: dict[object, list[int]] = {}
+    for i, f in enumerate(facts):
+        key, val = _claim_key(f), _structured_value(f)
+        vtok = None if val is None else (val[0], float(f"{val[1]:.12g}"), val[2], val[3])
+        buckets.setdefault(("text", " ".join(f.text.casefold().split()), key, vtok), []).append(i)
+        if key is not None and vtok is not None:
+            buckets.setdefault(("value", key, vtok), []).append(i)
+    pairs = _pairs_above(vecs, n, threshold, strict=False)
+    for bucket in buckets.values():
+        pairs.update((bucket[0], j) for j in bucket[1:])
+    for i, j in sorted(pairs):
+        lo, hi = sorted((find(i), find(j)))
+        # Complete linkage: a chain A~B~C never groups an A and a C that disagree.
+        if lo != hi and all(_same_claim(facts[x], facts[y]) for x in members[lo] for y in members[hi]):
+            root[hi] = lo
+            members[lo] += members.pop(hi)
+    return sorted(sorted(g) for g in members.values())
+
+
+def detect_envelope_contradictions(
+    facts: Sequence[FactView], vecs: ArrayLike, pair_threshold: float = DEFAULT_PAIR_THRESHOLD
+) -> list[tuple[int, int, str]]:
+    """SPEC-027 §2.2: pairs ``(i, j, pattern)``, i < j, of selected facts that contradict each other.
+
+    A pair is checked when cosine > pair_threshold (0.85) or, whatever the cosine, when both facts
+    carry the same (subject, attribute); it is reported when ``values_conflict`` finds a pattern.
+    """
+    candidates = _pairs_above(vecs, len(facts), pair_threshold, strict=True)
+    by_key: dict[tuple[str, str] | None, list[int]] = {}
+    for i, f in enumerate(facts):
+        by_key.setdefault(_claim_key(f), []).append(i)
+    by_key.pop(None, None)
+    for members in by_key.values():
+        candidates.update((i, j) for x, i in enumerate(members) for j in members[x + 1 :])
+    found = ((i, j, values_conflict(facts[i], facts[j])) for i, j in sorted(candidates))
+    return [(i, j, p) for i, j, p in found if p is not None]
+
+
+def unresolved_conflict_note(a_text: str, b_text: str) -> str:
+    """SPEC-027 §2.5: the annotation injected when two contradictory facts tie on authority."""
+    return ("NOTE: The following two facts conflict and could not be automatically\n"
+            f"arbitrated. Treat with caution and prefer the more specific:\n  {a_text}\n  {b_text}")
+
+
+@dataclass(frozen=True)
+class Arbitration:
+    """All contradictions of one envelope: resolutions in pair order, losers, NOTEs for ties."""
+
+    resolutions: tuple[tuple[int, int, str, Resolution], ...]
+    suppressed: tuple[int, ...]
+    notes: tuple[str, ...]  # one per unresolved (tied) contradiction
+
+
+def arbitrate_contradictions(
+    facts: Sequence[FactView], contradictions: Sequence[tuple[int, int, str]]
+) -> Arbitration:
+    """SPEC-027 §2.3–§2.5: resolve every detected pair; suppress every loser; NOTE each live tie.
+
+    Winners follow one total order (non-demoted first, then authority), so the best fact of a chain
+    of conflicts is never suppressed. A tie whose facts both survive yields one NOTE (§2.5).
+    """
+    res = tuple((i, j, p, resolve_contradiction(facts[i], facts[j])) for i, j, p in contradictions)
+    lost = {(j if r.kept is facts[i] else i) for i, j, _, r in res if not r.tie}
+    notes = tuple(
+        unresolved_conflict_note(r.kept.text, r.suppressed.text)
+        for i, j, _, r in res
+        if r.tie and i not in lost and j not in lost
+    )
+    return Arbitration(res, tuple(sorted(lost)), notes)
+
+
+def conflicts_resolved_header(detected: int, unresolved: int = 0) -> str:
+    """SPEC-027 §2.4/§2.5: CRP-Context-Conflicts-Resolved: ``"n"``, or ``"n; unresolved=m"`` with ties."""
+    return f"{detected}; unresolved={unresolved}" if unresolved else str(detected)

@@ -1,0 +1,438 @@
+"""Drift arbitration: tell legitimate corpus drift from poisoning by comparing epochs before trust.
+
+Implements seed ``002_ce3d030fd7bbcd69.txt`` (drift vs. poisoning, freshness dominance) as pure
+functions; issue 4 wires them to ``crp.facts``. No I/O, no clocks: every epoch comes from the caller
+and is the record's LOG-APPEND time (CONTRACT.md), never a payload field.
+
+API
+---
+- ``claim_key(subject, attribute) -> str``: the claim a fact belongs to.
+- ``normalise_value(value, unit=None) -> str``: "250 rps" == "250 req/s" == "250" with unit "rps".
+- ``ClaimRecord``: one fact of a claim (fact_id, source, trust, epoch, normalised value, status).
+- ``counted_records(records)``: which records speak for their partition (active/stale only; a stale
+  record is dropped once its source appends a later active record, i.e. the source refreshed).
+- ``partition_agreement(records) -> PartitionView``: one source's majority value and share.
+- ``partition_views(records) -> tuple[PartitionView, ...]``: group a claim's records by source.
+- ``high_trust_partition(views) -> PartitionView``: the reference partition.
+- ``freshness_dominance_holds(high_trust_epoch, divergent_epochs) -> bool``.
+- ``corroborating_partitions(high_trust_epoch, divergent_epochs) -> int``.
+- ``arbitrate_divergence(high_trust_epoch, divergent_epochs, corroborating_partitions) -> VerdictKind``:
+  the seed's function, returning "DRIFT_UNDETERMINED" where the seed raises.
+- ``claim_verdict(views, *, claim) -> Verdict``: the whole decision for one claim.
+- ``quarantine_eligible(verdict) -> bool``: rule 4; still only a *candidate* for review.
+- ``verdict_fingerprint(verdict) -> str``: identity of the verdict's effect, for idempotency.
+- ``refresh_resolved(view, observed_value, since_epoch=None) -> bool``.
+
+The seed's incident
+-------------------
+>>> DAY = 86_400.0
+>>> now = 1_794_528_000.0  # 2026-11-13T00:00:00Z
+>>> recs = [ClaimRecord("v1", "vendor_docs", 0.9, now - 120 * DAY, "1000 rps", "active")]
+>>> recs += [ClaimRecord(f"t{i:02d}", "field_telemetry", 0.4, now - 14 * DAY + i, "250 rps", "active")
+...          for i in range(47)]
+>>> recs += [ClaimRecord(f"o{i}", "field_telemetry", 0.4, now - 20 * DAY + i, "1000 rps", "active")
+...          for i in range(3)]
+>>> recs.append(ClaimRecord("c1", "community_notes", 0.2, now - 10 * DAY, "250 rps", "active"))
+>>> v = claim_verdict(partition_views(recs), claim=claim_key("upstream api", "rate limit"))
+>>> v.kind, v.high_trust_value, v.divergent_value, v.corroborating_partitions, v.stale_fact_ids
+('STALE_HIGH_TRUST', '1000 rps', '250 rps', 1, ('v1',))
+>>> quarantine_eligible(v)
+False
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal, InvalidOperation
+from typing import Literal
+
+from crp_stream.core.ids import derive_id
+
+VerdictKind = Literal["CONSENSUS_OK", "STALE_HIGH_TRUST", "POISONING_CANDIDATE", "DRIFT_UNDETERMINED"]
+
+CONSENSUS_OK: VerdictKind = "CONSENSUS_OK"
+STALE_HIGH_TRUST: VerdictKind = "STALE_HIGH_TRUST"
+POISONING_CANDIDATE: VerdictKind = "POISONING_CANDIDATE"
+DRIFT_UNDETERMINED: VerdictKind = "DRIFT_UNDETERMINED"
+
+#: Statuses whose records speak for their partition. Quarantined, superseded and expired records do not.
+COUNTED_STATUSES: frozenset[str] = frozenset({"active", "stale"})
+
+_WS = re.compile(r"\s+")
+_NUMBER = re.compile(
+    r"^([+-]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?)(.*)$", re.DOTALL
+)
+_TRAILING_PUNCT = ".,;:!"
+# Aliases only; no conversion between units (250 rpm stays different from 250 rps).
+_UNIT_ALIASES: dict[str, tuple[str, ...]] = {
+    "rps": ("rps", "req/s", "req/sec", "reqs/s", "requests/s", "requests/sec", "request/s", "r/s",
+            "requests per second", "request per second", "req per second"),
+    "rpm": ("rpm", "req/min", "reqs/min", "requests/min", "requests per minute", "request per minute"),
+    "ms": ("ms", "msec", "msecs", "millisecond", "milliseconds"),
+    "s": ("s", "sec", "secs", "second", "seconds"),
+    "min": ("min", "mins", "minute", "minutes"),
+    "h": ("h", "hr", "hrs", "hour", "hours"),
+    "d": ("d", "day", "days"),
+    "%": ("%", "percent", "pct"),
+}
+_CANONICAL_UNIT: dict[str, str] = {a: canon for canon, aliases in _UNIT_ALIASES.items() for a in aliases}
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRecord:
+    """One fact of a claim. ``epoch`` is the log-append time (seconds), ``value`` is normalised."""
+
+    fact_id: str
+    source: str
+    trust: float
+    epoch: float
+    value: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionView:
+    """What one provenance partition says about a claim, by internal agreement.
+
+    ``latest_epoch`` is the latest epoch of the records asserting ``value``; ``newest_epoch`` is the
+    latest epoch of any counted record of the partition (the freshness test uses it for the
+    high-trust side). ``fact_ids`` are the records asserting ``value``, sorted.
+    """
+
+    source: str
+    trust: float
+    value: str
+    share: float
+    support: int
+    total: int
+    latest_epoch: float
+    newest_epoch: float
+    fact_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The arbiter's decision for one claim; ``reason`` says why in words an operator can read.
+
+    ``divergent_*`` describe the one divergent value evaluated (None/empty for CONSENSUS_OK);
+    ``other_divergent_values`` lists any further divergent values, not evaluated in this verdict.
+    ``stale_fact_ids`` is set only for STALE_HIGH_TRUST, ``suspect_fact_ids`` only for
+    POISONING_CANDIDATE (a candidate for review, never a quarantine by itself).
+    """
+
+    kind: VerdictKind
+    claim: str
+    high_trust_source: str
+    high_trust_value: str
+    high_trust_epoch: float
+    divergent_value: str | None
+    divergent_sources: tuple[str, ...]
+    divergent_epoch: float | None
+    corroborating_partitions: int
+    evidence_fact_ids: tuple[str, ...]
+    stale_fact_ids: tuple[str, ...]
+    suspect_fact_ids: tuple[str, ...]
+    other_divergent_values: tuple[str, ...]
+    reason: str
+
+
+def claim_key(subject: str, attribute: str) -> str:
+    """Issue 4 §1 (claims): facts asserting a value for the same (subject, attribute) form one claim.
+
+    Both parts are lowercased with whitespace collapsed, then joined by ``|``; ``%`` and ``|`` inside a
+    part are percent-escaped so that distinct pairs never share a key.
+    """
+
+    def part(text: str) -> str:
+        norm = _WS.sub(" ", text).strip().lower()
+        return norm.replace("%", "%25").replace("|", "%7C")
+
+    return f"{part(subject)}|{part(attribute)}"
+
+
+def _canonical_number(text: str) -> str:
+    d = Decimal(text.replace(",", ""))
+    if abs(d.adjusted()) > 30:  # keep huge/tiny exponents symbolic rather than expanding them
+        return str(d.normalize())
+    if d == d.to_integral_value():
+        return str(int(d))
+    return format(d.normalize(), "f")
+
+
+def _canonical_unit(text: str) -> str:
+    unit = _WS.sub(" ", text).strip().lower().rstrip(_TRAILING_PUNCT).strip()
+    unit = re.sub(r"\s*/\s*", "/", unit)
+    return _CANONICAL_UNIT.get(unit, unit)
+
+
+def normalise_value(value: str, unit: str | None = None) -> str:
+    """Issue 4 §1 (claims): values compare equal when they assert the same thing.
+
+    A value starting with a number becomes ``"<number> <unit>"``: thousands separators dropped, the
+    number in plain canonical form ("1,000.0" -> "1000"), a ``k`` suffix multiplied out ("1k" ->
+    "1000"), and the unit mapped to its canonical alias ("req/s" -> "rps"). The value's own unit wins
+    over ``unit``; ``unit`` applies when the value has none. Anything else is lowercased, whitespace
+    collapsed and trailing punctuation stripped; ``unit`` is then ignored.
+    """
+    text = _WS.sub(" ", value).strip()
+    match = _NUMBER.match(text)
+    if match is None:
+        return text.lower().rstrip(_TRAILING_PUNCT).strip()
+    number, rest = match.group(1), match.group(2).strip()
+    try:
+        amount = Decimal(number.replace(",", ""))
+    except InvalidOperation:  # pragma: no cover - the regex only admits valid decimals
+        return text.lower()
+    if rest[:1].lower() == "k" and (len(rest) == 1 or rest[1] == " "):
+        amount *= 1000
+        rest = rest[1:].strip()
+    canon_unit = _canonical_unit(rest) if rest else (_canonical_unit(unit) if unit else "")
+    canon_number = _canonical_number(str(amount))
+    return f"{canon_number} {canon_unit}" if canon_unit else canon_number
+
+
+def counted_records(records: Iterable[ClaimRecord]) -> tuple[ClaimRecord, ...]:
+    """Drift seed, Decision Boundary rule 4 and Operational Effect: which records speak for a partition.
+
+    Quarantined (and superseded or expired) records never speak. Stale records still do, so marking a
+    high-trust record stale does not make the staleness disappear; but a stale record stops speaking
+    once its own source has appended a later active record, because the source has refreshed.
+    Returned in (source, epoch, fact_id) order.
+    """
+    kept = [r for r in records if r.status in COUNTED_STATUSES]
+    newest_active: dict[str, float] = {}
+    for r in kept:
+        if r.status == "active" and r.epoch > newest_active.get(r.source, float("-inf")):
+            newest_active[r.source] = r.epoch
+    speaking = [
+        r for r in kept
+        if r.status == "active" or r.epoch >= newest_active.get(r.source, float("-inf"))
+    ]
+    return tuple(sorted(speaking, key=lambda r: (r.source, r.epoch, r.fact_id)))
+
+
+def partition_agreement(records: Sequence[ClaimRecord]) -> PartitionView:
+    """Drift seed, What Was Observed: a partition's value by internal agreement (e.g. 47 of 50 records).
+
+    ``records`` must all be of one source; they are filtered by ``counted_records``. The majority value
+    is the one asserted by most records; ties go to the value with the latest epoch, then the
+    lexicographically smallest value. The partition's trust is that of its newest counted record.
+    Raises ValueError when the records mix sources or none of them counts.
+    """
+    sources = {r.source for r in records}
+    if len(sources) > 1:
+        raise ValueError(f"partition_agreement needs one source, got {sorted(sources)}")
+    counted = counted_records(records)
+    if not counted:
+        raise ValueError("partition_agreement: no active or stale record to count")
+    by_value: dict[str, list[ClaimRecord]] = {}
+    for r in counted:
+        by_value.setdefault(r.value, []).append(r)
+
+    def rank(item: tuple[str, list[ClaimRecord]]) -> tuple[int, float, str]:
+        value, recs = item
+        return (-len(recs), -max(r.epoch for r in recs), value)
+
+    value, support = min(by_value.items(), key=rank)
+    newest = max(counted, key=lambda r: (r.epoch, r.fact_id))
+    return PartitionView(
+        source=newest.source,
+        trust=newest.trust,
+        value=value,
+        share=len(support) / len(counted),
+        support=len(support),
+        total=len(counted),
+        latest_epoch=max(r.epoch for r in support),
+        newest_epoch=newest.epoch,
+        fact_ids=tuple(sorted(r.fact_id for r in support)),
+    )
+
+
+def partition_views(records: Iterable[ClaimRecord]) -> tuple[PartitionView, ...]:
+    """Drift seed, Scope (stores partitioned by provenance): one view per source, sorted by source.
+
+    Sources with no counted record are left out.
+    """
+    by_source: dict[str, list[ClaimRecord]] = {}
+    for r in records:
+        by_source.setdefault(r.source, []).append(r)
+    views = []
+    for source in sorted(by_source):
+        if counted_records(by_source[source]):
+            views.append(partition_agreement(by_source[source]))
+    return tuple(views)
+
+
+def high_trust_partition(partitions: Sequence[PartitionView]) -> PartitionView:
+    """Drift seed, Core Distinction: the high-trust partition that PWRC compares the others against.
+
+    Highest trust; ties go to the partition with the newest record, then the smallest source name.
+    """
+    if not partitions:
+        raise ValueError("high_trust_partition: no partitions")
+    return min(partitions, key=lambda p: (-p.trust, -p.newest_epoch, p.source))
+
+
+def freshness_dominance_holds(high_trust_epoch: float, divergent_epochs: Sequence[float]) -> bool:
+    """Drift seed, Condition of Validity: the high-trust partition is at least as fresh as every
+    divergent partition; only then is a poisoning verdict valid."""
+    return all(e <= high_trust_epoch for e in divergent_epochs)
+
+
+def corroborating_partitions(high_trust_epoch: float, divergent_epochs: Sequence[float]) -> int:
+    """Drift seed, Decision Boundary rule 3: partitions corroborating the divergent value.
+
+    ``divergent_epochs`` holds one epoch per partition asserting the divergent value. A partition
+    corroborates only with an epoch strictly later than the high-trust epoch, and the first such
+    partition is the claim itself, not its corroboration: the count is (later partitions - 1), >= 0.
+    """
+    later = sum(1 for e in divergent_epochs if e > high_trust_epoch)
+    return max(0, later - 1)
+
+
+def arbitrate_divergence(
+    high_trust_epoch: float,
+    divergent_epochs: Sequence[float],
+    corroborating_partitions: int,
+) -> VerdictKind:
+    """Drift seed, Decision Boundary rule 2 (epochs before trust) and the seed's ``arbitrate_divergence``.
+
+    Identical to the seed's function, except that where it raises FreshnessDominanceViolation
+    (later epoch, no corroboration) this returns "DRIFT_UNDETERMINED": refusing to act is an audit
+    event, never a crash.
+    """
+    if not divergent_epochs:
+        return CONSENSUS_OK
+    if not freshness_dominance_holds(high_trust_epoch, divergent_epochs):
+        if corroborating_partitions >= 1:
+            return STALE_HIGH_TRUST
+        return DRIFT_UNDETERMINED
+    return POISONING_CANDIDATE
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=UTC).isoformat()
+
+
+def claim_verdict(partitions: Sequence[PartitionView], *, claim: str) -> Verdict:
+    """Drift seed, Decision Boundary rules 2-4: the verdict for one claim, epochs compared before trust.
+
+    The high-trust partition is ``high_trust_partition``; its epoch is its NEWEST record for the claim.
+    Divergent partitions are those whose majority value differs from it. When several divergent
+    values exist, the one asserted by most partitions is evaluated (then the latest epoch, then the
+    smallest value); the others are listed in ``other_divergent_values``. Divergence alone never
+    quarantines: POISONING_CANDIDATE is a candidate for review. Independent of the order of
+    ``partitions``; raises ValueError on no partitions or a repeated source.
+    """
+    if not partitions:
+        raise ValueError("claim_verdict: no partitions")
+    names = [p.source for p in partitions]
+    if len(set(names)) != len(names):
+        raise ValueError(f"claim_verdict: repeated source in {sorted(names)}")
+    high = high_trust_partition(partitions)
+    ht_epoch = high.newest_epoch
+    groups: dict[str, list[PartitionView]] = {}
+    for p in partitions:
+        if p.source != high.source and p.value != high.value:
+            groups.setdefault(p.value, []).append(p)
+    if not groups:
+        return Verdict(
+            kind=CONSENSUS_OK, claim=claim, high_trust_source=high.source, high_trust_value=high.value,
+            high_trust_epoch=ht_epoch, divergent_value=None, divergent_sources=(), divergent_epoch=None,
+            corroborating_partitions=0, evidence_fact_ids=(), stale_fact_ids=(), suspect_fact_ids=(),
+            other_divergent_values=(),
+            reason=f"all {len(partitions)} partition(s) agree with {high.source} on {high.value!r}",
+        )
+
+    def rank(item: tuple[str, list[PartitionView]]) -> tuple[int, float, str]:
+        value, views = item
+        return (-len(views), -max(v.latest_epoch for v in views), value)
+
+    ordered = sorted(groups.items(), key=rank)
+    value, views = ordered[0]
+    views = sorted(views, key=lambda v: v.source)
+    epochs = [v.latest_epoch for v in views]
+    corroboration = corroborating_partitions(ht_epoch, epochs)
+    kind = arbitrate_divergence(ht_epoch, epochs, corroboration)
+    latest = max(epochs)
+    sources = tuple(v.source for v in views)
+    evidence = tuple(sorted(f for v in views for f in v.fact_ids))
+    later = [v.source for v in views if v.latest_epoch > ht_epoch]
+    head = (f"{high.source} (trust {high.trust:g}, newest record {_iso(ht_epoch)}) says {high.value!r}; "
+            f"{', '.join(sources)} say {value!r} (latest {_iso(latest)})")
+    if kind == STALE_HIGH_TRUST:
+        reason = (f"{head}. The divergent value is strictly later and asserted later by "
+                  f"{len(later)} partitions ({', '.join(later)}), corroboration {corroboration}: "
+                  f"legitimate drift, {high.source} is stale; request a refresh, do not quarantine")
+    elif kind == DRIFT_UNDETERMINED:
+        reason = (f"{head}. The divergent records are later but uncorroborated (only {later[0]} asserts "
+                  f"{value!r} after {_iso(ht_epoch)}), so drift cannot be told from epoch-spoofed "
+                  f"poisoning; the arbiter refuses to act")
+    else:
+        reason = (f"{head}. The divergent records are not fresher than {high.source} (freshness "
+                  f"dominance holds): poisoning candidate for quarantine review; divergence alone "
+                  f"never quarantines")
+    return Verdict(
+        kind=kind, claim=claim, high_trust_source=high.source, high_trust_value=high.value,
+        high_trust_epoch=ht_epoch, divergent_value=value, divergent_sources=sources,
+        divergent_epoch=latest, corroborating_partitions=corroboration, evidence_fact_ids=evidence,
+        stale_fact_ids=high.fact_ids if kind == STALE_HIGH_TRUST else (),
+        suspect_fact_ids=evidence if kind == POISONING_CANDIDATE else (),
+        other_divergent_values=tuple(v for v, _ in ordered[1:]),
+        reason=reason,
+    )
+
+
+def quarantine_eligible(verdict: Verdict) -> bool:
+    """Drift seed, Decision Boundary rule 4: never quarantine on divergence alone.
+
+    True only for divergence plus freshness dominance of the high-trust side (the divergent records
+    are not fresher) plus no later-epoch corroboration, i.e. a POISONING_CANDIDATE with suspects. It
+    makes the records eligible for quarantine review (or an opt-in auto policy), nothing more.
+    """
+    return (
+        verdict.kind == POISONING_CANDIDATE
+        and verdict.divergent_epoch is not None
+        and verdict.divergent_epoch <= verdict.high_trust_epoch
+        and verdict.corroborating_partitions == 0
+        and bool(verdict.suspect_fact_ids)
+    )
+
+
+def verdict_fingerprint(verdict: Verdict) -> str:
+    """Issue 4 §3 (repeating an input changes nothing): the identity of a verdict's effect.
+
+    Covers the kind, claim, high-trust source, value and epoch, the divergent value, and the fact ids
+    the effect acts on (stale ids for STALE_HIGH_TRUST, suspect ids for POISONING_CANDIDATE). It
+    leaves out what only accumulates without changing the effect (evidence ids, divergent sources,
+    divergent epoch, corroboration count, reason), so another corroborating record does not file a
+    second refresh request, while a new suspect record or a refreshed high-trust record does.
+    """
+    return derive_id(
+        "drift-verdict",
+        verdict.kind,
+        verdict.claim,
+        verdict.high_trust_source,
+        verdict.high_trust_value,
+        repr(float(verdict.high_trust_epoch)),
+        verdict.divergent_value if verdict.divergent_value is not None else "",
+        ",".join(verdict.stale_fact_ids),
+        ",".join(verdict.suspect_fact_ids),
+    )
+
+
+def refresh_resolved(
+    stale_source_view: PartitionView, observed_value: str, since_epoch: float | None = None
+) -> bool:
+    """Drift seed, Operational Effect (a refresh request is filed against the stale source): it resolves
+    when the stale source itself now asserts the observed value.
+
+    ``observed_value`` is a ``normalise_value`` output (as in the request). When ``since_epoch`` (the
+    request's high-trust epoch) is given, the assertion must also come from a record later than it.
+    """
+    if stale_source_view.value != observed_value:
+        return False
+    return since_epoch is None or stale_source_view.latest_epoch > since_epoch

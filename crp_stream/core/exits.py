@@ -1,0 +1,102 @@
+"""Window-loop exits and coverage measures (SPEC-024 §3.2, §6, §8.1).
+
+API
+---
+- ``COMPLETION_THRESHOLD = 0.92``; ``CKF_EXHAUSTION_THRESHOLD = 0.15``; ``SAFETY_BUDGET_FLOOR = 0.10``;
+  ``DEFAULT_MAX_WINDOWS = 5``; ``MAX_DEPTH_WEIGHT = 0.90``; ``DEFAULT_DEPTH = 0.5``.
+- Status strings ``TASK_COMPLETE``, ``LIMIT_REACHED``, ``CKF_EXHAUSTED``, ``SAFETY_BUDGET_DEPLETED``,
+  ``IN_PROGRESS``.
+- ``continuation_status(completeness, residual_empty, window_count, max_windows, mean_novelty_ratio,
+  safety_budget=None) -> str`` (§6, in priority order).
+- ``novelty_ratio(novelty, recency, ngram_penalty) -> NDArray`` (§6 Exit 3 / §8.1), per envelope fact.
+- ``mean_novelty_ratio(ratios) -> float`` (§6 Exit 3): 0.0 for an empty envelope.
+- ``coverage_score_header(novelty_ratios) -> float | None`` (§8.1): the MINIMUM; None if no facts.
+- ``depth_from_words(actual, expected) -> float`` (§3.2).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+COMPLETION_THRESHOLD = 0.92
+CKF_EXHAUSTION_THRESHOLD = 0.15
+SAFETY_BUDGET_FLOOR = 0.10
+DEFAULT_MAX_WINDOWS = 5
+MAX_DEPTH_WEIGHT = 0.90
+DEFAULT_DEPTH = 0.5
+
+TASK_COMPLETE = "task-complete"
+LIMIT_REACHED = "limit-reached"
+CKF_EXHAUSTED = "ckf-exhausted"
+SAFETY_BUDGET_DEPLETED = "safety-budget-depleted"
+IN_PROGRESS = "in-progress"
+
+
+def continuation_status(
+    completeness: float,
+    residual_empty: bool,
+    window_count: int,
+    max_windows: int,
+    mean_novelty_ratio: float,
+    safety_budget: float | None = None,
+) -> str:
+    """SPEC-024 §6: the first exit that holds, in the seed's priority order, else ``in-progress``.
+
+    1 task-complete: completeness >= 0.92 and the Residual Set is empty; 2 limit-reached:
+    window_count >= max_windows; 3 ckf-exhausted: mean novelty ratio < 0.15; 4 safety-budget-depleted:
+    safety_budget <= 0.10 (no budget reported -> exit 4 cannot fire).
+    """
+    if completeness >= COMPLETION_THRESHOLD and residual_empty:
+        return TASK_COMPLETE
+    if window_count >= max_windows:
+        return LIMIT_REACHED
+    if mean_novelty_ratio < CKF_EXHAUSTION_THRESHOLD:
+        return CKF_EXHAUSTED
+    if safety_budget is not None and safety_budget <= SAFETY_BUDGET_FLOOR:
+        return SAFETY_BUDGET_DEPLETED
+    return IN_PROGRESS
+
+
+def novelty_ratio(novelty: ArrayLike, recency: ArrayLike, ngram_penalty: ArrayLike) -> NDArray[np.float64]:
+    """SPEC-024 §6 Exit 3 / §8.1: how much of a fact's score survives staleness.
+
+    The seed writes ``CDR_score / relevance``; with the SPEC-027 §3.3 formula that is
+    ``importance × max(relevance, pull)/relevance × novelty × recency × (1 - ngram_penalty)``. crp-stream
+    divides out importance and effective relevance too (``CDR_score / (importance × max(relevance,
+    pull))``), so a fresh but low-importance fact does not read as exhaustion and the ratio stays in
+    [0, 1] (1.0 = entirely fresh). For connectors pass ``ngram_penalty = 0``.
+    """
+    n = np.asarray(novelty, dtype=np.float64)
+    r = np.asarray(recency, dtype=np.float64)
+    p = np.asarray(ngram_penalty, dtype=np.float64)
+    return np.asarray(n * r * (1.0 - p), dtype=np.float64)
+
+
+def mean_novelty_ratio(ratios: ArrayLike) -> float:
+    """SPEC-024 §6 Exit 3: the mean ratio over the envelope; an empty envelope has nothing novel (0.0)."""
+    v = np.asarray(ratios, dtype=np.float64).reshape(-1)
+    return float(v.mean()) if v.size else 0.0
+
+
+def coverage_score_header(novelty_ratios: ArrayLike) -> float | None:
+    """SPEC-024 §8.1: CRP-Context-Coverage-Score = the MINIMUM (worst-case) ratio, not the mean.
+
+    None when the envelope holds no facts (the header is then omitted).
+    """
+    v = np.asarray(novelty_ratios, dtype=np.float64).reshape(-1)
+    return float(v.min()) if v.size else None
+
+
+def depth_from_words(actual: int, expected: int | None) -> float:
+    """SPEC-024 §3.2: depth weight from the word-count ratio actual / expected, capped at 0.90.
+
+    The cap is the "thorough" level of the depth table and reproduces both seed examples
+    (280 of 300 words -> 0.90, 60 of 300 -> 0.20). Without an expected count the seed's default
+    depth 0.5 applies (``sub_query_depth.get(id, 0.5)``, §3.1).
+    """
+    if actual < 0:
+        raise ValueError("actual word count must be >= 0")
+    if expected is None or expected <= 0:
+        return DEFAULT_DEPTH
+    return min(actual / expected, MAX_DEPTH_WEIGHT)

@@ -1,0 +1,68 @@
+"""The n-gram output guard (SPEC-024 §5): a 6-gram blacklist of prior window output, as a penalty.
+
+API
+---
+- ``NGRAM_N = 6``; ``NGRAM_PENALTY_PER_MATCH = 0.15``; ``NGRAM_PENALTY_CAP = 0.80``.
+- ``tokenize(text) -> list[str]``: lower-cased unicode word tokens (``\\w+``).
+- ``ngrams(tokens, n=6) -> set[str]``: the token n-grams, space-joined (empty if fewer than n tokens).
+- ``update_ngram_blacklist(blacklist, window_output, n=6) -> frozenset[str]`` (§5.1), pure: returns
+  the union, never mutates.
+- ``ngram_overlap(text, blacklist, n=6) -> int``: distinct n-grams of ``text`` found in the blacklist.
+- ``ngram_penalty(overlaps) -> NDArray[float64]`` (§5.2): ``min(0.80, 0.15 * overlaps)``.
+- ``ngram_guard_activations(penalties) -> int`` (§8.3): candidates with a non-zero penalty.
+
+>>> bl = update_ngram_blacklist(frozenset(), "Kubernetes uses a flat network model for pods")
+>>> ngram_overlap("kubernetes uses a flat network model!", bl)
+1
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence, Set
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+NGRAM_N = 6
+NGRAM_PENALTY_PER_MATCH = 0.15
+NGRAM_PENALTY_CAP = 0.80
+
+_WORD = re.compile(r"\w+")
+
+
+def tokenize(text: str) -> list[str]:
+    """SPEC-024 §5.1: ``tokenize(window_output)``: lower-cased unicode word tokens, punctuation dropped."""
+    return _WORD.findall(text.lower())
+
+
+def ngrams(tokens: Sequence[str], n: int = NGRAM_N) -> set[str]:
+    """SPEC-024 §5.1: the set of ``tokens[i:i+n]``, each joined by single spaces."""
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    return {" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)}
+
+
+def update_ngram_blacklist(blacklist: Set[str], window_output: str, n: int = NGRAM_N) -> frozenset[str]:
+    """SPEC-024 §5.1: after each window, every 6-gram of its output joins the session blacklist."""
+    return frozenset(blacklist) | frozenset(ngrams(tokenize(window_output), n))
+
+
+def ngram_overlap(text: str, blacklist: Set[str], n: int = NGRAM_N) -> int:
+    """SPEC-024 §5.2: ``count_matching_ngrams``: distinct n-grams of a fact's text in the blacklist."""
+    if not blacklist:
+        return 0
+    return len(ngrams(tokenize(text), n) & blacklist)
+
+
+def ngram_penalty(overlaps: ArrayLike) -> NDArray[np.float64]:
+    """SPEC-024 §5.2: ``ngram_penalty = min(0.80, 0.15 * overlap)``; the score is multiplied by 1 - it."""
+    ov = np.asarray(overlaps, dtype=np.float64)
+    if (ov < 0).any() or np.isnan(ov).any():
+        raise ValueError("overlaps must be counts >= 0")
+    return np.minimum(NGRAM_PENALTY_CAP, NGRAM_PENALTY_PER_MATCH * ov)
+
+
+def ngram_guard_activations(penalties: ArrayLike) -> int:
+    """SPEC-024 §8.3: CRP-Context-NGram-Guard-Activations = candidates that received an n-gram penalty."""
+    return int(np.count_nonzero(np.asarray(penalties, dtype=np.float64) > 0.0))

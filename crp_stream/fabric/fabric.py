@@ -1,0 +1,115 @@
+"""The knowledge fabric: relational store + vector index + embedder behind one object.
+
+Handlers receive a ``UnitOfWork``: a repository bound to one database transaction, plus the vector
+index and embedder. The runtime commits the transaction together with the consumer offset.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+
+from crp_stream.config import ConfigError, Settings
+from crp_stream.core.calibration import Thresholds
+from crp_stream.fabric import db
+from crp_stream.fabric.embedders import CALIBRATED_THRESHOLDS, Embedder, make_embedder
+from crp_stream.fabric.repository import Repository
+from crp_stream.fabric.vectors import VectorIndex
+
+log = logging.getLogger(__name__)
+
+MODEL_KEY = "embedding_model"
+DIM_KEY = "embedding_dim"
+
+
+def open_vector_index(spec: str) -> VectorIndex:
+    """``edge:/path`` (embedded qdrant-edge), ``http(s)://host:6333`` (Qdrant server), ``memory:``."""
+    if spec.startswith("edge:"):
+        from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+
+        return EdgeVectorIndex(spec[len("edge:"):])
+    if spec.startswith(("http://", "https://")):
+        from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+
+        return QdrantVectorIndex(url=spec)
+    if spec in ("memory:", ":memory:"):
+        from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+
+        return QdrantVectorIndex(location=":memory:")
+    raise ConfigError(f"qdrant: {spec!r} is not edge:PATH, http(s)://HOST:PORT or memory:")
+
+
+@dataclass
+class UnitOfWork:
+    repo: Repository
+    fabric: Fabric
+
+    @property
+    def vectors(self) -> VectorIndex:
+        return self.fabric.vectors
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.fabric.embedder
+
+    @property
+    def settings(self) -> Settings:
+        return self.fabric.settings
+
+
+class Fabric:
+    def __init__(self, settings: Settings, *, migrate: bool = True,
+                 engine: Engine | None = None, vectors: VectorIndex | None = None):
+        self.settings = settings
+        self.engine = engine or db.make_engine(settings.database)
+        if migrate:
+            db.upgrade(self.engine)
+        self.vectors = vectors or open_vector_index(settings.vectors)
+        self.embedder = make_embedder(settings.embedder)
+        self._model_checked = False
+
+    @contextmanager
+    def unit_of_work(self) -> Iterator[UnitOfWork]:
+        with self.engine.begin() as conn:
+            yield UnitOfWork(Repository(conn), self)
+
+    def thresholds(self) -> Thresholds:
+        """Seed defaults, replaced by the model's calibration, replaced by explicit settings."""
+        base = Thresholds()
+        cal = CALIBRATED_THRESHOLDS.get(self.embedder.model_id, {})
+        s = self.settings
+        return Thresholds(
+            min_relevance=s.min_relevance if s.min_relevance is not None
+            else cal.get("min_relevance", base.min_relevance),
+            edge_threshold=s.edge_threshold if s.edge_threshold is not None
+            else cal.get("edge_threshold", base.edge_threshold),
+            edge_k=s.edge_k,
+            contradiction_threshold=s.contradiction_threshold if s.contradiction_threshold is not None
+            else cal.get("contradiction_threshold", base.contradiction_threshold),
+        )
+
+    def check_model(self, uow: UnitOfWork, model_id: str, dim: int) -> str | None:
+        """SPEC-024 §2.5: the fabric's model is fixed at its first write. Returns a reason on mismatch."""
+        have = uow.repo.get_meta(MODEL_KEY)
+        if have is None:
+            uow.repo.set_meta(MODEL_KEY, model_id)
+            uow.repo.set_meta(DIM_KEY, str(dim))
+            self.vectors.ensure(dim)
+            return None
+        if have != model_id:
+            return f"embedding_model: {model_id!r} does not match the fabric's model {have!r}"
+        want_dim = int(uow.repo.get_meta(DIM_KEY) or dim)
+        if want_dim != dim:
+            return f"embedding: dimension {dim} does not match the fabric's dimension {want_dim}"
+        if not self._model_checked:
+            self.vectors.ensure(dim)
+            self._model_checked = True
+        return None
+
+    def close(self) -> None:
+        self.vectors.close()
+        self.engine.dispose()

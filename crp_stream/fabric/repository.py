@@ -1,0 +1,284 @@
+"""Reads and writes of the relational fabric, bound to one transaction (a SQLAlchemy Connection)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, func, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from crp_stream.fabric import tables as t
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class Repository:
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self._dialect = conn.dialect.name
+
+    def _insert_ignore(self, table: Any, rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> None:
+        if not rows:
+            return
+        mod = postgresql if self._dialect == "postgresql" else sqlite
+        stmt = mod.insert(table).on_conflict_do_nothing(index_elements=list(keys))
+        self.conn.execute(stmt, list(rows))
+
+    # meta -------------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        return self.conn.execute(select(t.meta.c.value).where(t.meta.c.key == key)).scalar_one_or_none()
+
+    def set_meta(self, key: str, value: str) -> None:
+        if self.get_meta(key) is None:
+            self.conn.execute(t.meta.insert().values(key=key, value=value))
+        else:
+            self.conn.execute(update(t.meta).where(t.meta.c.key == key).values(value=value))
+
+    # offsets and idempotency ------------------------------------------------------------------
+    def offsets(self, consumer: str) -> dict[tuple[str, int], int]:
+        rows = self.conn.execute(
+            select(t.consumer_offsets.c.topic, t.consumer_offsets.c.partition, t.consumer_offsets.c.next_offset)
+            .where(t.consumer_offsets.c.consumer == consumer)
+        )
+        return {(r.topic, r.partition): r.next_offset for r in rows}
+
+    def commit_offset(self, consumer: str, topic: str, partition: int, next_offset: int) -> None:
+        tbl = t.consumer_offsets
+        cond = (tbl.c.consumer == consumer) & (tbl.c.topic == topic) & (tbl.c.partition == partition)
+        res = self.conn.execute(update(tbl).where(cond).values(next_offset=next_offset))
+        if res.rowcount == 0:
+            self.conn.execute(
+                tbl.insert().values(consumer=consumer, topic=topic, partition=partition, next_offset=next_offset)
+            )
+
+    def processed_hash(self, consumer: str, event_id: str) -> str | None:
+        tbl = t.processed_events
+        return self.conn.execute(
+            select(tbl.c.content_hash).where((tbl.c.consumer == consumer) & (tbl.c.event_id == event_id))
+        ).scalar_one_or_none()
+
+    def mark_processed(self, consumer: str, event_id: str, content_hash: str, topic: str, offset: int) -> None:
+        self.conn.execute(
+            t.processed_events.insert().values(
+                consumer=consumer, event_id=event_id, content_hash=content_hash, topic=topic, offset=offset
+            )
+        )
+
+    # sources ----------------------------------------------------------------------------------
+    def touch_source(self, source: str, source_type: str, trust: float, at_us: int) -> None:
+        tbl = t.sources
+        res = self.conn.execute(
+            update(tbl).where(tbl.c.source == source).values(trust=trust, source_type=source_type, last_seen_us=at_us)
+        )
+        if res.rowcount == 0:
+            self.conn.execute(
+                tbl.insert().values(
+                    source=source, source_type=source_type, trust=trust, first_seen_us=at_us, last_seen_us=at_us
+                )
+            )
+
+    def sources(self) -> list[dict[str, Any]]:
+        return [dict(r._mapping) for r in self.conn.execute(select(t.sources).order_by(t.sources.c.source))]
+
+    # facts ------------------------------------------------------------------------------------
+    def existing_fact_ids(self, fact_ids: Sequence[str]) -> set[str]:
+        if not fact_ids:
+            return set()
+        out: set[str] = set()
+        for i in range(0, len(fact_ids), 500):
+            chunk = fact_ids[i : i + 500]
+            out.update(self.conn.execute(select(t.facts.c.fact_id).where(t.facts.c.fact_id.in_(chunk))).scalars())
+        return out
+
+    def insert_facts(self, rows: Sequence[dict[str, Any]]) -> None:
+        self._insert_ignore(t.facts, rows, ["fact_id"])
+
+    def facts_by_ids(self, fact_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        ids = sorted(set(fact_ids))
+        out: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            for r in self.conn.execute(select(t.facts).where(t.facts.c.fact_id.in_(chunk))):
+                out[r.fact_id] = dict(r._mapping)
+        return out
+
+    def facts_for_claim(self, claim_key: str) -> list[dict[str, Any]]:
+        q = select(t.facts).where(t.facts.c.claim_key == claim_key).order_by(t.facts.c.epoch_us, t.facts.c.fact_id)
+        return [dict(r._mapping) for r in self.conn.execute(q)]
+
+    def document_facts(self, source: str, document_id: str) -> list[dict[str, Any]]:
+        q = (select(t.facts.c.fact_id, t.facts.c.position, t.facts.c.status)
+             .where((t.facts.c.source == source) & (t.facts.c.document_id == document_id)))
+        return [dict(r._mapping) for r in self.conn.execute(q)]
+
+    def set_fact_status(self, fact_ids: Sequence[str], status: str) -> None:
+        if fact_ids:
+            self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(status=status))
+
+    def fact_counts(self) -> list[tuple[str, str, int]]:
+        q = (
+            select(t.facts.c.source, t.facts.c.status, func.count())
+            .group_by(t.facts.c.source, t.facts.c.status)
+            .order_by(t.facts.c.source, t.facts.c.status)
+        )
+        return [(r[0], r[1], int(r[2])) for r in self.conn.execute(q)]
+
+    def all_facts(self) -> list[dict[str, Any]]:
+        return [dict(r._mapping) for r in self.conn.execute(select(t.facts).order_by(t.facts.c.fact_id))]
+
+    # similarity graph -------------------------------------------------------------------------
+    def add_edges(self, edges: Sequence[tuple[str, str, float]]) -> None:
+        rows: list[dict[str, Any]] = []
+        for a, b, w in edges:
+            if a == b:
+                continue
+            rows.append({"src": a, "dst": b, "weight": float(w)})
+            rows.append({"src": b, "dst": a, "weight": float(w)})
+        self._insert_ignore(t.edges, rows, ["src", "dst"])
+
+    def adjacency(self, fact_ids: Iterable[str]) -> dict[str, dict[str, float]]:
+        ids = sorted(set(fact_ids))
+        adj: dict[str, dict[str, float]] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            q = select(t.edges.c.src, t.edges.c.dst, t.edges.c.weight).where(t.edges.c.src.in_(chunk))
+            for r in self.conn.execute(q):
+                adj.setdefault(r.src, {})[r.dst] = r.weight
+                adj.setdefault(r.dst, {})[r.src] = r.weight
+        return adj
+
+    def edge_count(self) -> int:
+        return int(self.conn.execute(select(func.count()).select_from(t.edges)).scalar_one()) // 2
+
+    # sessions ---------------------------------------------------------------------------------
+    def get_session(self, session_id: str) -> dict[str, Any] | None:
+        r = self.conn.execute(select(t.sessions).where(t.sessions.c.session_id == session_id)).first()
+        if r is None:
+            return None
+        row = dict(r._mapping)
+        row["state"] = json.loads(row["state"])
+        return row
+
+    def put_session(self, session_id: str, embedding_model: str, window_count: int, max_windows: int,
+                    state: dict[str, Any], at_us: int) -> None:
+        values = {
+            "embedding_model": embedding_model,
+            "window_count": window_count,
+            "max_windows": max_windows,
+            "state": canonical_json(state),
+            "updated_at_us": at_us,
+        }
+        res = self.conn.execute(update(t.sessions).where(t.sessions.c.session_id == session_id).values(**values))
+        if res.rowcount == 0:
+            self.conn.execute(t.sessions.insert().values(session_id=session_id, **values))
+
+    # audit log: append-only by construction (no update or delete method exists) -----------------
+    def append_audit(self, event_id: str, audit_type: str, at_us: int, key: str, details: dict[str, Any]) -> None:
+        self._insert_ignore(
+            t.audit_log,
+            [{"event_id": event_id, "audit_type": audit_type, "at_us": at_us, "key": key,
+              "details": canonical_json(details)}],
+            ["event_id"],
+        )
+
+    def audit(self, audit_type: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        q = select(t.audit_log).order_by(t.audit_log.c.seq.desc()).limit(limit)
+        if audit_type:
+            q = q.where(t.audit_log.c.audit_type == audit_type)
+        rows = [dict(r._mapping) for r in self.conn.execute(q)]
+        for r in rows:
+            r["details"] = json.loads(r["details"])
+        return list(reversed(rows))
+
+    # refresh requests and quarantine candidates ------------------------------------------------
+    def put_refresh(self, request_id: str, claim_key: str, source: str, payload: dict[str, Any], at_us: int) -> bool:
+        if self.conn.execute(
+            select(t.refresh_requests.c.request_id).where(t.refresh_requests.c.request_id == request_id)
+        ).first():
+            return False
+        self.conn.execute(t.refresh_requests.insert().values(
+            request_id=request_id, claim_key=claim_key, source=source, status="open",
+            payload=canonical_json(payload), created_at_us=at_us))
+        return True
+
+    def refresh_requests(self, status: str | None = None) -> list[dict[str, Any]]:
+        q = select(t.refresh_requests).order_by(t.refresh_requests.c.created_at_us, t.refresh_requests.c.request_id)
+        if status:
+            q = q.where(t.refresh_requests.c.status == status)
+        return [_decoded(r._mapping) for r in self.conn.execute(q)]
+
+    def resolve_refresh(self, request_id: str, at_us: int, by: str) -> bool:
+        tbl = t.refresh_requests
+        res = self.conn.execute(update(tbl).where((tbl.c.request_id == request_id) & (tbl.c.status == "open"))
+                                .values(status="resolved", resolved_at_us=at_us, resolved_by=by))
+        return res.rowcount > 0
+
+    def put_candidate(self, candidate_id: str, claim_key: str, source: str, payload: dict[str, Any],
+                      at_us: int) -> bool:
+        tbl = t.quarantine_candidates
+        if self.conn.execute(select(tbl.c.candidate_id).where(tbl.c.candidate_id == candidate_id)).first():
+            return False
+        self.conn.execute(tbl.insert().values(
+            candidate_id=candidate_id, claim_key=claim_key, source=source, status="pending",
+            payload=canonical_json(payload), created_at_us=at_us))
+        return True
+
+    def candidates(self, status: str | None = None) -> list[dict[str, Any]]:
+        tbl = t.quarantine_candidates
+        q = select(tbl).order_by(tbl.c.created_at_us, tbl.c.candidate_id)
+        if status:
+            q = q.where(tbl.c.status == status)
+        return [_decoded(r._mapping) for r in self.conn.execute(q)]
+
+    def decide_candidate(self, candidate_id: str, status: str, at_us: int, by: str) -> None:
+        tbl = t.quarantine_candidates
+        self.conn.execute(update(tbl).where(tbl.c.candidate_id == candidate_id)
+                          .values(status=status, decided_at_us=at_us, decided_by=by))
+
+    def refresh_request(self, request_id: str) -> dict[str, Any] | None:
+        tbl = t.refresh_requests
+        r = self.conn.execute(select(tbl).where(tbl.c.request_id == request_id)).first()
+        return _decoded(r._mapping) if r else None
+
+    def refresh_requests_for_claim(self, claim_key: str, status: str | None = None) -> list[dict[str, Any]]:
+        tbl = t.refresh_requests
+        q = select(tbl).where(tbl.c.claim_key == claim_key).order_by(tbl.c.created_at_us, tbl.c.request_id)
+        if status:
+            q = q.where(tbl.c.status == status)
+        return [_decoded(r._mapping) for r in self.conn.execute(q)]
+
+    def candidate(self, candidate_id: str) -> dict[str, Any] | None:
+        tbl = t.quarantine_candidates
+        r = self.conn.execute(select(tbl).where(tbl.c.candidate_id == candidate_id)).first()
+        return _decoded(r._mapping) if r else None
+
+    def audit_exists(self, event_id: str) -> bool:
+        q = select(t.audit_log.c.seq).where(t.audit_log.c.event_id == event_id)
+        return self.conn.execute(q).first() is not None
+
+    def set_claim_key(self, fact_ids: Sequence[str], claim_key: str) -> None:
+        """The arbiter groups facts without subject/attribute into a claim by similarity."""
+        if fact_ids:
+            self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(claim_key=claim_key))
+
+    # claims (arbiter state) -------------------------------------------------------------------
+    def get_claim(self, claim_key: str) -> dict[str, Any] | None:
+        r = self.conn.execute(select(t.claims).where(t.claims.c.claim_key == claim_key)).first()
+        return _decoded(r._mapping, "details") if r else None
+
+    def put_claim(self, claim_key: str, verdict: str, fingerprint: str, details: dict[str, Any], at_us: int) -> None:
+        values = {"verdict": verdict, "fingerprint": fingerprint, "details": canonical_json(details),
+                  "updated_at_us": at_us}
+        res = self.conn.execute(update(t.claims).where(t.claims.c.claim_key == claim_key).values(**values))
+        if res.rowcount == 0:
+            self.conn.execute(t.claims.insert().values(claim_key=claim_key, **values))
+
+
+def _decoded(mapping: Any, field: str = "payload") -> dict[str, Any]:
+    row = dict(mapping)
+    row[field] = json.loads(row[field])
+    return row

@@ -1,0 +1,229 @@
+"""The vector-index port: one abstract ``VectorIndex`` that every backend implements.
+
+Backends: ``vectors_edge.EdgeVectorIndex`` (embedded qdrant-edge, the default) and
+``vectors_qdrant.QdrantVectorIndex`` (a Qdrant server through qdrant-client, or its local mode in tests).
+
+Contract, shared by every backend (tests/contract/test_vectors.py runs them all through it):
+
+- One point per fact. The point id is ``core.ids.point_id(fact_id)``; the payload is
+  ``{"fact_id", "status", "expires_at", "source"}`` (``expires_at``: epoch seconds or null = never).
+- The dimension is fixed by the first ``ensure(dim)`` or the first ``upsert``; a vector of another
+  dimension is a ``ValueError``. ``dim`` is ``None`` until then (and again after ``delete_all``).
+- Vectors are L2-normalised here (float32) before they reach a backend, so scores are cosines.
+  A vector with NaN/inf, of norm 0, or not 1-D is a ``ValueError``.
+- Results are deterministic: scores are rounded to 6 decimals and hits sorted by
+  ``(-score, fact_id)``; ties at the k-th place are resolved by fetching more, never by engine order.
+- Before the first write every read answers empty (``[]``, ``{}``, ``0``).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final, Self
+
+import numpy as np
+import numpy.typing as npt
+
+Vector = npt.NDArray[np.float32]
+
+STATUSES: Final = frozenset({"active", "stale", "quarantined", "superseded", "expired"})
+DEFAULT_EXCLUDED: Final = ("quarantined", "expired", "superseded")
+SCORE_DECIMALS: Final = 6
+# Extra hits fetched beyond k so that a tie at the k-th place can be seen and broken by fact_id.
+_TIE_MARGIN: Final = 8
+
+# Payload field names, shared by the backends (payload indexes are created on the filter fields).
+F_FACT_ID: Final = "fact_id"
+F_STATUS: Final = "status"
+F_EXPIRES_AT: Final = "expires_at"
+F_SOURCE: Final = "source"
+
+
+@dataclass(frozen=True, slots=True)
+class VectorItem:
+    """One fact's vector and the payload the filters need."""
+
+    fact_id: str
+    vector: npt.ArrayLike
+    status: str = "active"
+    expires_at: float | None = None  # epoch seconds; None = never expires
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """A backend-neutral filter: each backend translates it into its own filter type."""
+
+    exclude_statuses: tuple[str, ...] = ()
+    alive_at: float | None = None  # drop points whose expires_at <= alive_at (null never expires)
+    exclude_id: str | None = None
+
+
+def normalise(vector: npt.ArrayLike, dim: int | None = None) -> Vector:
+    """Return ``vector`` as a unit-length float32 1-D array; reject NaN/inf, zero norm, wrong dimension."""
+    v = np.asarray(vector, dtype=np.float64)
+    if v.ndim != 1 or v.size == 0:
+        raise ValueError(f"vector must be 1-D and non-empty, got shape {v.shape}")
+    if dim is not None and v.shape[0] != dim:
+        raise ValueError(f"vector has dimension {v.shape[0]}, the index has {dim}")
+    if not np.all(np.isfinite(v)):
+        raise ValueError("vector contains NaN or inf")
+    norm = float(np.linalg.norm(v))
+    if norm == 0.0:
+        raise ValueError("vector has norm 0")
+    return (v / norm).astype(np.float32)
+
+
+def payload_of(item: VectorItem) -> dict[str, Any]:
+    """The payload stored with a point; identical on every backend so results are congruent."""
+    return {
+        F_FACT_ID: item.fact_id,
+        F_STATUS: item.status,
+        F_EXPIRES_AT: None if item.expires_at is None else float(item.expires_at),
+        F_SOURCE: item.source,
+    }
+
+
+def _check_status(status: str) -> None:
+    if status not in STATUSES:
+        raise ValueError(f"unknown status {status!r}; expected one of {sorted(STATUSES)}")
+
+
+def rank(hits: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Round scores to 6 decimals and sort by (-score, fact_id): the deterministic order of the port."""
+    rounded = [(fid, round(float(s), SCORE_DECIMALS)) for fid, s in hits]
+    rounded.sort(key=lambda h: (-h[1], h[0]))
+    return rounded
+
+
+class VectorIndex(ABC):
+    """Port: a filtered cosine top-k index of fact vectors. Not thread-safe; one writer."""
+
+    # ---- backend hooks ------------------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def dim(self) -> int | None:
+        """The vector dimension, or None before the first ``ensure``/``upsert``."""
+
+    @abstractmethod
+    def ensure(self, dim: int) -> None:
+        """Create the collection if missing; a different ``dim`` than the existing one is a ValueError."""
+
+    @abstractmethod
+    def _upsert(self, ids: list[str], vectors: Vector, payloads: list[dict[str, Any]]) -> None:
+        """Write normalised ``vectors`` (n x dim) with their payloads; replaces existing points."""
+
+    @abstractmethod
+    def _set_status(self, fact_ids: list[str], status: str) -> None:
+        """Set the status payload of the points that exist; silently skip unknown ids."""
+
+    @abstractmethod
+    def _query(
+        self, query: Vector, limit: int, where: Constraint, min_score: float | None
+    ) -> list[tuple[str, float]]:
+        """Top ``limit`` (fact_id, raw score) by cosine under ``where``, scores >= ``min_score``."""
+
+    @abstractmethod
+    def get_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored (normalised) vectors of the given facts; unknown ids are absent from the result."""
+
+    @abstractmethod
+    def count(self) -> int:
+        """Number of points, whatever their status."""
+
+    @abstractmethod
+    def delete_all(self) -> None:
+        """Drop every point and the collection itself (for a rebuild); ``dim`` becomes None."""
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Make every write so far durable."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush and release the backend; idempotent."""
+
+    # ---- the port, shared by every backend ---------------------------------------------------------
+
+    def upsert(self, items: Sequence[VectorItem]) -> None:
+        """Insert or replace points; idempotent by fact_id. The first write fixes the dimension."""
+        if not items:
+            return
+        dim = self.dim
+        if dim is None:
+            dim = int(normalise(items[0].vector).shape[0])
+        matrix = np.empty((len(items), dim), dtype=np.float32)
+        last: dict[str, int] = {}
+        for row, item in enumerate(items):
+            if not item.fact_id:
+                raise ValueError("fact_id must be a non-empty string")
+            _check_status(item.status)
+            if item.expires_at is not None and not math.isfinite(item.expires_at):
+                raise ValueError(f"expires_at of {item.fact_id!r} must be finite or None")
+            matrix[row] = normalise(item.vector, dim)
+            last[item.fact_id] = row
+        self.ensure(dim)
+        # A fact repeated within one batch: the last occurrence wins, as with separate calls.
+        rows = sorted(last.values())
+        self._upsert(
+            [items[r].fact_id for r in rows],
+            matrix[rows],
+            [payload_of(items[r]) for r in rows],
+        )
+
+    def set_status(self, fact_ids: Sequence[str], status: str) -> None:
+        """Set the status of known facts (unknown ids are skipped): active/stale/quarantined/..."""
+        _check_status(status)
+        ids = sorted(set(fact_ids))
+        if ids and self.dim is not None:
+            self._set_status(ids, status)
+
+    def search(
+        self,
+        query: npt.ArrayLike,
+        k: int,
+        now: float,
+        exclude_statuses: Sequence[str] = DEFAULT_EXCLUDED,
+    ) -> list[tuple[str, float]]:
+        """Top-k (fact_id, cosine) whose status is not excluded and which are unexpired at ``now``."""
+        where = Constraint(exclude_statuses=tuple(sorted(set(exclude_statuses))), alive_at=float(now))
+        return self._top_k(query, k, where, None)
+
+    def neighbours(
+        self, query: npt.ArrayLike, k: int, min_score: float, exclude_id: str | None = None
+    ) -> list[tuple[str, float]]:
+        """Top-k (fact_id, cosine >= min_score) of any status but quarantined, for similarity edges."""
+        where = Constraint(exclude_statuses=("quarantined",), exclude_id=exclude_id)
+        return [h for h in self._top_k(query, k, where, min_score) if h[1] >= min_score]
+
+    def _top_k(
+        self, query: npt.ArrayLike, k: int, where: Constraint, min_score: float | None
+    ) -> list[tuple[str, float]]:
+        dim = self.dim
+        if k <= 0 or dim is None:
+            return []
+        q = normalise(query, dim)
+        limit = k + _TIE_MARGIN
+        while True:
+            ranked = rank(self._query(q, limit, where, min_score))
+            # Complete when the engine ran out, or the k-th score beats the lowest fetched one:
+            # then nothing left unfetched can tie with the k-th hit.
+            if len(ranked) < limit or ranked[-1][1] < ranked[k - 1][1]:
+                return ranked[:k]
+            limit *= 2
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

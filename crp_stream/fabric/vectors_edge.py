@@ -1,0 +1,190 @@
+"""Embedded default backend of the vector port: the official embedded Qdrant engine (``qdrant-edge-py``).
+
+One ``EdgeShard`` lives in ``<directory>/edge-shard`` (WAL on, so writes survive a reopen; ``flush``
+makes them durable on disk). Only that subdirectory is ever deleted (by ``delete_all``), never the
+directory the caller passed.
+
+Speed: queries use exact (brute-force, SIMD) search with keyword/float payload indexes on the filter
+fields; the shard is never ``optimize()``d, so no HNSW graph is built (building one costs ~25 s per
+20k 384-d points on two cores and exact search is already fast at this scale).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import qdrant_edge as qe
+
+from crp_stream.core.ids import point_id
+from crp_stream.fabric.vectors import (
+    F_EXPIRES_AT,
+    F_FACT_ID,
+    F_SOURCE,
+    F_STATUS,
+    Constraint,
+    Vector,
+    VectorIndex,
+)
+
+SHARD_DIR: Final = "edge-shard"
+_CONFIG_FILE: Final = "edge_config.json"  # written by qdrant-edge itself; holds the vector size
+_BATCH: Final = 1024
+_INDEXES: Final = (
+    (F_STATUS, qe.PayloadSchemaType.Keyword),
+    (F_EXPIRES_AT, qe.PayloadSchemaType.Float),
+    (F_SOURCE, qe.PayloadSchemaType.Keyword),
+)
+
+
+def _edge_filter(where: Constraint) -> qe.Filter | None:
+    must_not: list[Any] = []
+    if where.exclude_statuses:
+        must_not.append(qe.FieldCondition(F_STATUS, match=qe.MatchAny(list(where.exclude_statuses))))
+    if where.alive_at is not None:
+        # A null expires_at never matches a range, so "never expires" survives this must_not.
+        must_not.append(qe.FieldCondition(F_EXPIRES_AT, range=qe.RangeFloat(lte=where.alive_at)))
+    if where.exclude_id is not None:
+        must_not.append(qe.HasIdCondition({point_id(where.exclude_id)}))
+    return qe.Filter(must_not=must_not) if must_not else None
+
+
+class EdgeVectorIndex(VectorIndex):
+    """The vector port on an embedded qdrant-edge shard stored under ``directory``."""
+
+    def __init__(self, directory: str | os.PathLike[str], *, exact: bool = True) -> None:
+        self._root = Path(directory)
+        self._path = self._root / SHARD_DIR
+        self._params = qe.SearchParams(exact=exact)
+        self._shard: qe.EdgeShard | None = None
+        self._dim: int | None = None
+        self._closed = False
+        if (self._path / _CONFIG_FILE).exists():
+            self._shard = qe.EdgeShard.load(str(self._path))
+            self._dim = self._read_dim()
+            self._ensure_indexes()
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+
+    @property
+    def dim(self) -> int | None:
+        return self._dim
+
+    def _read_dim(self) -> int:
+        # EdgeShard exposes no config getter, so the vector size comes from the shard's own config file.
+        config = json.loads((self._path / _CONFIG_FILE).read_text(encoding="utf-8"))
+        return int(config["vectors"][""]["size"])
+
+    def _ensure_indexes(self) -> None:
+        shard = self._live()
+        existing = shard.info().payload_schema
+        for field, schema in _INDEXES:
+            if field not in existing:
+                shard.update(qe.UpdateOperation.create_field_index(field, schema))
+
+    def _live(self) -> qe.EdgeShard:
+        if self._closed:
+            raise RuntimeError("vector index is closed")
+        if self._shard is None:
+            raise RuntimeError("vector index has no collection yet; call ensure(dim) first")
+        return self._shard
+
+    def ensure(self, dim: int) -> None:
+        if self._closed:
+            raise RuntimeError("vector index is closed")
+        if dim <= 0:
+            raise ValueError(f"dimension must be positive, got {dim}")
+        if self._dim is not None:
+            if dim != self._dim:
+                raise ValueError(f"vector index has dimension {self._dim}, asked for {dim}")
+            return
+        config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
+        self._root.mkdir(parents=True, exist_ok=True)
+        self._shard = qe.EdgeShard.create(str(self._path), config)
+        self._dim = dim
+        self._ensure_indexes()
+
+    def flush(self) -> None:
+        if self._closed:
+            raise RuntimeError("vector index is closed")
+        if self._shard is not None:
+            self._shard.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        if self._shard is not None:
+            self._shard.flush()
+            self._shard.close()
+            self._shard = None
+        self._closed = True
+
+    def delete_all(self) -> None:
+        if self._closed:
+            raise RuntimeError("vector index is closed")
+        if self._shard is not None:
+            self._shard.close()
+            self._shard = None
+        shutil.rmtree(self._path, ignore_errors=True)
+        self._dim = None
+
+    # ---- writes -------------------------------------------------------------------------------------
+
+    def _upsert(self, ids: list[str], vectors: Vector, payloads: list[dict[str, Any]]) -> None:
+        shard = self._live()
+        for start in range(0, len(ids), _BATCH):
+            stop = start + _BATCH
+            points = [
+                qe.Point(point_id(fid), vec.tolist(), payload)
+                for fid, vec, payload in zip(
+                    ids[start:stop], vectors[start:stop], payloads[start:stop], strict=True
+                )
+            ]
+            shard.update(qe.UpdateOperation.upsert_points(points))
+
+    def _set_status(self, fact_ids: list[str], status: str) -> None:
+        # By filter, not by ids: points that do not exist are skipped instead of failing the batch.
+        shard = self._live()
+        for start in range(0, len(fact_ids), _BATCH):
+            ids: set[qe.PointId] = {point_id(fid) for fid in fact_ids[start : start + _BATCH]}
+            where = qe.Filter(must=[qe.HasIdCondition(ids)])
+            shard.update(qe.UpdateOperation.set_payload_by_filter(where, {F_STATUS: status}))
+
+    # ---- reads --------------------------------------------------------------------------------------
+
+    def _query(
+        self, query: Vector, limit: int, where: Constraint, min_score: float | None
+    ) -> list[tuple[str, float]]:
+        request = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(query.tolist()),
+            filter=_edge_filter(where),
+            score_threshold=min_score,
+            params=self._params,
+            with_payload=[F_FACT_ID],
+            with_vector=False,
+        )
+        return [(str(p.payload[F_FACT_ID]), float(p.score)) for p in self._live().query(request) if p.payload]
+
+    def get_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
+        if self._dim is None or not fact_ids:
+            return {}
+        shard = self._live()
+        out: dict[str, Vector] = {}
+        unique = sorted(set(fact_ids))
+        for start in range(0, len(unique), _BATCH):
+            ids: list[qe.PointId] = [point_id(fid) for fid in unique[start : start + _BATCH]]
+            for record in shard.retrieve(ids, with_payload=[F_FACT_ID], with_vector=True):
+                if record.payload and isinstance(record.vector, list):
+                    out[str(record.payload[F_FACT_ID])] = np.asarray(record.vector, dtype=np.float32)
+        return out
+
+    def count(self) -> int:
+        if self._dim is None:
+            return 0
+        return int(self._live().count(qe.CountRequest(exact=True)))

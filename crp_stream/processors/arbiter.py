@@ -1,0 +1,276 @@
+"""The drift arbiter (issue 4, seed 002): a verdict per claim on every change of ``crp.facts``.
+
+Epochs are compared before trust (``core.drift``). Effects are events with derived ids:
+STALE_HIGH_TRUST files a refresh request against the stale source and marks its facts ``stale``;
+POISONING_CANDIDATE files a quarantine candidate for review (quarantined only by an operator, or by
+the opt-in auto-quarantine policy); DRIFT_UNDETERMINED is an audit event and nothing else. A verdict
+whose fingerprint equals the stored one emits nothing, so a repeated input, or the arbiter's own
+``FactStatusChanged`` coming back on ``crp.facts``, ends the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from crp_stream import events
+from crp_stream.core.drift import (
+    DRIFT_UNDETERMINED,
+    POISONING_CANDIDATE,
+    STALE_HIGH_TRUST,
+    ClaimRecord,
+    PartitionView,
+    Verdict,
+    claim_verdict,
+    normalise_value,
+    partition_views,
+    quarantine_eligible,
+    refresh_resolved,
+    verdict_fingerprint,
+)
+from crp_stream.core.ids import derive_id
+from crp_stream.processors import effects, text_claims
+from crp_stream.processors.base import Emitter, Handler, Record, us_to_dt
+from crp_stream.processors.effects import CANDIDATES, REFRESH, audit, change_status, chunks, short
+
+log = logging.getLogger(__name__)
+
+ARBITER = "arbiter"
+AUTO_POLICY = "auto-quarantine policy"
+
+
+def claim_records(rows: Sequence[dict[str, Any]], text_claim: bool) -> list[ClaimRecord]:
+    """Fabric rows -> drift records: the epoch is the log-append time, the value normalised."""
+    values = text_claims.text_values(rows) if text_claim else {}
+    out = []
+    for r in rows:
+        if text_claim:
+            value = values[r["fact_id"]]
+        elif r["value"] is None:
+            continue  # a subject/attribute without a value asserts nothing to arbitrate
+        else:
+            value = normalise_value(str(r["value"]), r["unit"])
+        out.append(ClaimRecord(r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, value,
+                               r["status"]))
+    return out
+
+
+def choose_verdict(views: Sequence[PartitionView], claim: str) -> Verdict:
+    """``claim_verdict``, except that when any divergent value qualifies as STALE_HIGH_TRUST that
+    verdict is preferred: a stale high-trust value must never be served because another divergent
+    value happens to be asserted by more partitions."""
+    base = claim_verdict(views, claim=claim)
+    if base.kind == STALE_HIGH_TRUST or not base.other_divergent_values:
+        return base
+    for value in base.other_divergent_values:
+        subset = [v for v in views if v.value in (base.high_trust_value, value)]
+        verdict = claim_verdict(subset, claim=claim)
+        if verdict.kind == STALE_HIGH_TRUST:
+            others = tuple(x for x in (base.divergent_value, *base.other_divergent_values)
+                           if x is not None and x != value)
+            return replace(verdict, other_divergent_values=others)
+    return base
+
+
+def _iso(epoch: float | None) -> str | None:
+    return None if epoch is None else us_to_dt(round(epoch * 1e6)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def verdict_details(verdict: Verdict, views: Sequence[PartitionView]) -> dict[str, Any]:
+    return {
+        "claim": verdict.claim, "verdict": verdict.kind, "reason": short(verdict.reason),
+        "high_trust_source": verdict.high_trust_source, "high_trust_value": verdict.high_trust_value,
+        "high_trust_epoch": _iso(verdict.high_trust_epoch), "divergent_value": verdict.divergent_value,
+        "divergent_sources": list(verdict.divergent_sources),
+        "divergent_epoch": _iso(verdict.divergent_epoch),
+        "corroborating_partitions": verdict.corroborating_partitions,
+        "other_divergent_values": list(verdict.other_divergent_values),
+        "partitions": [{"source": v.source, "trust": v.trust, "value": v.value, "support": v.support,
+                        "total": v.total, "latest_epoch": _iso(v.latest_epoch)} for v in views],
+    }
+
+
+class ArbiterHandler(Handler):
+    group = ARBITER
+    topics = ("crp.facts",)
+
+    def handle(self, event: Any, record: Record, uow: Any, out: Emitter) -> None:
+        if not isinstance(event, events.FactRecorded | events.FactStatusChanged):
+            return
+        row = uow.repo.facts_by_ids([event.fact_id]).get(event.fact_id)
+        if row is None:
+            return  # a changelog record of another fabric: nothing here to arbitrate
+        key = row["claim_key"]
+        if key is None:
+            if not isinstance(event, events.FactRecorded) or row["status"] != "active":
+                return
+            key = text_claims.assign_text_claim(uow, row)
+            if key is None:
+                return
+        self.evaluate(str(key), record, uow, out)
+
+    # --------------------------------------------------------------------------------------------
+    def evaluate(self, key: str, record: Record, uow: Any, out: Emitter) -> Verdict | None:
+        """Re-evaluate one claim; act only when its verdict's fingerprint changed."""
+        rows = uow.repo.facts_for_claim(key)
+        text_claim = key.startswith(text_claims.SIM_PREFIX)
+        views = partition_views(claim_records(rows, text_claim))
+        if not views:
+            return None
+        verdict = choose_verdict(views, key)
+        fingerprint = verdict_fingerprint(verdict)
+        stored = uow.repo.get_claim(key)
+        if stored is not None and stored["fingerprint"] == fingerprint:
+            return verdict
+        details = verdict_details(verdict, views)
+        uow.repo.put_claim(key, verdict.kind, fingerprint, details, record.ts_us)
+        subject, attribute = self._names(rows, text_claim)
+        ctx = _Ctx(uow, out, record, key, subject, attribute, verdict, fingerprint, details, rows)
+        self._resolve_refreshes(ctx, views)
+        if verdict.kind == STALE_HIGH_TRUST:
+            self._stale(ctx)
+        elif verdict.kind == POISONING_CANDIDATE:
+            self._poisoning(ctx)
+        elif verdict.kind == DRIFT_UNDETERMINED:
+            audit(uow, out, derive_id("audit", DRIFT_UNDETERMINED, key, fingerprint), "DRIFT_UNDETERMINED",
+                  subject, record.ts_us, {**details, "action": "none: the arbiter refuses to act"})
+        if verdict.kind != STALE_HIGH_TRUST:
+            self._unstale(ctx, views)
+        return verdict
+
+    @staticmethod
+    def _names(rows: Sequence[dict[str, Any]], text_claim: bool) -> tuple[str, str]:
+        if text_claim:
+            return text_claims.claim_text(rows), "statement"
+        named = [r for r in rows if r["subject"] and r["attribute"]]
+        newest = max(named, key=lambda r: (r["epoch_us"], r["fact_id"]))
+        return str(newest["subject"]), str(newest["attribute"])
+
+    def _resolve_refreshes(self, ctx: _Ctx, views: Sequence[PartitionView]) -> None:
+        """Issue 4 §3: an open request resolves when the stale source itself now asserts the
+        observed value with a record later than the request's high-trust epoch."""
+        by_source = {v.source: v for v in views}
+        for req in ctx.uow.repo.refresh_requests_for_claim(ctx.key, status="open"):
+            payload = req["payload"]
+            view = by_source.get(req["source"])
+            if view is None or not refresh_resolved(view, str(payload["observed_value"]),
+                                                    float(payload["high_trust_epoch_s"])):
+                continue
+            ctx.uow.repo.resolve_refresh(req["request_id"], ctx.record.ts_us, ARBITER)
+            audit_id = derive_id("audit", "REFRESH_RESOLVED", req["request_id"])
+            audit(ctx.uow, ctx.out, audit_id, "REFRESH_RESOLVED", req["source"], ctx.record.ts_us, {
+                      "request_id": req["request_id"], "source": req["source"], "claim": ctx.key,
+                      "subject": payload.get("subject"), "attribute": payload.get("attribute"),
+                      "stale_value": payload.get("stale_value"), "observed_value": payload["observed_value"],
+                      "resolved_by": ARBITER, "evidence": list(view.fact_ids[: effects.IDS_MAX]),
+                      "reason": f"{req['source']} now asserts {payload['observed_value']!r} "
+                                f"({view.support} of {view.total} records, latest {_iso(view.latest_epoch)})",
+                  })
+
+    def _unstale(self, ctx: _Ctx, views: Sequence[PartitionView]) -> None:
+        """The high-trust value wins again (e.g. its contradicting records were quarantined): its
+        records that an earlier STALE_HIGH_TRUST verdict marked stale, and that still speak for
+        their source, become active again."""
+        high = next(v for v in views if v.source == ctx.verdict.high_trust_source)
+        change_status(ctx.uow, ctx.out, high.fact_ids, "active",
+                      f"{ctx.verdict.kind}: {high.source}'s {high.value!r} is no longer found stale",
+                      ctx.record.ts_us, derive_id("verdict", ctx.key, ctx.fingerprint), ("stale",))
+
+    def _stale(self, ctx: _Ctx) -> None:
+        v = ctx.verdict
+        source = v.high_trust_source
+        request_id = derive_id("refresh-request", ctx.key, source, ctx.fingerprint)
+        assert v.divergent_value is not None and v.divergent_epoch is not None
+        req = events.RefreshRequested(
+            request_id=request_id, source=source, subject=ctx.subject, attribute=ctx.attribute,
+            stale_value=v.high_trust_value, observed_value=v.divergent_value,
+            evidence=list(v.evidence_fact_ids[: effects.IDS_MAX]),
+            high_trust_epoch=us_to_dt(round(v.high_trust_epoch * 1e6)),
+            divergent_epoch=us_to_dt(round(v.divergent_epoch * 1e6)),
+            corroborating_partitions=v.corroborating_partitions, requested_at=ctx.record.at,
+        )
+        payload = {**events.to_json_value(req), "claim_key": ctx.key,
+                   "high_trust_epoch_s": v.high_trust_epoch, "evidence_total": len(v.evidence_fact_ids),
+                   "reason": short(v.reason)}
+        if ctx.uow.repo.put_refresh(request_id, ctx.key, source, payload, ctx.record.ts_us):
+            ctx.out.emit(REFRESH, source, events.encode(req), record_id=request_id)
+            audit(ctx.uow, ctx.out, derive_id("audit", STALE_HIGH_TRUST, ctx.key, ctx.fingerprint),
+                  "STALE_HIGH_TRUST", ctx.subject, ctx.record.ts_us,
+                  {**ctx.details, "request_id": request_id, "stale_fact_ids": list(v.stale_fact_ids)})
+            audit(ctx.uow, ctx.out, derive_id("audit", "REFRESH_REQUESTED", request_id), "REFRESH_REQUESTED",
+                  source, ctx.record.ts_us, {
+                      "request_id": request_id, "source": source, "claim": ctx.key, "subject": ctx.subject,
+                      "attribute": ctx.attribute, "stale_value": v.high_trust_value,
+                      "observed_value": v.divergent_value,
+                      "corroborating_partitions": v.corroborating_partitions,
+                      "evidence_total": len(v.evidence_fact_ids),
+                  })
+        change_status(ctx.uow, ctx.out, v.stale_fact_ids, "stale",
+                      f"STALE_HIGH_TRUST: {v.divergent_value!r} is fresher and corroborated; "
+                      f"refresh requested from {source}", ctx.record.ts_us, request_id, ("active",))
+
+    def _poisoning(self, ctx: _Ctx) -> None:
+        v = ctx.verdict
+        assert v.divergent_value is not None
+        source_of = {r["fact_id"]: r["source"] for r in ctx.rows}
+        by_source: dict[str, list[str]] = {}
+        for fid in v.suspect_fact_ids:
+            by_source.setdefault(source_of[fid], []).append(fid)
+        auto = bool(ctx.uow.settings.auto_quarantine) and quarantine_eligible(v)
+        for source in sorted(by_source):
+            for part, ids in enumerate(chunks(sorted(by_source[source]))):
+                cid = derive_id("quarantine-candidate", ctx.key, source, ctx.fingerprint, str(part))
+                cand = events.QuarantineCandidate(
+                    candidate_id=cid, source=source, fact_ids=ids, subject=ctx.subject,
+                    attribute=ctx.attribute, value=v.divergent_value, reason=short(v.reason),
+                )
+                payload = {**events.to_json_value(cand), "claim_key": ctx.key, "verdict": ctx.details}
+                if not ctx.uow.repo.put_candidate(cid, ctx.key, source, payload, ctx.record.ts_us):
+                    continue  # already filed (and perhaps decided): never a second candidate
+                ctx.out.emit(CANDIDATES, source, events.encode(cand), record_id=cid)
+                audit(ctx.uow, ctx.out, derive_id("audit", POISONING_CANDIDATE, cid), "POISONING_CANDIDATE",
+                      ctx.subject, ctx.record.ts_us,
+                      {**ctx.details, "candidate_id": cid, "source": source, "fact_ids": ids,
+                       "action": "auto-quarantined (auto-quarantine policy)" if auto
+                       else "quarantine review: an operator must confirm_quarantine"})
+                if auto:
+                    quarantine_candidate(ctx.uow, ctx.out, cid, source, ids, ctx.record.ts_us,
+                                         actor=AUTO_POLICY, reason=f"{AUTO_POLICY}: {short(v.reason, 3000)}",
+                                         cause_id=cid)
+
+
+def quarantine_candidate(uow: Any, out: Emitter, candidate_id: str, source: str, fact_ids: Sequence[str],
+                         at_us: int, actor: str, reason: str | None, cause_id: str) -> list[str]:
+    """Quarantine a candidate's facts (operator confirm or the opt-in auto policy) and audit it."""
+    changed = change_status(uow, out, fact_ids, "quarantined", reason or f"quarantine confirmed by {actor}",
+                            at_us, cause_id, ("active", "stale"))
+    uow.repo.decide_candidate(candidate_id, "confirmed", at_us, actor)
+    details: dict[str, Any] = {"candidate_id": candidate_id, "source": source, "fact_ids": changed,
+                               "actor": actor, "reason": reason, "cause_id": cause_id}
+    if actor == AUTO_POLICY:
+        details["policy"] = AUTO_POLICY
+    audit(uow, out, derive_id("audit", "FACT_QUARANTINED", candidate_id, cause_id), "FACT_QUARANTINED",
+          source, at_us, details)
+    return changed
+
+
+class _Ctx:
+    """What one evaluation's effects need, passed once."""
+
+    def __init__(self, uow: Any, out: Emitter, record: Record, key: str, subject: str, attribute: str,
+                 verdict: Verdict, fingerprint: str, details: dict[str, Any], rows: Sequence[dict[str, Any]]):
+        self.uow = uow
+        self.out = out
+        self.record = record
+        self.key = key
+        self.subject = subject
+        self.attribute = attribute
+        self.verdict = verdict
+        self.fingerprint = fingerprint
+        self.details = details
+        self.rows = rows
+
+
+__all__ = ["ArbiterHandler", "choose_verdict", "claim_records", "quarantine_candidate"]

@@ -1,0 +1,93 @@
+"""The handler interface every runtime drives: (record, fabric unit of work) -> output records.
+
+Handlers hold no transport code; the embedded log and the Kafka runtime both call ``dispatch``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from crp_stream.core.ids import derive_id
+
+if TYPE_CHECKING:
+    from crp_stream.fabric.fabric import Fabric, UnitOfWork
+
+
+@dataclass(frozen=True)
+class Record:
+    """One consumed record. ``topic`` is the contract name (``crp.documents``), prefix removed."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: str | None
+    value: bytes
+    ts_us: int  # the log-append time: the only source of a fact's ingestion epoch
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+    @property
+    def at(self) -> datetime:
+        return us_to_dt(self.ts_us)
+
+
+@dataclass(frozen=True)
+class Output:
+    topic: str
+    key: str
+    value: bytes
+    record_id: str  # derived; a redelivered input re-emits the same id, so consumers can dedup
+
+
+@dataclass
+class Emitter:
+    """Collects a handler's outputs with ids derived from the cause, in emission order."""
+
+    cause: str
+    outputs: list[Output] = field(default_factory=list)
+
+    def emit(self, topic: str, key: str, value: bytes, record_id: str | None = None) -> str:
+        rid = record_id or derive_id(self.cause, str(len(self.outputs)), topic)
+        self.outputs.append(Output(topic, key, value, rid))
+        return rid
+
+
+class Rejected(Exception):
+    """A record that cannot be applied; ``reason`` goes to the dead-letter topic verbatim."""
+
+    def __init__(self, reason: str, audit_type: str = "EVENT_REJECTED", details: dict[str, Any] | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.audit_type = audit_type
+        self.details = details or {}
+
+
+class Handler(ABC):
+    group: str
+    topics: tuple[str, ...]
+
+    @abstractmethod
+    def handle(self, event: Any, record: Record, uow: UnitOfWork, out: Emitter) -> None:
+        """Apply one decoded event. Raise ``Rejected`` for bad input; any other error is retried."""
+
+    def bind(self, fabric: Fabric) -> None:  # noqa: B027 - optional hook
+        """Called once by the runtime before the first record."""
+
+
+def us_to_dt(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
+
+
+def dt_to_us(dt: datetime) -> int:
+    if dt.tzinfo is None:
+        raise ValueError("naive datetime")
+    delta = dt - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def rfc3339(us: int) -> str:
+    """Canonical UTC text for a log time: stable bytes for replay."""
+    dt = us_to_dt(us)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -1,0 +1,87 @@
+"""Edge handling shared by every runtime: decode, validate, dead-letter, deduplicate, then handle.
+
+``apply_record`` runs inside the caller's transaction; the caller commits it with the consumer
+offset, so effects and progress land together or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from crp_stream import events
+from crp_stream.core.ids import derive_id
+from crp_stream.processors.base import Emitter, Handler, Output, Record, Rejected, rfc3339
+
+log = logging.getLogger(__name__)
+
+DEADLETTER = "crp.deadletter"
+AUDIT = "crp.audit"
+ID_HEADER = "crp-id"
+
+
+def record_cause(record: Record) -> str:
+    """The derived id every output of this record descends from (stable across redelivery)."""
+    for k, v in record.headers:
+        if k == ID_HEADER:
+            return v.decode("utf-8", "replace")
+    return derive_id(record.topic, str(record.partition), str(record.offset))
+
+
+def idempotency_key(event: Any, record: Record) -> str:
+    for attr in ("event_id", "command_id", "request_id"):
+        value = getattr(event, attr, None)
+        if isinstance(value, str) and value:
+            return f"{attr}:{value}"
+    if getattr(event, "type", "") == "WindowReported" or record.topic == "crp.window.reports":
+        return f"report:{event.session_id}:{event.window}:{getattr(event, 'branch', None)}"
+    return f"record:{record_cause(record)}"
+
+
+def _dead(out: Emitter, record: Record, reason: str, audit_type: str = "EVENT_REJECTED",
+          details: dict[str, Any] | None = None) -> None:
+    at = record.at
+    rejected = events.deadletter(record.topic, record.key, record.value, reason, at)
+    out.emit(DEADLETTER, record.key or "", events.encode(rejected))
+    audit_details = {"topic": record.topic, "offset": record.offset, "reason": reason, **(details or {})}
+    audit_id = derive_id(out.cause, "audit", audit_type)
+    audit = events.AuditRecorded(event_id=audit_id, audit_type=audit_type, at=at, details=audit_details)
+    out.emit(AUDIT, record.key or record.topic, events.encode(audit), record_id=audit_id)
+
+
+def apply_record(handler: Handler, record: Record, uow: Any) -> list[Output]:
+    """Decode ``record`` and apply it with ``handler``; bad input becomes a dead-letter output."""
+    out = Emitter(cause=derive_id(handler.group, record_cause(record)))
+    try:
+        event = events.decode_input(record.topic, record.value, max_bytes=uow.settings.max_record_bytes)
+    except events.Rejected as exc:
+        _dead(out, record, exc.reason)
+        return out.outputs
+    key = idempotency_key(event, record)
+    content_hash = hashlib.sha256(events.encode(event)).hexdigest()
+    seen = uow.repo.processed_hash(handler.group, key)
+    if seen is not None:
+        if seen != content_hash:
+            _dead(out, record, f"{key.split(':', 1)[0]}: {key.split(':', 1)[1]!r} was already used for "
+                  "different content; the first record wins")
+        return out.outputs
+    try:
+        with uow.repo.conn.begin_nested():
+            handler.handle(event, record, uow, out)
+    except Rejected as exc:
+        out.outputs.clear()
+        _dead(out, record, exc.reason, exc.audit_type, exc.details)
+    uow.repo.mark_processed(handler.group, key, content_hash, record.topic, record.offset)
+    return out.outputs
+
+
+def internal_error_output(handler: Handler, record: Record, exc: BaseException) -> list[Output]:
+    """A record that keeps failing for a non-transient reason is dead-lettered, never retried forever."""
+    out = Emitter(cause=derive_id(handler.group, record_cause(record)))
+    reason = f"internal error in {handler.group}: {type(exc).__name__}: {str(exc)[:200]}"
+    _dead(out, record, reason)
+    return out.outputs
+
+
+__all__ = ["apply_record", "internal_error_output", "record_cause", "rfc3339"]

@@ -1,0 +1,61 @@
+"""Effects shared by the arbiter and the operator handler: audit events and fact status changes.
+
+Every effect is an event on its topic plus the matching projection write, with an id derived from
+its cause, so a redelivered input re-emits nothing new (the audit log and the event log both ignore
+a repeated id).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from crp_stream import events
+from crp_stream.event_models.common import AuditType, FactStatus
+from crp_stream.processors.base import Emitter, us_to_dt
+
+FACTS = "crp.facts"
+AUDIT = "crp.audit"
+REFRESH = "crp.refresh.requests"
+CANDIDATES = "crp.quarantine.candidates"
+
+REASON_MAX = 4000  # the contract's Reason holds 4096 characters
+IDS_MAX = 1000  # the contract's id lists hold 1000 ids
+
+
+def short(text: str, limit: int = REASON_MAX) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def audit(uow: Any, out: Emitter, event_id: str, audit_type: AuditType, key: str, at_us: int,
+          details: dict[str, Any]) -> bool:
+    """Append an audit record and emit it on ``crp.audit``; False (and nothing emitted) if already there."""
+    if uow.repo.audit_exists(event_id):
+        return False
+    record = events.AuditRecorded(event_id=event_id, audit_type=audit_type, at=us_to_dt(at_us),
+                                  details=details)
+    uow.repo.append_audit(event_id, audit_type, at_us, key, details)
+    out.emit(AUDIT, key, events.encode(record), record_id=event_id)
+    return True
+
+
+def change_status(uow: Any, out: Emitter, fact_ids: Sequence[str], status: FactStatus, reason: str,
+                  at_us: int, cause_id: str | None, from_statuses: Iterable[str]) -> list[str]:
+    """Move the facts currently in ``from_statuses`` to ``status``: fabric row, vector payload and a
+    ``FactStatusChanged`` on ``crp.facts``. Returns the ids that changed, sorted."""
+    allowed = set(from_statuses)
+    rows = uow.repo.facts_by_ids(fact_ids)
+    ids = sorted(f for f, row in rows.items() if row["status"] in allowed and row["status"] != status)
+    if not ids:
+        return []
+    uow.repo.set_fact_status(ids, status)
+    uow.vectors.set_status(ids, status)
+    for fid in ids:
+        change = events.FactStatusChanged(fact_id=fid, status=status, reason=short(reason),
+                                          at=us_to_dt(at_us), cause_id=cause_id)
+        out.emit(FACTS, fid, events.encode(change))
+    return ids
+
+
+def chunks(ids: Sequence[str], size: int = IDS_MAX) -> list[list[str]]:
+    return [list(ids[i : i + size]) for i in range(0, len(ids), size)] or [[]]

@@ -1,0 +1,230 @@
+"""Ingestion: crp.documents and crp.telemetry become facts (SPEC-009 fact shape, CONTRACT).
+
+The ingestion epoch is the record's log-append time and nothing else; ``modified_at`` is the
+producer's claim and feeds recency only. Fact ids derive from source, document, position and
+content, so a redelivered event changes nothing and a changed sentence supersedes the old one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from crp_stream import events
+from crp_stream.core.drift import claim_key
+from crp_stream.core.durations import format_duration, parse_duration
+from crp_stream.core.ids import derive_id
+from crp_stream.core.sentences import split_sentences
+from crp_stream.fabric.vectors import VectorItem
+from crp_stream.processors.base import Emitter, Handler, Record, Rejected, dt_to_us, rfc3339, us_to_dt
+
+log = logging.getLogger(__name__)
+
+FACTS = "crp.facts"
+
+
+@dataclass
+class _Draft:
+    fact_id: str
+    text: str
+    position: int
+    importance: float
+    subject: str | None
+    attribute: str | None
+    value: str | None
+    unit: str | None
+    ttl_s: float | None
+    ttl_text: str
+    vector: list[float] | None
+    extra: dict[str, Any] | None
+
+
+class IngestHandler(Handler):
+    group = "ingest"
+    topics = ("crp.documents", "crp.telemetry")
+
+    def handle(self, event: Any, record: Record, uow: Any, out: Emitter) -> None:
+        if record.topic == "crp.telemetry":
+            kind = "telemetry"
+            source_type = "telemetry"
+            drafts = [self._telemetry_draft(event, uow)]
+            modified_us = dt_to_us(event.observed_at)
+            document_id = None
+        else:
+            kind = "document"
+            source_type = event.source_type
+            drafts = self._document_drafts(event, uow)
+            modified_us = dt_to_us(event.modified_at) if event.modified_at else record.ts_us
+            document_id = event.document_id
+        epoch_us = record.ts_us
+        trust = uow.settings.trust_for(event.source, source_type, event.trust)
+        vectors = self._vectors(event, drafts, uow)
+
+        existing = uow.repo.existing_fact_ids([d.fact_id for d in drafts])
+        fresh = [(d, v) for d, v in zip(drafts, vectors, strict=True) if d.fact_id not in existing]
+        if not fresh:
+            return
+        rows = []
+        items = []
+        for d, vec in fresh:
+            expires_us = None
+            factor = uow.settings.expire_after_ttls
+            if factor is not None and d.ttl_s is not None:
+                expires_us = modified_us + int(d.ttl_s * factor * 1_000_000)
+            rows.append({
+                "fact_id": d.fact_id, "source": event.source, "source_type": source_type, "trust": trust,
+                "importance": d.importance, "epoch_us": epoch_us, "modified_at_us": modified_us,
+                "ttl_s": d.ttl_s, "expires_at_us": expires_us, "text": d.text, "subject": d.subject,
+                "attribute": d.attribute, "value": d.value, "unit": d.unit,
+                "claim_key": claim_key(d.subject, d.attribute) if d.subject and d.attribute else None,
+                "status": "active", "content_hash": hashlib.sha256(d.text.encode()).hexdigest(),
+                "document_id": document_id, "position": d.position, "origin_event_id": event.event_id,
+                "kind": kind, "extra": None,
+            })
+            items.append(VectorItem(fact_id=d.fact_id, vector=vec, status="active",
+                                    expires_at=None if expires_us is None else expires_us / 1e6,
+                                    source=event.source))
+        superseded = self._superseded(uow, event.source, document_id, [d for d, _ in fresh])
+        uow.vectors.upsert(items)
+        if superseded:
+            uow.vectors.set_status(sorted(superseded), "superseded")
+        edges = self._edges(uow, items)
+        uow.repo.insert_facts(rows)
+        uow.repo.add_edges(edges)
+        uow.repo.touch_source(event.source, source_type, trust, epoch_us)
+        for row in rows:
+            fact = events.FactRecorded(
+                fact_id=row["fact_id"], source=row["source"], source_type=row["source_type"],
+                trust=row["trust"], epoch=record.at, modified_at=us_to_dt(row["modified_at_us"]),
+                ttl=next(d.ttl_text for d, _ in fresh if d.fact_id == row["fact_id"]), text=row["text"],
+                importance=row["importance"], subject=row["subject"], attribute=row["attribute"],
+                value=row["value"], unit=row["unit"], status="active", origin_event_id=event.event_id,
+            )
+            out.emit(FACTS, row["fact_id"], events.encode(fact))
+        for fid in sorted(superseded):
+            uow.repo.set_fact_status([fid], "superseded")
+            change = events.FactStatusChanged(
+                fact_id=fid, status="superseded", reason="a newer version of the document replaced this sentence",
+                at=record.at, cause_id=event.event_id,
+            )
+            out.emit(FACTS, fid, events.encode(change))
+
+    # drafts -----------------------------------------------------------------------------------
+    def _ttl(self, uow: Any, source_type: str, *candidates: str | None) -> tuple[float | None, str]:
+        for c in candidates:
+            if c is not None:
+                try:
+                    return parse_duration(c), c
+                except ValueError as exc:
+                    raise Rejected(f"ttl: {exc}") from None
+        default = uow.settings.ttl_by_type.get(source_type)
+        return default, "none" if default is None else format_duration(default)
+
+    def _document_drafts(self, event: Any, uow: Any) -> list[_Draft]:
+        doc = event.document_id or event.event_id
+        drafts: list[_Draft] = []
+        if event.facts:
+            items = list(event.facts)
+        else:
+            sentences = split_sentences(event.text or "")
+            if not sentences:
+                raise Rejected("text: contains no sentence to record")
+            items = [events.FactInput(text=s) for s in sentences]
+        if len(items) > uow.settings.max_facts_per_document:
+            raise Rejected(f"facts: {len(items)} facts, over the limit of {uow.settings.max_facts_per_document}")
+        for pos, f in enumerate(items):
+            ttl_s, ttl_text = self._ttl(uow, event.source_type, f.ttl, event.ttl)
+            ident = f.fact_id or str(pos)
+            content = hashlib.sha256(f.text.encode()).hexdigest()[:16]
+            drafts.append(_Draft(
+                fact_id=derive_id("fact", event.source, doc, ident, content), text=f.text, position=pos,
+                importance=1.0 if f.importance is None else f.importance, subject=f.subject,
+                attribute=f.attribute, value=None if f.value is None else str(f.value), unit=f.unit,
+                ttl_s=ttl_s, ttl_text=ttl_text, vector=f.embedding, extra=None,
+            ))
+        return drafts
+
+    def _telemetry_draft(self, event: Any, uow: Any) -> _Draft:
+        ttl_s, ttl_text = self._ttl(uow, "telemetry")
+        value = str(event.value)
+        text = event.text or f"{event.subject} {event.attribute} is {value}{' ' + event.unit if event.unit else ''}"
+        return _Draft(
+            fact_id=derive_id("telemetry", event.source, event.event_id), text=text, position=0, importance=1.0,
+            subject=event.subject, attribute=event.attribute, value=value, unit=event.unit, ttl_s=ttl_s,
+            ttl_text=ttl_text, vector=event.embedding, extra=None,
+        )
+
+    def _vectors(self, event: Any, drafts: list[_Draft], uow: Any) -> list[np.ndarray]:
+        emb = uow.embedder
+        model = getattr(event, "embedding_model", None)
+        given = [d.vector is not None for d in drafts]
+        if model is not None and model != emb.model_id:
+            raise Rejected(f"embedding_model: {model!r} does not match the fabric's embedder {emb.model_id!r}")
+        if any(given) and model is None:
+            raise Rejected("embedding_model: required when a vector is given")
+        if emb.requires_vectors:
+            missing = [i for i, g in enumerate(given) if not g]
+            if missing:
+                field = "embedding" if record_is_telemetry(event) else f"facts[{missing[0]}].embedding"
+                raise Rejected(f"{field}: required with --embedder precomputed:{emb.model_id}")
+        vecs: list[np.ndarray | None] = [None] * len(drafts)
+        for i, d in enumerate(drafts):
+            if d.vector is not None:
+                try:
+                    vecs[i] = emb.validate(d.vector) if hasattr(emb, "validate") else _normalise(d.vector)
+                except ValueError as exc:
+                    field = "embedding" if record_is_telemetry(event) else f"facts[{i}].embedding"
+                    raise Rejected(f"{field}: {exc}") from None
+        todo = [i for i, v in enumerate(vecs) if v is None]
+        if todo:
+            computed = emb.embed([drafts[i].text for i in todo])
+            for i, v in zip(todo, computed, strict=True):
+                vecs[i] = v
+        dim = int(vecs[0].shape[0]) if vecs and vecs[0] is not None else emb.dim
+        for i, v in enumerate(vecs):
+            assert v is not None
+            if v.shape[0] != dim:
+                raise Rejected(f"facts[{i}].embedding: dimension {v.shape[0]} differs from {dim}")
+        reason = uow.fabric.check_model(uow, emb.model_id, dim)
+        if reason:
+            raise Rejected(reason)
+        return [v for v in vecs if v is not None]
+
+    def _superseded(self, uow: Any, source: str, document_id: str | None, drafts: list[_Draft]) -> set[str]:
+        if document_id is None:
+            return set()
+        positions = {d.position for d in drafts}
+        new_ids = {d.fact_id for d in drafts}
+        return {
+            f["fact_id"] for f in uow.repo.document_facts(source, document_id)
+            if f["position"] in positions and f["fact_id"] not in new_ids and f["status"] == "active"
+        }
+
+    def _edges(self, uow: Any, items: list[VectorItem]) -> list[tuple[str, str, float]]:
+        th = uow.fabric.thresholds()
+        edges: list[tuple[str, str, float]] = []
+        for it in items:
+            for other, score in uow.vectors.neighbours(it.vector, th.edge_k, th.edge_threshold, it.fact_id):
+                edges.append((it.fact_id, other, round(float(score), 6)))
+        return edges
+
+
+def record_is_telemetry(event: Any) -> bool:
+    return getattr(event, "observed_at", None) is not None
+
+
+def _normalise(v: list[float]) -> np.ndarray:
+    a = np.asarray(v, dtype=np.float32)
+    if not np.all(np.isfinite(a)):
+        raise ValueError("contains NaN or inf")
+    n = float(np.linalg.norm(a))
+    if n == 0.0:
+        raise ValueError("is the zero vector")
+    return a / n
+
+
+__all__ = ["IngestHandler", "rfc3339"]

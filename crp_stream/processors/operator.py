@@ -1,0 +1,99 @@
+"""Operator decisions (issue 4 §4) from ``crp.operator.commands``.
+
+``resolve_refresh`` closes a refresh request; ``confirm_quarantine`` quarantines a candidate's facts;
+``release_quarantine`` returns a candidate's (or one fact's) quarantined facts to ``active``. Every
+command names its actor, who is written into the audit event; the audit log keeps the history. A
+command that cannot apply is rejected with the reason (dead-letter plus EVENT_REJECTED audit).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crp_stream import events
+from crp_stream.core.ids import derive_id
+from crp_stream.processors.arbiter import quarantine_candidate
+from crp_stream.processors.base import Emitter, Handler, Record, Rejected
+from crp_stream.processors.effects import audit, change_status
+
+
+def _by(row: dict[str, Any], field: str) -> str:
+    who = row.get(field)
+    return f" by {who}" if who else ""
+
+
+class OperatorHandler(Handler):
+    group = "operator"
+    topics = ("crp.operator.commands",)
+
+    def handle(self, event: Any, record: Record, uow: Any, out: Emitter) -> None:
+        if not isinstance(event, events.OperatorCommand):
+            return
+        actor = event.actor.strip()
+        if not actor:
+            raise Rejected("actor: an operator command must name the actor who decides it")
+        if event.command == "resolve_refresh":
+            self._resolve_refresh(event, actor, record, uow, out)
+        elif event.command == "confirm_quarantine":
+            self._confirm(event, actor, record, uow, out)
+        else:
+            self._release(event, actor, record, uow, out)
+
+    def _resolve_refresh(self, cmd: Any, actor: str, record: Record, uow: Any, out: Emitter) -> None:
+        req = uow.repo.refresh_request(cmd.target_id)
+        if req is None:
+            raise Rejected(f"target_id: no refresh request {cmd.target_id!r}")
+        if req["status"] != "open":
+            raise Rejected(f"target_id: refresh request {cmd.target_id!r} is already {req['status']}"
+                           f"{_by(req, 'resolved_by')}")
+        uow.repo.resolve_refresh(cmd.target_id, record.ts_us, actor)
+        p = req["payload"]
+        audit_id = derive_id("audit", "REFRESH_RESOLVED", cmd.target_id, cmd.command_id)
+        audit(uow, out, audit_id, "REFRESH_RESOLVED", req["source"], record.ts_us, {
+                  "request_id": cmd.target_id, "source": req["source"], "claim": req["claim_key"],
+                  "subject": p.get("subject"), "attribute": p.get("attribute"),
+                  "stale_value": p.get("stale_value"),
+                  "observed_value": p.get("observed_value"), "resolved_by": actor, "actor": actor,
+                  "reason": cmd.reason, "command_id": cmd.command_id,
+              })
+
+    def _confirm(self, cmd: Any, actor: str, record: Record, uow: Any, out: Emitter) -> None:
+        cand = uow.repo.candidate(cmd.target_id)
+        if cand is None:
+            raise Rejected(f"target_id: no quarantine candidate {cmd.target_id!r}")
+        if cand["status"] == "confirmed":
+            raise Rejected(f"target_id: quarantine candidate {cmd.target_id!r} is already confirmed"
+                           f"{_by(cand, 'decided_by')}")
+        quarantine_candidate(uow, out, cmd.target_id, cand["source"], cand["payload"]["fact_ids"],
+                             record.ts_us, actor=actor, reason=cmd.reason, cause_id=cmd.command_id)
+
+    def _release(self, cmd: Any, actor: str, record: Record, uow: Any, out: Emitter) -> None:
+        cand = uow.repo.candidate(cmd.target_id)
+        if cand is not None:
+            if cand["status"] == "released":
+                raise Rejected(f"target_id: quarantine candidate {cmd.target_id!r} is already released"
+                               f"{_by(cand, 'decided_by')}")
+            fact_ids = list(cand["payload"]["fact_ids"])
+            source = cand["source"]
+            uow.repo.decide_candidate(cmd.target_id, "released", record.ts_us, actor)
+        else:
+            fact = uow.repo.facts_by_ids([cmd.target_id]).get(cmd.target_id)
+            if fact is None:
+                raise Rejected(f"target_id: no quarantine candidate or fact {cmd.target_id!r}")
+            if fact["status"] != "quarantined":
+                raise Rejected(f"target_id: fact {cmd.target_id!r} is not quarantined "
+                               f"(status {fact['status']})")
+            fact_ids = [cmd.target_id]
+            source = fact["source"]
+        reason = cmd.reason or f"quarantine released by {actor}"
+        changed = change_status(uow, out, fact_ids, "active", reason, record.ts_us, cmd.command_id,
+                                ("quarantined",))
+        audit(uow, out, derive_id("audit", "QUARANTINE_RELEASED", cmd.target_id, cmd.command_id),
+              "QUARANTINE_RELEASED", source, record.ts_us, {
+                  "target_id": cmd.target_id, "candidate_id": cand["candidate_id"] if cand else None,
+                  "source": source, "fact_ids": changed, "actor": actor, "reason": cmd.reason,
+                  "command_id": cmd.command_id,
+              })
+
+
+__all__ = ["OperatorHandler"]

@@ -1,0 +1,92 @@
+"""Claims of facts that carry no subject/attribute (issue 4 §1): high similarity plus a value conflict.
+
+A text fact joins a claim when a neighbour in the similarity graph (cosine above the fabric's
+contradiction threshold) already belongs to one, or when a neighbour contradicts it
+(``core.conflicts.values_conflict``: a changed number, a substituted entity, a negation flip). The
+claim's key (``sim:`` + a derived id) is written on the member facts, so later evaluations load the
+claim like any ``subject|attribute`` claim. Values inside a claim are classes of mutually
+non-conflicting texts, labelled by their earliest member.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from crp_stream.core.conflicts import FactView, values_conflict
+from crp_stream.core.ids import derive_id
+
+SIM_PREFIX = "sim:"
+LABEL_MAX = 1000
+_WS = re.compile(r"\s+")
+
+
+def is_text_fact(row: dict[str, Any]) -> bool:
+    return not row.get("subject") or not row.get("attribute")
+
+
+def _view(row: dict[str, Any]) -> FactView:
+    return FactView(fact_id=row["fact_id"], text=row["text"], source=row["source"],
+                    source_type=row["source_type"], trust=float(row["trust"]), status=row["status"],
+                    epoch_seconds=row["epoch_us"] / 1e6)
+
+
+def _threshold(uow: Any) -> float:
+    return float(uow.fabric.thresholds().contradiction_threshold)
+
+
+def assign_text_claim(uow: Any, row: dict[str, Any]) -> str | None:
+    """The claim of a newly recorded text fact, writing its key on the new members; None if no claim."""
+    fid = row["fact_id"]
+    threshold = _threshold(uow)
+    near = {f: w for f, w in uow.repo.adjacency([fid]).get(fid, {}).items() if w > threshold and f != fid}
+    if not near:
+        return None
+    peers = [r for r in uow.repo.facts_by_ids(near).values()
+             if is_text_fact(r) and (r["claim_key"] is None or str(r["claim_key"]).startswith(SIM_PREFIX))]
+    if not peers:
+        return None
+    existing = sorted({str(p["claim_key"]) for p in peers if p["claim_key"]})
+    if existing:
+        key = existing[0]
+    else:
+        mine = _view(row)
+        if not any(values_conflict(mine, _view(p)) for p in peers):
+            return None
+        key = SIM_PREFIX + derive_id("text-claim", fid)
+    members = [fid, *sorted(p["fact_id"] for p in peers if p["claim_key"] is None)]
+    uow.repo.set_claim_key(members, key)
+    return key
+
+
+def label(text: str) -> str:
+    norm = _WS.sub(" ", text).strip().lower()
+    return norm[:LABEL_MAX]
+
+
+def text_values(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """fact_id -> value label: each fact joins the first (earliest) class it does not contradict."""
+    ordered = sorted(rows, key=lambda r: (r["epoch_us"], r["fact_id"]))
+    classes: list[tuple[FactView, str]] = []
+    out: dict[str, str] = {}
+    for r in ordered:
+        view = _view(r)
+        for rep, name in classes:
+            if values_conflict(rep, view) is None:
+                out[r["fact_id"]] = name
+                break
+        else:
+            name = label(r["text"])
+            taken = {n for _, n in classes}
+            if name in taken:  # a different value spelled alike: keep the classes apart
+                name = f"{name} #{len(classes) + 1}"
+            classes.append((view, name))
+            out[r["fact_id"]] = name
+    return out
+
+
+def claim_text(rows: Sequence[dict[str, Any]]) -> str:
+    """A readable subject for a text claim: its earliest statement."""
+    first = min(rows, key=lambda r: (r["epoch_us"], r["fact_id"]))
+    return label(first["text"])

@@ -1,0 +1,110 @@
+"""``crp-stream replay``: the whole pipeline on fresh embedded backends, driven by a JSONL file.
+
+Each line's ``ts`` is that record's log-append time, and the latest ``ts`` seen is "now". Every
+output record is written in log order; the same input gives the same bytes (ids are derived).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from crp_stream.config import Settings
+from crp_stream.processors.base import dt_to_us, rfc3339
+
+
+class ReplayError(ValueError):
+    pass
+
+
+def format_line(topic: str, key: str | None, ts_us: int, value: bytes) -> str:
+    try:
+        parsed: Any = json.loads(value.decode("utf-8"))
+        if not isinstance(parsed, dict):
+            parsed = value.decode("utf-8")
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        parsed = value.decode("utf-8", "replace")
+    line = {"topic": topic, "key": key, "ts": rfc3339(ts_us), "value": parsed}
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+
+
+def parse_ts(text: Any, where: str) -> int:
+    if not isinstance(text, str):
+        raise ReplayError(f"{where}: ts is missing or not a string")
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ReplayError(f"{where}: ts {text!r} is not an RFC 3339 time") from None
+    if dt.tzinfo is None:
+        raise ReplayError(f"{where}: ts {text!r} has no time zone")
+    return dt_to_us(dt)
+
+
+def read_replay(path: Path) -> list[tuple[str, str | None, int, bytes]]:
+    records = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ReplayError(f"{path}: {exc.strerror}") from None
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{i}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ReplayError(f"{where}: not a JSON line: {exc.msg}") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("topic"), str) or "value" not in obj:
+            raise ReplayError(f"{where}: expected an object with topic, key, ts and value")
+        value = obj["value"]
+        raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else json.dumps(
+            value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        key = obj.get("key")
+        records.append((obj["topic"], None if key is None else str(key), parse_ts(obj.get("ts"), where), raw))
+    return records
+
+
+def replay_records(records: list[tuple[str, str | None, int, bytes]], settings: Settings,
+                   workdir: Path) -> list[str]:
+    from crp_stream.fabric.fabric import Fabric
+    from crp_stream.processors import all_handlers
+    from crp_stream.runtime.embedded import EmbeddedRuntime
+    from crp_stream.runtime.log import EmbeddedLog
+
+    settings = replace(settings, data_dir=workdir, database_url=None, qdrant=None, broker=None)
+    now = {"ts": 0}
+    fabric = Fabric(settings)
+    log_ = EmbeddedLog(settings.log_path, lambda: now["ts"])
+    lines: list[str] = []
+
+    def collect(rec: Any) -> None:
+        lines.append(format_line(settings.base_topic(rec.topic), rec.key, rec.ts_us, rec.value))
+
+    rt = EmbeddedRuntime(fabric, log_, all_handlers(), on_output=collect)
+    try:
+        for topic, key, ts, raw in records:
+            now["ts"] = max(now["ts"], ts)
+            rt.publish(topic, key, raw, ts_us=now["ts"])
+            rt.run_until_idle()
+    finally:
+        fabric.close()
+        log_.close()
+    return lines
+
+
+def replay_file(src: Path, dst: Path, settings: Settings) -> dict[str, int]:
+    try:
+        records = read_replay(src)
+    except ReplayError as exc:
+        from crp_stream.cli import CliError
+
+        raise CliError(str(exc)) from None
+    with tempfile.TemporaryDirectory(prefix="crp-replay-") as tmp:
+        lines = replay_records(records, settings, Path(tmp))
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    dst.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return {"inputs": len(records), "outputs": len(lines)}

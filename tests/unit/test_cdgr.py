@@ -1,0 +1,166 @@
+"""SPEC-025 CDGR: seeding budget, graph expansion, bridge value, connector score."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crp_stream.core.cdgr import (
+    DEFAULT_CONNECTOR_BUDGET,
+    DEFAULT_MAX_HOPS,
+    MIN_CONNECTOR_RELEVANCE,
+    anchor_seed_count,
+    bridge_score_header,
+    bridge_value,
+    bridge_values,
+    connector_score,
+    connector_slot_count,
+    connectors_included_header,
+    expand_connectors,
+    top_connectors,
+)
+
+
+def graph(*edges: tuple[str, str, float]) -> dict[str, dict[str, float]]:
+    adj: dict[str, dict[str, float]] = {}
+    for a, b, w in edges:
+        adj.setdefault(a, {})[b] = w
+        adj.setdefault(b, {})[a] = w
+    return adj
+
+
+# SPEC-025 §4: A (new pod IPs) - B (selectors) - C (kube-proxy) - D (stale DNS); no A-D edge.
+CHAIN = graph(("A", "B", 0.8), ("B", "C", 0.7), ("C", "D", 0.9))
+
+
+def test_defaults() -> None:
+    assert (DEFAULT_MAX_HOPS, DEFAULT_CONNECTOR_BUDGET, MIN_CONNECTOR_RELEVANCE) == (2, 0.30, 0.30)
+
+
+def test_anchor_seed_count_is_floor_of_seventy_percent() -> None:
+    assert anchor_seed_count(35) == 24  # floor(24.5)
+    assert connector_slot_count(35) == 11
+    assert anchor_seed_count(10) == 7  # 0.7 * 10 must not float-floor to 6
+    assert anchor_seed_count(100) == 70
+    assert anchor_seed_count(10, 0.0) == 10
+    assert anchor_seed_count(10, 0.5) == 5
+    assert anchor_seed_count(0) == 0
+    assert anchor_seed_count(1) == 0
+
+
+def test_anchor_seed_count_validation() -> None:
+    with pytest.raises(ValueError):
+        anchor_seed_count(10, 0.6)
+    with pytest.raises(ValueError):
+        anchor_seed_count(-1)
+
+
+def test_expand_connectors_worked_example() -> None:
+    # From anchors A and D, B (1 hop from A) and C (1 hop from D) are the candidates.
+    assert expand_connectors(["A", "D"], CHAIN, max_hops=2) == {"B", "C"}
+    assert expand_connectors(["A", "D"], CHAIN, max_hops=1) == {"B", "C"}
+    assert expand_connectors(["A"], CHAIN, max_hops=1) == {"B"}
+    assert expand_connectors(["A"], CHAIN, max_hops=2) == {"B", "C"}
+    assert expand_connectors(["A"], CHAIN, max_hops=3) == {"B", "C", "D"}
+    assert expand_connectors(["A"], CHAIN, max_hops=0) == set()
+
+
+def test_expand_connectors_walks_through_anchors_and_ignores_unknown_nodes() -> None:
+    adj = graph(("A", "D", 0.9), ("D", "X", 0.7))
+    assert expand_connectors(["A", "D"], adj, max_hops=1) == {"X"}
+    assert expand_connectors(["Z"], adj) == set()
+    assert expand_connectors([], adj) == set()
+    with pytest.raises(ValueError):
+        expand_connectors(["A"], adj, max_hops=-1)
+
+
+def test_empty_graph_degrades_to_cdr() -> None:
+    # §6: no edges -> no connectors.
+    assert expand_connectors(["A", "D"], {}) == set()
+    assert bridge_value("B", ["A", "D"], {}) == (0.0, [])
+
+
+def test_bridge_value_worked_example() -> None:
+    vb, bridged_b = bridge_value("B", ["A", "D"], CHAIN)
+    vc, bridged_c = bridge_value("C", ["A", "D"], CHAIN)
+    # B touches A directly (0.8) and D via C (bottleneck min(0.7, 0.9) = 0.7): one bridged pair A-D.
+    assert vb == pytest.approx(1 * (0.8 + 0.7) / 2)
+    assert bridged_b == ["A", "D"]
+    # C touches D directly (0.9) and A via B (min(0.7, 0.8) = 0.7).
+    assert vc == pytest.approx(1 * (0.9 + 0.7) / 2)
+    assert bridged_c == ["A", "D"]
+
+
+def test_bridge_value_zero_when_anchors_already_linked() -> None:
+    adj = graph(("A", "B", 0.8), ("B", "D", 0.8), ("A", "D", 0.9))
+    assert bridge_value("B", ["A", "D"], adj) == (0.0, [])
+
+
+def test_bridge_value_zero_when_fewer_than_two_anchors_touched() -> None:
+    adj = graph(("A", "B", 0.8), ("B", "X", 0.8), ("X", "Y", 0.8), ("Y", "D", 0.8))
+    assert bridge_value("B", ["A", "D"], adj) == (0.0, [])  # D is 3 hops from B
+
+
+def test_bridge_value_counts_only_unlinked_pairs() -> None:
+    # Hub H touches A, B, C directly; A-B linked, A-C and B-C not -> 2 bridged pairs.
+    adj = graph(("H", "A", 0.9), ("H", "B", 0.6), ("H", "C", 0.9), ("A", "B", 0.7))
+    value, bridged = bridge_value("H", ["C", "B", "A"], adj)
+    # H->B: direct 0.6, but H-A-B has bottleneck min(0.9, 0.7) = 0.7, the stronger path.
+    assert value == pytest.approx(2 * (0.9 + 0.7 + 0.9) / 3)
+    assert bridged == ["A", "B", "C"]
+
+
+def test_bridge_value_uses_strongest_short_path() -> None:
+    # Direct edge 0.61 but a 2-hop path of (0.95, 0.9) -> strength 0.9.
+    adj = graph(("K", "A", 0.61), ("K", "M", 0.95), ("M", "A", 0.9), ("K", "D", 0.8))
+    value, _ = bridge_value("K", ["A", "D"], adj)
+    assert value == pytest.approx((0.9 + 0.8) / 2)
+
+
+def test_bridge_value_ignores_connector_listed_as_anchor() -> None:
+    value, bridged = bridge_value("B", ["A", "B", "D"], CHAIN)
+    assert bridged == ["A", "D"]
+    assert value > 0.0
+
+
+def test_bridge_values_batch_matches_single() -> None:
+    values, bridged = bridge_values(["C", "B", "Q"], {"D", "A"}, CHAIN)
+    single = [bridge_value(c, ["A", "D"], CHAIN)[0] for c in ("C", "B")]
+    assert values.tolist() == [*single, 0.0]
+    assert single[0] > 0.0 and single[1] > 0.0
+    assert bridged == [["A", "D"], ["A", "D"], []]
+
+
+def test_connector_score_formula_with_relevance_floor() -> None:
+    got = connector_score(
+        bridge=[0.75, 0.75, 0.0, 2.0],
+        novelty=[1.0, 0.5, 1.0, 0.2],
+        recency=[1.0, 0.3, 1.0, 1.0],
+        relevance=[0.61, 0.10, 0.99, 0.25],
+    )
+    np.testing.assert_allclose(got, [0.75 * 0.61, 0.75 * 0.5 * 0.3 * 0.30, 0.0, 2.0 * 0.2 * 0.30])
+    assert float(connector_score(1.0, 1.0, 1.0, 0.1, min_connector_relevance=0.5)) == 0.5
+
+
+def test_worked_example_connectors_enter_where_flat_cdr_drops_them() -> None:
+    # B (sim .61) and C (sim .59) pass; a fact with the same relevance but no bridge stays out.
+    vb, _ = bridge_value("B", ["A", "D"], CHAIN)
+    vc, _ = bridge_value("C", ["A", "D"], CHAIN)
+    scores = connector_score([vb, vc, 0.0], 1.0, 1.0, [0.61, 0.59, 0.61])
+    # C: 0.8 * 0.59 = 0.472 beats B: 0.75 * 0.61 = 0.4575; Z (no bridge) never takes a slot.
+    assert top_connectors(scores, ["B", "C", "Z"], slots=5) == [1, 0]
+    assert top_connectors(scores, ["B", "C", "Z"], slots=1) == [1]
+
+
+def test_top_connectors_order_ties_and_slots() -> None:
+    scores = [0.2, 0.5, 0.5, 0.0, 0.1]
+    ids = ["e", "d", "c", "b", "a"]
+    assert top_connectors(scores, ids, slots=3) == [2, 1, 0]
+    assert top_connectors(scores, ids, slots=0) == []
+    assert top_connectors(scores, ids, slots=10) == [2, 1, 0, 4]
+
+
+def test_headers() -> None:
+    assert connectors_included_header(6, 35) == "6/35"
+    assert bridge_score_header([2.1, 1.8]) == pytest.approx(1.95)
+    assert bridge_score_header([]) == 0.0
