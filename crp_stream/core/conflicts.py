@@ -58,8 +58,7 @@ class FactView:
     relevance: float = 0.0
 
 
-_UNITS: dict[str, tuple[str, float]] = {}
-for _family, _table in {
+_UNIT_TABLE: dict[str, dict[str, float]] = {
     "rps": {"rps": 1.0, "req/s": 1.0, "req/sec": 1.0, "reqs/s": 1.0, "requests/s": 1.0, "requests/sec": 1.0,
             "requests per second": 1.0, "qps": 1.0, "krps": 1e3},
     "s": {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "msec": 1e-3, "millisecond": 1e-3,
@@ -70,8 +69,8 @@ for _family, _table in {
           "kib": 2.0**10, "mi": 2.0**20, "mib": 2.0**20, "gi": 2.0**30, "gib": 2.0**30, "ti": 2.0**40,
           "tib": 2.0**40},
     "%": {"%": 1.0, "percent": 1.0, "pct": 1.0},
-}.items():
-    _UNITS.update({k: (_family, f) for k, f in _table.items()})
+}
+_UNITS = {unit: (family, f) for family, table in _UNIT_TABLE.items() for unit, f in table.items()}
 
 _UNIT_ALT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
 _NUM_RE = re.compile(

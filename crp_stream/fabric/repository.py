@@ -256,6 +256,11 @@ class Repository:
         r = self.conn.execute(select(tbl).where(tbl.c.candidate_id == candidate_id)).first()
         return _decoded(r._mapping) if r else None
 
+    def candidates_for_claim(self, claim_key: str) -> list[dict[str, Any]]:
+        tbl = t.quarantine_candidates
+        q = select(tbl).where(tbl.c.claim_key == claim_key).order_by(tbl.c.created_at_us, tbl.c.candidate_id)
+        return [_decoded(r._mapping) for r in self.conn.execute(q)]
+
     def audit_exists(self, event_id: str) -> bool:
         q = select(t.audit_log.c.seq).where(t.audit_log.c.event_id == event_id)
         return self.conn.execute(q).first() is not None

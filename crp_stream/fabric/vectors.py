@@ -23,7 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final, NoReturn, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -86,6 +86,15 @@ def payload_of(item: VectorItem) -> dict[str, Any]:
         F_EXPIRES_AT: None if item.expires_at is None else float(item.expires_at),
         F_SOURCE: item.source,
     }
+
+
+def _reject(fact_id: str, vector: npt.NDArray[np.float64], dim: int) -> NoReturn:
+    """Raise the precise reason why ``vector`` of ``fact_id`` cannot be indexed."""
+    try:
+        normalise(vector, dim)
+    except ValueError as exc:
+        raise ValueError(f"fact {fact_id!r}: {exc}") from None
+    raise ValueError(f"fact {fact_id!r}: vector norm is not finite")
 
 
 def _check_status(status: str) -> None:
@@ -157,23 +166,34 @@ class VectorIndex(ABC):
         dim = self.dim
         if dim is None:
             dim = int(normalise(items[0].vector).shape[0])
-        matrix = np.empty((len(items), dim), dtype=np.float32)
         last: dict[str, int] = {}
+        rows: list[npt.NDArray[np.float64]] = []
         for row, item in enumerate(items):
             if not item.fact_id:
                 raise ValueError("fact_id must be a non-empty string")
             _check_status(item.status)
             if item.expires_at is not None and not math.isfinite(item.expires_at):
                 raise ValueError(f"expires_at of {item.fact_id!r} must be finite or None")
-            matrix[row] = normalise(item.vector, dim)
+            v = np.asarray(item.vector, dtype=np.float64)
+            if v.shape != (dim,):
+                _reject(item.fact_id, v, dim)
+            rows.append(v)
             last[item.fact_id] = row
+        # Normalised as one matrix: per-row numpy calls cost more than the engine's write itself.
+        stacked = np.stack(rows)
+        norms = np.linalg.norm(stacked, axis=1)
+        bad = ~np.isfinite(norms) | (norms == 0.0)
+        if bad.any():
+            first = int(np.argmax(bad))
+            _reject(items[first].fact_id, stacked[first], dim)
+        matrix = (stacked / norms[:, None]).astype(np.float32)
         self.ensure(dim)
         # A fact repeated within one batch: the last occurrence wins, as with separate calls.
-        rows = sorted(last.values())
+        keep = sorted(last.values())
         self._upsert(
-            [items[r].fact_id for r in rows],
-            matrix[rows],
-            [payload_of(items[r]) for r in rows],
+            [items[r].fact_id for r in keep],
+            matrix[keep],
+            [payload_of(items[r]) for r in keep],
         )
 
     def set_status(self, fact_ids: Sequence[str], status: str) -> None:

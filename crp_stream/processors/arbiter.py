@@ -183,6 +183,11 @@ class ArbiterHandler(Handler):
         source = v.high_trust_source
         request_id = derive_id("refresh-request", ctx.key, source, ctx.fingerprint)
         assert v.divergent_value is not None and v.divergent_epoch is not None
+        for open_req in ctx.uow.repo.refresh_requests_for_claim(ctx.key, status="open"):
+            same = (open_req["source"] == source and open_req["payload"]["observed_value"] == v.divergent_value
+                    and open_req["payload"]["stale_value"] == v.high_trust_value)
+            if same:  # the source was already asked for this refresh: never a second request
+                request_id = open_req["request_id"]
         req = events.RefreshRequested(
             request_id=request_id, source=source, subject=ctx.subject, attribute=ctx.attribute,
             stale_value=v.high_trust_value, observed_value=v.divergent_value,
@@ -215,13 +220,17 @@ class ArbiterHandler(Handler):
         v = ctx.verdict
         assert v.divergent_value is not None
         source_of = {r["fact_id"]: r["source"] for r in ctx.rows}
+        # a fact already in a candidate of this claim (pending, confirmed or released by an operator)
+        # is never filed again: a new candidate holds only new suspects
+        filed = {f for c in ctx.uow.repo.candidates_for_claim(ctx.key) for f in c["payload"]["fact_ids"]}
         by_source: dict[str, list[str]] = {}
         for fid in v.suspect_fact_ids:
-            by_source.setdefault(source_of[fid], []).append(fid)
+            if fid not in filed:
+                by_source.setdefault(source_of[fid], []).append(fid)
         auto = bool(ctx.uow.settings.auto_quarantine) and quarantine_eligible(v)
         for source in sorted(by_source):
-            for part, ids in enumerate(chunks(sorted(by_source[source]))):
-                cid = derive_id("quarantine-candidate", ctx.key, source, ctx.fingerprint, str(part))
+            for ids in chunks(sorted(by_source[source])):
+                cid = derive_id("quarantine-candidate", ctx.key, source, *ids)
                 cand = events.QuarantineCandidate(
                     candidate_id=cid, source=source, fact_ids=ids, subject=ctx.subject,
                     attribute=ctx.attribute, value=v.divergent_value, reason=short(v.reason),

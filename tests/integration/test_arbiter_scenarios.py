@@ -178,7 +178,9 @@ def test_refresh_resolves_when_vendor_publishes_the_new_value(pipe: Pipeline) ->
         assert uow.repo.refresh_requests("open") == []
         assert uow.repo.refresh_request(req["request_id"])["resolved_by"] == "arbiter"
     assert len(pipe.out("crp.refresh.requests")) == 1
-    assert sorted(pipe.statuses("vendor_docs").values()) == ["active", "superseded"]
+    # the new version is active; the old 1000 rps record stays out of the way (ingest supersedes only
+    # active sentences, so it keeps its stale status) and no longer speaks for vendor_docs
+    assert sorted(pipe.statuses("vendor_docs").values()) == ["active", "stale"]
 
 
 def test_refresh_resolves_with_a_new_vendor_document_too(pipe: Pipeline) -> None:

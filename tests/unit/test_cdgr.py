@@ -42,6 +42,7 @@ def test_anchor_seed_count_is_floor_of_seventy_percent() -> None:
     assert connector_slot_count(35) == 11
     assert anchor_seed_count(10) == 7  # 0.7 * 10 must not float-floor to 6
     assert anchor_seed_count(100) == 70
+    assert anchor_seed_count(90) == 63  # (1 - 0.3) * 90 == 62.99999999999999 in floats
     assert anchor_seed_count(10, 0.0) == 10
     assert anchor_seed_count(10, 0.5) == 5
     assert anchor_seed_count(0) == 0

@@ -254,6 +254,14 @@ def test_arbitrate_suppresses_losers_and_notes_ties() -> None:
     assert conflicts_resolved_header(len(pairs), len(arb.notes)) == "2; unresolved=1"
 
 
+def test_tie_with_a_suppressed_member_needs_no_note() -> None:
+    facts = [fv("t1", "Mode is Alpha"), fv("t2", "Mode is Beta"), fv("t3", "Mode is Gamma", source_type="regulatory")]
+    arb = arbitrate_contradictions(facts, [(0, 1, ENTITY_SUBSTITUTED), (1, 2, ENTITY_SUBSTITUTED)])
+    assert arb.resolutions[0][3].tie is True
+    assert arb.suppressed == (1,)
+    assert arb.notes == ()
+
+
 def test_arbitrate_chain_never_suppresses_the_best() -> None:
     facts = [fv("a", "v 1", recency=0.3), fv("b", "v 2", recency=0.65), fv("c", "v 3", recency=1.0)]
     pairs = [(0, 1, NUMBER_CHANGED), (0, 2, NUMBER_CHANGED), (1, 2, NUMBER_CHANGED)]

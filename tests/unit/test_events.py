@@ -12,7 +12,7 @@ import pytest
 
 from crp_stream import events
 from crp_stream.core.durations import format_duration
-from crp_stream.events import Rejected, decode_input, deadletter, encode
+from crp_stream.events import Rejected, deadletter, decode_input, encode
 
 DOCS = "crp.documents"
 REQUESTS = "crp.window.requests"
@@ -314,11 +314,13 @@ def test_hostile_huge_string_is_not_echoed() -> None:
 def test_text_length_limit() -> None:
     value = doc()
     value["facts"][0]["text"] = "x" * 65_537
-    assert reason(DOCS, raw(value)) == "facts[0].text: string of 65,537 characters is over the limit of 65,536"
+    expected = "facts[0].text: string of 65,537 characters is over the limit of 65,536"
+    assert reason(DOCS, raw(value)) == expected
 
 
 def test_lone_surrogate() -> None:
-    assert reason(DOCS, b'{"event_id": "\\ud800"}').startswith("invalid JSON: a string holds a lone surrogate")
+    text = reason(DOCS, b'{"event_id": "\\ud800"}')
+    assert text.startswith("invalid JSON: a string holds a lone surrogate")
 
 
 def test_more_errors_are_counted() -> None:
@@ -340,7 +342,8 @@ def test_window_one_needs_sub_queries() -> None:
 
 def test_fact_budget_bounds() -> None:
     assert reason(REQUESTS, raw(request(fact_budget=0))) == "fact_budget: 0 is below the minimum 1"
-    assert reason(REQUESTS, raw(request(fact_budget=10**9))) == "fact_budget: 1000000000 is above the maximum 1000"
+    huge = reason(REQUESTS, raw(request(fact_budget=10**9)))
+    assert huge == "fact_budget: 1000000000 is above the maximum 1000"
 
 
 @pytest.mark.parametrize(
@@ -463,7 +466,8 @@ def test_int_given_for_float_is_stored_as_float() -> None:
 
 
 def test_encode_refuses_nonfinite_extras_built_in_python() -> None:
-    audit = events.AuditRecorded(event_id="a", audit_type="EVENT_REJECTED", at=T0, details={"x": float("nan")})
+    nan = float("nan")
+    audit = events.AuditRecorded(event_id="a", audit_type="EVENT_REJECTED", at=T0, details={"x": nan})
     with pytest.raises(ValueError):
         encode(audit)
 
@@ -519,9 +523,9 @@ def test_deadletter_flow_from_a_rejection() -> None:
 
 def test_topics_cover_the_contract() -> None:
     assert set(events.TOPICS) == {
-        "crp.documents", "crp.telemetry", "crp.window.requests", "crp.window.reports", "crp.operator.commands",
-        "crp.facts", "crp.envelopes", "crp.audit", "crp.refresh.requests", "crp.quarantine.candidates",
-        "crp.deadletter",
+        "crp.documents", "crp.telemetry", "crp.window.requests", "crp.window.reports",
+        "crp.operator.commands", "crp.facts", "crp.envelopes", "crp.audit", "crp.refresh.requests",
+        "crp.quarantine.candidates", "crp.deadletter",
     }
     assert events.TOPICS["crp.documents"].model is events.DocumentPublished
     assert events.TOPICS["crp.facts"].models == (events.FactRecorded, events.FactStatusChanged)

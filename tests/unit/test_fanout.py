@@ -69,6 +69,13 @@ def test_farthest_point_seed_starts_at_index_zero() -> None:
     assert partition_residual_for_fanout(emb, 2) == [[0, 2], [1, 3]]
 
 
+def test_seed_from_index_zero_and_ties_to_lowest_centre() -> None:
+    # 1-D: seeds x=5 (index 0) and its farthest point x=1; the 3s are equidistant from both seeds and
+    # go to the lower centre index. Seeding from index 1 instead would give [[0], [1, 2, 3, 4]].
+    pts = np.array([[5.0], [3.0], [3.0], [1.0], [1.0]])
+    assert partition_residual_for_fanout(pts, 2) == [[0, 1, 2], [3, 4]]
+
+
 def test_assign_shared_facts_highest_score_wins_lowest_branch_on_ties() -> None:
     inf = -np.inf
     scores = np.array([

@@ -56,8 +56,8 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "EnvelopeAssembled": {
         "type": "EnvelopeAssembled", "request_id": "r-1", "session_id": "s-1", "window": 1,
         "status": "in-progress", "partition": ["sq1"],
-        "facts": [{"fact_id": "f-1", "text": "Pods get IPs.", "role": "anchor", "score": 0.8, "relevance": 0.7,
-                   "novelty": 1.0, "recency": 1.0, "authority": 0.9, "source": "vendor_docs",
+        "facts": [{"fact_id": "f-1", "text": "Pods get IPs.", "role": "anchor", "score": 0.8,
+                   "relevance": 0.7, "novelty": 1.0, "recency": 1.0, "authority": 0.9, "source": "vendor_docs",
                    "source_type": "official", "epoch": T0, "modified_at": T0, "support": 1,
                    "bridges": ["f-2"]}],
         "notes": ["NOTE: conflicting values"], "residual_anchor": "Remaining sections to complete: Services",
@@ -74,8 +74,9 @@ SAMPLES: dict[str, dict[str, Any]] = {
         "requested_at": "2025-03-15T00:00:00Z",
     },
     "QuarantineCandidate": {
-        "type": "QuarantineCandidate", "candidate_id": "q-1", "source": "community_notes", "fact_ids": ["f-9"],
-        "subject": "api", "attribute": "rate_limit", "value": 5, "reason": "divergent without corroboration",
+        "type": "QuarantineCandidate", "candidate_id": "q-1", "source": "community_notes",
+        "fact_ids": ["f-9"], "subject": "api", "attribute": "rate_limit", "value": 5,
+        "reason": "divergent without corroboration",
     },
     "EventRejected": {
         "type": "EventRejected", "topic": "crp.documents", "key": "vendor_docs", "raw": "{\"event_id\": ",
@@ -214,4 +215,5 @@ def test_output_without_type_fails_schema_and_decode() -> None:
 def test_input_without_type_passes_both() -> None:
     sample = {k: v for k, v in SAMPLES["DocumentPublished"].items() if k != "type"}
     assert not list(validator("DocumentPublished").iter_errors(sample))
-    assert isinstance(events.decode_input("crp.documents", json.dumps(sample).encode()), events.DocumentPublished)
+    decoded = events.decode_input("crp.documents", json.dumps(sample).encode())
+    assert isinstance(decoded, events.DocumentPublished)

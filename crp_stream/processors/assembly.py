@@ -1,0 +1,251 @@
+"""Envelope assembly, in SPEC-027 §4 order: candidates -> CDR -> CDGR -> conflicts -> packing.
+
+Every rule is a pure function of ``crp_stream.core``; this module gathers the inputs from the
+fabric and wires the rules together for one branch of one window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from crp_stream.core import cdgr, cdr, conflicts, exits, ngram, recency
+from crp_stream.core.calibration import Thresholds
+from crp_stream.processors.session import SubQueryState, vec_from_json
+
+EXCLUDED = ("quarantined", "expired", "superseded")
+
+
+@dataclass
+class Candidates:
+    """The gathered candidate set, one row per fact, every signal as an aligned numpy array."""
+
+    ids: list[str]
+    rows: list[dict[str, Any]]
+    vecs: np.ndarray
+    relevance: np.ndarray
+    pull: np.ndarray
+    novelty: np.ndarray
+    recency: np.ndarray
+    penalty: np.ndarray
+    score: np.ndarray
+    support: np.ndarray
+    views: list[conflicts.FactView]
+    ctx: ScoringContext
+
+
+@dataclass(frozen=True)
+class ScoringContext:
+    query_vec: np.ndarray
+    residual_vecs: np.ndarray
+    coverage_vecs: np.ndarray
+    depth: np.ndarray
+    now_s: float
+    blacklist: frozenset[str]
+
+
+@dataclass
+class Selection:
+    anchors: list[int]
+    connectors: list[tuple[int, list[str], float, float]]  # (candidate index, bridged ids, bridge, score)
+    suppressed: set[int] = field(default_factory=set)
+    resolutions: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    unresolved: int = 0
+    hops: int = 0
+
+
+def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budget: int, now_us: int,
+           th: Thresholds, min_relevance: float, coverage: tuple[np.ndarray, np.ndarray],
+           blacklist: frozenset[str], extra_ids: set[str] | None = None) -> Candidates:
+    """SPEC-027 §4 steps 1-2: top-K by similarity (quarantined/expired excluded), gate, CDR scores."""
+    k = max(4 * budget, 50)
+    now_s = now_us / 1e6
+    found: dict[str, float] = {}
+    probes = [query_vec] + [vec_from_json(s.embedding) for s in residual]
+    for probe in probes:
+        for fid, score in uow.vectors.search(probe, k, now_s, EXCLUDED):
+            found[fid] = max(found.get(fid, -1.0), score)
+    ids = sorted(set(found) | (extra_ids or set()))
+    rows_by_id = uow.repo.facts_by_ids(ids)
+    vec_by_id = uow.vectors.get_vectors(ids)
+    ids = [i for i in ids if i in rows_by_id and i in vec_by_id and rows_by_id[i]["status"] not in EXCLUDED]
+    dim = int(query_vec.shape[0])
+    vecs = np.stack([vec_by_id[i] for i in ids]).astype(np.float32) if ids else np.zeros((0, dim), np.float32)
+    rel = cdr.relevance(vecs, query_vec) if ids else np.zeros(0)
+    keep = cdr.relevance_gate(rel, min_relevance)
+    ids = [i for i, ok in zip(ids, keep, strict=True) if ok]
+    vecs = vecs[keep]
+    rows = [rows_by_id[i] for i in ids]
+    res_vecs = np.stack([vec_from_json(s.embedding) for s in residual]) if residual else np.zeros((0, dim))
+    cov_vecs, depth = coverage
+    if cov_vecs.shape[0] == 0:
+        cov_vecs = np.zeros((0, dim), dtype=np.float32)
+    ctx = ScoringContext(query_vec, res_vecs, cov_vecs, depth, now_s, blacklist)
+    c = Candidates([], [], np.zeros((0, dim), np.float32), *([np.zeros(0)] * 6),
+                   np.zeros(0, dtype=np.int64), [], ctx)
+    _extend(c, ids, rows, vecs)
+    return c
+
+
+def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.ndarray) -> None:
+    """Score ``rows`` (SPEC-024 §7.1 with SPEC-027 §3.3) and append them to the candidate arrays."""
+    ctx = c.ctx
+    sig = cdr.cdr_signals(vecs, ctx.query_vec, ctx.coverage_vecs, ctx.depth, ctx.residual_vecs)
+    age = np.asarray([ctx.now_s - r["modified_at_us"] / 1e6 for r in rows], dtype=np.float64)
+    ttl = np.asarray([recency.ttl_or_inf(r["ttl_s"]) for r in rows], dtype=np.float64)
+    rec = recency.recency_factor(age, ttl)
+    overlaps = np.asarray([ngram.ngram_overlap(r["text"], ctx.blacklist) for r in rows] if ctx.blacklist
+                          else np.zeros(len(rows)), dtype=np.float64)
+    pen = ngram.ngram_penalty(overlaps)
+    imp = np.asarray([r["importance"] for r in rows], dtype=np.float64)
+    score = cdr.cdr_score(imp, sig.relevance, sig.residual_pull, sig.novelty, rec, pen)
+    c.ids.extend(ids)
+    c.rows.extend(rows)
+    c.vecs = np.vstack([c.vecs, vecs]) if c.vecs.size else vecs
+    c.relevance = np.concatenate([c.relevance, sig.relevance])
+    c.pull = np.concatenate([c.pull, sig.residual_pull])
+    c.novelty = np.concatenate([c.novelty, sig.novelty])
+    c.recency = np.concatenate([c.recency, rec])
+    c.penalty = np.concatenate([c.penalty, pen])
+    c.score = np.concatenate([c.score, score])
+    c.support = np.concatenate([c.support, np.ones(len(ids), dtype=np.int64)])
+    c.views.extend(
+        conflicts.FactView(
+            fact_id=r["fact_id"], text=r["text"], subject=r["subject"], attribute=r["attribute"],
+            value=r["value"], unit=r["unit"], source=r["source"], source_type=r["source_type"],
+            trust=r["trust"], importance=r["importance"], recency=float(rec[i]), status=r["status"],
+            epoch_seconds=r["epoch_us"] / 1e6, relevance=float(sig.relevance[i]),
+        )
+        for i, r in enumerate(rows)
+    )
+
+
+def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]:
+    """Same-value copies (47 identical readings) become one entry carrying ``support``.
+
+    Returns the eligible indices and, per representative, the members of its group.
+    """
+    if not c.ids:
+        return [], {}
+    groups = conflicts.same_claim_duplicates(c.views, c.vecs)
+    reps: list[int] = []
+    members: dict[int, list[int]] = {}
+    for g in groups:
+        rep = min(g, key=lambda i: (-c.score[i], c.ids[i]))
+        reps.append(rep)
+        members[rep] = g
+        c.support[rep] = len(g)
+    return sorted(reps), members
+
+
+def select(uow: Any, c: Candidates, eligible: list[int], budget: int, policy: Any, th: Thresholds,
+           exclude: set[str]) -> Selection:
+    """SPEC-025 §2 (anchors + connectors) and SPEC-027 §2 (arbitration, with refill)."""
+    ranked = [i for i in cdr.cdr_rank(c.score[eligible], [c.ids[i] for i in eligible])]
+    order = [eligible[i] for i in ranked if c.ids[eligible[i]] not in exclude]
+    graph_on = policy.graph_retrieval == "on"
+    n_anchor = cdgr.anchor_seed_count(budget, policy.connector_budget) if graph_on else budget
+    n_anchor = max(1, min(n_anchor, budget))
+    sel = Selection(anchors=[], connectors=[])
+    pos = 0
+    def free(i: int) -> bool:
+        return i not in sel.suppressed and all(i != t[0] for t in sel.connectors)
+
+    for _round in range(8):
+        while len(sel.anchors) < n_anchor and pos < len(order):
+            if free(order[pos]):
+                sel.anchors.append(order[pos])
+            pos += 1
+        if graph_on and not sel.connectors:
+            sel.connectors = _connectors(uow, c, sel, budget - len(sel.anchors), policy, exclude)
+        # Degrade to CDR (SPEC-025 §6): slots no connector fills go to the next anchors.
+        while len(sel.anchors) + len(sel.connectors) < budget and pos < len(order):
+            if free(order[pos]):
+                sel.anchors.append(order[pos])
+            pos += 1
+        if not _arbitrate(c, sel, th):
+            break
+    return sel
+
+
+def _connectors(uow: Any, c: Candidates, sel: Selection, slots: int, policy: Any,
+                exclude: set[str]) -> list[tuple[int, list[str], float, float]]:
+    if slots <= 0 or not sel.anchors:
+        return []
+    anchor_ids = [c.ids[i] for i in sel.anchors]
+    adjacency: dict[str, dict[str, float]] = {}
+    frontier = set(anchor_ids)
+    seen: set[str] = set()
+    # One hop more than walked: bridge value looks at paths of length 2 from each connector.
+    for _ in range(policy.max_hops + 1):
+        todo = frontier - seen
+        if not todo:
+            break
+        adjacency.update(uow.repo.adjacency(todo))
+        seen |= todo
+        frontier = {n for f in todo for n in adjacency.get(f, {})}
+    sel.hops = policy.max_hops
+    found = sorted(cdgr.expand_connectors(anchor_ids, adjacency, policy.max_hops) - exclude)
+    index = {fid: i for i, fid in enumerate(c.ids)}
+    cand = [f for f in found if f in index and index[f] not in sel.suppressed]
+    outside = [f for f in found if f not in index]
+    if outside:
+        _append_outside(uow, c, outside)
+        index = {fid: i for i, fid in enumerate(c.ids)}
+        cand = [f for f in found if f in index and index[f] not in sel.suppressed]
+    if not cand:
+        return []
+    idx = [index[f] for f in cand]
+    bridge, bridged = cdgr.bridge_values(cand, anchor_ids, adjacency)
+    scores = cdgr.connector_score(bridge, c.novelty[idx], c.recency[idx], c.relevance[idx])
+    top = cdgr.top_connectors(scores, cand, slots)
+    return [(idx[t], bridged[t], float(bridge[t]), float(scores[t])) for t in top]
+
+
+def _append_outside(uow: Any, c: Candidates, fact_ids: list[str]) -> None:
+    """Connectors below the relevance gate join the candidates (SPEC-025 §2.5: their floor is 0.30)."""
+    rows = uow.repo.facts_by_ids(fact_ids)
+    vecs = uow.vectors.get_vectors(fact_ids)
+    add = [f for f in fact_ids if f in rows and f in vecs and rows[f]["status"] not in EXCLUDED]
+    if add:
+        _extend(c, add, [rows[f] for f in add], np.stack([vecs[f] for f in add]).astype(np.float32))
+
+
+def _arbitrate(c: Candidates, sel: Selection, th: Thresholds) -> bool:
+    """SPEC-027 §2.2-§2.5 over the selected facts; returns True when slots were freed (refill)."""
+    chosen = sel.anchors + [ci for ci, *_ in sel.connectors]
+    views = [c.views[i] for i in chosen]
+    pairs = conflicts.detect_envelope_contradictions(views, c.vecs[chosen], th.contradiction_threshold)
+    pairs = [(i, j, p) for i, j, p in pairs if _new_pair(sel, c, chosen[i], chosen[j])]
+    if not pairs:
+        return False
+    arb = conflicts.arbitrate_contradictions(views, pairs)
+    for i, j, pattern, r in arb.resolutions:
+        a, b = chosen[i], chosen[j]
+        sel.resolutions.append({
+            "pair": (c.ids[a], c.ids[b]), "tie": r.tie, "pattern": pattern,
+            "kept": r.kept.fact_id, "suppressed": r.suppressed.fact_id,
+            "authority_kept": round(float(r.authority_kept), 6),
+            "authority_suppressed": round(float(r.authority_suppressed), 6),
+        })
+    sel.notes.extend(arb.notes)
+    sel.unresolved += len(arb.notes)
+    lost = {chosen[i] for i in arb.suppressed}
+    if not lost:
+        return False
+    sel.suppressed |= lost
+    sel.anchors = [a for a in sel.anchors if a not in lost]
+    sel.connectors = [t for t in sel.connectors if t[0] not in lost]
+    return True
+
+
+def _new_pair(sel: Selection, c: Candidates, a: int, b: int) -> bool:
+    pair = {c.ids[a], c.ids[b]}
+    return not any(set(r["pair"]) == pair for r in sel.resolutions)
+
+
+def novelty_ratios(c: Candidates, idx: list[int]) -> np.ndarray:
+    return exits.novelty_ratio(c.novelty[idx], c.recency[idx], c.penalty[idx])

@@ -1,0 +1,300 @@
+"""The retrieval worker: window requests in, context envelopes and audit events out.
+
+Window requests assemble envelopes (SPEC-027 §4 pipeline, in ``assembly``); window reports update
+the session's Coverage Set, Residual Set, n-gram blacklist and window count (SPEC-024 §3, §5.1).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from crp_stream import events
+from crp_stream.core import cdgr, conflicts, exits, fanout, ngram, packing
+from crp_stream.core.ids import derive_id
+from crp_stream.processors import assembly
+from crp_stream.processors.base import Emitter, Handler, Record, Rejected, us_to_dt
+from crp_stream.processors.session import (
+    CoverageEntry,
+    SessionState,
+    SubQueryState,
+    WindowState,
+    vec_from_json,
+    vec_to_json,
+)
+
+log = logging.getLogger(__name__)
+
+ENVELOPES = "crp.envelopes"
+AUDIT = "crp.audit"
+ONBOARDING_HINT = "ingest-more-documents-for-continued-quality"
+
+
+class RetrievalHandler(Handler):
+    group = "retrieval"
+    topics = ("crp.window.requests", "crp.window.reports")
+
+    def handle(self, event: Any, record: Record, uow: Any, out: Emitter) -> None:
+        if record.topic == "crp.window.requests":
+            self._request(event, record, uow, out)
+        else:
+            self._report(event, record, uow, out)
+
+    # embeddings -------------------------------------------------------------------------------
+    def _vectors(self, uow: Any, texts: list[str], given: list[list[float] | None], fields: list[str],
+                 model: str | None) -> list[np.ndarray]:
+        emb = uow.embedder
+        fabric_model = uow.repo.get_meta("embedding_model") or emb.model_id
+        if model is not None and model != fabric_model:
+            raise Rejected(f"embedding_model: {model!r} does not match the fabric's model {fabric_model!r}")
+        if emb.model_id != fabric_model:
+            raise Rejected(f"embedder {emb.model_id!r} does not match the fabric's model {fabric_model!r}")
+        dim = int(uow.repo.get_meta("embedding_dim") or emb.dim or 0)
+        out: list[np.ndarray | None] = []
+        for g, f in zip(given, fields, strict=True):
+            if g is None:
+                if emb.requires_vectors:
+                    raise Rejected(f"{f}: required with --embedder precomputed:{emb.model_id}")
+                out.append(None)
+                continue
+            if model is None:
+                raise Rejected(f"embedding_model: required when {f} is given")
+            v = np.asarray(g, dtype=np.float32)
+            if dim and v.shape[0] != dim:
+                raise Rejected(f"{f}: dimension {v.shape[0]} does not match the fabric's dimension {dim}")
+            n = float(np.linalg.norm(v))
+            if not np.isfinite(n) or n == 0.0:
+                raise Rejected(f"{f}: not a usable vector (zero, NaN or inf)")
+            out.append(v / n)
+        todo = [i for i, v in enumerate(out) if v is None]
+        if todo:
+            for i, v in zip(todo, emb.embed([texts[i] for i in todo]), strict=True):
+                if dim and v.shape[0] != dim:
+                    raise Rejected(f"{fields[i]}: embedder dimension {v.shape[0]} differs from the fabric's {dim}")
+                out[i] = v
+        return [v for v in out if v is not None]
+
+    # requests ---------------------------------------------------------------------------------
+    def _request(self, ev: Any, record: Record, uow: Any, out: Emitter) -> None:
+        row = uow.repo.get_session(ev.session_id)
+        if uow.repo.get_meta("embedding_model") is None:
+            raise Rejected("the fabric holds no facts yet: nothing to retrieve (publish documents first)")
+        if row is None:
+            if ev.window != 1:
+                raise Rejected(f"window: session {ev.session_id!r} is unknown; window 1 must start it, got {ev.window}")
+            if not ev.sub_queries:
+                raise Rejected("sub_queries: required on window 1 of a new session (the task decomposition)")
+            state = self._new_session(ev, uow)
+        else:
+            state = SessionState.from_row(row)
+            if ev.window != state.requested + 1:
+                raise Rejected(
+                    f"window: session {ev.session_id!r} expects window {state.requested + 1}, got {ev.window}")
+            if ev.window > state.max_windows:
+                raise Rejected(f"window: {ev.window} exceeds the session's max_windows {state.max_windows}")
+        qvec = self._vectors(uow, [ev.query.text], [ev.query.embedding], ["query.embedding"], ev.embedding_model)[0]
+        th = uow.fabric.thresholds()
+        min_rel = ev.policy.min_relevance if ev.policy.min_relevance is not None else th.min_relevance
+        residual = state.residual_states()
+        if ev.fanout > 1 and len(residual) > 1:
+            groups = fanout.partition_residual_for_fanout(
+                np.stack([vec_from_json(s.embedding) for s in residual]), ev.fanout)
+            partitions = [[residual[i] for i in g] for g in groups]
+        else:
+            partitions = [residual]
+        coverage = state.coverage_arrays()  # immutable snapshot for every branch (SPEC-027 §1.5)
+        blacklist = frozenset(state.blacklist)
+        branches = [assembly.gather(uow, qvec, part, ev.fact_budget, record.ts_us, th, min_rel, coverage, blacklist)
+                    for part in partitions]
+        owners, assignments = self._assign(branches)
+        window_state = WindowState(request_id=ev.request_id, branches=len(partitions),
+                                   partitions=[[s.id for s in p] for p in partitions], fact_ids=[])
+        fanned = len(partitions) > 1
+        for b, (cands, part) in enumerate(zip(branches, partitions, strict=True)):
+            exclude = {fid for fid, owner in owners.items() if owner != b}
+            env = self._envelope(uow, ev, record, out, state, cands, part, b if fanned else None, exclude, th,
+                                 len(partitions) if fanned else None)
+            if fanned:
+                env["assignments"] = [a for a in assignments if a["branch"] == b]
+            window_state.fact_ids.append([f["fact_id"] for f in env["facts"]])
+            msg = events.EnvelopeAssembled(**env)
+            out.emit(ENVELOPES, ev.session_id, events.encode(msg))
+        state.requested = ev.window
+        state.windows[str(ev.window)] = window_state
+        self._save(uow, state, record)
+
+    def _new_session(self, ev: Any, uow: Any) -> SessionState:
+        subs = ev.sub_queries or []
+        vecs = self._vectors(uow, [s.text for s in subs], [s.embedding for s in subs],
+                             [f"sub_queries[{i}].embedding" for i in range(len(subs))], ev.embedding_model)
+        model = uow.repo.get_meta("embedding_model") or uow.embedder.model_id
+        sq = [SubQueryState(id=s.id, text=s.text, label=s.label or s.text, embedding=vec_to_json(v),
+                            expected_words=s.expected_words) for s, v in zip(subs, vecs, strict=True)]
+        return SessionState(session_id=ev.session_id, embedding_model=model, max_windows=ev.max_windows,
+                            sub_queries=sq, residual=[s.id for s in sq])
+
+    @staticmethod
+    def _assign(branches: list[assembly.Candidates]) -> tuple[dict[str, int], list[dict[str, Any]]]:
+        """SPEC-027 §1.6: a fact two branches want goes to the branch that scores it higher."""
+        if len(branches) < 2:
+            return {}, []
+        all_ids = sorted({f for c in branches for f in c.ids})
+        col = {f: i for i, f in enumerate(all_ids)}
+        m = np.full((len(branches), len(all_ids)), -np.inf)
+        for b, c in enumerate(branches):
+            for i, f in enumerate(c.ids):
+                m[b, col[f]] = c.score[i]
+        owner = fanout.assign_shared_facts(m)
+        owners = {f: int(owner[col[f]]) for f in all_ids}
+        shared = []
+        for f in all_ids:
+            wanted = [b for b in range(len(branches)) if np.isfinite(m[b, col[f]])]
+            if len(wanted) > 1:
+                shared.append({"fact_id": f, "branch": owners[f], "score": round(float(m[owners[f], col[f]]), 6),
+                               "wanted_by": wanted})
+        return owners, shared
+
+    def _envelope(self, uow: Any, ev: Any, record: Record, out: Emitter, state: SessionState,
+                  c: assembly.Candidates, part: list[SubQueryState], branch: int | None, exclude: set[str],
+                  th: Any, partitions: int | None) -> dict[str, Any]:
+        eligible, members = assembly.collapse_duplicates(c)
+        dup_ids = {c.ids[m] for rep, g in members.items() for m in g if m != rep}
+        sel = assembly.select(uow, c, eligible, ev.fact_budget, ev.policy, th, exclude | dup_ids)
+        anchors = sel.anchors
+        connectors = sel.connectors
+        order = packing.pack_envelope([c.ids[i] for i in anchors], c.score[anchors],
+                                      [(c.ids[ci], bridged) for ci, bridged, _b, _s in connectors])
+        index = {fid: i for i, fid in enumerate(c.ids)}
+        conn = {c.ids[ci]: (bridged, bridge, score) for ci, bridged, bridge, score in connectors}
+        facts = []
+        for fid in order:
+            i = index[fid]
+            r = c.rows[i]
+            v = c.views[i]
+            auth = float(conflicts.fact_authority(v))
+            entry: dict[str, Any] = {
+                "fact_id": fid, "text": r["text"], "role": "connector" if fid in conn else "anchor",
+                "score": _r(conn[fid][2] if fid in conn else c.score[i]), "relevance": _r(c.relevance[i]),
+                "novelty": _r(c.novelty[i]), "recency": _r(c.recency[i]), "authority": _r(auth),
+                "source": r["source"], "source_type": r["source_type"], "epoch": us_to_dt(r["epoch_us"]),
+                "modified_at": us_to_dt(r["modified_at_us"]), "support": int(c.support[i]),
+            }
+            if fid in conn:
+                entry["bridges"] = list(conn[fid][0])
+            facts.append(entry)
+        idx = [index[f] for f in order]
+        ratios = assembly.novelty_ratios(c, idx)
+        mean_ratio = exits.mean_novelty_ratio(ratios)
+        status = exits.continuation_status(
+            state.completeness, not state.residual, ev.window, state.max_windows, mean_ratio, state.safety_budget)
+        self._audit_conflicts(uow, ev, record, out, sel, branch)
+        bridges = [b for _ci, _br, b, _s in connectors]
+        cov_score = exits.coverage_score_header(ratios)
+        headers: dict[str, Any] = {
+            "CRP-Context-Coverage-Score": _r(cov_score) if cov_score is not None else 0.0,
+            "CRP-Context-Coverage-Depth": len(state.coverage),
+            "CRP-Context-NGram-Guard-Activations": ngram.ngram_guard_activations(c.penalty),
+            "CRP-Context-Continuation-Status": status,
+            "CRP-Context-Graph-Hops": sel.hops if ev.policy.graph_retrieval == "on" else 0,
+            "CRP-Context-Connectors-Included": cdgr.connectors_included_header(len(connectors), len(facts)),
+            "CRP-Context-Bridge-Score": _r(cdgr.bridge_score_header(bridges)),
+            "CRP-Context-Conflicts-Resolved": conflicts.conflicts_resolved_header(len(sel.resolutions),
+                                                                                  sel.unresolved),
+            "CRP-Context-Recency-Penalised": int(np.sum(c.recency < 1.0)),
+            "CRP-Context-Mode": "ckf-exhausted" if status == exits.CKF_EXHAUSTED
+            else ("cdgr" if ev.policy.graph_retrieval == "on" else "cdr"),
+        }
+        if partitions is not None:
+            headers["CRP-Context-Coverage-Partitions"] = partitions
+        if status == exits.CKF_EXHAUSTED:
+            headers["CRP-Onboarding-Hint"] = ONBOARDING_HINT
+        labels = [s.label for s in (part if branch is not None else state.residual_states())]
+        env: dict[str, Any] = {
+            "request_id": ev.request_id, "session_id": ev.session_id, "window": ev.window, "status": status,
+            "facts": facts, "notes": list(sel.notes), "residual_anchor": packing.residual_task_anchor(labels),
+            "headers": headers,
+        }
+        if branch is not None:
+            env["branch"] = branch
+            env["partition"] = [s.id for s in part]
+        return env
+
+    def _audit_conflicts(self, uow: Any, ev: Any, record: Record, out: Emitter, sel: assembly.Selection,
+                         branch: int | None) -> None:
+        for res in sel.resolutions:
+            kind = "CONTRADICTION_UNRESOLVED" if res["tie"] else "CONTRADICTION_RESOLVED"
+            details = {
+                "kept": res["kept"], "suppressed": res["suppressed"], "pattern": res["pattern"],
+                "authority_kept": res["authority_kept"], "authority_suppressed": res["authority_suppressed"],
+                "session_id": ev.session_id, "window": ev.window,
+            }
+            if res["tie"]:
+                details = {"facts": sorted(res["pair"]), "pattern": res["pattern"],
+                           "authority": res["authority_kept"], "session_id": ev.session_id, "window": ev.window}
+            if branch is not None:
+                details["branch"] = branch
+            eid = derive_id(out.cause, kind, *sorted(res["pair"]), str(branch))
+            uow.repo.append_audit(eid, kind, record.ts_us, ev.session_id, details)
+            msg = events.AuditRecorded(event_id=eid, audit_type=kind, at=record.at, details=details)
+            out.emit(AUDIT, ev.session_id, events.encode(msg), record_id=eid)
+
+    # reports ----------------------------------------------------------------------------------
+    def _report(self, ev: Any, record: Record, uow: Any, out: Emitter) -> None:
+        row = uow.repo.get_session(ev.session_id)
+        if row is None:
+            raise Rejected(f"session_id: {ev.session_id!r} is unknown (no window was requested)")
+        state = SessionState.from_row(row)
+        win = state.windows.get(str(ev.window))
+        if win is None:
+            raise Rejected(f"window: window {ev.window} of session {ev.session_id!r} was never requested")
+        if win.branches > 1 and (ev.branch is None or ev.branch >= win.branches):
+            raise Rejected(f"branch: window {ev.window} fanned out to {win.branches} branches; "
+                           f"got branch {ev.branch}")
+        if win.branches == 1 and ev.branch not in (None, 0):
+            raise Rejected(f"branch: window {ev.window} has no branch {ev.branch}")
+        branch = ev.branch or 0
+        if branch in win.reported:
+            raise Rejected(f"window: window {ev.window} branch {branch} was already reported")
+        unknown = [a.id for a in ev.addressed if state.sub_query(a.id) is None]
+        if unknown:
+            raise Rejected(f"addressed: unknown sub-query id {unknown[0]!r}")
+        try:
+            given = [a.embedding for a in ev.addressed]
+            texts = [a.text or state.sub_query(a.id).text for a in ev.addressed]  # type: ignore[union-attr]
+            fields = [f"addressed[{i}].embedding" for i in range(len(ev.addressed))]
+            vecs: list[np.ndarray | None] = [None] * len(ev.addressed)
+            need = [i for i, a in enumerate(ev.addressed) if a.embedding is not None or a.text is not None]
+            if need or (ev.embedding_model and ev.embedding_model != state.embedding_model):
+                got = self._vectors(uow, [texts[i] for i in need], [given[i] for i in need],
+                                    [fields[i] for i in need], ev.embedding_model)
+                for i, v in zip(need, got, strict=True):
+                    vecs[i] = v
+        except Rejected as exc:
+            raise Rejected(exc.reason, "COVERAGE_UPDATE_REJECTED",
+                           {"session_id": ev.session_id, "window": ev.window}) from None
+        for a, v in zip(ev.addressed, vecs, strict=True):
+            sq = state.sub_query(a.id)
+            assert sq is not None
+            emb = vec_to_json(v) if v is not None else sq.embedding
+            state.coverage.append(CoverageEntry(id=a.id, embedding=emb, depth=float(a.depth), window=ev.window,
+                                                branch=ev.branch))
+        addressed = {a.id for a in ev.addressed}
+        state.residual = [r for r in state.residual if r not in addressed]
+        state.blacklist = sorted(ngram.update_ngram_blacklist(frozenset(state.blacklist), ev.output_text))
+        state.completeness = float(ev.completeness)
+        if ev.safety_budget is not None:
+            state.safety_budget = float(ev.safety_budget)
+        win.reported = sorted([*win.reported, branch])
+        if len(win.reported) == win.branches:  # fan-in: the window counts once every branch merged
+            state.reported = max(state.reported, ev.window)
+        self._save(uow, state, record)
+
+    def _save(self, uow: Any, state: SessionState, record: Record) -> None:
+        uow.repo.put_session(state.session_id, state.embedding_model, state.reported, state.max_windows,
+                             state.to_json(), record.ts_us)
+
+
+def _r(x: Any) -> float:
+    return round(float(x), 6)

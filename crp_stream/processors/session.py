@@ -1,0 +1,108 @@
+"""Session state of the retrieval worker: Coverage Set, Residual Set, n-gram blacklist, windows.
+
+Kept in the relational store (SPEC-024 §3, SPEC-007 session token) as canonical JSON, so a restarted
+worker continues the session and replays reproduce it byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+def vec_to_json(v: np.ndarray) -> list[float]:
+    return [float(x) for x in np.asarray(v, dtype=np.float32)]
+
+
+def vec_from_json(v: list[float]) -> np.ndarray:
+    return np.asarray(v, dtype=np.float32)
+
+
+@dataclass
+class SubQueryState:
+    id: str
+    text: str
+    label: str
+    embedding: list[float]
+    expected_words: int | None = None
+
+
+@dataclass
+class CoverageEntry:
+    """SPEC-024 §2.1: an addressed sub-query's embedding, its depth weight and window number."""
+
+    id: str
+    embedding: list[float]
+    depth: float
+    window: int
+    branch: int | None = None
+
+
+@dataclass
+class WindowState:
+    request_id: str
+    branches: int
+    partitions: list[list[str]]
+    fact_ids: list[list[str]]
+    reported: list[int] = field(default_factory=list)
+
+
+@dataclass
+class SessionState:
+    session_id: str
+    embedding_model: str
+    max_windows: int
+    sub_queries: list[SubQueryState]
+    residual: list[str]
+    coverage: list[CoverageEntry] = field(default_factory=list)
+    blacklist: list[str] = field(default_factory=list)
+    windows: dict[str, WindowState] = field(default_factory=dict)
+    requested: int = 0  # last window requested
+    reported: int = 0  # window_count: windows whose report arrived
+    completeness: float = 0.0
+    safety_budget: float | None = None
+
+    def sub_query(self, sid: str) -> SubQueryState | None:
+        return next((s for s in self.sub_queries if s.id == sid), None)
+
+    def residual_states(self) -> list[SubQueryState]:
+        by_id = {s.id: s for s in self.sub_queries}
+        return [by_id[r] for r in self.residual if r in by_id]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sub_queries": [vars(s) for s in self.sub_queries],
+            "residual": list(self.residual),
+            "coverage": [vars(c) for c in self.coverage],
+            "blacklist": sorted(self.blacklist),
+            "windows": {k: vars(w) for k, w in sorted(self.windows.items(), key=lambda kv: int(kv[0]))},
+            "requested": self.requested,
+            "completeness": self.completeness,
+            "safety_budget": self.safety_budget,
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> SessionState:
+        st = row["state"]
+        return cls(
+            session_id=row["session_id"],
+            embedding_model=row["embedding_model"],
+            max_windows=row["max_windows"],
+            sub_queries=[SubQueryState(**s) for s in st["sub_queries"]],
+            residual=list(st["residual"]),
+            coverage=[CoverageEntry(**c) for c in st["coverage"]],
+            blacklist=list(st["blacklist"]),
+            windows={k: WindowState(**w) for k, w in st["windows"].items()},
+            requested=int(st["requested"]),
+            reported=int(row["window_count"]),
+            completeness=float(st["completeness"]),
+            safety_budget=st["safety_budget"],
+        )
+
+    def coverage_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.coverage:
+            return np.zeros((0, 0), dtype=np.float32), np.zeros(0, dtype=np.float64)
+        vecs = np.stack([vec_from_json(c.embedding) for c in self.coverage])
+        return vecs, np.asarray([c.depth for c in self.coverage], dtype=np.float64)
