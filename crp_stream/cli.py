@@ -96,6 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":%(message_json)s}',
     )
     _install_json_messages()
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         return int(_dispatch(ns) or 0)
     except (ConfigError, CliError) as exc:

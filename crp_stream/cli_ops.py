@@ -72,6 +72,10 @@ def dispatch(ns: argparse.Namespace, settings: Settings) -> int:
     fn = handlers.get((ns.cmd, getattr(ns, "ops_cmd", "")))
     if fn is None:
         raise CliError(f"unknown command {ns.cmd!r}")
+    if getattr(ns, "id", None) is not None and not ns.id.strip():
+        raise CliError("ID: must not be empty")
+    if getattr(ns, "actor", None) is not None and not ns.actor.strip():
+        raise CliError("--actor: must name who decides")
     return fn(ns, settings)
 
 

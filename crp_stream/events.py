@@ -235,7 +235,10 @@ def _parse_refused(text: str, fast_error: str) -> Any:
 def validate_value(
     topic: str, data: Any, *, max_facts: int = DEFAULT_MAX_FACTS, prefix: str = DEFAULT_PREFIX
 ) -> Event:
-    """A parsed JSON value of ``topic`` -> its event, or ``Rejected`` naming the field."""
+    """A parsed JSON value of ``topic`` -> its event, or ``Rejected`` naming the field.
+
+    ``data`` is what ``parse_json`` returns (nesting and NaN literals already checked there).
+    """
     spec = topic_spec(topic, prefix)
     if spec is None:
         raise Rejected(f"topic: unknown topic {shown(topic)}")

@@ -54,12 +54,14 @@ def apply_record(handler: Handler, record: Record, uow: Any) -> list[Output]:
     """Decode ``record`` and apply it with ``handler``; bad input becomes a dead-letter output."""
     out = Emitter(cause=derive_id(handler.group, record_cause(record)))
     try:
-        event = events.decode_input(record.topic, record.value, max_bytes=uow.settings.max_record_bytes)
+        event = events.decode_input(record.topic, record.value, max_bytes=uow.settings.max_record_bytes,
+                                    max_facts=uow.settings.max_facts_per_document)
     except events.Rejected as exc:
         _dead(out, record, exc.reason)
         return out.outputs
     key = idempotency_key(event, record)
-    content_hash = hashlib.sha256(events.encode(event)).hexdigest()
+    # Raw bytes, not a re-encoding: encoding 384-d vectors costs more than the whole ingest.
+    content_hash = hashlib.sha256(record.value).hexdigest()
     seen = uow.repo.processed_hash(handler.group, key)
     if seen is not None:
         if seen != content_hash:

@@ -161,6 +161,20 @@ CONTRADICTIONS: list[tuple[str, str, str]] = [
     ("NEGATION_FLIP", K8S_FACTS[12],
      "NetworkPolicies restrict which pods may talk to each other, and they do not need a CNI plugin."),
     ("NEGATION_FLIP", "Rate limiting is enabled on the public API.", "Rate limiting is not enabled on the public API."),
+    ("NUMBER_CHANGED", "The cluster CIDR is 10.244.0.0/16.", "The cluster CIDR is 10.96.0.0/12."),
+    ("NUMBER_CHANGED", "Each node can run at most 110 pods by default.", "Each node can run at most 250 pods by default."),
+    ("NUMBER_CHANGED", "The search API allows 30 requests per minute for unauthenticated clients.",
+     "The search API allows 60 requests per minute for unauthenticated clients."),
+    ("NUMBER_CHANGED", "The ingress idle timeout is 60 seconds.", "The ingress idle timeout is 5 minutes."),
+    ("ENTITY_SUBSTITUTED", "The cluster's CNI plugin is Calico.", "The cluster's CNI plugin is Cilium."),
+    ("ENTITY_SUBSTITUTED", "kube-proxy runs in IPVS mode on the production cluster.",
+     "kube-proxy runs in iptables mode on the production cluster."),
+    ("ENTITY_SUBSTITUTED", "The payments API is rate limited by Envoy.", "The payments API is rate limited by NGINX."),
+    ("ENTITY_SUBSTITUTED", "The orders service is exposed through an AWS Network Load Balancer.",
+     "The orders service is exposed through a Google Cloud load balancer."),
+    ("NEGATION_FLIP", "The kubelet enforces the pod's network policy.",
+     "The kubelet does not enforce the pod's network policy."),
+    ("NEGATION_FLIP", "Burst traffic above the limit is queued.", "Burst traffic above the limit is not queued."),
 ]
 
 
@@ -479,27 +493,38 @@ def calibrate(args: argparse.Namespace) -> None:
     facts = emb.embed(K8S_FACTS)
     queries = emb.embed(K8S_QUERIES)
     # HotpotQA: every sentence of each question's 10 paragraphs, tagged by question, paragraph, gold.
-    h_text, h_q, h_para, h_gold = [], [], [], []
+    # Questions share Wikipedia paragraphs, so a sentence is kept once, and "cross-topic" below means
+    # another question *and* a paragraph title the question does not have.
+    h_text, h_q, h_para, h_gold, seen = [], [], [], [], set()
+    titles: dict[str, int] = {}
     for k, row in enumerate(rows):
-        for p, (title, sents) in enumerate(row["paras"].items()):  # type: ignore[attr-defined]
+        for title, sents in row["paras"].items():  # type: ignore[attr-defined]
+            titles.setdefault(title, len(titles))
             for i, s in enumerate(sents):
-                if s.strip():
+                if s.strip() and s.strip() not in seen:
+                    seen.add(s.strip())
                     h_text.append(s.strip())
                     h_q.append(k)
-                    h_para.append(k * 100 + p)
+                    h_para.append(titles.setdefault(title, len(titles)))
                     h_gold.append((title, i) in row["gold"])  # type: ignore[operator]
     hv = emb.embed(h_text)
     qv = emb.embed([str(r["question"]) for r in rows])
     hq, hp, hg = np.array(h_q), np.array(h_para), np.array(h_gold)
+    q_titles = np.zeros((len(rows), len(titles)), dtype=bool)
+    for k, row in enumerate(rows):
+        for title in row["paras"]:  # type: ignore[attr-defined]
+            q_titles[k, titles[title]] = True
+    shares = q_titles[hq] @ q_titles[hq].T  # two sentences' questions have a paragraph in common
 
     k8s_rel = (queries @ facts.T).ravel()
     k8s_guide = queries[0] @ facts.T
     off_k8s_q = (queries @ hv.T).ravel()
     qs = qv @ hv.T  # question x sentence
     own = hq[None, :] == np.arange(len(rows))[:, None]
+    own_title = q_titles[:, hp]  # the sentence's paragraph is one of the question's ten
     h_gold_rel = qs[own & hg[None, :]]
     h_own_other = qs[own & ~hg[None, :]]
-    h_off = qs[~own]
+    h_off = qs[~own_title]
     off_topic_rel = np.concatenate([off_k8s_q, h_off])
 
     iu = np.triu_indices(len(K8S_FACTS), 1)
@@ -508,7 +533,7 @@ def calibrate(args: argparse.Namespace) -> None:
     tri = np.triu(np.ones_like(ss, dtype=bool), 1)
     same_para = (hp[:, None] == hp[None, :]) & tri
     same_q_other_para = (hq[:, None] == hq[None, :]) & (hp[:, None] != hp[None, :]) & tri
-    cross_q = (hq[:, None] != hq[None, :]) & tri
+    cross_q = ~shares & tri
     h_same_para, h_same_q, h_cross = ss[same_para], ss[same_q_other_para], ss[cross_q]
     cross_ff = np.concatenate([(facts @ hv.T).ravel(), h_cross])
 

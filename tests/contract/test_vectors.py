@@ -6,6 +6,8 @@ Backends: qdrant-edge on disk (the embedded default), qdrant-client local mode i
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -268,6 +270,30 @@ def test_survives_reopen(backend: str, tmp_path: Path) -> None:
         assert idx.count() == 0
 
 
+_CRASH_WRITER = """
+import os, sys
+import numpy as np
+from crp_stream.fabric.vectors import VectorItem
+from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+backend, where = sys.argv[1], sys.argv[2]
+idx = EdgeVectorIndex(where + "/edge") if backend == "edge" else QdrantVectorIndex(path=where + "/qdrant")
+idx.upsert([VectorItem(f"f{i}", np.arange(1, 5, dtype=np.float32) + i) for i in range(50)])
+idx.set_status(["f3"], "quarantined")
+os._exit(0)  # no flush, no close: a crash right after the calls returned
+"""
+
+
+@pytest.mark.parametrize("backend", DURABLE)
+def test_writes_survive_a_crash_without_flush(backend: str, tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-c", _CRASH_WRITER, backend, str(tmp_path)], check=True, timeout=120)
+    with OPENERS[backend](tmp_path)() as idx:
+        assert idx.count() == 50
+        hits = idx.search(unit(1, 1, 1, 1), 100, NOW)
+        assert len(hits) == 49
+        assert "f3" not in ids(hits)
+
+
 # ---- congruence: the embedded engine and the qdrant-client adapter agree ---------------------------
 
 
@@ -313,9 +339,7 @@ def test_edge_and_qdrant_client_agree_on_random_operations(tmp_path: Path) -> No
                 _assert_congruent(edge.search(q, k, now), local.search(q, k, now))
                 min_score = float(rng.uniform(-0.2, 0.5))
                 exclude = f"f{int(rng.integers(0, n)):04d}"
-                _assert_congruent(
-                    edge.neighbours(q, k, min_score, exclude), local.neighbours(q, k, min_score, exclude)
-                )
+                _assert_congruent(edge.neighbours(q, k, min_score, exclude), local.neighbours(q, k, min_score, exclude))
         some = [f"f{i:04d}" for i in range(0, n, 7)]
         ve, vl = edge.get_vectors(some), local.get_vectors(some)
         assert sorted(ve) == sorted(vl)

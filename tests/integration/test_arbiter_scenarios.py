@@ -345,3 +345,40 @@ def test_withdrawn_corroboration_brings_the_trusted_value_back(pipe: Pipeline) -
     assert len(pipe.audits("DRIFT_UNDETERMINED")) == 1
     with pipe.uow() as uow:  # the request stays open: the vendor did not refresh, an operator decides
         assert len(uow.repo.refresh_requests("open")) == 1
+
+
+# --- claims without subject/attribute -----------------------------------------------------------------
+
+
+def _text_doc(source: str, source_type: str, event_id: str, value: str) -> dict:
+    text = (f"The documented rate limit of the upstream billing API for a single account is {value} "
+            "requests per second.")
+    return {"event_id": event_id, "source": source, "source_type": source_type, "document_id": event_id,
+            "text": text}
+
+
+def test_text_facts_form_a_claim_by_similarity_and_value_conflict(pipe: Pipeline) -> None:
+    pipe.feed([
+        rec("crp.documents", _text_doc("vendor_docs", "official", "v1", "1000"), NOW_US - 120 * DAY_US),
+        rec("crp.documents", _text_doc("field_telemetry", "telemetry", "f1", "250"), NOW_US - 14 * DAY_US),
+        rec("crp.documents", _text_doc("community_notes", "community", "c1", "250"), NOW_US - 10 * DAY_US),
+    ])
+    [req] = pipe.out("crp.refresh.requests")
+    assert req["source"] == "vendor_docs" and req["attribute"] == "statement"
+    assert "1000" in str(req["stale_value"]) and "250" in str(req["observed_value"])
+    assert set(pipe.statuses("vendor_docs").values()) == {"stale"}
+    assert pipe.out("crp.quarantine.candidates") == []
+    with pipe.uow() as uow:
+        keys = {f["claim_key"] for f in uow.repo.all_facts()}
+    assert len(keys) == 1 and next(iter(keys)).startswith("sim:")
+
+
+def test_unrelated_text_facts_form_no_claim(pipe: Pipeline) -> None:
+    doc = {"event_id": "w", "source": "community_notes", "source_type": "community", "text": "Paris is sunny."}
+    pipe.feed([
+        rec("crp.documents", _text_doc("vendor_docs", "official", "v1", "1000"), NOW_US - DAY_US),
+        rec("crp.documents", doc, NOW_US),
+    ])
+    assert pipe.out("crp.audit") == [] and pipe.out("crp.refresh.requests") == []
+    with pipe.uow() as uow:
+        assert {f["claim_key"] for f in uow.repo.all_facts()} == {None}

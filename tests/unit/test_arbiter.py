@@ -1,0 +1,82 @@
+"""The arbiter's pure helpers: fabric rows -> drift records, the verdict choice, text-claim values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crp_stream.core.drift import (
+    CONSENSUS_OK,
+    DRIFT_UNDETERMINED,
+    POISONING_CANDIDATE,
+    STALE_HIGH_TRUST,
+    ClaimRecord,
+    claim_verdict,
+    partition_views,
+)
+from crp_stream.processors.arbiter import choose_verdict, claim_records
+from crp_stream.processors.effects import chunks, short
+from crp_stream.processors.text_claims import claim_text, text_values
+
+DAY = 86_400.0
+
+
+def row(fid: str, source: str, value: Any, epoch_s: float, *, unit: str | None = "rps", trust: float = 0.5,
+        status: str = "active", text: str = "") -> dict[str, Any]:
+    return {"fact_id": fid, "source": source, "source_type": "official", "trust": trust, "value": value,
+            "unit": unit, "epoch_us": int(epoch_s * 1_000_000), "status": status, "text": text or f"x {value}"}
+
+
+def test_claim_records_normalise_values_and_take_the_epoch_from_the_row() -> None:
+    rows = [row("a", "v", "1,000", 10.0), row("b", "t", "1000 req/s", 20.0, unit=None),
+            row("c", "t", None, 30.0)]
+    recs = claim_records(rows, text_claim=False)
+    assert [(r.fact_id, r.value, r.epoch) for r in recs] == [("a", "1000 rps", 10.0), ("b", "1000 rps", 20.0)]
+
+
+def _recs(*specs: tuple[str, str, float, str, float]) -> list[ClaimRecord]:
+    return [ClaimRecord(fid, src, trust, epoch, value, "active") for fid, src, trust, epoch, value in specs]
+
+
+def test_choose_verdict_prefers_a_stale_high_trust_reading_of_a_minority_value() -> None:
+    # Two partitions (older) assert 300 -> claim_verdict evaluates 300 (poisoning); two later ones
+    # assert 250, which is fresher and corroborated: the stale high-trust verdict must win.
+    recs = _recs(("v", "vendor", 0.9, 100.0, "1000 rps"),
+                 ("p1", "spam1", 0.1, 50.0, "300 rps"), ("p2", "spam2", 0.1, 60.0, "300 rps"),
+                 ("p3", "spam3", 0.1, 70.0, "300 rps"),
+                 ("t", "telemetry", 0.4, 200.0, "250 rps"), ("c", "community", 0.2, 210.0, "250 rps"))
+    views = partition_views(recs)
+    assert claim_verdict(views, claim="k").kind == POISONING_CANDIDATE
+    chosen = choose_verdict(views, "k")
+    assert chosen.kind == STALE_HIGH_TRUST
+    assert chosen.divergent_value == "250 rps" and chosen.stale_fact_ids == ("v",)
+    assert chosen.other_divergent_values == ("300 rps",)
+
+
+def test_choose_verdict_keeps_the_base_verdict_when_no_value_is_stale() -> None:
+    recs = _recs(("v", "vendor", 0.9, 100.0, "1000 rps"), ("p1", "spam1", 0.1, 50.0, "300 rps"),
+                 ("p2", "spam2", 0.1, 60.0, "300 rps"), ("t", "telemetry", 0.4, 200.0, "250 rps"))
+    views = partition_views(recs)
+    assert choose_verdict(views, "k") == claim_verdict(views, claim="k")
+    assert choose_verdict(partition_views(recs[:1]), "k").kind == CONSENSUS_OK
+
+
+def test_choose_verdict_single_later_partition_is_undetermined() -> None:
+    recs = _recs(("v", "vendor", 0.9, 100.0, "1000 rps"), ("t", "telemetry", 0.4, 200.0, "250 rps"))
+    assert choose_verdict(partition_views(recs), "k").kind == DRIFT_UNDETERMINED
+
+
+def test_text_values_group_non_conflicting_statements() -> None:
+    base = "The documented rate limit of the upstream billing API is {} requests per second."
+    rows = [row("a", "v", None, 1.0, text=base.format(1000)), row("b", "t", None, 2.0, text=base.format(250)),
+            row("c", "c", None, 3.0, text=base.format(250)), row("d", "v", None, 4.0, text=base.format(1000))]
+    values = text_values(rows)
+    assert values["a"] == values["d"] != values["b"] == values["c"]
+    assert "1000" in values["a"] and "250" in values["b"]
+    assert claim_text(rows) == values["a"]
+
+
+def test_effect_helpers_bound_sizes() -> None:
+    assert short("x" * 5000).endswith("…") and len(short("x" * 5000)) == 4000
+    assert short("ok") == "ok"
+    assert [len(c) for c in chunks([str(i) for i in range(2500)])] == [1000, 1000, 500]
+    assert chunks([]) == [[]]
