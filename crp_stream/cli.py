@@ -30,6 +30,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--qdrant", help="edge:PATH | http(s)://HOST:PORT (env CRP_QDRANT; default embedded)")
     p.add_argument("--embedder", help="default | precomputed:MODEL_ID | hashing[:DIM] (env CRP_EMBEDDER)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--log-format", choices=["text", "json"], help="default: text on a terminal, else json")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,9 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(str(exc), file=sys.stderr)
         return 2
+    fmt = getattr(ns, "log_format", None) or ("text" if sys.stderr.isatty() else "json")
     logging.basicConfig(
-        level=getattr(ns, "log_level", "INFO"), stream=sys.stderr,
-        format='{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":%(message_json)s}',
+        level=getattr(ns, "log_level", "INFO"), stream=sys.stderr, datefmt="%Y-%m-%dT%H:%M:%S%z",
+        format=('{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":%(message_json)s}'
+                if fmt == "json" else "%(asctime)s %(levelname)-7s %(name)s: %(message)s"),
     )
     _install_json_messages()
     logging.getLogger("alembic").setLevel(logging.WARNING)

@@ -46,6 +46,7 @@ class EmbeddedRuntime:
         self.stats = Stats()
         self._offsets: dict[tuple[str, str], int] = {}
         self._cursor = 0
+        self._pending: list[LogRecord] = []
         for h in self.handlers:
             h.bind(fabric)
         self._load_offsets()
@@ -80,6 +81,10 @@ class EmbeddedRuntime:
             for rec in batch:
                 self._cursor = rec.seq
                 done += self._dispatch(rec)
+                # Cascade first: what a record caused is handled before the next input, so a window
+                # request sees the verdicts its predecessors led to, as replay does.
+                while self._pending:
+                    done += self._dispatch(self._pending.pop(0))
                 if max_records is not None and done >= max_records:
                     return done
 
@@ -128,6 +133,7 @@ class EmbeddedRuntime:
     def _append(self, outs: Sequence[object]) -> None:
         items = [Append(self.physical(o.topic), o.key, o.value, o.record_id) for o in outs]  # type: ignore[attr-defined]
         written = self.log.append(items)
+        self._pending.extend(written)
         self.stats.outputs += len(written)
         for w in written:
             if w.topic == self.physical("crp.deadletter"):

@@ -561,16 +561,24 @@ def calibrate(args: argparse.Namespace) -> None:
     def up(x: float) -> float:
         return float(np.ceil(x * 20 - 1e-9) / 20)
 
-    def down(x: float) -> float:
-        return float(np.floor(x * 20 + 1e-9) / 20)
-
     min_rel = up(float(np.percentile(off_topic_rel, 99)))
     edge = up(float(np.percentile(cross_ff, 99.9)))
-    contra_t = down(float(contra.min()) - 0.02)
+    # Contradiction gate: value-changed pairs must reach the detector; distinct same-topic facts
+    # should not. Youden's J (share of contradiction pairs in - share of same-topic pairs in) on a
+    # 0.05 grid; ties go to the higher threshold.
+    same_topic = np.concatenate([k8s_ff, h_same_para])
+    print("\ncontradiction gate: share of contradiction pairs / same-topic fact pairs at or above t")
+    grid = [round(0.50 + 0.05 * i, 2) for i in range(9)]
+    js = []
+    for t in grid:
+        tpr, fpr = float((contra >= t).mean()), float((same_topic >= t).mean())
+        js.append(tpr - fpr)
+        print(f"  t={t:.2f}  contradictions {tpr * 100:5.1f}%  same-topic {fpr * 100:5.1f}%  J {tpr - fpr:.3f}")
+    contra_t = max(zip(js, grid))[1]
     print("\nproposed (rounded to 0.05):")
     print(f"  min_relevance           {min_rel:.2f}  = p99 of off-topic relevance, rounded up")
     print(f"  edge_threshold          {edge:.2f}  = p99.9 of cross-topic fact-fact cosine, rounded up")
-    print(f"  contradiction_threshold {contra_t:.2f}  = lowest contradiction-pair cosine - 0.02, rounded down")
+    print(f"  contradiction_threshold {contra_t:.2f}  = best Youden J, contradiction pairs vs same-topic pairs")
 
     def share(x: np.ndarray, t: float) -> str:
         return f"{(x >= t).mean() * 100:5.1f}%"
@@ -586,6 +594,7 @@ def calibrate(args: argparse.Namespace) -> None:
         ("cross-topic fact-fact (edges)", cross_ff, "edge_threshold", edge),
         ("contradiction pairs checked", contra, "contradiction_threshold", contra_t),
         ("K8s fact-fact pairs also checked", k8s_ff, "contradiction_threshold", contra_t),
+        ("HotpotQA same-para pairs checked", h_same_para, "contradiction_threshold", contra_t),
     ]:
         seed = SEED_THRESHOLDS[key]
         print(f"  {label:34} seed {seed:.2f}: {share(x, seed)}   proposed {t:.2f}: {share(x, t)}")

@@ -382,3 +382,40 @@ def test_unrelated_text_facts_form_no_claim(pipe: Pipeline) -> None:
     assert pipe.out("crp.audit") == [] and pipe.out("crp.refresh.requests") == []
     with pipe.uow() as uow:
         assert {f["claim_key"] for f in uow.repo.all_facts()} == {None}
+
+
+# --- the verdicts govern retrieval --------------------------------------------------------------------
+
+
+def _ask(p: Pipeline, ts: int) -> list[dict]:
+    request = {"request_id": "r1", "session_id": "s1", "window": 1,
+               "query": {"text": "What is the rate limit of the upstream api?"},
+               "sub_queries": [{"id": "q1", "text": "upstream api rate limit"}]}
+    p.feed([rec("crp.window.requests", request, ts, key="s1")])
+    [envelope] = p.out("crp.envelopes")
+    return [f["text"] for f in envelope["facts"]]
+
+
+def test_seed_incident_envelope_carries_250_not_1000(pipe: Pipeline) -> None:
+    pipe.feed(seed_incident())
+    texts = _ask(pipe, NOW_US + 1)
+    assert any("250 rps" in t for t in texts)
+    assert not any("1000" in t for t in texts)
+
+
+def test_poisoning_envelope_serves_the_trusted_value(pipe: Pipeline) -> None:
+    pipe.feed(poisoning_inputs())
+    texts = _ask(pipe, NOW_US + 1)
+    assert any("1000 rps" in t for t in texts)
+    assert not any("250" in t for t in texts)
+
+
+def test_no_corroboration_envelope_serves_the_trusted_value_with_the_conflict_logged(pipe: Pipeline) -> None:
+    t0 = NOW_US - 60 * DAY_US
+    pipe.feed([rec("crp.documents", document("vendor_docs", "official", "vendor-1", "1000"), t0)]
+              + [rec("crp.telemetry", telemetry(f"t{i}", "250", NOW_US + i), NOW_US + i) for i in range(5)])
+    texts = _ask(pipe, NOW_US + DAY_US)
+    assert any("1000 rps" in t for t in texts)
+    assert not any("250" in t for t in texts)
+    [logged] = pipe.audits("DRIFT_UNDETERMINED")  # the conflict, logged by the arbiter
+    assert (logged["details"]["high_trust_value"], logged["details"]["divergent_value"]) == ("1000 rps", "250 rps")

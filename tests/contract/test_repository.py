@@ -1,0 +1,136 @@
+"""The relational store contract, run on every backend (SQLite and a real PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, inspect
+
+from crp_stream.fabric import db
+from crp_stream.fabric.repository import Repository
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    eng = db.make_engine(database_url)
+    db.upgrade(eng)
+    yield eng
+    eng.dispose()
+
+
+def fact(fid: str, **kw: Any) -> dict[str, Any]:
+    row = {"fact_id": fid, "source": "s", "source_type": "official", "trust": 0.9, "importance": 1.0,
+           "epoch_us": 1, "modified_at_us": 1, "ttl_s": None, "expires_at_us": None, "text": f"text {fid}",
+           "subject": None, "attribute": None, "value": None, "unit": None, "claim_key": None, "status": "active",
+           "content_hash": "h", "document_id": "d", "position": 0, "origin_event_id": "e", "kind": "document",
+           "extra": None}
+    row.update(kw)
+    return row
+
+
+def test_migrations_create_every_table_and_downgrade_removes_them(engine: Engine) -> None:
+    names = set(inspect(engine).get_table_names())
+    assert {"facts", "sources", "edges", "sessions", "audit_log", "refresh_requests", "quarantine_candidates",
+            "claims", "processed_events", "consumer_offsets", "meta"} <= names
+    db.downgrade(engine)
+    assert not {"facts", "audit_log"} & set(inspect(engine).get_table_names())
+    db.upgrade(engine)
+    assert "facts" in inspect(engine).get_table_names()
+
+
+def test_fact_insert_is_idempotent_and_status_changes(engine: Engine) -> None:
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.insert_facts([fact("a", claim_key="x|y"), fact("b")])
+        repo.insert_facts([fact("a", text="other")])  # first write wins
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        assert repo.facts_by_ids(["a", "b", "zz"]).keys() == {"a", "b"}
+        assert repo.facts_by_ids(["a"])["a"]["text"] == "text a"
+        repo.set_fact_status(["a"], "stale")
+        assert [f["fact_id"] for f in repo.facts_for_claim("x|y")] == ["a"]
+        assert repo.fact_counts() == [("s", "active", 1), ("s", "stale", 1)]
+
+
+def test_offsets_and_processed_ids_commit_with_the_transaction(engine: Engine) -> None:
+    with pytest.raises(RuntimeError), engine.begin() as conn:
+        repo = Repository(conn)
+        repo.commit_offset("g", "t", 0, 5)
+        repo.mark_processed("g", "event_id:e1", "h1", "t", 4)
+        raise RuntimeError("crash before commit")
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        assert repo.offsets("g") == {}
+        assert repo.processed_hash("g", "event_id:e1") is None
+        repo.commit_offset("g", "t", 0, 5)
+        repo.commit_offset("g", "t", 0, 6)
+        repo.mark_processed("g", "event_id:e1", "h1", "t", 4)
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        assert repo.offsets("g") == {("t", 0): 6}
+        assert repo.processed_hash("g", "event_id:e1") == "h1"
+
+
+def test_edges_are_symmetric_and_idempotent(engine: Engine) -> None:
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.add_edges([("a", "b", 0.7), ("b", "c", 0.65), ("a", "b", 0.7), ("a", "a", 1.0)])
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        assert repo.edge_count() == 2
+        adj = repo.adjacency(["b"])
+        assert adj["b"] == {"a": 0.7, "c": 0.65}
+        assert adj["a"] == {"b": 0.7}
+
+
+def test_sessions_round_trip_canonical_state(engine: Engine) -> None:
+    state = {"residual": ["q2"], "coverage": [{"id": "q1", "depth": 0.7}], "blacklist": ["a b c d e f"]}
+    with engine.begin() as conn:
+        Repository(conn).put_session("s1", "m", 0, 5, state, 10)
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        row = repo.get_session("s1")
+        assert row is not None and row["state"] == state and row["max_windows"] == 5
+        repo.put_session("s1", "m", 1, 5, {**state, "residual": []}, 11)
+        row = repo.get_session("s1")
+        assert row is not None and row["window_count"] == 1 and row["state"]["residual"] == []
+
+
+def test_audit_log_appends_in_order_and_ignores_a_repeated_id(engine: Engine) -> None:
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.append_audit("e1", "STALE_HIGH_TRUST", 1, "k", {"n": 1})
+        repo.append_audit("e2", "REFRESH_REQUESTED", 2, "k", {"n": 2})
+        repo.append_audit("e1", "STALE_HIGH_TRUST", 3, "k", {"n": 99})
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        assert [(a["event_id"], a["details"]["n"]) for a in repo.audit()] == [("e1", 1), ("e2", 2)]
+        assert [a["event_id"] for a in repo.audit("REFRESH_REQUESTED")] == ["e2"]
+
+
+def test_audit_log_has_no_update_or_delete_path() -> None:
+    import inspect as pyinspect
+
+    from crp_stream.fabric import repository
+
+    src = pyinspect.getsource(repository)
+    assert "update(t.audit_log" not in src and "delete(t.audit_log" not in src
+    assert "t.audit_log.update" not in src and "t.audit_log.delete" not in src
+
+
+def test_refresh_and_quarantine_lifecycle(engine: Engine) -> None:
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        assert repo.put_refresh("r1", "x|y", "vendor", {"stale_value": "1000"}, 5)
+        assert not repo.put_refresh("r1", "x|y", "vendor", {"stale_value": "1000"}, 6)
+        assert repo.put_candidate("c1", "x|y", "bad", {"value": "9"}, 5)
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        assert [r["request_id"] for r in repo.refresh_requests("open")] == ["r1"]
+        assert repo.resolve_refresh("r1", 9, "alice")
+        assert not repo.resolve_refresh("r1", 10, "bob")
+        repo.decide_candidate("c1", "confirmed", 9, "alice")
+        assert repo.candidates("confirmed")[0]["decided_by"] == "alice"
+        assert repo.refresh_requests("resolved")[0]["resolved_by"] == "alice"
