@@ -13,6 +13,8 @@ from typing import Any, NoReturn
 
 from crp_stream.config import ConfigError, Settings, load_settings
 
+WORKER_GROUPS = ("ingest", "arbiter", "retrieval", "operator")
+
 
 class CliError(Exception):
     """A usage or input problem reported as one line."""
@@ -68,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     dbsub = dbp.add_subparsers(dest="db_cmd", required=True, parser_class=_Parser)
     dbsub.add_parser("upgrade", help="apply the migrations (alembic upgrade head)")
     dbsub.add_parser("downgrade", help="revert every migration (alembic downgrade base)")
+
+    wk = sub.add_parser("worker", help="run the handlers as a Kafka worker (faust-streaming); N workers share the load")
+    _common(wk)
+    wk.add_argument("--broker", help="kafka://HOST:PORT[,HOST:PORT] (env CRP_BROKER)")
+    wk.add_argument("--groups", default=",".join(WORKER_GROUPS),
+                    help="handler groups this worker runs (default: all): " + ",".join(WORKER_GROUPS))
+    wk.add_argument("--partitions", type=int, help="partitions of the topics it creates (env CRP_PARTITIONS)")
+    wk.add_argument("--metrics-port", type=int, help="serve /metrics and /health on this port (env CRP_METRICS_PORT)")
 
     from crp_stream import cli_ops
 
@@ -161,6 +171,12 @@ def _dispatch(ns: argparse.Namespace) -> int:
         return 0
     if ns.cmd == "run":
         return _run(ns, settings)
+    if ns.cmd == "worker":
+        if not settings.broker:
+            raise CliError("worker: --broker kafka://HOST:PORT (or CRP_BROKER) is required")
+        from crp_stream.runtime.kafka import run_worker
+
+        return run_worker(settings, ns.groups)
     if ns.cmd == "publish":
         return _publish(ns, settings)
     if ns.cmd == "tail":
@@ -195,7 +211,7 @@ def _run(ns: argparse.Namespace, settings: Settings) -> int:
             if n:
                 log.info("processed %d records in %.2fs (%s); dead-lettered %d; outputs %d", n,
                          time.monotonic() - t0, _fmt_counts(rt.stats.processed),
-                         sum(rt.stats.deadlettered.values()), rt.stats.outputs)
+                         rt.stats.deadlettered, rt.stats.outputs)
             if ns.until_idle:
                 break
             time.sleep(0.2)

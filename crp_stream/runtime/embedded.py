@@ -1,8 +1,11 @@
 """The embedded runtime: drives every handler from the in-process durable log, no servers.
 
-Records are processed in global log order; each handler's effects, its consumer offset and its
-outputs commit together (outputs are appended with derived ids before the database commits, so a
-crash in between re-emits the same ids, which the log ignores).
+Records are processed in global log order, and what a record causes (its outputs on internal topics
+such as crp.facts) is handled before the next input, so a live run and a replay agree. Work is
+batched: one database transaction covers up to ``batch_size`` records, and every handler's effects
+and consumer offsets commit together at its end. Outputs are appended to the log (with derived ids)
+and synced before that commit, so a crash in between re-emits the same ids, which the log ignores.
+A record that keeps failing for a non-transient reason is isolated and dead-lettered.
 """
 
 from __future__ import annotations
@@ -11,11 +14,12 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from crp_stream.fabric.fabric import Fabric
-from crp_stream.processors.base import Handler, Record
+from crp_stream.processors.base import Handler, Output, Record
 from crp_stream.processors.dispatch import ID_HEADER, apply_record, internal_error_output
 from crp_stream.runtime.log import Append, EmbeddedLog, LogRecord
 
@@ -31,22 +35,27 @@ def system_clock() -> int:
 @dataclass
 class Stats:
     processed: dict[str, int] = field(default_factory=dict)
-    deadlettered: dict[str, int] = field(default_factory=dict)
+    deadlettered: int = 0
     outputs: int = 0
 
 
 class EmbeddedRuntime:
     def __init__(self, fabric: Fabric, log_: EmbeddedLog, handlers: Sequence[Handler],
-                 max_attempts: int = 3, on_output: Callable[[LogRecord], None] | None = None):
+                 max_attempts: int = 3, on_output: Callable[[LogRecord], None] | None = None,
+                 batch_size: int = 200):
         self.fabric = fabric
         self.log = log_
         self.handlers = list(handlers)
         self.max_attempts = max_attempts
         self.on_output = on_output
+        self.batch_size = batch_size
         self.stats = Stats()
         self._offsets: dict[tuple[str, str], int] = {}
+        self._dirty: set[tuple[str, str]] = set()
         self._cursor = 0
         self._pending: list[LogRecord] = []
+        self._emitted: list[LogRecord] = []
+        self._isolate = 0  # records left to process one per transaction after a failed batch
         for h in self.handlers:
             h.bind(fabric)
         self._load_offsets()
@@ -74,21 +83,65 @@ class EmbeddedRuntime:
     def run_until_idle(self, max_records: int | None = None) -> int:
         """Process everything in the log, including what processing appends; returns records handled."""
         done = 0
+        delay = 0.05
+        attempts = 0
         while True:
-            batch = self.log.read_after(self._cursor, limit=500)
-            if not batch:
+            limit = 1 if self._isolate else self.batch_size
+            snapshot = (self._cursor, dict(self._offsets), list(self._pending))
+            try:
+                n, idle = self._batch(limit)
+            except TRANSIENT as exc:
+                self._restore(snapshot)
+                log.warning("transient error, retrying in %.2fs: %s: %s", delay, type(exc).__name__, exc)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            except Exception as exc:
+                self._restore(snapshot)
+                if not self._isolate:
+                    self._isolate = limit
+                    log.warning("batch failed (%s: %s); isolating its records", type(exc).__name__, exc)
+                    continue
+                attempts += 1
+                if attempts < self.max_attempts:
+                    continue
+                self._deadletter_current(exc)
+                attempts = 0
+                continue
+            delay, attempts = 0.05, 0
+            if self._isolate:
+                self._isolate = max(0, self._isolate - 1)
+            done += n
+            if idle or (max_records is not None and done >= max_records):
                 return done
-            for rec in batch:
-                self._cursor = rec.seq
-                done += self._dispatch(rec)
-                # Cascade first: what a record caused is handled before the next input, so a window
-                # request sees the verdicts its predecessors led to, as replay does.
-                while self._pending:
-                    done += self._dispatch(self._pending.pop(0))
-                if max_records is not None and done >= max_records:
-                    return done
 
-    def _dispatch(self, lr: LogRecord) -> int:
+    def _restore(self, snapshot: tuple[int, dict[tuple[str, str], int], list[LogRecord]]) -> None:
+        self._cursor, self._offsets, self._pending = snapshot[0], snapshot[1], snapshot[2]
+        self._dirty.clear()
+        self._emitted.clear()
+
+    def _batch(self, limit: int) -> tuple[int, bool]:
+        buf = [] if self._pending else self.log.read_after(self._cursor, limit=limit)
+        if not buf and not self._pending:
+            return 0, True
+        n = 0
+        with self.fabric.unit_of_work() as uow:
+            while self._pending:
+                n += self._dispatch(self._pending.pop(0), uow)
+            for rec in buf:
+                self._cursor = rec.seq
+                n += self._dispatch(rec, uow)
+                # Cascade first: what a record caused is handled before the next input.
+                while self._pending:
+                    n += self._dispatch(self._pending.pop(0), uow)
+            for group, topic in sorted(self._dirty):
+                uow.repo.commit_offset(group, topic, 0, self._offsets[(group, topic)])
+            self.log.sync()
+        self._dirty.clear()
+        self._publish_emitted()
+        return n, False
+
+    def _dispatch(self, lr: LogRecord, uow: Any) -> int:
         base = self.fabric.settings.base_topic(lr.topic)
         headers = ((ID_HEADER, lr.record_id.encode()),) if lr.record_id else ()
         record = Record(base, lr.partition, lr.offset, lr.key, lr.value, lr.ts_us, headers)
@@ -96,47 +149,50 @@ class EmbeddedRuntime:
         for h in self.handlers:
             if base not in h.topics or self._offsets.get((h.group, base), 0) > lr.offset:
                 continue
-            self._apply(h, record)
+            self._append(apply_record(h, record, uow))
             self._offsets[(h.group, base)] = lr.offset + 1
+            self._dirty.add((h.group, base))
             self.stats.processed[base] = self.stats.processed.get(base, 0) + 1
             n += 1
         return n
 
-    def _apply(self, h: Handler, record: Record) -> None:
-        attempt = 0
-        delay = 0.05
-        while True:
-            attempt += 1
-            try:
-                with self.fabric.unit_of_work() as uow:
-                    outs = apply_record(h, record, uow)
-                    uow.repo.commit_offset(h.group, record.topic, record.partition, record.offset + 1)
-                    self._append(outs)
-                return
-            except TRANSIENT as exc:
-                log.warning("handler %s: transient error on %s@%d (attempt %d), retrying in %.2fs: %s",
-                            h.group, record.topic, record.offset, attempt, delay, type(exc).__name__)
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-            except Exception as exc:
-                if attempt < self.max_attempts:
-                    log.warning("handler %s: error on %s@%d (attempt %d): %s: %s", h.group, record.topic,
-                                record.offset, attempt, type(exc).__name__, exc)
+    def _deadletter_current(self, exc: BaseException) -> None:
+        """The isolated record failed every attempt: dead-letter it for each handler still owing it."""
+        rec = self._pending[0] if self._pending else (self.log.read_after(self._cursor, limit=1) or [None])[0]
+        if rec is None:
+            return
+        base = self.fabric.settings.base_topic(rec.topic)
+        headers = ((ID_HEADER, rec.record_id.encode()),) if rec.record_id else ()
+        record = Record(base, rec.partition, rec.offset, rec.key, rec.value, rec.ts_us, headers)
+        with self.fabric.unit_of_work() as uow:
+            for h in self.handlers:
+                if base not in h.topics or self._offsets.get((h.group, base), 0) > rec.offset:
                     continue
-                log.error("handler %s: dead-lettering %s@%d after %d attempts: %s: %s", h.group, record.topic,
-                          record.offset, attempt, type(exc).__name__, exc)
-                with self.fabric.unit_of_work() as uow:
-                    uow.repo.commit_offset(h.group, record.topic, record.partition, record.offset + 1)
-                    self._append(internal_error_output(h, record, exc))
-                return
+                log.error("handler %s: dead-lettering %s@%d after %d attempts: %s: %s", h.group, base,
+                          rec.offset, self.max_attempts, type(exc).__name__, exc)
+                self._append(internal_error_output(h, record, exc))
+                self._offsets[(h.group, base)] = rec.offset + 1
+                uow.repo.commit_offset(h.group, base, 0, rec.offset + 1)
+            self.log.sync()
+        if self._pending and self._pending[0] is rec:
+            self._pending.pop(0)
+        else:
+            self._cursor = rec.seq
+        self._publish_emitted()
 
-    def _append(self, outs: Sequence[object]) -> None:
-        items = [Append(self.physical(o.topic), o.key, o.value, o.record_id) for o in outs]  # type: ignore[attr-defined]
+    def _append(self, outs: Sequence[Output]) -> None:
+        items = [Append(self.physical(o.topic), o.key, o.value, o.record_id) for o in outs]
         written = self.log.append(items)
         self._pending.extend(written)
-        self.stats.outputs += len(written)
-        for w in written:
-            if w.topic == self.physical("crp.deadletter"):
-                self.stats.deadlettered[w.topic] = self.stats.deadlettered.get(w.topic, 0) + 1
+        self._emitted.extend(written)
+
+    def _publish_emitted(self) -> None:
+        """Count and report outputs only once their batch committed (a rolled-back batch re-emits them)."""
+        dead = self.physical("crp.deadletter")
+        for w in self._emitted:
+            self.stats.outputs += 1
+            if w.topic == dead:
+                self.stats.deadlettered += 1
             if self.on_output:
                 self.on_output(w)
+        self._emitted.clear()

@@ -1,0 +1,145 @@
+"""Ingest throughput: facts/s through the real pipeline with precomputed 384-d vectors.
+
+For each backend (SQLite, and PostgreSQL when --postgres URL is given) and size, publish documents of
+--facts-per-doc facts to the embedded log and run the embedded runtime until idle (ingest + arbiter +
+every other handler, similarity edges included). The baseline, measured in the same run, is the bare
+storage cost of the same facts: one bulk SQL insert plus one qdrant-edge upsert, no pipeline.
+Also times one batch of the default embedder.
+
+    .venv/bin/python ops/bench/ingest.py --sizes 10000 100000 [--postgres postgresql+psycopg://...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from crp_stream.config import Settings  # noqa: E402
+from crp_stream.fabric.fabric import Fabric  # noqa: E402
+from crp_stream.fabric.vectors import VectorItem  # noqa: E402
+from crp_stream.processors import all_handlers  # noqa: E402
+from crp_stream.runtime.embedded import EmbeddedRuntime  # noqa: E402
+from crp_stream.runtime.log import Append, EmbeddedLog  # noqa: E402
+
+DIM = 384
+MODEL = "bench-384"
+
+
+def clustered_vectors(n: int, seed: int = 7) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(max(8, n // 200), DIM))
+    v = centres[rng.integers(0, len(centres), n)] + 0.6 * rng.normal(size=(n, DIM))
+    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+
+def documents(vecs: np.ndarray, per_doc: int) -> list[bytes]:
+    out = []
+    for d in range(0, len(vecs), per_doc):
+        facts = [{"text": f"fact {d + i} of the benchmark corpus", "embedding": [round(float(x), 6) for x in v]}
+                 for i, v in enumerate(vecs[d: d + per_doc])]
+        out.append(json.dumps({"event_id": f"bench-{d}", "source": f"src-{d % 7}", "source_type": "official",
+                               "document_id": f"doc-{d}", "embedding_model": MODEL, "facts": facts}).encode())
+    return out
+
+
+def run_pipeline(settings: Settings, docs: list[bytes], n: int) -> float:
+    fabric = Fabric(settings)
+    clock = [1_790_000_000_000_000]
+
+    def tick() -> int:
+        clock[0] += 1000
+        return clock[0]
+
+    log = EmbeddedLog(settings.log_path, tick)
+    log.append([Append(settings.topic("crp.documents"), "k", raw) for raw in docs])
+    rt = EmbeddedRuntime(fabric, log, all_handlers())
+    t0 = time.perf_counter()
+    rt.run_until_idle()
+    elapsed = time.perf_counter() - t0
+    with fabric.unit_of_work() as uow:
+        stored = sum(c for _s, _st, c in uow.repo.fact_counts())
+    assert stored == n, f"stored {stored} of {n}"
+    fabric.close()
+    log.close()
+    return elapsed
+
+
+def run_baseline(settings: Settings, vecs: np.ndarray) -> float:
+    fabric = Fabric(settings)
+    rows = [{"fact_id": f"f{i}", "source": "s", "source_type": "official", "trust": 0.8, "importance": 1.0,
+             "epoch_us": 1, "modified_at_us": 1, "ttl_s": None, "expires_at_us": None, "text": f"fact {i}",
+             "subject": None, "attribute": None, "value": None, "unit": None, "claim_key": None, "status": "active",
+             "content_hash": "h", "document_id": "d", "position": i, "origin_event_id": "e", "kind": "document",
+             "extra": None} for i in range(len(vecs))]
+    items = [VectorItem(fact_id=f"f{i}", vector=v, status="active", expires_at=None, source="s")
+             for i, v in enumerate(vecs)]
+    t0 = time.perf_counter()
+    fabric.vectors.ensure(DIM)
+    for i in range(0, len(items), 1000):
+        fabric.vectors.upsert(items[i: i + 1000])
+    with fabric.unit_of_work() as uow:
+        uow.repo.insert_facts(rows)
+    fabric.vectors.flush()
+    elapsed = time.perf_counter() - t0
+    fabric.close()
+    return elapsed
+
+
+def embedder_batch(batch: int) -> tuple[str, float]:
+    from crp_stream.fabric.embedders import make_embedder
+
+    emb = make_embedder("default")
+    texts = [f"Kubernetes networking sentence number {i} about pods, services and DNS." for i in range(batch)]
+    emb.embed(texts[:8])  # load the model outside the timing
+    t0 = time.perf_counter()
+    emb.embed(texts)
+    return emb.model_id, time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    ap.add_argument("--facts-per-doc", type=int, default=100)
+    ap.add_argument("--postgres", help="a PostgreSQL URL to a database the bench may fill")
+    ap.add_argument("--embedder-batch", type=int, default=256)
+    args = ap.parse_args()
+    backends = [("sqlite", None)] + ([("postgres", args.postgres)] if args.postgres else [])
+    print(f"{'backend':<9} {'facts':>8} {'pipeline s':>11} {'facts/s':>9} {'baseline s':>11} {'ratio':>7}")
+    for name, url in backends:
+        for n in args.sizes:
+            vecs = clustered_vectors(n)
+            docs = documents(vecs, args.facts_per_doc)
+            with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+                s = Settings(data_dir=Path(a), embedder=f"precomputed:{MODEL}", database_url=url)
+                if url:
+                    _reset_postgres(url)
+                t_pipe = run_pipeline(s, docs, n)
+                if url:
+                    _reset_postgres(url)
+                t_base = run_baseline(replace(s, data_dir=Path(b)), vecs)
+            print(f"{name:<9} {n:>8} {t_pipe:>11.2f} {n / t_pipe:>9.0f} {t_base:>11.2f} {t_pipe / t_base:>6.1f}x",
+                  flush=True)
+    model, t = embedder_batch(args.embedder_batch)
+    print(f"embedder {model}: one batch of {args.embedder_batch} sentences in {t * 1000:.0f} ms "
+          f"({args.embedder_batch / t:.0f} sentences/s)")
+
+
+def _reset_postgres(url: str) -> None:
+    from crp_stream.fabric import db
+
+    eng = db.make_engine(url)
+    db.downgrade(eng)
+    eng.dispose()
+
+
+if __name__ == "__main__":
+    main()
