@@ -14,6 +14,19 @@ Contract, shared by every backend (tests/contract/test_vectors.py runs them all 
 - Results are deterministic: scores are rounded to 6 decimals and hits sorted by
   ``(-score, fact_id)``; ties at the k-th place are resolved by fetching more, never by engine order.
 - Before the first write every read answers empty (``[]``, ``{}``, ``0``).
+
+API (all backends)::
+
+    dim -> int | None                         ensure(dim)
+    upsert([VectorItem(fact_id, vector, status, expires_at, source)])    # idempotent by fact_id
+    set_status(fact_ids, status)              # unknown ids skipped; status in STATUSES
+    search(query, k, now, exclude_statuses=DEFAULT_EXCLUDED) -> [(fact_id, cosine)]
+        # status not excluded AND (expires_at is null OR expires_at > now)
+    neighbours(query, k, min_score, exclude_id=None) -> [(fact_id, cosine >= min_score)]
+        # every status but quarantined, expiry ignored: for similarity-edge maintenance
+    neighbours_many(queries, k, min_score, exclude_ids=None) -> [[...], ...]   # batched, same results
+    get_vectors(fact_ids) -> {fact_id: unit float32 vector}
+    count()    delete_all()    flush()    close()    (also a context manager)
 """
 
 from __future__ import annotations
@@ -132,10 +145,14 @@ class VectorIndex(ABC):
         """Set the status payload of the points that exist; silently skip unknown ids."""
 
     @abstractmethod
-    def _query(
-        self, query: Vector, limit: int, where: Constraint, min_score: float | None
-    ) -> list[tuple[str, float]]:
+    def _query(self, query: Vector, limit: int, where: Constraint, min_score: float | None) -> list[tuple[str, float]]:
         """Top ``limit`` (fact_id, raw score) by cosine under ``where``, scores >= ``min_score``."""
+
+    def _query_many(
+        self, queries: Vector, limit: int, where: Constraint, min_score: float | None
+    ) -> list[list[tuple[str, float]]]:
+        """``_query`` for each row of ``queries`` (m x dim); backends override it with a batch call."""
+        return [self._query(q, limit, where, min_score) for q in queries]
 
     @abstractmethod
     def get_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
@@ -164,8 +181,9 @@ class VectorIndex(ABC):
         if not items:
             return
         dim = self.dim
-        if dim is None:
-            dim = int(normalise(items[0].vector).shape[0])
+        if dim is None:  # the first write fixes it; a malformed first vector is rejected in the loop
+            head = np.asarray(items[0].vector)
+            dim = int(head.shape[0]) if head.ndim == 1 else 0
         last: dict[str, int] = {}
         rows: list[npt.NDArray[np.float64]] = []
         for row, item in enumerate(items):
@@ -214,12 +232,63 @@ class VectorIndex(ABC):
         where = Constraint(exclude_statuses=tuple(sorted(set(exclude_statuses))), alive_at=float(now))
         return self._top_k(query, k, where, None)
 
+    def search_many(
+        self,
+        queries: Sequence[npt.ArrayLike] | npt.NDArray[Any],
+        k: int,
+        now: float,
+        exclude_statuses: Sequence[str] = DEFAULT_EXCLUDED,
+    ) -> list[list[tuple[str, float]]]:
+        """``search`` for many queries at once (one engine pass, same filter), same results."""
+        dim = self.dim
+        if k <= 0 or dim is None or len(queries) == 0:
+            return [[] for _ in range(len(queries))]
+        where = Constraint(exclude_statuses=tuple(sorted(set(exclude_statuses))), alive_at=float(now))
+        matrix = np.stack([normalise(q, dim) for q in queries])
+        limit = k + _TIE_MARGIN
+        out: list[list[tuple[str, float]]] = []
+        for q, raw in zip(matrix, self._query_many(matrix, limit, where, None), strict=True):
+            ranked = rank(raw)
+            if len(ranked) < limit or ranked[-1][1] < ranked[k - 1][1]:
+                out.append(ranked[:k])
+            else:  # a tie reaches past the fetched hits: settle it one query at a time
+                out.append(self._top_k(q, k, where, None))
+        return out
+
     def neighbours(
         self, query: npt.ArrayLike, k: int, min_score: float, exclude_id: str | None = None
     ) -> list[tuple[str, float]]:
         """Top-k (fact_id, cosine >= min_score) of any status but quarantined, for similarity edges."""
         where = Constraint(exclude_statuses=("quarantined",), exclude_id=exclude_id)
         return [h for h in self._top_k(query, k, where, min_score) if h[1] >= min_score]
+
+    def neighbours_many(
+        self,
+        queries: Sequence[npt.ArrayLike] | npt.NDArray[Any],
+        k: int,
+        min_score: float,
+        exclude_ids: Sequence[str | None] | None = None,
+    ) -> list[list[tuple[str, float]]]:
+        """``neighbours`` for many queries at once, same results; the engine scores them in one pass."""
+        n = len(queries)
+        excluded: list[str | None] = [None] * n if exclude_ids is None else list(exclude_ids)
+        if len(excluded) != n:
+            raise ValueError(f"{n} queries but {len(excluded)} exclude_ids")
+        dim = self.dim
+        if k <= 0 or dim is None or n == 0:
+            return [[] for _ in range(n)]
+        matrix = np.stack([normalise(q, dim) for q in queries])
+        # One filter for the whole batch (so the engine can share the scan); self-hits dropped here.
+        where = Constraint(exclude_statuses=("quarantined",))
+        limit = k + 1 + _TIE_MARGIN
+        out: list[list[tuple[str, float]]] = []
+        for q, ex, raw in zip(matrix, excluded, self._query_many(matrix, limit, where, min_score), strict=True):
+            ranked = [h for h in rank(raw) if h[0] != ex and h[1] >= min_score]
+            if len(raw) < limit or (len(ranked) > k and ranked[-1][1] < ranked[k - 1][1]):
+                out.append(ranked[:k])
+            else:  # a tie reaches past the fetched hits: settle it one query at a time
+                out.append(self.neighbours(q, k, min_score, ex))
+        return out
 
     def _top_k(
         self, query: npt.ArrayLike, k: int, where: Constraint, min_score: float | None

@@ -35,6 +35,7 @@ from crp_stream.fabric.vectors import (
 SHARD_DIR: Final = "edge-shard"
 _CONFIG_FILE: Final = "edge_config.json"  # written by qdrant-edge itself; holds the vector size
 _BATCH: Final = 1024
+_QUERY_BATCH: Final = 256
 _INDEXES: Final = (
     (F_STATUS, qe.PayloadSchemaType.Keyword),
     (F_EXPIRES_AT, qe.PayloadSchemaType.Float),
@@ -65,7 +66,10 @@ class EdgeVectorIndex(VectorIndex):
         self._dim: int | None = None
         self._closed = False
         if (self._path / _CONFIG_FILE).exists():
-            self._shard = qe.EdgeShard.load(str(self._path))
+            try:
+                self._shard = qe.EdgeShard.load(str(self._path))
+            except Exception as exc:  # the binding raises a bare Exception, e.g. when the WAL is locked
+                raise RuntimeError(f"cannot open vector index {self._path}: {exc}") from exc
             self._dim = self._read_dim()
             self._ensure_indexes()
 
@@ -141,9 +145,7 @@ class EdgeVectorIndex(VectorIndex):
             stop = start + _BATCH
             points = [
                 qe.Point(point_id(fid), vec.tolist(), payload)
-                for fid, vec, payload in zip(
-                    ids[start:stop], vectors[start:stop], payloads[start:stop], strict=True
-                )
+                for fid, vec, payload in zip(ids[start:stop], vectors[start:stop], payloads[start:stop], strict=True)
             ]
             shard.update(qe.UpdateOperation.upsert_points(points))
 
@@ -157,19 +159,33 @@ class EdgeVectorIndex(VectorIndex):
 
     # ---- reads --------------------------------------------------------------------------------------
 
-    def _query(
-        self, query: Vector, limit: int, where: Constraint, min_score: float | None
-    ) -> list[tuple[str, float]]:
-        request = qe.QueryRequest(
+    def _request(self, query: Vector, limit: int, where: qe.Filter | None, min_score: float | None) -> qe.QueryRequest:
+        return qe.QueryRequest(
             limit=limit,
             query=qe.Query.Nearest(query.tolist()),
-            filter=_edge_filter(where),
+            filter=where,
             score_threshold=min_score,
             params=self._params,
             with_payload=[F_FACT_ID],
             with_vector=False,
         )
-        return [(str(p.payload[F_FACT_ID]), float(p.score)) for p in self._live().query(request) if p.payload]
+
+    def _query(self, query: Vector, limit: int, where: Constraint, min_score: float | None) -> list[tuple[str, float]]:
+        hits = self._live().query(self._request(query, limit, _edge_filter(where), min_score))
+        return [(str(p.payload[F_FACT_ID]), float(p.score)) for p in hits if p.payload]
+
+    def _query_many(
+        self, queries: Vector, limit: int, where: Constraint, min_score: float | None
+    ) -> list[list[tuple[str, float]]]:
+        # query_batch shares one pass over the segments: ~4x cheaper per query than query() at 20k points.
+        shard = self._live()
+        condition = _edge_filter(where)
+        out: list[list[tuple[str, float]]] = []
+        for start in range(0, len(queries), _QUERY_BATCH):
+            batch = [self._request(q, limit, condition, min_score) for q in queries[start : start + _QUERY_BATCH]]
+            for hits in shard.query_batch(qe.QueryBatchRequest(batch)):
+                out.append([(str(p.payload[F_FACT_ID]), float(p.score)) for p in hits if p.payload])
+        return out
 
     def get_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
         if self._dim is None or not fact_ids:

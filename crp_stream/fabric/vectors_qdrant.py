@@ -32,6 +32,7 @@ from crp_stream.fabric.vectors import (
 
 DEFAULT_COLLECTION: Final = "crp_facts"
 _BATCH: Final = 512
+_QUERY_BATCH: Final = 64
 _INDEXES: Final = (
     (F_STATUS, models.PayloadSchemaType.KEYWORD),
     (F_EXPIRES_AT, models.PayloadSchemaType.FLOAT),
@@ -42,9 +43,7 @@ _INDEXES: Final = (
 def _qdrant_filter(where: Constraint) -> models.Filter | None:
     must_not: list[models.Condition] = []
     if where.exclude_statuses:
-        must_not.append(
-            models.FieldCondition(key=F_STATUS, match=models.MatchAny(any=list(where.exclude_statuses)))
-        )
+        must_not.append(models.FieldCondition(key=F_STATUS, match=models.MatchAny(any=list(where.exclude_statuses))))
     if where.alive_at is not None:
         # A null expires_at never matches a range, so "never expires" survives this must_not.
         must_not.append(models.FieldCondition(key=F_EXPIRES_AT, range=models.Range(lte=where.alive_at)))
@@ -149,9 +148,7 @@ class QdrantVectorIndex(VectorIndex):
             stop = start + _BATCH
             points = [
                 models.PointStruct(id=point_id(fid), vector=vec.tolist(), payload=payload)
-                for fid, vec, payload in zip(
-                    ids[start:stop], vectors[start:stop], payloads[start:stop], strict=True
-                )
+                for fid, vec, payload in zip(ids[start:stop], vectors[start:stop], payloads[start:stop], strict=True)
             ]
             client.upsert(self._collection, points=points, wait=True)
 
@@ -165,9 +162,7 @@ class QdrantVectorIndex(VectorIndex):
 
     # ---- reads --------------------------------------------------------------------------------------
 
-    def _query(
-        self, query: Vector, limit: int, where: Constraint, min_score: float | None
-    ) -> list[tuple[str, float]]:
+    def _query(self, query: Vector, limit: int, where: Constraint, min_score: float | None) -> list[tuple[str, float]]:
         response = self._live().query_points(
             self._collection,
             query=query.tolist(),
@@ -179,6 +174,29 @@ class QdrantVectorIndex(VectorIndex):
             with_vectors=False,
         )
         return [(str(p.payload[F_FACT_ID]), float(p.score)) for p in response.points if p.payload]
+
+    def _query_many(
+        self, queries: Vector, limit: int, where: Constraint, min_score: float | None
+    ) -> list[list[tuple[str, float]]]:
+        client = self._live()
+        condition = _qdrant_filter(where)
+        out: list[list[tuple[str, float]]] = []
+        for start in range(0, len(queries), _QUERY_BATCH):
+            requests = [
+                models.QueryRequest(
+                    query=q.tolist(),
+                    filter=condition,
+                    limit=limit,
+                    score_threshold=min_score,
+                    params=self._params,
+                    with_payload=[F_FACT_ID],
+                    with_vector=False,
+                )
+                for q in queries[start : start + _QUERY_BATCH]
+            ]
+            for response in client.query_batch_points(self._collection, requests=requests):
+                out.append([(str(p.payload[F_FACT_ID]), float(p.score)) for p in response.points if p.payload])
+        return out
 
     def get_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
         if self._dim is None or not fact_ids:

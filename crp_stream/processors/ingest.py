@@ -205,12 +205,12 @@ class IngestHandler(Handler):
         }
 
     def _edges(self, uow: Any, items: list[VectorItem]) -> list[tuple[str, str, float]]:
+        """SPEC-025 §1.3: the K nearest neighbours with cosine >= the edge threshold, one batched query."""
         th = uow.fabric.thresholds()
-        edges: list[tuple[str, str, float]] = []
-        for it in items:
-            for other, score in uow.vectors.neighbours(it.vector, th.edge_k, th.edge_threshold, it.fact_id):
-                edges.append((it.fact_id, other, round(float(score), 6)))
-        return edges
+        hits = uow.vectors.neighbours_many([it.vector for it in items], th.edge_k, th.edge_threshold,
+                                           [it.fact_id for it in items])
+        return [(it.fact_id, other, round(float(score), 6))
+                for it, found in zip(items, hits, strict=True) for other, score in found]
 
 
 def record_is_telemetry(event: Any) -> bool:

@@ -47,10 +47,10 @@ def make_items(n: int, dim: int, seed: int) -> list[VectorItem]:
 
 def percentile(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def run(name: str, index: VectorIndex, items: list[VectorItem], queries: np.ndarray) -> dict[str, float]:
+def run(name: str, index: VectorIndex, items: list[VectorItem], queries: np.ndarray, edges: bool) -> dict[str, float]:
     t0 = time.perf_counter()
     for start in range(0, len(items), 2000):
         index.upsert(items[start : start + 2000])
@@ -69,6 +69,17 @@ def run(name: str, index: VectorIndex, items: list[VectorItem], queries: np.ndar
         f"filtered top-{K}: p50 {p50:8.2f} ms  p99 {p99:8.2f} ms  ({len(lat)} queries)",
         flush=True,
     )
+    if edges:
+        # The ingest path: similarity-edge neighbours (K=20, cosine >= 0.60), one by one vs batched.
+        news = items[: len(queries)]  # as at ingest: a fact's own vector, the fact itself excluded
+        t = time.perf_counter()
+        single = [index.neighbours(it.vector, 20, 0.6, it.fact_id) for it in news]
+        one = (time.perf_counter() - t) / len(news) * 1e3
+        t = time.perf_counter()
+        batch = index.neighbours_many([it.vector for it in news], 20, 0.6, [it.fact_id for it in news])
+        many = (time.perf_counter() - t) / len(news) * 1e3
+        assert batch == single
+        print(f"  {'':<22} edge neighbours: {one:.2f} ms/query one by one, {many:.2f} ms/query batched", flush=True)
     return {"p50": p50, "p99": p99}
 
 
@@ -78,17 +89,17 @@ def bench(n: int, dim: int, queries: int, baseline_queries: int, skip_baseline: 
     qs = rng.standard_normal((max(queries, baseline_queries) + 1, dim)).astype(np.float32)
     print(f"{n:,} points, {dim}-d:", flush=True)
     with tempfile.TemporaryDirectory(prefix="crp-bench-vectors-") as tmp:
-        backends: list[tuple[str, Callable[[], VectorIndex], int]] = [
-            ("qdrant-edge (exact)", lambda: EdgeVectorIndex(Path(tmp) / "edge"), queries),
+        backends: list[tuple[str, Callable[[], VectorIndex], int, bool]] = [
+            ("qdrant-edge (exact)", lambda: EdgeVectorIndex(Path(tmp) / "edge"), queries, True),
         ]
         if not skip_baseline:
             backends.append(
-                ("qdrant-client local", lambda: QdrantVectorIndex(location=":memory:"), baseline_queries)
+                ("qdrant-client local", lambda: QdrantVectorIndex(location=":memory:"), baseline_queries, False)
             )
         results = {}
-        for name, open_index, count in backends:
+        for name, open_index, count, edges in backends:
             with open_index() as index:
-                results[name] = run(name, index, items, qs[:count])
+                results[name] = run(name, index, items, qs[:count], edges)
     if len(results) == 2:
         edge, local = results["qdrant-edge (exact)"], results["qdrant-client local"]
         print(

@@ -175,6 +175,28 @@ def test_neighbours_min_score_exclude_id_and_statuses(index: VectorIndex) -> Non
     assert index.neighbours(q, 10, 1.01) == []
 
 
+def test_neighbours_many_equals_one_query_at_a_time(index: VectorIndex) -> None:
+    rng = np.random.default_rng(11)
+    base = rng.standard_normal(8).astype(np.float32)
+    items = [VectorItem(f"n{i:02d}", base + 0.4 * rng.standard_normal(8).astype(np.float32)) for i in range(40)]
+    items += [VectorItem(f"tie{i:02d}", base) for i in range(20)]  # 20 exact ties, more than the margin
+    index.upsert(items)
+    index.set_status(["n03", "tie05"], "quarantined")
+    index.set_status(["n04"], "superseded")
+    queries = [it.vector for it in items[:12]] + [base, base, base]
+    excludes = [it.fact_id for it in items[:12]] + [None, "tie00", "tie01"]
+    for k, min_score in ((5, 0.6), (12, 0.0), (1, 0.9), (25, -1.0)):
+        batch = index.neighbours_many(queries, k, min_score, excludes)
+        single = [index.neighbours(q, k, min_score, ex) for q, ex in zip(queries, excludes, strict=True)]
+        assert batch == single
+    assert ids(index.neighbours_many([base], 3, 0.5, ["tie00"])[0]) == ["tie01", "tie02", "tie03"]
+    assert index.neighbours_many([base], 3, 0.5)[0] == index.neighbours(base, 3, 0.5)
+    assert index.neighbours_many([], 3, 0.5) == []
+    assert index.neighbours_many([base], 0, 0.5) == [[]]
+    with pytest.raises(ValueError, match="exclude_ids"):
+        index.neighbours_many([base, base], 3, 0.5, ["a"])
+
+
 # ---- vectors, count, delete -------------------------------------------------------------------------
 
 
@@ -270,6 +292,19 @@ def test_survives_reopen(backend: str, tmp_path: Path) -> None:
         assert idx.count() == 0
 
 
+def test_second_open_of_the_same_edge_storage_is_refused(tmp_path: Path) -> None:
+    # Edge only: qdrant-client local mode refuses too, but leaks its .lock file handle doing so
+    # (a ResourceWarning); a server has no such lock.
+    open_index = OPENERS["edge"](tmp_path)
+    with open_index() as idx:
+        idx.upsert([item("a", 1, 0, 0)])
+        with pytest.raises(RuntimeError):
+            open_index()
+        assert idx.count() == 1
+    with open_index() as idx:  # the lock is released on close
+        assert idx.count() == 1
+
+
 _CRASH_WRITER = """
 import os, sys
 import numpy as np
@@ -340,6 +375,11 @@ def test_edge_and_qdrant_client_agree_on_random_operations(tmp_path: Path) -> No
                 min_score = float(rng.uniform(-0.2, 0.5))
                 exclude = f"f{int(rng.integers(0, n)):04d}"
                 _assert_congruent(edge.neighbours(q, k, min_score, exclude), local.neighbours(q, k, min_score, exclude))
+            qs = rng.standard_normal((20, dim)).astype(np.float32)
+            exs = [f"f{int(i):04d}" for i in rng.integers(0, n, 20)]
+            many = zip(edge.neighbours_many(qs, 10, 0.1, exs), local.neighbours_many(qs, 10, 0.1, exs), strict=True)
+            for a, b in many:
+                _assert_congruent(a, b)
         some = [f"f{i:04d}" for i in range(0, n, 7)]
         ve, vl = edge.get_vectors(some), local.get_vectors(some)
         assert sorted(ve) == sorted(vl)
