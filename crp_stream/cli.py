@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from crp_stream import redaction
 from crp_stream.config import ConfigError, Settings, load_settings
 
 WORKER_GROUPS = ("ingest", "arbiter", "retrieval", "operator")
@@ -79,9 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     wk.add_argument("--partitions", type=int, help="partitions of the topics it creates (env CRP_PARTITIONS)")
     wk.add_argument("--metrics-port", type=int, help="serve /metrics and /health on this port (env CRP_METRICS_PORT)")
 
-    from crp_stream import cli_ops
+    from crp_stream import cli_calibrate, cli_ops
 
     cli_ops.add_commands(sub, _common)
+    cli_calibrate.add_command(sub, _common)
+    from crp_stream import cli_rebuild, cli_sign
+
+    cli_rebuild.add_command(sub, _common)
+    cli_sign.add_command(sub)
     return p
 
 
@@ -93,27 +100,32 @@ def _settings(ns: argparse.Namespace) -> Settings:
     for extra in ("broker", "metrics_port", "partitions"):
         if hasattr(ns, extra):
             flags[extra] = getattr(ns, extra)
-    return load_settings(flags)
+    settings = load_settings(flags)
+    redaction.register(redaction.secrets_in(settings, os.environ))
+    return settings
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Secrets of the environment are masked from the first line on (settings add theirs later).
+    redaction.register(redaction.secrets_in(None, os.environ))
     try:
         ns = build_parser().parse_args(argv)
     except CliError as exc:
-        print(str(exc), file=sys.stderr)
+        print(_redact(str(exc)), file=sys.stderr)
         return 2
     fmt = getattr(ns, "log_format", None) or ("text" if sys.stderr.isatty() else "json")
-    logging.basicConfig(
-        level=getattr(ns, "log_level", "INFO"), stream=sys.stderr, datefmt="%Y-%m-%dT%H:%M:%S%z",
-        format=('{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":%(message_json)s}'
-                if fmt == "json" else "%(asctime)s %(levelname)-7s %(name)s: %(message)s"),
-    )
+    log_format = ('{"ts":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s","msg":%(message_json)s}'
+                  if fmt == "json" else "%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    logging.basicConfig(level=getattr(ns, "log_level", "INFO"), stream=sys.stderr, datefmt="%Y-%m-%dT%H:%M:%S%z",
+                        format=log_format)
+    for handler in logging.getLogger().handlers:  # every line, traceback included, is redacted
+        handler.setFormatter(redaction.RedactingFormatter(log_format, "%Y-%m-%dT%H:%M:%S%z"))
     _install_json_messages()
     logging.getLogger("alembic").setLevel(logging.WARNING)
     try:
         return int(_dispatch(ns) or 0)
     except (ConfigError, CliError) as exc:
-        print(f"crp-stream: {exc}", file=sys.stderr)
+        print(f"crp-stream: {_redact(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -123,16 +135,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from crp_stream.fabric.embedders import EmbedderError
 
         if isinstance(exc, EmbedderError):
-            print(f"crp-stream: {exc}", file=sys.stderr)
+            print(f"crp-stream: {_redact(str(exc))}", file=sys.stderr)
             return 2
         print(f"crp-stream: error: {type(exc).__name__}: {_redact(str(exc))}", file=sys.stderr)
         return 1
 
 
 def _redact(msg: str) -> str:
-    import re
-
-    return re.sub(r"://([^:/@\s]+):([^@\s]+)@", r"://\1:***@", msg)[:500]
+    return redaction.redact(msg)[:500]
 
 
 def _install_json_messages() -> None:
@@ -149,6 +159,10 @@ def _install_json_messages() -> None:
 def _dispatch(ns: argparse.Namespace) -> int:
     from crp_stream import cli_ops
 
+    if ns.cmd == "sign":
+        from crp_stream import cli_sign
+
+        return cli_sign.run(ns)
     if ns.cmd == "replay":
         from crp_stream.runtime.replay import replay_file
 
@@ -179,10 +193,18 @@ def _dispatch(ns: argparse.Namespace) -> int:
         return run_worker(settings, ns.groups)
     if ns.cmd == "publish":
         return _publish(ns, settings)
+    if ns.cmd == "rebuild":
+        from crp_stream import cli_rebuild
+
+        return cli_rebuild.run(ns, settings)
     if ns.cmd == "tail":
         return _tail(ns, settings)
     if ns.cmd == "status":
         return _status(ns, settings)
+    if ns.cmd == "calibrate":
+        from crp_stream import cli_calibrate
+
+        return cli_calibrate.run(ns, settings)
     return cli_ops.dispatch(ns, settings)
 
 
@@ -194,7 +216,7 @@ def open_embedded(settings: Settings) -> Any:
 
     fabric = Fabric(settings)
     log_ = EmbeddedLog(settings.log_path, system_clock)
-    return EmbeddedRuntime(fabric, log_, all_handlers())
+    return EmbeddedRuntime(fabric, log_, all_handlers(), batch_size=settings.batch_size)
 
 
 def _run(ns: argparse.Namespace, settings: Settings) -> int:
@@ -242,7 +264,10 @@ def publish_lines(rt: Any, lines: Sequence[str], origin: str) -> int:
             raise CliError(f"{origin}:{i}: expected {{topic, key, value}}")
         value = obj["value"]
         raw = value.encode("utf-8") if isinstance(value, str) else json.dumps(value, ensure_ascii=False).encode()
-        rt.publish(str(obj["topic"]), obj.get("key"), raw)
+        headers = obj.get("headers") or {}
+        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+            raise CliError(f"{origin}:{i}: headers must be an object of string values")
+        rt.publish(str(obj["topic"]), obj.get("key"), raw, headers=tuple((k, v.encode()) for k, v in headers.items()))
         n += 1
     return n
 
@@ -257,8 +282,8 @@ def _publish(ns: argparse.Namespace, settings: Settings) -> int:
         lines = _read(path).splitlines()
 
         class _Pub:
-            def publish(self, topic: str, key: str | None, raw: bytes) -> None:
-                log_.append([Append(settings.topic(topic), key, raw)])
+            def publish(self, topic: str, key: str | None, raw: bytes, headers: Any = ()) -> None:
+                log_.append([Append(settings.topic(topic), key, raw, headers=headers)])
 
         n = publish_lines(_Pub(), lines, str(path))
     elif len(ns.args) == 2:

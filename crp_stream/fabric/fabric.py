@@ -6,6 +6,7 @@ index and embedder. The runtime commits the transaction together with the consum
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +25,13 @@ log = logging.getLogger(__name__)
 
 MODEL_KEY = "embedding_model"
 DIM_KEY = "embedding_dim"
+THRESHOLDS_PREFIX = "thresholds:"
+STORED_FIELDS = ("min_relevance", "edge_threshold", "contradiction_threshold", "min_connector_relevance")
+
+
+def thresholds_key(model_id: str) -> str:
+    """The meta key of a model's stored thresholds (``crp-stream calibrate --store``)."""
+    return THRESHOLDS_PREFIX + model_id
 
 
 def open_vector_index(spec: str) -> VectorIndex:
@@ -71,26 +79,58 @@ class Fabric:
         self.vectors = vectors or open_vector_index(settings.vectors)
         self.embedder = make_embedder(settings.embedder)
         self._model_checked = False
+        self._stored_thresholds: dict[str, dict[str, float]] = {}  # model -> calibrate --store values
 
     @contextmanager
     def unit_of_work(self) -> Iterator[UnitOfWork]:
         with self.engine.begin() as conn:
             yield UnitOfWork(Repository(conn), self)
 
-    def thresholds(self) -> Thresholds:
-        """Seed defaults, replaced by the model's calibration, replaced by explicit settings."""
+    def thresholds(self, repo: Repository | None = None) -> Thresholds:
+        """The similarity thresholds in force, each from the first of these that sets it:
+        explicit settings (CRP_MIN_RELEVANCE ...), the values ``crp-stream calibrate --store`` saved in
+        this fabric (meta ``thresholds:<model>``), the shipped calibration of the model
+        (``embedders.CALIBRATED_THRESHOLDS``), the seeds' defaults. The stored values are read once
+        per Fabric (in ``repo``'s transaction if given) and cached: a running worker picks up a new
+        ``calibrate --store`` when it restarts.
+        """
         base = Thresholds()
-        cal = CALIBRATED_THRESHOLDS.get(self.embedder.model_id, {})
+        model = self.embedder.model_id
+        cal = {**CALIBRATED_THRESHOLDS.get(model, {}), **self.stored_thresholds(model, repo)}
         s = self.settings
+
+        def pick(name: str, explicit: float | None) -> float:
+            return float(explicit) if explicit is not None else float(cal.get(name, getattr(base, name)))
+
         return Thresholds(
-            min_relevance=s.min_relevance if s.min_relevance is not None
-            else cal.get("min_relevance", base.min_relevance),
-            edge_threshold=s.edge_threshold if s.edge_threshold is not None
-            else cal.get("edge_threshold", base.edge_threshold),
+            min_relevance=pick("min_relevance", s.min_relevance),
+            edge_threshold=pick("edge_threshold", s.edge_threshold),
             edge_k=s.edge_k,
-            contradiction_threshold=s.contradiction_threshold if s.contradiction_threshold is not None
-            else cal.get("contradiction_threshold", base.contradiction_threshold),
+            contradiction_threshold=pick("contradiction_threshold", s.contradiction_threshold),
+            min_connector_relevance=pick("min_connector_relevance", None),
         )
+
+    def stored_thresholds(self, model_id: str, repo: Repository | None = None,
+                          refresh: bool = False) -> dict[str, float]:
+        """The thresholds ``crp-stream calibrate --store`` saved for ``model_id`` ({} if none), cached."""
+        cached = self._stored_thresholds
+        if model_id in cached and not refresh:
+            return dict(cached[model_id])
+        if repo is None:
+            with self.engine.connect() as conn:
+                raw = Repository(conn).get_meta(thresholds_key(model_id))
+        else:
+            raw = repo.get_meta(thresholds_key(model_id))
+        values: dict[str, float] = {}
+        try:
+            data = json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            log.warning("meta %s is not JSON; ignoring the stored thresholds", thresholds_key(model_id))
+            data = {}
+        if isinstance(data, dict):
+            values = {k: float(v) for k, v in data.items() if k in STORED_FIELDS and isinstance(v, int | float)}
+        cached[model_id] = values
+        return dict(values)
 
     def check_model(self, uow: UnitOfWork, model_id: str, dim: int) -> str | None:
         """SPEC-024 §2.5: the fabric's model is fixed at its first write. Returns a reason on mismatch."""

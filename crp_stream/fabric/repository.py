@@ -127,6 +127,15 @@ class Repository:
         )
         return [(r[0], r[1], int(r[2])) for r in self.conn.execute(q)]
 
+    def fact_ids(self, exclude_statuses: Sequence[str] = (), limit: int | None = None) -> list[str]:
+        """Fact ids in id order (ids are hashes, so any prefix is a deterministic, unbiased sample)."""
+        q = select(t.facts.c.fact_id).order_by(t.facts.c.fact_id)
+        if exclude_statuses:
+            q = q.where(t.facts.c.status.not_in(list(exclude_statuses)))
+        if limit is not None:
+            q = q.limit(limit)
+        return list(self.conn.execute(q).scalars())
+
     def all_facts(self) -> list[dict[str, Any]]:
         return [dict(r._mapping) for r in self.conn.execute(select(t.facts).order_by(t.facts.c.fact_id))]
 

@@ -6,7 +6,7 @@ fabric and wires the rules together for one branch of one window.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,8 @@ class Candidates:
     support: np.ndarray
     views: list[conflicts.FactView]
     ctx: ScoringContext
+    adjacency: dict[str, dict[str, float]] = field(default_factory=dict)  # graph edges read so far
+    adjacency_of: set[str] = field(default_factory=set)  # facts whose every edge is in ``adjacency``
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class ScoringContext:
     depth: np.ndarray
     now_s: float
     blacklist: frozenset[str]
+    branch_scoped: bool = False
 
 
 @dataclass
@@ -56,19 +59,33 @@ class Selection:
     unresolved: int = 0
     hops: int = 0
 
+    def chosen(self) -> list[int]:
+        return self.anchors + [ci for ci, *_ in self.connectors]
+
+    @property
+    def detected(self) -> int:
+        """Contradictions arbitrated (the ties among them only while both facts are in the envelope)."""
+        return sum(1 for r in self.resolutions if not r["tie"]) + self.unresolved
+
 
 def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budget: int, now_us: int,
-           th: Thresholds, min_relevance: float, coverage: tuple[np.ndarray, np.ndarray],
-           blacklist: frozenset[str], extra_ids: set[str] | None = None) -> Candidates:
-    """SPEC-027 §4 steps 1-2: top-K by similarity (quarantined/expired excluded), gate, CDR scores."""
+           min_relevance: float, coverage: tuple[np.ndarray, np.ndarray], blacklist: frozenset[str],
+           branch_scoped: bool = False) -> Candidates:
+    """SPEC-027 §4 steps 1-2: top-K by similarity (quarantined/expired excluded), gate, CDR scores.
+
+    ``branch_scoped``: ``residual`` is one fan-out branch's partition (SPEC-027 §1.3: "relevant to
+    THIS partition only"). SPEC-024 §2.7 zeroes the pull of an empty Coverage Set because the
+    Residual Set is then the whole task, "not specific"; a partition is specific, so its pull
+    applies from window 1 on, which is what lets the branches' scores tell their facts apart.
+    """
     k = max(4 * budget, 50)
     now_s = now_us / 1e6
     found: dict[str, float] = {}
     probes = [query_vec] + [vec_from_json(s.embedding) for s in residual]
-    for probe in probes:
-        for fid, score in uow.vectors.search(probe, k, now_s, EXCLUDED):
+    for hits in uow.vectors.search_many(probes, k, now_s, EXCLUDED):
+        for fid, score in hits:
             found[fid] = max(found.get(fid, -1.0), score)
-    ids = sorted(set(found) | (extra_ids or set()))
+    ids = sorted(found)
     rows_by_id = uow.repo.facts_by_ids(ids)
     vec_by_id = uow.vectors.get_vectors(ids)
     ids = [i for i in ids if i in rows_by_id and i in vec_by_id and rows_by_id[i]["status"] not in EXCLUDED]
@@ -83,9 +100,11 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
     cov_vecs, depth = coverage
     if cov_vecs.shape[0] == 0:
         cov_vecs = np.zeros((0, dim), dtype=np.float32)
-    ctx = ScoringContext(query_vec, res_vecs, cov_vecs, depth, now_s, blacklist)
-    c = Candidates([], [], np.zeros((0, dim), np.float32), *([np.zeros(0)] * 6),
-                   np.zeros(0, dtype=np.int64), [], ctx)
+    ctx = ScoringContext(query_vec, res_vecs, cov_vecs, depth, now_s, blacklist, branch_scoped)
+    empty = np.zeros(0)
+    c = Candidates(ids=[], rows=[], vecs=np.zeros((0, dim), np.float32), relevance=empty, pull=empty,
+                   novelty=empty, recency=empty, penalty=empty, score=empty, support=np.zeros(0, dtype=np.int64),
+                   views=[], ctx=ctx)
     _extend(c, ids, rows, vecs)
     return c
 
@@ -94,6 +113,8 @@ def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.
     """Score ``rows`` (SPEC-024 §7.1 with SPEC-027 §3.3) and append them to the candidate arrays."""
     ctx = c.ctx
     sig = cdr.cdr_signals(vecs, ctx.query_vec, ctx.coverage_vecs, ctx.depth, ctx.residual_vecs)
+    if ctx.branch_scoped:
+        sig = replace(sig, residual_pull=cdr.residual_pull(vecs, ctx.residual_vecs))
     age = np.asarray([ctx.now_s - r["modified_at_us"] / 1e6 for r in rows], dtype=np.float64)
     ttl = np.asarray([recency.ttl_or_inf(r["ttl_s"]) for r in rows], dtype=np.float64)
     rec = recency.recency_factor(age, ttl)
@@ -143,64 +164,72 @@ def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]
 
 def select(uow: Any, c: Candidates, eligible: list[int], budget: int, policy: Any, th: Thresholds,
            exclude: set[str]) -> Selection:
-    """SPEC-025 §2 (anchors + connectors) and SPEC-027 §2 (arbitration, with refill)."""
-    ranked = [i for i in cdr.cdr_rank(c.score[eligible], [c.ids[i] for i in eligible])]
+    """SPEC-025 §2 (anchors + connectors) and SPEC-027 §2 (arbitration, with refill).
+
+    Each round builds the selection from the candidates not yet suppressed: the top seeds by CDR,
+    the connectors that bridge them, then (SPEC-025 §6: slots no connector fills) more anchors up to
+    the budget. Arbitration suppresses the losers and the next round refills their slots; it ends
+    when a round suppresses nothing, so at most one round per candidate.
+    """
+    ranked = cdr.cdr_rank(c.score[eligible], [c.ids[i] for i in eligible])
     order = [eligible[i] for i in ranked if c.ids[eligible[i]] not in exclude]
     graph_on = policy.graph_retrieval == "on"
     n_anchor = cdgr.anchor_seed_count(budget, policy.connector_budget) if graph_on else budget
     n_anchor = max(1, min(n_anchor, budget))
     sel = Selection(anchors=[], connectors=[])
-    pos = 0
-    def free(i: int) -> bool:
-        return i not in sel.suppressed and all(i != t[0] for t in sel.connectors)
-
-    for _round in range(8):
-        while len(sel.anchors) < n_anchor and pos < len(order):
-            if free(order[pos]):
-                sel.anchors.append(order[pos])
-            pos += 1
-        if graph_on and not sel.connectors:
-            sel.connectors = _connectors(uow, c, sel, budget - len(sel.anchors), policy, exclude)
-        # Degrade to CDR (SPEC-025 §6): slots no connector fills go to the next anchors.
-        while len(sel.anchors) + len(sel.connectors) < budget and pos < len(order):
-            if free(order[pos]):
-                sel.anchors.append(order[pos])
-            pos += 1
+    walked: tuple[int, ...] | None = None  # the seeds the current connectors were found for
+    while True:
+        live = [i for i in order if i not in sel.suppressed]
+        sel.anchors = live[:n_anchor]
+        lost_connector = any(ci in sel.suppressed for ci, *_ in sel.connectors)
+        if graph_on and (walked != tuple(sel.anchors) or lost_connector):
+            sel.connectors = _connectors(uow, c, sel, budget - len(sel.anchors), policy, th, exclude)
+            walked = tuple(sel.anchors)
+        taken = set(sel.chosen())
+        extra = [i for i in live[n_anchor:] if i not in taken]
+        sel.anchors += extra[: max(budget - len(taken), 0)]
         if not _arbitrate(c, sel, th):
             break
+    _tie_notes(c, sel)
     return sel
 
 
-def _connectors(uow: Any, c: Candidates, sel: Selection, slots: int, policy: Any,
+def _adjacency(uow: Any, c: Candidates, fact_ids: set[str]) -> None:
+    """Read the edges of ``fact_ids`` into ``c.adjacency``, merging (never replacing) neighbour maps."""
+    todo = fact_ids - c.adjacency_of
+    if not todo:
+        return
+    for src, nbrs in uow.repo.adjacency(todo).items():
+        c.adjacency.setdefault(src, {}).update(nbrs)
+    c.adjacency_of |= todo
+
+
+def _connectors(uow: Any, c: Candidates, sel: Selection, slots: int, policy: Any, th: Thresholds,
                 exclude: set[str]) -> list[tuple[int, list[str], float, float]]:
     if slots <= 0 or not sel.anchors:
         return []
     anchor_ids = [c.ids[i] for i in sel.anchors]
-    adjacency: dict[str, dict[str, float]] = {}
     frontier = set(anchor_ids)
-    seen: set[str] = set()
     # One hop more than walked: bridge value looks at paths of length 2 from each connector.
     for _ in range(policy.max_hops + 1):
-        todo = frontier - seen
-        if not todo:
+        _adjacency(uow, c, frontier)
+        frontier = {n for f in frontier for n in c.adjacency.get(f, {})} - c.adjacency_of
+        if not frontier:
             break
-        adjacency.update(uow.repo.adjacency(todo))
-        seen |= todo
-        frontier = {n for f in todo for n in adjacency.get(f, {})}
     sel.hops = policy.max_hops
-    found = sorted(cdgr.expand_connectors(anchor_ids, adjacency, policy.max_hops) - exclude)
+    found = sorted(cdgr.expand_connectors(anchor_ids, c.adjacency, policy.max_hops) - exclude)
     index = {fid: i for i, fid in enumerate(c.ids)}
-    cand = [f for f in found if f in index and index[f] not in sel.suppressed]
     outside = [f for f in found if f not in index]
     if outside:
         _append_outside(uow, c, outside)
         index = {fid: i for i, fid in enumerate(c.ids)}
-        cand = [f for f in found if f in index and index[f] not in sel.suppressed]
+    cand = [f for f in found if f in index and index[f] not in sel.suppressed]
     if not cand:
         return []
     idx = [index[f] for f in cand]
-    bridge, bridged = cdgr.bridge_values(cand, anchor_ids, adjacency)
-    scores = cdgr.connector_score(bridge, c.novelty[idx], c.recency[idx], c.relevance[idx])
+    bridge, bridged = cdgr.bridge_values(cand, anchor_ids, c.adjacency)
+    scores = cdgr.connector_score(bridge, c.novelty[idx], c.recency[idx], c.relevance[idx],
+                                  th.min_connector_relevance)
     top = cdgr.top_connectors(scores, cand, slots)
     return [(idx[t], bridged[t], float(bridge[t]), float(scores[t])) for t in top]
 
@@ -216,7 +245,7 @@ def _append_outside(uow: Any, c: Candidates, fact_ids: list[str]) -> None:
 
 def _arbitrate(c: Candidates, sel: Selection, th: Thresholds) -> bool:
     """SPEC-027 §2.2-§2.5 over the selected facts; returns True when slots were freed (refill)."""
-    chosen = sel.anchors + [ci for ci, *_ in sel.connectors]
+    chosen = sel.chosen()
     views = [c.views[i] for i in chosen]
     pairs = conflicts.detect_envelope_contradictions(views, c.vecs[chosen], th.contradiction_threshold)
     pairs = [(i, j, p) for i, j, p in pairs if _new_pair(sel, c, chosen[i], chosen[j])]
@@ -230,16 +259,20 @@ def _arbitrate(c: Candidates, sel: Selection, th: Thresholds) -> bool:
             "kept": r.kept.fact_id, "suppressed": r.suppressed.fact_id,
             "authority_kept": round(float(r.authority_kept), 6),
             "authority_suppressed": round(float(r.authority_suppressed), 6),
+            "texts": (r.kept.text, r.suppressed.text),
         })
-    sel.notes.extend(arb.notes)
-    sel.unresolved += len(arb.notes)
     lost = {chosen[i] for i in arb.suppressed}
-    if not lost:
-        return False
     sel.suppressed |= lost
-    sel.anchors = [a for a in sel.anchors if a not in lost]
-    sel.connectors = [t for t in sel.connectors if t[0] not in lost]
-    return True
+    return bool(lost)
+
+
+def _tie_notes(c: Candidates, sel: Selection) -> None:
+    """SPEC-027 §2.5: one NOTE per tied contradiction whose two facts both reach the envelope."""
+    final = {c.ids[i] for i in sel.chosen()}
+    live = [r for r in sel.resolutions if not r["tie"] or set(r["pair"]) <= final]
+    sel.resolutions = live
+    sel.notes = [conflicts.unresolved_conflict_note(*r["texts"]) for r in live if r["tie"]]
+    sel.unresolved = len(sel.notes)
 
 
 def _new_pair(sel: Selection, c: Candidates, a: int, b: int) -> bool:
@@ -247,5 +280,7 @@ def _new_pair(sel: Selection, c: Candidates, a: int, b: int) -> bool:
     return not any(set(r["pair"]) == pair for r in sel.resolutions)
 
 
-def novelty_ratios(c: Candidates, idx: list[int]) -> np.ndarray:
-    return exits.novelty_ratio(c.novelty[idx], c.recency[idx], c.penalty[idx])
+def novelty_ratios(c: Candidates, idx: list[int], connector: list[bool]) -> np.ndarray:
+    """SPEC-024 §6 Exit 3 / §8.1 per envelope fact; a connector's score has no n-gram term."""
+    penalty = np.where(np.asarray(connector, dtype=bool), 0.0, c.penalty[idx]) if idx else np.zeros(0)
+    return exits.novelty_ratio(c.novelty[idx], c.recency[idx], penalty)

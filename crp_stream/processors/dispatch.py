@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any
+from typing import Any, cast
 
 from crp_stream import events
 from crp_stream.core.ids import derive_id
@@ -40,13 +40,15 @@ def idempotency_key(event: Any, record: Record) -> str:
 
 
 def _dead(out: Emitter, record: Record, reason: str, audit_type: str = "EVENT_REJECTED",
-          details: dict[str, Any] | None = None) -> None:
+          details: dict[str, Any] | None = None, uow: Any = None) -> None:
     at = record.at
     rejected = events.deadletter(record.topic, record.key, record.value, reason, at)
     out.emit(DEADLETTER, record.key or "", events.encode(rejected))
     audit_details = {"topic": record.topic, "offset": record.offset, "reason": reason, **(details or {})}
     audit_id = derive_id(out.cause, "audit", audit_type)
-    audit = events.AuditRecorded(event_id=audit_id, audit_type=audit_type, at=at, details=audit_details)
+    audit = events.AuditRecorded(event_id=audit_id, audit_type=cast(Any, audit_type), at=at, details=audit_details)
+    if uow is not None:  # the audit log projection keeps rejections too
+        uow.repo.append_audit(audit_id, audit_type, record.ts_us, record.key or record.topic, audit_details)
     out.emit(AUDIT, record.key or record.topic, events.encode(audit), record_id=audit_id)
 
 
@@ -57,7 +59,7 @@ def apply_record(handler: Handler, record: Record, uow: Any) -> list[Output]:
         event = events.decode_input(record.topic, record.value, max_bytes=uow.settings.max_record_bytes,
                                     max_facts=uow.settings.max_facts_per_document)
     except events.Rejected as exc:
-        _dead(out, record, exc.reason)
+        _dead(out, record, exc.reason, uow=uow)
         return out.outputs
     key = idempotency_key(event, record)
     # Records without an id of their own (our own changelog) are deduplicated by consumer offsets
@@ -68,14 +70,15 @@ def apply_record(handler: Handler, record: Record, uow: Any) -> list[Output]:
     if seen is not None:
         if seen != content_hash:
             _dead(out, record, f"{key.split(':', 1)[0]}: {key.split(':', 1)[1]!r} was already used for "
-                  "different content; the first record wins")
+                  "different content; the first record wins", uow=uow)
         return out.outputs
     try:
         with uow.repo.conn.begin_nested():
             handler.handle(event, record, uow, out)
     except Rejected as exc:
         out.outputs.clear()
-        _dead(out, record, exc.reason, exc.audit_type, exc.details)
+        _dead(out, record, exc.reason, exc.audit_type, exc.details, uow=uow)
+        return out.outputs  # not marked processed: a corrected record may reuse the id
     if tracked:
         uow.repo.mark_processed(handler.group, key, content_hash, record.topic, record.offset)
     return out.outputs

@@ -7,7 +7,7 @@ the session's Coverage Set, Residual Set, n-gram blacklist and window count (SPE
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -95,7 +95,7 @@ class RetrievalHandler(Handler):
             if ev.window > state.max_windows:
                 raise Rejected(f"window: {ev.window} exceeds the session's max_windows {state.max_windows}")
         qvec = self._vectors(uow, [ev.query.text], [ev.query.embedding], ["query.embedding"], ev.embedding_model)[0]
-        th = uow.fabric.thresholds()
+        th = uow.fabric.thresholds(uow.repo)
         min_rel = ev.policy.min_relevance if ev.policy.min_relevance is not None else th.min_relevance
         residual = state.residual_states()
         if ev.fanout > 1 and len(residual) > 1:
@@ -106,24 +106,89 @@ class RetrievalHandler(Handler):
             partitions = [residual]
         coverage = state.coverage_arrays()  # immutable snapshot for every branch (SPEC-027 §1.5)
         blacklist = frozenset(state.blacklist)
-        branches = [assembly.gather(uow, qvec, part, ev.fact_budget, record.ts_us, th, min_rel, coverage, blacklist)
-                    for part in partitions]
-        owners, assignments = self._assign(branches)
+        fanned = len(partitions) > 1
+        branches = [assembly.gather(uow, qvec, part, ev.fact_budget, record.ts_us, min_rel, coverage, blacklist,
+                                    branch_scoped=fanned) for part in partitions]
+        sels, shared = self._select_branches(uow, ev, th, branches)
         window_state = WindowState(request_id=ev.request_id, branches=len(partitions),
                                    partitions=[[s.id for s in p] for p in partitions], fact_ids=[])
-        fanned = len(partitions) > 1
-        for b, (cands, part) in enumerate(zip(branches, partitions, strict=True)):
-            exclude = {fid for fid, owner in owners.items() if owner != b}
-            env = self._envelope(uow, ev, record, out, state, cands, part, b if fanned else None, exclude, th,
+        for b, (cands, part, sel) in enumerate(zip(branches, partitions, sels, strict=True)):
+            env = self._envelope(uow, ev, record, out, state, cands, sel, part, b if fanned else None,
                                  len(partitions) if fanned else None)
             if fanned:
-                env["assignments"] = [a for a in assignments if a["branch"] == b]
+                mine = {f["fact_id"] for f in env["facts"]}
+                env["assignments"] = [a for a in shared if a["fact_id"] in mine]
             window_state.fact_ids.append([f["fact_id"] for f in env["facts"]])
             msg = events.EnvelopeAssembled(**env)
             out.emit(ENVELOPES, ev.session_id, events.encode(msg))
         state.requested = ev.window
         state.windows[str(ev.window)] = window_state
         self._save(uow, state, record)
+
+    def _select_branches(self, uow: Any, ev: Any, th: Any, branches: list[assembly.Candidates]
+                         ) -> tuple[list[assembly.Selection], list[dict[str, Any]]]:
+        """Select every branch's facts so that no fact is in two branches (SPEC-027 §1.3, §1.6).
+
+        A candidate several branches retrieved belongs to the branch that scores it higher (its
+        partition pulls it harder); the others never select it. Facts outside every candidate set
+        (connectors reached through the graph) are settled the same way once selected: the lower
+        scoring branch drops the fact and selects again, until the branches are disjoint.
+        """
+        owners = self._owners(branches)
+        exclude: list[set[str]] = []
+        eligible: list[list[int]] = []
+        for b, c in enumerate(branches):
+            elig, members = assembly.collapse_duplicates(c)
+            eligible.append(elig)
+            dups = {c.ids[m] for rep, g in members.items() for m in g if m != rep}
+            exclude.append(dups | {f for f, o in owners.items() if o != b})
+
+        def pick(b: int) -> assembly.Selection:
+            return assembly.select(uow, branches[b], eligible[b], ev.fact_budget, ev.policy, th, exclude[b])
+
+        sels = [pick(b) for b in range(len(branches))]
+        id_sets = [set(c.ids) for c in branches]
+        wanted = {f: {b for b, ids in enumerate(id_sets) if f in ids} for f in owners}
+        while len(branches) > 1:
+            chosen = [{branches[b].ids[i] for i in sel.chosen()} for b, sel in enumerate(sels)]
+            both = sorted({f for b in range(len(sels)) for f in chosen[b]
+                           if sum(f in ch for ch in chosen) > 1})
+            if not both:
+                break
+            redo: set[int] = set()
+            for f in both:
+                holders = [b for b in range(len(sels)) if f in chosen[b]]
+                owner = max(holders, key=lambda b: (self._score(branches[b], f), -b))
+                owners[f] = owner
+                wanted[f] = wanted.get(f, set()) | set(holders)
+                for b in holders:
+                    if b != owner:
+                        exclude[b].add(f)
+                        redo.add(b)
+            for b in sorted(redo):
+                sels[b] = pick(b)
+        shared = [{"fact_id": f, "branch": owners[f], "wanted_by": sorted(wanted[f]),
+                   "score": _r(self._score(branches[owners[f]], f))}
+                  for f in sorted(owners) if len(wanted.get(f, ())) > 1]
+        return sels, shared
+
+    @staticmethod
+    def _score(c: assembly.Candidates, fact_id: str) -> float:
+        return float(c.score[c.ids.index(fact_id)])
+
+    @staticmethod
+    def _owners(branches: list[assembly.Candidates]) -> dict[str, int]:
+        """SPEC-027 §1.6: a fact two branches want goes to the branch that scores it higher."""
+        if len(branches) < 2:
+            return {}
+        all_ids = sorted({f for c in branches for f in c.ids})
+        col = {f: i for i, f in enumerate(all_ids)}
+        m = np.full((len(branches), len(all_ids)), -np.inf)
+        for b, c in enumerate(branches):
+            for i, f in enumerate(c.ids):
+                m[b, col[f]] = c.score[i]
+        owner = fanout.assign_shared_facts(m)
+        return {f: int(owner[col[f]]) for f in all_ids}
 
     def _new_session(self, ev: Any, uow: Any) -> SessionState:
         subs = ev.sub_queries or []
@@ -135,37 +200,13 @@ class RetrievalHandler(Handler):
         return SessionState(session_id=ev.session_id, embedding_model=model, max_windows=ev.max_windows,
                             sub_queries=sq, residual=[s.id for s in sq])
 
-    @staticmethod
-    def _assign(branches: list[assembly.Candidates]) -> tuple[dict[str, int], list[dict[str, Any]]]:
-        """SPEC-027 §1.6: a fact two branches want goes to the branch that scores it higher."""
-        if len(branches) < 2:
-            return {}, []
-        all_ids = sorted({f for c in branches for f in c.ids})
-        col = {f: i for i, f in enumerate(all_ids)}
-        m = np.full((len(branches), len(all_ids)), -np.inf)
-        for b, c in enumerate(branches):
-            for i, f in enumerate(c.ids):
-                m[b, col[f]] = c.score[i]
-        owner = fanout.assign_shared_facts(m)
-        owners = {f: int(owner[col[f]]) for f in all_ids}
-        shared = []
-        for f in all_ids:
-            wanted = [b for b in range(len(branches)) if np.isfinite(m[b, col[f]])]
-            if len(wanted) > 1:
-                shared.append({"fact_id": f, "branch": owners[f], "score": round(float(m[owners[f], col[f]]), 6),
-                               "wanted_by": wanted})
-        return owners, shared
-
     def _envelope(self, uow: Any, ev: Any, record: Record, out: Emitter, state: SessionState,
-                  c: assembly.Candidates, part: list[SubQueryState], branch: int | None, exclude: set[str],
-                  th: Any, partitions: int | None) -> dict[str, Any]:
-        eligible, members = assembly.collapse_duplicates(c)
-        dup_ids = {c.ids[m] for rep, g in members.items() for m in g if m != rep}
-        sel = assembly.select(uow, c, eligible, ev.fact_budget, ev.policy, th, exclude | dup_ids)
+                  c: assembly.Candidates, sel: assembly.Selection, part: list[SubQueryState], branch: int | None,
+                  partitions: int | None) -> dict[str, Any]:
         anchors = sel.anchors
         connectors = sel.connectors
         order = packing.pack_envelope([c.ids[i] for i in anchors], c.score[anchors],
-                                      [(c.ids[ci], bridged) for ci, bridged, _b, _s in connectors])
+                                      [(c.ids[ci], bridged) for ci, bridged, _b, _s in connectors], c.adjacency)
         index = {fid: i for i, fid in enumerate(c.ids)}
         conn = {c.ids[ci]: (bridged, bridge, score) for ci, bridged, bridge, score in connectors}
         facts = []
@@ -185,7 +226,7 @@ class RetrievalHandler(Handler):
                 entry["bridges"] = list(conn[fid][0])
             facts.append(entry)
         idx = [index[f] for f in order]
-        ratios = assembly.novelty_ratios(c, idx)
+        ratios = assembly.novelty_ratios(c, idx, [f in conn for f in order])
         mean_ratio = exits.mean_novelty_ratio(ratios)
         status = exits.continuation_status(
             state.completeness, not state.residual, ev.window, state.max_windows, mean_ratio, state.safety_budget)
@@ -200,8 +241,7 @@ class RetrievalHandler(Handler):
             "CRP-Context-Graph-Hops": sel.hops if ev.policy.graph_retrieval == "on" else 0,
             "CRP-Context-Connectors-Included": cdgr.connectors_included_header(len(connectors), len(facts)),
             "CRP-Context-Bridge-Score": _r(cdgr.bridge_score_header(bridges)),
-            "CRP-Context-Conflicts-Resolved": conflicts.conflicts_resolved_header(len(sel.resolutions),
-                                                                                  sel.unresolved),
+            "CRP-Context-Conflicts-Resolved": conflicts.conflicts_resolved_header(sel.detected, sel.unresolved),
             "CRP-Context-Recency-Penalised": int(np.sum(c.recency < 1.0)),
             "CRP-Context-Mode": "ckf-exhausted" if status == exits.CKF_EXHAUSTED
             else ("cdgr" if ev.policy.graph_retrieval == "on" else "cdr"),
@@ -210,6 +250,8 @@ class RetrievalHandler(Handler):
             headers["CRP-Context-Coverage-Partitions"] = partitions
         if status == exits.CKF_EXHAUSTED:
             headers["CRP-Onboarding-Hint"] = ONBOARDING_HINT
+        if status == exits.LIMIT_REACHED:  # SPEC-024 §6 Exit 2: whatever was achieved
+            headers["CRP-Quality-Completeness"] = _r(state.completeness)
         labels = [s.label for s in (part if branch is not None else state.residual_states())]
         env: dict[str, Any] = {
             "request_id": ev.request_id, "session_id": ev.session_id, "window": ev.window, "status": status,
@@ -224,7 +266,8 @@ class RetrievalHandler(Handler):
     def _audit_conflicts(self, uow: Any, ev: Any, record: Record, out: Emitter, sel: assembly.Selection,
                          branch: int | None) -> None:
         for res in sel.resolutions:
-            kind = "CONTRADICTION_UNRESOLVED" if res["tie"] else "CONTRADICTION_RESOLVED"
+            kind: Literal["CONTRADICTION_UNRESOLVED", "CONTRADICTION_RESOLVED"] = (
+                "CONTRADICTION_UNRESOLVED" if res["tie"] else "CONTRADICTION_RESOLVED")
             details = {
                 "kept": res["kept"], "suppressed": res["suppressed"], "pattern": res["pattern"],
                 "authority_kept": res["authority_kept"], "authority_suppressed": res["authority_suppressed"],
@@ -269,8 +312,8 @@ class RetrievalHandler(Handler):
             if need or (ev.embedding_model and ev.embedding_model != state.embedding_model):
                 got = self._vectors(uow, [texts[i] for i in need], [given[i] for i in need],
                                     [fields[i] for i in need], ev.embedding_model)
-                for i, v in zip(need, got, strict=True):
-                    vecs[i] = v
+                for i, g in zip(need, got, strict=True):
+                    vecs[i] = g
         except Rejected as exc:
             raise Rejected(exc.reason, "COVERAGE_UPDATE_REJECTED",
                            {"session_id": ev.session_id, "window": ev.window}) from None
@@ -283,11 +326,15 @@ class RetrievalHandler(Handler):
         addressed = {a.id for a in ev.addressed}
         state.residual = [r for r in state.residual if r not in addressed]
         state.blacklist = sorted(ngram.update_ngram_blacklist(frozenset(state.blacklist), ev.output_text))
-        state.completeness = float(ev.completeness)
-        if ev.safety_budget is not None:
-            state.safety_budget = float(ev.safety_budget)
         win.reported = sorted([*win.reported, branch])
+        win.completeness[str(branch)] = float(ev.completeness)
+        if ev.safety_budget is not None:
+            win.safety[str(branch)] = float(ev.safety_budget)
         if len(win.reported) == win.branches:  # fan-in: the window counts once every branch merged
+            completeness, safety = win.fan_in()
+            state.completeness = completeness
+            if safety is not None:
+                state.safety_budget = safety
             state.reported = max(state.reported, ev.window)
         self._save(uow, state, record)
 

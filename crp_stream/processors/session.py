@@ -47,6 +47,19 @@ class WindowState:
     partitions: list[list[str]]
     fact_ids: list[list[str]]
     reported: list[int] = field(default_factory=list)
+    # per fan-out branch (key: branch index as text), held until fan-in
+    completeness: dict[str, float] = field(default_factory=dict)
+    safety: dict[str, float] = field(default_factory=dict)
+
+    def fan_in(self) -> tuple[float, float | None]:
+        """SPEC-027 §1.6 fan-in: the window's completeness is its branches' completeness weighted by
+        partition size (each branch answers for its own sub-queries); the safety budget is the lowest
+        any branch reported (a safety condition is never averaged away), None if none reported one.
+        """
+        sizes = [max(len(p), 1) for p in self.partitions]
+        total = sum(sizes[b] * self.completeness[str(b)] for b in range(self.branches))
+        safety = min(self.safety.values()) if self.safety else None
+        return total / sum(sizes), safety
 
 
 @dataclass
