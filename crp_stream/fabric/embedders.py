@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import itertools
 import math
 import re
 import threading
@@ -32,22 +33,22 @@ SEED_THRESHOLDS: dict[str, float] = {
     "contradiction_threshold": 0.85,
 }
 
-# Per-model thresholds, measured with `ops/bench/embedders.py --calibrate` (evidence in docs/embedder.md).
-# Corpus: 20 Kubernetes-networking facts + 4 queries written for it, 14 contradiction variants of those
-# facts, and the first 40 HotpotQA questions (their sentences as off-topic facts and, per question,
-# its supporting vs other sentences).
-# - min_relevance: the on-topic/off-topic boundary of fact-query cosines. Off-topic pairs (the K8s
-#   queries against HotpotQA sentences, HotpotQA questions against other questions' sentences) stay
-#   below it in >= 99% of cases, while most on-topic pairs clear it.
-# - edge_threshold: 99.9th percentile of cross-topic fact-fact cosines, rounded up: an edge then
-#   almost never joins two unrelated facts, while same-topic facts still link.
-# - contradiction_threshold: below the lowest cosine of a fact and its value-changed variant (a
-#   changed number, entity or a negation), so every such pair reaches the value-conflict detector.
+# Per-model thresholds, derived by `ops/bench/embedders.py --calibrate` (evidence: docs/embedder.md).
+# Corpus: 20 Kubernetes-networking facts and 4 queries written for them, 24 fact/value-changed-fact
+# pairs, and the first 40 HotpotQA questions with their 1,789 distinct sentences. Rounded to 0.05:
+# - min_relevance 0.30 = p99 of off-topic fact-query cosines (K8s queries x HotpotQA sentences,
+#   questions x other questions' sentences). At 0.30: 74% of K8s on-topic and 85% of HotpotQA
+#   supporting pairs pass, 1% of off-topic ones (the seeds' 0.55: 30% and 46%).
+# - edge_threshold 0.45 = p99.9 of cross-topic fact-fact cosines. At 0.45: 30% of K8s fact pairs and
+#   24% of same-paragraph HotpotQA pairs link, ~0% of cross-topic ones (the seeds' 0.60: 7.4%, 6.5%).
+# - contradiction_threshold 0.65 = best Youden J between fact/value-changed-fact pairs (a number, an
+#   entity or a negation changed: all 24 pass, min 0.699) and distinct same-topic facts (3.6% pass).
+#   The seeds' 0.85 lets 4 of the 24 contradictions through unchecked.
 CALIBRATED_THRESHOLDS: dict[str, dict[str, float]] = {
     DEFAULT_MODEL_ID: {
         "min_relevance": 0.30,
         "edge_threshold": 0.45,
-        "contradiction_threshold": 0.75,
+        "contradiction_threshold": 0.65,
     },
 }
 
@@ -74,7 +75,8 @@ def _check_texts(texts: Sequence[str]) -> list[str]:
 
 def _normalise_rows(m: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(m, axis=1, keepdims=True)
-    return (m / np.maximum(norms, 1e-12)).astype(np.float32)
+    out: np.ndarray = (m / np.maximum(norms, 1e-12)).astype(np.float32)
+    return out
 
 
 class Embedder(ABC):
@@ -137,7 +139,7 @@ class OnnxMiniLMEmbedder(Embedder):
     dim = 384
     max_tokens = 256
 
-    def __init__(self, threads: int | None = None, batch_size: int = 32) -> None:
+    def __init__(self, threads: int | None = None, batch_size: int = 16) -> None:
         if threads is not None and threads < 1:
             raise EmbedderError(f"threads must be >= 1 or None (all cores), got {threads}")
         if batch_size < 1:
@@ -172,6 +174,9 @@ class OnnxMiniLMEmbedder(Embedder):
             opts.intra_op_num_threads = self.threads or 0
             opts.inter_op_num_threads = 1
             opts.log_severity_level = 3
+            # Idle pool threads sleep instead of spinning: the embedder shares the CPU with the
+            # other workers of the process.
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
             self._tokenizer = tokenizer
             self._session = session
@@ -207,6 +212,10 @@ class OnnxMiniLMEmbedder(Embedder):
 _MODEL_ID_RE = re.compile(r"^\S+$")
 
 
+def _is_number_type(t: type) -> bool:
+    return t is float or t is int or issubclass(t, np.floating | np.integer)
+
+
 class PrecomputedEmbedder(Embedder):
     """``--embedder precomputed:MODEL_ID``: records carry their vectors; this only checks them.
 
@@ -225,8 +234,8 @@ class PrecomputedEmbedder(Embedder):
         self._dim = dim
         self._lock = threading.Lock()
 
-    @property  # type: ignore[override]
-    def dim(self) -> int:
+    @property
+    def dim(self) -> int:  # type: ignore[override]  # unknown until the first vector
         if self._dim is None:
             raise EmbedderError(f"precomputed:{self.model_id} has no dimension yet; the first vector fixes it")
         return self._dim
@@ -249,20 +258,27 @@ class PrecomputedEmbedder(Embedder):
             i = int(np.flatnonzero(bad)[0])
             what = "NaN" if math.isnan(arr[i]) else "inf"
             raise EmbedderError(f"vector[{i}] is {what} ({int(bad.sum())} non-finite values in all)")
-        with self._lock:
-            if self._dim is None:
-                self._dim = int(arr.shape[0])
-            want = self._dim
-        if arr.shape[0] != want:
+        want = self._dim
+        if want is not None and arr.shape[0] != want:
             raise EmbedderError(
                 f"vector has {arr.shape[0]} dimensions; precomputed:{self.model_id} expects {want}"
             )
-        # Scale first so that huge finite values do not overflow the norm.
-        scaled = arr / np.max(np.abs(arr))
-        norm = float(np.linalg.norm(scaled))
-        if not norm > 0.0:
+        peak = float(np.max(np.abs(arr)))
+        if peak == 0.0:
             raise EmbedderError("vector is all zeros; it has no direction to normalise")
-        return (scaled / norm).astype(np.float32)
+        # Scale by the peak first so that huge finite values do not overflow the norm.
+        scaled = arr / peak
+        unit = (scaled / np.linalg.norm(scaled)).astype(np.float32)
+        if want is None:
+            with self._lock:  # only a valid vector fixes the dimension; the first one wins
+                if self._dim is None:
+                    self._dim = int(arr.shape[0])
+                want = self._dim
+            if arr.shape[0] != want:
+                raise EmbedderError(
+                    f"vector has {arr.shape[0]} dimensions; precomputed:{self.model_id} expects {want}"
+                )
+        return unit
 
     @staticmethod
     def _as_array(vector: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -273,10 +289,12 @@ class PrecomputedEmbedder(Embedder):
         else:
             if isinstance(vector, str | bytes) or not isinstance(vector, Sequence):
                 raise EmbedderError(f"vector must be a list of numbers, got {type(vector).__name__}")
-            for i, x in enumerate(vector):
-                # bool is an int to Python, but true/false in a JSON vector is a producer bug.
-                if isinstance(x, bool) or not isinstance(x, int | float):
-                    raise EmbedderError(f"vector[{i}] is {type(x).__name__} {x!r}, not a number")
+            # One pass over the element types in C; the per-element loop runs only to name an error.
+            # bool is an int to Python, but true/false in a JSON vector is a producer bug.
+            if not all(_is_number_type(t) for t in set(map(type, vector))):
+                for i, x in enumerate(vector):
+                    if not _is_number_type(type(x)):
+                        raise EmbedderError(f"vector[{i}] is {type(x).__name__} {x!r}, not a number")
             try:
                 arr = np.asarray(vector, dtype=np.float64)
             except OverflowError:
@@ -303,7 +321,7 @@ class HashingEmbedder(Embedder):
 
     def _features(self, text: str) -> list[str]:
         words = _WORD_RE.findall(text.lower())
-        feats = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+        feats = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
         return feats or ["\x00empty"]  # an empty text still gets a unit vector
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
