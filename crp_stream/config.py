@@ -57,6 +57,9 @@ class Settings:
     trust: Mapping[str, float] = field(default_factory=dict)
     ttl_by_type: Mapping[str, float | None] = field(default_factory=lambda: dict(DEFAULT_TTL_SECONDS))
     auto_quarantine: bool = False
+    # Partition agreement counts only a source's records within this many seconds of its newest one
+    # (None: all records, the rule). docs/arbiter.md: P7D ends stale serving sooner.
+    agreement_window: float | None = None
     expire_after_ttls: float | None = None  # None: TTL only decays recency (SPEC-027 §3.2), never hides
     min_relevance: float | None = None  # None: the model's calibrated value, else the seed's 0.55
     edge_threshold: float | None = None
@@ -67,6 +70,7 @@ class Settings:
     signing_keys: Mapping[str, str] = field(default_factory=dict)
     unsigned_policy: str = "deadletter"  # deadletter | untrusted (only when signing_keys is set)
     untrusted_trust: float = 0.05
+    batch_size: int = 200  # embedded runtime: records per transaction (latency vs throughput)
 
     @property
     def database(self) -> str:
@@ -199,12 +203,19 @@ def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
             changes["max_facts_per_document"] = _int(label, value, 1, 100_000)
         elif key == "partitions":
             changes[key] = _int(label, value, 1, 1024)
+        elif key == "batch_size":
+            changes[key] = _int(label, value, 1, 100_000)
         elif key == "edge_k":
             changes[key] = _int(label, value, 1, 200)
         elif key == "metrics_port":
             changes[key] = _int(label, value, 0, 65535)
         elif key in ("min_relevance", "edge_threshold", "contradiction_threshold"):
             changes[key] = _float(label, value, -1.0, 1.0)
+        elif key == "agreement_window":
+            try:
+                changes[key] = parse_duration(str(value))
+            except ValueError as exc:
+                raise ConfigError(f"{label}: {exc}") from None
         elif key == "expire_after_ttls":
             changes[key] = None if str(value).lower() == "none" else _float(label, value, 1.0, 1000.0)
         elif key == "untrusted_trust":

@@ -17,12 +17,15 @@ from typing import Any
 
 from crp_stream import events
 from crp_stream.core.drift import (
+    CONSENSUS_OK,
+    COUNTED_STATUSES,
     DRIFT_UNDETERMINED,
     POISONING_CANDIDATE,
     STALE_HIGH_TRUST,
     ClaimRecord,
     PartitionView,
     Verdict,
+    claim_key,
     claim_verdict,
     normalise_value,
     partition_views,
@@ -57,11 +60,26 @@ def claim_records(rows: Sequence[dict[str, Any]], text_claim: bool) -> list[Clai
     return out
 
 
-def choose_verdict(views: Sequence[PartitionView], claim: str) -> Verdict:
+def current_records(records: Sequence[ClaimRecord], window_s: float | None) -> list[ClaimRecord]:
+    """Optional agreement window: a partition agrees over its records no older than ``window_s``
+    before its own newest counted record, so a continuous source's pre-change history does not
+    outvote what it observes now. ``None`` keeps every record (issue 4 §1 as written)."""
+    if window_s is None:
+        return list(records)
+    newest: dict[str, float] = {}
+    for r in records:
+        if r.status in COUNTED_STATUSES and r.epoch > newest.get(r.source, float("-inf")):
+            newest[r.source] = r.epoch
+    return [r for r in records if r.source not in newest or r.epoch >= newest[r.source] - window_s]
+
+
+def choose_verdict(views: Sequence[PartitionView], claim: str,
+                   history: Sequence[ClaimRecord] = ()) -> Verdict:
     """``claim_verdict``, except that when any divergent value qualifies as STALE_HIGH_TRUST that
     verdict is preferred: a stale high-trust value must never be served because another divergent
-    value happens to be asserted by more partitions."""
-    base = claim_verdict(views, claim=claim)
+    value happens to be asserted by more partitions. ``history`` (every record of the claim) lets
+    ``lagging`` tell a slow low-trust source from poisoning."""
+    base = lagging(claim_verdict(views, claim=claim), history)
     if base.kind == STALE_HIGH_TRUST or not base.other_divergent_values:
         return base
     for value in base.other_divergent_values:
@@ -72,6 +90,23 @@ def choose_verdict(views: Sequence[PartitionView], claim: str) -> Verdict:
                            if x is not None and x != value)
             return replace(verdict, other_divergent_values=others)
     return base
+
+
+def lagging(verdict: Verdict, history: Sequence[ClaimRecord]) -> Verdict:
+    """A POISONING_CANDIDATE whose divergent value the high-trust source itself asserted before its
+    newest record is a lower-trust source that has not caught up with the high-trust refresh (drift
+    in the other direction), not an injection: no candidate is filed. Serving is unaffected either
+    way (the high-trust value wins), so an attacker gains nothing by replaying an old value."""
+    if verdict.kind != POISONING_CANDIDATE or verdict.divergent_value is None:
+        return verdict
+    previous = {r.value for r in history
+                if r.source == verdict.high_trust_source and r.epoch < verdict.high_trust_epoch}
+    if verdict.divergent_value not in previous:
+        return verdict
+    return replace(verdict, kind=CONSENSUS_OK, suspect_fact_ids=(), reason=(
+        f"{verdict.high_trust_source} says {verdict.high_trust_value!r}; {', '.join(verdict.divergent_sources)} "
+        f"still say {verdict.divergent_value!r}, which {verdict.high_trust_source} itself asserted before its "
+        f"newest record: the lower-trust source lags behind a refresh, not poisoning; no candidate"))
 
 
 def _iso(epoch: float | None) -> str | None:
@@ -99,6 +134,9 @@ class ArbiterHandler(Handler):
     def handle(self, event: Any, record: Record, uow: Any, out: Emitter) -> None:
         if not isinstance(event, events.FactRecorded | events.FactStatusChanged):
             return
+        if isinstance(event, events.FactRecorded) and event.subject and event.attribute:
+            self.evaluate(claim_key(event.subject, event.attribute), record, uow, out)
+            return
         row = uow.repo.facts_by_ids([event.fact_id]).get(event.fact_id)
         if row is None:
             return  # a changelog record of another fabric: nothing here to arbitrate
@@ -116,10 +154,12 @@ class ArbiterHandler(Handler):
         """Re-evaluate one claim; act only when its verdict's fingerprint changed."""
         rows = uow.repo.facts_for_claim(key)
         text_claim = key.startswith(text_claims.SIM_PREFIX)
-        views = partition_views(claim_records(rows, text_claim))
+        window = uow.settings.agreement_window  # seconds; None = all records
+        records = claim_records(rows, text_claim)
+        views = partition_views(current_records(records, window))
         if not views:
             return None
-        verdict = choose_verdict(views, key)
+        verdict = choose_verdict(views, key, records)
         fingerprint = verdict_fingerprint(verdict)
         stored = uow.repo.get_claim(key)
         if stored is not None and stored["fingerprint"] == fingerprint:

@@ -419,3 +419,14 @@ def test_no_corroboration_envelope_serves_the_trusted_value_with_the_conflict_lo
     assert not any("250" in t for t in texts)
     [logged] = pipe.audits("DRIFT_UNDETERMINED")  # the conflict, logged by the arbiter
     assert (logged["details"]["high_trust_value"], logged["details"]["divergent_value"]) == ("1000 rps", "250 rps")
+
+
+def test_a_lagging_low_trust_source_after_a_vendor_refresh_is_no_poisoning_candidate(pipe: Pipeline) -> None:
+    pipe.feed([
+        rec("crp.documents", document("vendor_docs", "official", "v1", "1000", document_id="limits"),
+            NOW_US - 60 * DAY_US),
+        rec("crp.documents", document("community_notes", "community", "c1", "1000"), NOW_US - 30 * DAY_US),
+        rec("crp.documents", document("vendor_docs", "official", "v2", "250", document_id="limits"), NOW_US),
+    ])
+    assert pipe.claim()["verdict"] == "CONSENSUS_OK"  # type: ignore[index]
+    assert pipe.out("crp.quarantine.candidates") == [] and pipe.audits("POISONING_CANDIDATE") == []

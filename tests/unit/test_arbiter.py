@@ -80,3 +80,30 @@ def test_effect_helpers_bound_sizes() -> None:
     assert short("ok") == "ok"
     assert [len(c) for c in chunks([str(i) for i in range(2500)])] == [1000, 1000, 500]
     assert chunks([]) == [[]]
+
+
+def test_current_records_window_keeps_each_partitions_recent_records() -> None:
+    from crp_stream.processors.arbiter import current_records
+
+    recs = [ClaimRecord("old", "tele", 0.4, 0.0, "1000 rps", "active"),
+            ClaimRecord("new", "tele", 0.4, 10 * DAY, "250 rps", "active"),
+            ClaimRecord("q", "tele", 0.4, 20 * DAY, "250 rps", "quarantined"),
+            ClaimRecord("v", "vendor", 0.9, 0.0, "1000 rps", "active")]
+    assert current_records(recs, None) == recs
+    # the window ends at each source's newest COUNTED record (the quarantined one does not move it)
+    assert [r.fact_id for r in current_records(recs, 5 * DAY)] == ["new", "q", "v"]
+    assert [r.fact_id for r in current_records(recs, 10 * DAY)] == ["old", "new", "q", "v"]
+
+
+def test_a_low_trust_source_repeating_the_high_trust_sources_old_value_is_lag_not_poisoning() -> None:
+    recs = _recs(("v-old", "vendor", 0.9, 10.0, "1000 rps"), ("c", "community", 0.2, 20.0, "1000 rps"),
+                 ("v-new", "vendor", 0.9, 30.0, "250 rps"))
+    views = partition_views(recs)
+    assert claim_verdict(views, claim="k").kind == POISONING_CANDIDATE
+    chosen = choose_verdict(views, "k", recs)
+    assert chosen.kind == CONSENSUS_OK and chosen.suspect_fact_ids == ()
+    assert "lags behind a refresh" in chosen.reason
+    # a value the vendor never asserted stays a poisoning candidate
+    other = _recs(("v-old", "vendor", 0.9, 10.0, "1000 rps"), ("c", "community", 0.2, 20.0, "9 rps"),
+                  ("v-new", "vendor", 0.9, 30.0, "250 rps"))
+    assert choose_verdict(partition_views(other), "k", other).kind == POISONING_CANDIDATE
