@@ -18,6 +18,7 @@ from crp_stream.config import ConfigError, Settings
 from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric import db
 from crp_stream.fabric.embedders import CALIBRATED_THRESHOLDS, Embedder, make_embedder
+from crp_stream.fabric.graph import GraphCache
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.vectors import VectorIndex
 
@@ -79,6 +80,7 @@ class Fabric:
         self.vectors = vectors or open_vector_index(settings.vectors)
         self.embedder = make_embedder(settings.embedder)
         self._model_checked = False
+        self.graph = GraphCache()  # similarity edges, shared by every request of this process
         self._stored_thresholds: dict[str, dict[str, float]] = {}  # model -> calibrate --store values
 
     @contextmanager

@@ -16,6 +16,7 @@ from crp_stream.core.calibration import Thresholds
 from crp_stream.processors.session import SubQueryState, vec_from_json
 
 EXCLUDED = ("quarantined", "expired", "superseded")
+GRAPH_GENERATION = "graph_generation"
 
 
 @dataclass
@@ -195,12 +196,20 @@ def select(uow: Any, c: Candidates, eligible: list[int], budget: int, policy: An
 
 
 def _adjacency(uow: Any, c: Candidates, fact_ids: set[str]) -> None:
-    """Read the edges of ``fact_ids`` into ``c.adjacency``, merging (never replacing) neighbour maps."""
+    """Read the edges of ``fact_ids`` into ``c.adjacency`` (both directions), merging neighbour maps.
+
+    Through the fabric's in-memory graph cache; it is dropped when the graph generation changed.
+    """
     todo = fact_ids - c.adjacency_of
     if not todo:
         return
-    for src, nbrs in uow.repo.adjacency(todo).items():
+    graph = uow.fabric.graph
+    if not c.adjacency_of:  # first read of this request: is the cache still the fabric's graph?
+        graph.sync(uow.repo.get_meta(GRAPH_GENERATION) or "0")
+    for src, nbrs in graph.adjacency(uow.repo, todo).items():
         c.adjacency.setdefault(src, {}).update(nbrs)
+        for dst, w in nbrs.items():
+            c.adjacency.setdefault(dst, {})[src] = w
     c.adjacency_of |= todo
 
 
@@ -209,29 +218,29 @@ def _connectors(uow: Any, c: Candidates, sel: Selection, slots: int, policy: Any
     if slots <= 0 or not sel.anchors:
         return []
     anchor_ids = [c.ids[i] for i in sel.anchors]
-    frontier = set(anchor_ids)
-    # One hop more than walked: bridge value looks at paths of length 2 from each connector.
-    for _ in range(policy.max_hops + 1):
-        _adjacency(uow, c, frontier)
-        frontier = {n for f in frontier for n in c.adjacency.get(f, {})} - c.adjacency_of
-        if not frontier:
-            break
+    # The anchors' edges and their neighbours' edges: enough to walk two hops and to see every path of
+    # <= 2 edges to an anchor, the only facts with bridge value (SPEC-025 §2.4). Facts three hops out
+    # cannot touch an anchor within two edges, so a deeper walk adds no connector.
+    _adjacency(uow, c, set(anchor_ids))
+    _adjacency(uow, c, {n for a in anchor_ids for n in c.adjacency.get(a, {})})
     sel.hops = policy.max_hops
-    found = sorted(cdgr.expand_connectors(anchor_ids, c.adjacency, policy.max_hops) - exclude)
+    found = sorted(cdgr.expand_connectors(anchor_ids, c.adjacency, min(policy.max_hops, 2)) - exclude)
+    bridge_all, bridged_all = cdgr.bridge_values(found, anchor_ids, c.adjacency)
+    useful = {f: (float(b), br) for f, b, br in zip(found, bridge_all, bridged_all, strict=True) if b > 0.0}
     index = {fid: i for i, fid in enumerate(c.ids)}
-    outside = [f for f in found if f not in index]
+    outside = [f for f in sorted(useful) if f not in index]
     if outside:
         _append_outside(uow, c, outside)
         index = {fid: i for i, fid in enumerate(c.ids)}
-    cand = [f for f in found if f in index and index[f] not in sel.suppressed]
+    cand = [f for f in sorted(useful) if f in index and index[f] not in sel.suppressed]
     if not cand:
         return []
     idx = [index[f] for f in cand]
-    bridge, bridged = cdgr.bridge_values(cand, anchor_ids, c.adjacency)
+    bridge = np.asarray([useful[f][0] for f in cand], dtype=np.float64)
     scores = cdgr.connector_score(bridge, c.novelty[idx], c.recency[idx], c.relevance[idx],
                                   th.min_connector_relevance)
     top = cdgr.top_connectors(scores, cand, slots)
-    return [(idx[t], bridged[t], float(bridge[t]), float(scores[t])) for t in top]
+    return [(idx[t], useful[cand[t]][1], float(bridge[t]), float(scores[t])) for t in top]
 
 
 def _append_outside(uow: Any, c: Candidates, fact_ids: list[str]) -> None:

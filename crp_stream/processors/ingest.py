@@ -21,6 +21,7 @@ from crp_stream.core.ids import derive_id
 from crp_stream.core.sentences import split_sentences
 from crp_stream.fabric.vectors import VectorItem
 from crp_stream.processors.base import Emitter, Handler, Record, Rejected, dt_to_us, rfc3339, us_to_dt
+from crp_stream.processors.provenance import admit
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,9 @@ class IngestHandler(Handler):
     topics = ("crp.documents", "crp.telemetry")
 
     def handle(self, event: Any, record: Record, uow: Any, out: Emitter) -> None:
+        # Provenance first: an unproven source is dead-lettered, or ingested as ``unproven``.
+        admission = admit(event, record, uow, out)
+        event = admission.event
         if record.topic == "crp.telemetry":
             kind = "telemetry"
             source_type = "telemetry"
@@ -61,7 +65,8 @@ class IngestHandler(Handler):
             modified_us = dt_to_us(event.modified_at) if event.modified_at else record.ts_us
             document_id = event.document_id
         epoch_us = record.ts_us
-        trust = uow.settings.trust_for(event.source, source_type, event.trust)
+        trust = admission.trust if admission.trust is not None else uow.settings.trust_for(
+            event.source, source_type, event.trust)
         vectors = self._vectors(event, drafts, uow)
 
         existing = uow.repo.existing_fact_ids([d.fact_id for d in drafts])
@@ -95,6 +100,10 @@ class IngestHandler(Handler):
         edges = self._edges(uow, items)
         uow.repo.insert_facts(rows)
         uow.repo.add_edges(edges)
+        if edges:  # other processes' graph caches see a new generation; ours forgets these nodes
+            gen = int(uow.repo.get_meta("graph_generation") or "0") + 1
+            uow.repo.set_meta("graph_generation", str(gen))
+            uow.fabric.graph.invalidate({x for a, b, _w in edges for x in (a, b)})
         uow.repo.touch_source(event.source, source_type, trust, epoch_us)
         for row in rows:
             fact = events.FactRecorded(

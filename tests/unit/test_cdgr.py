@@ -165,3 +165,28 @@ def test_headers() -> None:
     assert connectors_included_header(6, 35) == "6/35"
     assert bridge_score_header([2.1, 1.8]) == pytest.approx(1.95)
     assert bridge_score_header([]) == 0.0
+
+
+def test_vectorised_bridge_values_equal_the_rule_on_random_graphs() -> None:
+    """``bridge_values`` must be ``bridge_value`` applied one by one (SPEC-025 §2.4)."""
+    import random
+
+    from crp_stream.core.cdgr import bridge_value, bridge_values
+
+    rng = random.Random(11)
+    for _trial in range(30):
+        nodes = [f"n{i:02d}" for i in range(rng.randint(4, 40))]
+        adj: dict[str, dict[str, float]] = {}
+        for a in nodes:
+            for b in rng.sample(nodes, rng.randint(0, 5)):
+                if a != b:
+                    w = round(rng.uniform(0.6, 1.0), 3)
+                    adj.setdefault(a, {})[b] = w
+                    adj.setdefault(b, {})[a] = w
+        anchors = rng.sample(nodes, rng.randint(2, min(8, len(nodes))))
+        cands = [x for x in nodes if x not in anchors]
+        got, got_bridged = bridge_values(cands, anchors, adj, chunk=7)
+        for i, c in enumerate(cands):
+            want, want_bridged = bridge_value(c, anchors, adj)
+            assert abs(got[i] - want) < 1e-9, (c, got[i], want)
+            assert got_bridged[i] == want_bridged

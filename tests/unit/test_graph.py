@@ -1,0 +1,156 @@
+"""GraphCache: complete adjacency, batched loads, invalidation and bounds (crp_stream/fabric/graph.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from crp_stream.core import cdgr
+from crp_stream.fabric import db
+from crp_stream.fabric.graph import GraphCache
+from crp_stream.fabric.repository import Repository
+
+# a - b - c - d, plus a - e and b - e (a triangle a, b, e), and an isolated f.
+EDGES = [("a", "b", 0.9), ("b", "c", 0.8), ("c", "d", 0.7), ("a", "e", 0.6), ("b", "e", 0.65)]
+
+
+def full_adjacency(edges: Iterable[tuple[str, str, float]]) -> dict[str, dict[str, float]]:
+    adj: dict[str, dict[str, float]] = {}
+    for s, d, w in edges:
+        adj.setdefault(s, {})[d] = w
+        adj.setdefault(d, {})[s] = w
+    return adj
+
+
+class FakeSource:
+    """Behaves like Repository.adjacency: full entries for the asked ids, partial reverse entries."""
+
+    def __init__(self, edges: list[tuple[str, str, float]]):
+        self.full = full_adjacency(edges)
+        self.calls: list[list[str]] = []
+
+    def adjacency(self, fact_ids: Iterable[str]) -> dict[str, dict[str, float]]:
+        ids = sorted(set(fact_ids))
+        self.calls.append(ids)
+        out: dict[str, dict[str, float]] = {}
+        for i in ids:
+            for n, w in self.full.get(i, {}).items():
+                out.setdefault(i, {})[n] = w
+                out.setdefault(n, {})[i] = w  # the partial reverse entry
+        return out
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    eng = db.make_engine(f"sqlite:///{tmp_path / 'fabric.sqlite'}")
+    db.upgrade(eng)
+    yield eng
+    eng.dispose()
+
+
+def test_adjacency_returns_complete_entries_for_requested_ids_only() -> None:
+    src = FakeSource(EDGES)
+    got = GraphCache().adjacency(src, ["c"])
+    assert got == {"c": {"b": 0.8, "d": 0.7}}  # b and d (partial reverse entries) are not returned
+
+
+def test_second_request_is_served_from_memory_and_loads_only_misses() -> None:
+    src = FakeSource(EDGES)
+    cache = GraphCache()
+    cache.adjacency(src, ["a", "b"])
+    got = cache.adjacency(src, ["a", "b", "c"])
+    assert src.calls == [["a", "b"], ["c"]]
+    assert got["a"] == {"b": 0.9, "e": 0.6}
+    assert cache.hits == 2 and cache.misses == 3 and cache.loads == 2
+    cache.adjacency(src, ["a", "c"])
+    assert len(src.calls) == 2  # all hits: no load
+
+
+def test_isolated_fact_is_cached_as_empty() -> None:
+    src = FakeSource(EDGES)
+    cache = GraphCache()
+    assert cache.neighbours(src, "f") == {}
+    assert cache.neighbours(src, "f") == {}
+    assert src.calls == [["f"]]
+
+
+def test_walk_keeps_anchor_edges_that_a_later_hop_would_clobber() -> None:
+    # Loading hop 1 (b, e) through Repository.adjacency returns a partial entry for anchor a
+    # ({b, e} only) and for b/e; merged with dict.update, the anchor-anchor edge a-b would vanish.
+    src = FakeSource(EDGES)
+    adj = GraphCache().walk(src, ["a", "c"], hops=2)
+    assert adj["a"] == {"b": 0.9, "e": 0.6}
+    assert adj["c"] == {"b": 0.8, "d": 0.7}
+    assert adj["b"] == {"a": 0.9, "c": 0.8, "e": 0.65}
+    assert set(adj) == {"a", "b", "c", "d", "e"}
+    assert len(src.calls) == 2  # level 0 then level 1; level 2 is empty (every node already seen)
+
+
+def test_walk_agrees_with_cdgr_on_the_full_graph() -> None:
+    src = FakeSource(EDGES)
+    full = full_adjacency(EDGES)
+    anchors = ["a", "d"]
+    walked = GraphCache().walk(src, anchors, hops=2)
+    found = cdgr.expand_connectors(anchors, walked, 2)
+    assert found == cdgr.expand_connectors(anchors, full, 2) == {"b", "c", "e"}
+    for c in sorted(found):
+        assert cdgr.bridge_value(c, anchors, walked) == cdgr.bridge_value(c, anchors, full)
+
+
+def test_walk_with_zero_hops_loads_the_seeds_only_and_rejects_negative_hops() -> None:
+    src = FakeSource(EDGES)
+    assert GraphCache().walk(src, ["d"], hops=0) == {"d": {"c": 0.7}}
+    with pytest.raises(ValueError):
+        GraphCache().walk(src, ["d"], hops=-1)
+
+
+def test_invalidate_and_sync_force_a_reload() -> None:
+    src = FakeSource(EDGES)
+    cache = GraphCache()
+    cache.adjacency(src, ["a", "b"])
+    src.full["a"]["z"] = 0.7  # a new edge a - z was written
+    src.full.setdefault("z", {})["a"] = 0.7
+    assert "z" not in cache.neighbours(src, "a")  # stale until told
+    cache.invalidate(["a", "z"])
+    assert cache.neighbours(src, "a") == {"b": 0.9, "e": 0.6, "z": 0.7}
+    assert "b" in cache
+    cache.sync("gen-1")
+    assert len(cache) == 0  # first generation seen: nothing cached is trusted
+    cache.adjacency(src, ["b"])
+    cache.sync("gen-1")
+    assert "b" in cache
+    cache.sync(None)
+    assert "b" in cache
+    cache.sync("gen-2")
+    assert "b" not in cache
+
+
+def test_bounded_by_max_nodes_oldest_first() -> None:
+    src = FakeSource(EDGES)
+    cache = GraphCache(max_nodes=3)
+    cache.adjacency(src, ["a", "b"])
+    cache.adjacency(src, ["c", "d"])
+    assert len(cache) == 3 and "a" not in cache and {"b", "c", "d"} <= {k for k in "abcdef" if k in cache}
+    with pytest.raises(ValueError):
+        GraphCache(max_nodes=0)
+
+
+def test_backed_by_the_repository(engine: Engine) -> None:
+    with engine.begin() as conn:
+        Repository(conn).add_edges(EDGES)
+    cache = GraphCache()
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        walked = cache.walk(repo, ["a"], hops=1)
+        assert walked == {"a": {"b": 0.9, "e": 0.6}, "b": {"a": 0.9, "c": 0.8, "e": 0.65},
+                          "e": {"a": 0.6, "b": 0.65}}
+        # the repository's own answer for hop 1 holds a partial entry for a: what the cache avoids
+        assert repo.adjacency(["b", "e"])["a"] == {"b": 0.9, "e": 0.6}
+        assert repo.adjacency(["b"])["a"] == {"b": 0.9}
+    with engine.begin() as conn:
+        Repository(conn).add_edges([("a", "d", 0.61)])
+        cache.invalidate(["a", "d"])
+        assert cache.neighbours(Repository(conn), "a") == {"b": 0.9, "e": 0.6, "d": 0.61}
