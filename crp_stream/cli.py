@@ -326,7 +326,8 @@ def _tail(ns: argparse.Namespace, settings: Settings) -> int:
     shown = 0
     while True:
         for rec in log_.iter_topic(topic, start):
-            sys.stdout.write(format_line(settings.base_topic(rec.topic), rec.key, rec.ts_us, rec.value) + "\n")
+            line = format_line(settings.base_topic(rec.topic), rec.key, rec.ts_us, rec.value, rec.headers)
+            sys.stdout.write(line + "\n")
             start = rec.offset + 1
             shown += 1
             if ns.limit and shown >= ns.limit and not ns.follow:
@@ -386,4 +387,8 @@ def _print_status(fabric: Any, log_: Any, settings: Settings, out: Any = sys.std
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # ``python -m crp_stream.cli``: run the package's module, so that ``CliError`` raised by the
+    # sub-command modules (which import it from ``crp_stream.cli``) is the class ``main`` catches.
+    from crp_stream.cli import main as _main
+
+    sys.exit(_main())

@@ -45,10 +45,21 @@ def make_engine(url: str) -> Engine:
     engine = create_engine(parsed, **kwargs)
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
     return engine
 
 
+def _sqlite_begin(conn: Any) -> None:
+    # pysqlite opens a transaction only before INSERT/UPDATE/DELETE: a SAVEPOINT issued before any of
+    # them (``begin_nested`` around each handler) would start one of its own, and its RELEASE would
+    # COMMIT a handler's effects before the batch (and its consumer offsets) commits. So the driver's
+    # transaction handling is off (``isolation_level = None``) and every SQLAlchemy transaction
+    # starts with an explicit BEGIN (SQLAlchemy's documented pysqlite recipe).
+    conn.exec_driver_sql("BEGIN")
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    dbapi_conn.isolation_level = None
     cur = dbapi_conn.cursor()
     # WAL + synchronous=FULL: a committed effect survives kill -9 and power loss.
     cur.execute("PRAGMA journal_mode=WAL")

@@ -9,7 +9,10 @@ ingested, so a fact's neighbours can be kept in memory between requests.
   ``Repository.adjacency`` also returns for the neighbours are partial and never kept or returned.
 - ``sync(generation)`` drops everything when the fabric's graph generation changed (a value that
   changes whenever another process or transaction added edges); ``invalidate(ids)`` drops the
-  entries of facts that just gained edges, for the writer in the same process.
+  entries of facts that just gained edges, for the writer in the same process; ``written(old, new,
+  ids)`` does both for that writer: it forgets ``ids`` and moves to ``new`` only if the cache was at
+  ``old``, so the next ``sync(new)`` keeps everything else (a rolled-back write leaves the store at
+  ``old``, and ``sync(old)`` then drops everything: never stale).
 - Bounded: past ``max_nodes`` entries the oldest are dropped (FIFO), so memory stays flat.
 - Returned inner mappings are the cache's own: read them, never mutate them.
 - One cache per process; not thread-safe (the runtimes drive one record at a time).
@@ -54,6 +57,15 @@ class GraphCache:
         if generation != self._generation:
             self._adj.clear()
             self._generation = generation
+
+    def written(self, old: object, new: object, fact_ids: Iterable[str]) -> None:
+        """This process moved the graph generation from ``old`` to ``new`` by adding edges of ``fact_ids``."""
+        if self._generation == old:
+            self.invalidate(fact_ids)
+            self._generation = new
+        else:  # another writer came between: nothing cached can be trusted
+            self._adj.clear()
+            self._generation = new
 
     def invalidate(self, fact_ids: Iterable[str]) -> None:
         """Forget the given facts: call with both endpoints of every edge just written."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from typing import Any, cast
 
 from crp_stream import events
@@ -19,13 +20,21 @@ log = logging.getLogger(__name__)
 DEADLETTER = "crp.deadletter"
 AUDIT = "crp.audit"
 ID_HEADER = "crp-id"
+# ``\u0000`` escaped in a JSON string (an odd run of backslashes before it): PostgreSQL cannot store a
+# NUL in text, so it is refused at the edge on every backend alike, instead of failing in the database.
+_NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 
 
 def record_cause(record: Record) -> str:
-    """The derived id every output of this record descends from (stable across redelivery)."""
-    for k, v in record.headers:
-        if k == ID_HEADER:
-            return v.decode("utf-8", "replace")
+    """The derived id every output of this record descends from (stable across redelivery).
+
+    Only our own outputs carry their id in a header; on an input topic the header is the producer's,
+    and honouring it would let a producer give its record another record's cause (and so make the log
+    drop that record's outputs as duplicates)."""
+    if record.topic not in events.INPUT_TOPICS:
+        for k, v in record.headers:
+            if k == ID_HEADER:
+                return v.decode("utf-8", "replace")
     return derive_id(record.topic, str(record.partition), str(record.offset))
 
 
@@ -55,6 +64,9 @@ def _dead(out: Emitter, record: Record, reason: str, audit_type: str = "EVENT_RE
 def apply_record(handler: Handler, record: Record, uow: Any) -> list[Output]:
     """Decode ``record`` and apply it with ``handler``; bad input becomes a dead-letter output."""
     out = Emitter(cause=derive_id(handler.group, record_cause(record)))
+    if b"u0000" in record.value and _NUL_ESCAPE.search(record.value):
+        _dead(out, record, "a string holds a NUL character (\\u0000), which the fabric cannot store")
+        return out.outputs
     try:
         event = events.decode_input(record.topic, record.value, max_bytes=uow.settings.max_record_bytes,
                                     max_facts=uow.settings.max_facts_per_document)

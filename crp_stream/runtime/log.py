@@ -3,15 +3,19 @@
 Each topic has one partition. Offsets are dense per topic. The append time comes from the injected
 clock and never goes backwards, like Kafka's LogAppendTime. An output carries a derived ``record_id``;
 appending the same id twice is a no-op, which makes redelivery after a crash harmless.
+A record may carry headers (Kafka's ``(name, bytes)`` pairs, e.g. ``crp-signature``), kept as JSON.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -23,6 +27,7 @@ CREATE TABLE IF NOT EXISTS records (
     value      BLOB    NOT NULL,
     ts_us      INTEGER NOT NULL,
     record_id  TEXT UNIQUE,
+    headers    TEXT,
     UNIQUE (topic, partition, "offset")
 );
 CREATE TABLE IF NOT EXISTS topic_ends (
@@ -30,6 +35,41 @@ CREATE TABLE IF NOT EXISTS topic_ends (
     next_offset INTEGER NOT NULL
 );
 """
+COLUMNS = 'seq, topic, partition, "offset", key, value, ts_us, record_id, headers'
+
+Headers = tuple[tuple[str, bytes], ...]
+
+
+def encode_headers(headers: Headers) -> str | None:
+    """Headers as JSON text: ``[[name, value], ...]``; a value that is not UTF-8 as ``base64:...``."""
+    if not headers:
+        return None
+    pairs = []
+    for name, value in headers:
+        try:
+            text = value.decode("utf-8")
+            if text.startswith("base64:"):
+                raise UnicodeDecodeError("utf-8", value, 0, 1, "ambiguous prefix")
+        except UnicodeDecodeError:
+            text = "base64:" + base64.b64encode(value).decode("ascii")
+        pairs.append([name, text])
+    return json.dumps(pairs, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_headers(text: str | None) -> Headers:
+    if not text:
+        return ()
+    out = []
+    for name, value in json.loads(text):
+        raw = base64.b64decode(value[7:]) if value.startswith("base64:") else value.encode("utf-8")
+        out.append((str(name), raw))
+    return tuple(out)
+
+
+def _record(row: Sequence[Any]) -> LogRecord:
+    seq, topic, partition, offset, key, value, ts_us, record_id, headers = row
+    return LogRecord(int(seq), topic, int(partition), int(offset), key, bytes(value), int(ts_us), record_id,
+                     decode_headers(headers))
 
 
 @dataclass(frozen=True)
@@ -42,6 +82,7 @@ class LogRecord:
     value: bytes
     ts_us: int
     record_id: str | None
+    headers: Headers = ()
 
 
 @dataclass(frozen=True)
@@ -51,6 +92,7 @@ class Append:
     value: bytes
     record_id: str | None = None
     ts_us: int | None = None  # only replay sets it: the file's ts is the append time
+    headers: Headers = ()
 
 
 class EmbeddedLog:
@@ -65,6 +107,17 @@ class EmbeddedLog:
         # commits the offsets that depend on them.
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        """Logs written before headers existed get the column (NULL: no headers)."""
+        cols = {row[1] for row in self._db.execute("PRAGMA table_info(records)")}
+        if "headers" not in cols:
+            try:
+                self._db.execute("ALTER TABLE records ADD COLUMN headers TEXT")
+            except sqlite3.OperationalError as exc:  # another process added it first
+                if "duplicate column" not in str(exc):
+                    raise
 
     def close(self) -> None:
         self._db.close()
@@ -88,7 +141,16 @@ class EmbeddedLog:
 
     def append(self, items: Sequence[Append]) -> list[LogRecord]:
         """Append atomically; returns the records written (duplicates by record_id are skipped)."""
-        written: list[LogRecord] = []
+        return [rec for rec, new in self.append_outputs(items) if new]
+
+    def append_outputs(self, items: Sequence[Append]) -> list[tuple[LogRecord, bool]]:
+        """Append atomically; for each item, the record in the log and whether this call wrote it.
+
+        An item whose ``record_id`` is already in the log is not written again: the stored record is
+        returned with ``False``, so a runtime redoing a batch still hands it to the consumers that
+        have not seen it, in the order it was caused.
+        """
+        written: list[tuple[LogRecord, bool]] = []
         if not items:
             return written
         with self._lock:
@@ -97,19 +159,21 @@ class EmbeddedLog:
             try:
                 last = self.last_ts()
                 for it in items:
-                    if it.record_id is not None and cur.execute(
-                        "SELECT 1 FROM records WHERE record_id = ?", (it.record_id,)
-                    ).fetchone():
-                        continue
+                    if it.record_id is not None:
+                        old = cur.execute(f"SELECT {COLUMNS} FROM records WHERE record_id = ?",
+                                          (it.record_id,)).fetchone()
+                        if old:
+                            written.append((_record(old), False))
+                            continue
                     ts = it.ts_us if it.ts_us is not None else self._clock()
                     ts = max(ts, last)
                     last = ts
                     row = cur.execute("SELECT next_offset FROM topic_ends WHERE topic = ?", (it.topic,)).fetchone()
                     offset = int(row[0]) if row else 0
                     cur.execute(
-                        'INSERT INTO records (topic, partition, "offset", key, value, ts_us, record_id) '
-                        "VALUES (?, 0, ?, ?, ?, ?, ?)",
-                        (it.topic, offset, it.key, it.value, ts, it.record_id),
+                        'INSERT INTO records (topic, partition, "offset", key, value, ts_us, record_id, headers) '
+                        "VALUES (?, 0, ?, ?, ?, ?, ?, ?)",
+                        (it.topic, offset, it.key, it.value, ts, it.record_id, encode_headers(it.headers)),
                     )
                     seq = int(cur.lastrowid or 0)
                     cur.execute(
@@ -117,7 +181,8 @@ class EmbeddedLog:
                         "ON CONFLICT(topic) DO UPDATE SET next_offset = excluded.next_offset",
                         (it.topic, offset + 1),
                     )
-                    written.append(LogRecord(seq, it.topic, 0, offset, it.key, it.value, ts, it.record_id))
+                    written.append((LogRecord(seq, it.topic, 0, offset, it.key, it.value, ts, it.record_id,
+                                              tuple(it.headers)), True))
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
@@ -128,17 +193,14 @@ class EmbeddedLog:
         if topics:
             marks = ",".join("?" for _ in topics)
             rows = self._db.execute(
-                f'SELECT seq, topic, partition, "offset", key, value, ts_us, record_id FROM records '
-                f"WHERE seq > ? AND topic IN ({marks}) ORDER BY seq LIMIT ?",
+                f"SELECT {COLUMNS} FROM records WHERE seq > ? AND topic IN ({marks}) ORDER BY seq LIMIT ?",
                 (seq, *topics, limit),
             ).fetchall()
         else:
             rows = self._db.execute(
-                'SELECT seq, topic, partition, "offset", key, value, ts_us, record_id FROM records '
-                "WHERE seq > ? ORDER BY seq LIMIT ?",
-                (seq, limit),
+                f"SELECT {COLUMNS} FROM records WHERE seq > ? ORDER BY seq LIMIT ?", (seq, limit)
             ).fetchall()
-        return [LogRecord(*r) for r in rows]
+        return [_record(r) for r in rows]
 
     def seq_of(self, topic: str, offset: int) -> int | None:
         row = self._db.execute(
@@ -150,14 +212,13 @@ class EmbeddedLog:
         cur = from_offset
         while True:
             rows = self._db.execute(
-                'SELECT seq, topic, partition, "offset", key, value, ts_us, record_id FROM records '
-                'WHERE topic = ? AND "offset" >= ? ORDER BY "offset" LIMIT 500',
+                f'SELECT {COLUMNS} FROM records WHERE topic = ? AND "offset" >= ? ORDER BY "offset" LIMIT 500',
                 (topic, cur),
             ).fetchall()
             if not rows:
                 return
             for r in rows:
-                yield LogRecord(*r)
+                yield _record(r)
             cur = rows[-1][3] + 1
 
     def end_offsets(self) -> dict[str, int]:

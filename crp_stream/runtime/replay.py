@@ -2,6 +2,7 @@
 
 Each line's ``ts`` is that record's log-append time, and the latest ``ts`` seen is "now". Every
 output record is written in log order; the same input gives the same bytes (ids are derived).
+A line may carry ``"headers": {"name": "value"}`` (e.g. ``crp-signature``); they reach the handlers.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import tempfile
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from crp_stream.config import Settings
 from crp_stream.processors.base import dt_to_us, rfc3339
@@ -21,14 +22,21 @@ class ReplayError(ValueError):
     pass
 
 
-def format_line(topic: str, key: str | None, ts_us: int, value: bytes) -> str:
+Headers: TypeAlias = tuple[tuple[str, bytes], ...]
+# (topic, key, ts_us, raw) or, when the line has headers, (topic, key, ts_us, raw, headers)
+ReplayRecord: TypeAlias = tuple[str, str | None, int, bytes] | tuple[str, str | None, int, bytes, Headers]
+
+
+def format_line(topic: str, key: str | None, ts_us: int, value: bytes, headers: Headers = ()) -> str:
     try:
         parsed: Any = json.loads(value.decode("utf-8"))
         if not isinstance(parsed, dict):
             parsed = value.decode("utf-8")
     except (UnicodeDecodeError, json.JSONDecodeError):
         parsed = value.decode("utf-8", "replace")
-    line = {"topic": topic, "key": key, "ts": rfc3339(ts_us), "value": parsed}
+    line: dict[str, Any] = {"topic": topic, "key": key, "ts": rfc3339(ts_us), "value": parsed}
+    if headers:
+        line["headers"] = {name: value.decode("utf-8", "replace") for name, value in headers}
     return json.dumps(line, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
 
 
@@ -44,8 +52,17 @@ def parse_ts(text: Any, where: str) -> int:
     return dt_to_us(dt)
 
 
-def read_replay(path: Path) -> list[tuple[str, str | None, int, bytes]]:
-    records = []
+def parse_headers(raw: Any, where: str) -> Headers:
+    """A line's optional ``headers`` object: {"name": "text value"} -> Kafka-style (name, bytes) pairs."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise ReplayError(f"{where}: headers must be an object of string values")
+    return tuple((str(k), v.encode("utf-8")) for k, v in raw.items())
+
+
+def read_replay(path: Path) -> list[ReplayRecord]:
+    records: list[ReplayRecord] = []
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -64,12 +81,13 @@ def read_replay(path: Path) -> list[tuple[str, str | None, int, bytes]]:
         raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else json.dumps(
             value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         key = obj.get("key")
-        records.append((obj["topic"], None if key is None else str(key), parse_ts(obj.get("ts"), where), raw))
+        headers = parse_headers(obj.get("headers"), where)
+        head = (obj["topic"], None if key is None else str(key), parse_ts(obj.get("ts"), where), raw)
+        records.append((*head, headers) if headers else head)
     return records
 
 
-def replay_records(records: list[tuple[str, str | None, int, bytes]], settings: Settings,
-                   workdir: Path) -> list[str]:
+def replay_records(records: list[ReplayRecord], settings: Settings, workdir: Path) -> list[str]:
     from crp_stream.fabric.fabric import Fabric
     from crp_stream.processors import all_handlers
     from crp_stream.runtime.embedded import EmbeddedRuntime
@@ -86,9 +104,9 @@ def replay_records(records: list[tuple[str, str | None, int, bytes]], settings: 
 
     rt = EmbeddedRuntime(fabric, log_, all_handlers(), on_output=collect)
     try:
-        for topic, key, ts, raw in records:
+        for topic, key, ts, raw, *rest in records:
             now["ts"] = max(now["ts"], ts)
-            rt.publish(topic, key, raw, ts_us=now["ts"])
+            rt.publish(topic, key, raw, ts_us=now["ts"], headers=rest[0] if rest else ())
             rt.run_until_idle()
     finally:
         fabric.close()

@@ -154,3 +154,30 @@ def test_backed_by_the_repository(engine: Engine) -> None:
         Repository(conn).add_edges([("a", "d", 0.61)])
         cache.invalidate(["a", "d"])
         assert cache.neighbours(Repository(conn), "a") == {"b": 0.9, "e": 0.6, "d": 0.61}
+
+
+def test_written_by_this_process_keeps_the_rest_of_the_cache_across_the_new_generation() -> None:
+    src = FakeSource(EDGES)
+    cache = GraphCache()
+    cache.sync("3")
+    cache.adjacency(src, ["a", "c"])
+    src.full["c"]["z"] = 0.7  # this process's ingest adds c - z and moves the generation 3 -> 4
+    src.full.setdefault("z", {})["c"] = 0.7
+    cache.written("3", "4", ["c", "z"])
+    cache.sync("4")  # the next request: same generation, nothing dropped but c
+    assert "a" in cache and "c" not in cache
+    assert cache.neighbours(src, "c") == {"b": 0.8, "d": 0.7, "z": 0.7}
+
+
+def test_written_after_another_writer_or_rolled_back_drops_everything() -> None:
+    src = FakeSource(EDGES)
+    cache = GraphCache()
+    cache.sync("3")
+    cache.adjacency(src, ["a"])
+    cache.written("4", "5", ["b"])  # the cache never saw 4: another process wrote in between
+    assert len(cache) == 0
+    cache.adjacency(src, ["a"])
+    cache.written("5", "6", ["b"])
+    assert "a" in cache
+    cache.sync("5")  # the write rolled back: the store is still at 5
+    assert len(cache) == 0

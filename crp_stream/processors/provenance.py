@@ -1,0 +1,57 @@
+"""Admission of documents and telemetry by proven provenance (issue 6, docs/security.md).
+
+With ``signing_keys`` configured, a record speaks for the source it names only when its
+``crp-signature`` header is the HMAC-SHA256 of its value under that source's key. Otherwise:
+
+- ``unsigned_policy = "deadletter"`` (default): ``Rejected("source 'x' is not proven: ...")``, so the
+  record is dead-lettered with an EVENT_REJECTED audit event, like any other bad input;
+- ``unsigned_policy = "untrusted"``: the record is ingested at ``untrusted_trust`` under the single
+  provenance partition ``unproven`` (never under the source it claims: an unproven record must not
+  join, supersede or refresh that source's facts), and an EVENT_REJECTED audit event with
+  ``action: "ingested as untrusted"`` names the claimed source.
+
+Without signing keys every record is admitted as it claims (the development default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from crp_stream.core.ids import derive_id
+from crp_stream.core.provenance import SIGNATURE_HEADER, source_is_proven
+from crp_stream.processors.base import Emitter, Record, Rejected
+from crp_stream.processors.effects import audit
+
+UNPROVEN_SOURCE = "unproven"
+
+
+@dataclass(frozen=True)
+class Admission:
+    event: Any  # the event to ingest (relabelled to the ``unproven`` partition when not proven)
+    trust: float | None  # the trust to record instead of the configured one, or None
+
+
+def admit(event: Any, record: Record, uow: Any, out: Emitter) -> Admission:
+    """Check the claimed source's signature; dead-letter (raise) or downgrade an unproven record."""
+    settings = uow.settings
+    keys = settings.signing_keys
+    if not keys:
+        return Admission(event, None)
+    signatures = [value for name, value in record.headers if name.lower() == SIGNATURE_HEADER]
+    why = source_is_proven(keys, event.source, record.value, signatures)
+    if why is None:
+        return Admission(event, None)
+    reason = f"source {event.source!r} is not proven: {why}"
+    if settings.unsigned_policy != "untrusted":
+        raise Rejected(reason)
+    trust = float(settings.untrusted_trust)
+    audit(uow, out, derive_id(out.cause, "audit", "unproven"), "EVENT_REJECTED", event.source, record.ts_us, {
+        "topic": record.topic, "offset": record.offset, "event_id": event.event_id, "reason": reason,
+        "action": "ingested as untrusted", "claimed_source": event.source, "recorded_source": UNPROVEN_SOURCE,
+        "trust": trust,
+    })
+    return Admission(event.model_copy(update={"source": UNPROVEN_SOURCE, "trust": None}), trust)
+
+
+__all__ = ["UNPROVEN_SOURCE", "Admission", "admit"]

@@ -1,0 +1,119 @@
+"""The vector index as a runtime sees it: failures are transient, and uncommitted writes are undone.
+
+The vector index is not part of the database transaction that commits a batch's effects and offsets.
+Two consequences, both handled here for every runtime:
+
+- **Qdrant unavailable.** Any error of the index (other than a caller's bad argument) is raised as
+  ``VectorUnavailable``, a ``ConnectionError``: the runtime rolls the batch back, commits no offset and
+  retries with backoff until the write succeeds. A record is never dead-lettered because Qdrant is down.
+- **Writes of a batch that did not commit** (a crash, or a rollback) would stay visible to the redo of
+  that batch: a fact superseded or quarantined "in the future", a point whose fact does not exist yet.
+  Before each write, the fact ids are noted in a small journal (SQLite, beside the log); after the batch
+  commits the journal is cleared. ``reconcile`` (at start-up and after a rollback) puts the journaled
+  points back to what the database says: the fact's committed status, or hidden (status
+  ``quarantined``, excluded from every search) when the fact was never committed. The redo writes
+  them again exactly as the first time, since processing is deterministic.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+HIDDEN = "quarantined"  # excluded from search and from similarity neighbours
+_CALLER_ERRORS = (ValueError, TypeError, KeyError)
+
+
+class VectorUnavailable(ConnectionError):
+    """The vector index failed; the runtime retries the batch (transient)."""
+
+
+class VectorJournal:
+    """Fact ids whose vector points were written by a batch that has not committed yet."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # survives kill -9; the batch's log sync covers power loss
+        self._db.execute("CREATE TABLE IF NOT EXISTS pending (fact_id TEXT PRIMARY KEY)")
+        self._seen: set[str] = set()
+
+    def add(self, fact_ids: Sequence[str]) -> None:
+        new = [f for f in fact_ids if f not in self._seen]
+        if not new:
+            return
+        self._db.executemany("INSERT OR IGNORE INTO pending (fact_id) VALUES (?)", [(f,) for f in new])
+        self._seen.update(new)
+
+    def ids(self) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT fact_id FROM pending ORDER BY fact_id")]
+
+    def clear(self) -> None:
+        if self._seen or self._db.execute("SELECT 1 FROM pending LIMIT 1").fetchone():
+            self._db.execute("DELETE FROM pending")
+        self._seen.clear()
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _guarded(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except _CALLER_ERRORS:
+            raise
+        except Exception as exc:
+            raise VectorUnavailable(f"vector index {name} failed: {type(exc).__name__}: {exc}") from exc
+
+    return call
+
+
+class GuardedVectors:
+    """Wraps a ``VectorIndex``: journals writes before they happen, reports failures as transient."""
+
+    def __init__(self, inner: Any, journal: VectorJournal):
+        self.inner = inner
+        self.journal = journal
+
+    def upsert(self, items: Sequence[Any]) -> None:
+        self.journal.add([it.fact_id for it in items])
+        _guarded("upsert", self.inner.upsert)(items)
+
+    def set_status(self, fact_ids: Sequence[str], status: str) -> None:
+        self.journal.add(list(fact_ids))
+        _guarded("set_status", self.inner.set_status)(fact_ids, status)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        return _guarded(name, attr) if callable(attr) else attr
+
+
+def reconcile(fabric: Any, journal: VectorJournal) -> int:
+    """Put every journaled point back to the committed state; returns how many were touched."""
+    ids = journal.ids()
+    if not ids:
+        return 0
+    with fabric.unit_of_work() as uow:
+        rows = uow.repo.facts_by_ids(ids)
+    inner = fabric.vectors.inner if isinstance(fabric.vectors, GuardedVectors) else fabric.vectors
+    by_status: dict[str, list[str]] = {}
+    for fid in ids:
+        by_status.setdefault(rows[fid]["status"] if fid in rows else HIDDEN, []).append(fid)
+    for status, group in sorted(by_status.items()):
+        _guarded("set_status", inner.set_status)(group, status)
+    _guarded("flush", inner.flush)()
+    log.info("vector index: %d points written by an uncommitted batch put back to the committed state "
+             "(%d hidden until redone)", len(ids), sum(1 for f in ids if f not in rows))
+    journal.clear()
+    return len(ids)
+
+
+__all__ = ["HIDDEN", "GuardedVectors", "VectorJournal", "VectorUnavailable", "reconcile"]

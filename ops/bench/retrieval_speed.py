@@ -1,0 +1,440 @@
+"""Envelope assembly latency, in process (no broker), against flat top-K from the same index.
+
+    .venv/bin/python ops/bench/retrieval_speed.py                        # 10k and 100k facts, 200 requests
+    .venv/bin/python ops/bench/retrieval_speed.py --sizes 2000 --requests 50   # quick
+    .venv/bin/python ops/bench/retrieval_speed.py --sizes 100000 --profile     # + cProfile of CDGR
+
+The fabric holds clustered random 384-d unit vectors: topics of 500 facts, each made of 10 sub-topics
+of ~50 facts (same sub-topic cosine ~0.67, same topic ~0.42, other topics ~0), in documents of 50
+facts. It is built with ``--embedder precomputed:bench`` (no calibration, so the seeds' thresholds
+apply: relevance gate 0.55, edges 0.60, contradictions 0.85):
+
+- ``--ingest runtime``: every document goes through the embedded runtime (ingest + arbiter handlers),
+  as it ships. Default up to 20k facts.
+- ``--ingest direct``: rows, vectors and similarity edges written straight through the fabric's
+  ``Repository`` and ``VectorIndex`` (the ingest path runs one exact neighbour query per fact, too
+  slow for 100k in minutes). Edges follow the ingest rule (each fact: its top ``edge_k`` facts with
+  cosine >= ``edge_threshold`` among the facts present when its document arrived), computed with numpy
+  within each topic (cross-topic cosines never reach the threshold). Default above 20k facts.
+
+Then ``--requests`` window requests (sessions of 5 windows: query near a topic, ``--sub-queries``
+sub-queries near three of its sub-topics, ``fact_budget`` 35; a report between windows addresses one
+sub-query and quotes 5 envelope facts, so later windows carry coverage and an n-gram blacklist) run
+through ``dispatch.apply_record`` in a unit of work (the commit is not timed), once with
+``graph_retrieval: off`` (CDR) and once ``on`` (CDGR, max_hops 2) with the fabric's graph cache warm
+from earlier requests (as in a long-running worker), and once more ``on`` with the cache cleared
+before each request (every edge read from the store: the first request after another process
+ingested). Interleaved with every request, in the same run: flat top-K =
+``vectors.search(query, k=fact_budget)``, and flat top-K plus fetching the facts' rows.
+
+Ratios and added milliseconds are against flat top-K measured in the same run. The machine is shared:
+compare the ratios of one run rather than absolute figures across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import re
+import shutil
+import statistics
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import CACHE_DIR, T0_US, Pipeline, code_version, percentile, scratch, vec
+
+from crp_stream.config import Settings
+from crp_stream.core import cdgr
+from crp_stream.core.ids import derive_id
+from crp_stream.fabric.fabric import Fabric
+from crp_stream.fabric.graph import GraphCache
+from crp_stream.fabric.repository import Repository
+from crp_stream.fabric.vectors import VectorIndex, VectorItem
+from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+from crp_stream.processors import assembly
+from crp_stream.processors.base import Record
+from crp_stream.processors.dispatch import apply_record
+from crp_stream.processors.retrieval import RetrievalHandler
+
+MODEL = "bench"
+CORPUS_VERSION = 1  # bump when make_corpus or the build changes: cached built fabrics are keyed by it
+DIM = 384
+TOPIC_SIZE = 500
+SUBTOPICS = 10
+DOC_FACTS = 50
+ALPHA, BETA = 0.65, 0.50  # weights of the topic and sub-topic directions; noise weight varies per fact
+_VOCABULARY = ("latency cache shard replica quorum leader follower lease token bucket window budget "
+         "index vector graph edge anchor bridge fabric stream offset commit snapshot ledger "
+         "policy tenant region zone node pod service gateway proxy route header cookie session "
+         "schema table column tuple batch queue topic partition consumer producer broker")
+WORDS = _VOCABULARY.split()
+
+
+# --- the corpus ------------------------------------------------------------------------------------
+
+@dataclass
+class Corpus:
+    vecs: np.ndarray  # (n, DIM) float32, unit rows
+    topic: np.ndarray  # (n,) topic of each fact
+    sub: np.ndarray  # (n,) sub-topic (0..SUBTOPICS-1) of each fact
+    texts: list[str]
+    docs: list[np.ndarray]  # fact indices of each document, in publication order
+    topic_dirs: np.ndarray
+    sub_dirs: np.ndarray  # (topics, SUBTOPICS, DIM)
+
+
+def unit_rows(m: np.ndarray) -> np.ndarray:
+    return (m / np.linalg.norm(m, axis=-1, keepdims=True)).astype(np.float32)
+
+
+def make_corpus(n: int, seed: int) -> Corpus:
+    rng = np.random.default_rng(seed)
+    topics = max(1, n // TOPIC_SIZE)
+    topic_dirs = unit_rows(rng.standard_normal((topics, DIM)))
+    sub_dirs = unit_rows(rng.standard_normal((topics, SUBTOPICS, DIM)))
+    topic = np.arange(n) % topics
+    sub = (np.arange(n) // topics) % SUBTOPICS
+    gamma = np.sqrt(rng.uniform(0.20, 0.45, n))[:, None]
+    noise = unit_rows(rng.standard_normal((n, DIM)))
+    vecs = unit_rows(ALPHA * topic_dirs[topic] + BETA * sub_dirs[topic, sub] + gamma * noise)
+    words = rng.integers(0, len(WORDS), (n, 8))
+    texts = [f"Topic {topic[i]} area {sub[i]}: record {i} says the {' '.join(WORDS[w] for w in words[i])}."
+             for i in range(n)]
+    # Documents of DOC_FACTS facts of one topic (sub-topics mixed), published in random topic order.
+    docs: list[np.ndarray] = []
+    for t in range(topics):
+        members = rng.permutation(np.flatnonzero(topic == t))
+        docs.extend(members[i:i + DOC_FACTS] for i in range(0, len(members), DOC_FACTS))
+    order = rng.permutation(len(docs))
+    return Corpus(vecs, topic, sub, texts, [docs[i] for i in order], topic_dirs, sub_dirs)
+
+
+# --- building the fabric ---------------------------------------------------------------------------
+
+def build_runtime(corpus: Corpus, workdir: Path) -> Fabric:
+    pipe = Pipeline(workdir, embedder=f"precomputed:{MODEL}")
+    for d, members in enumerate(corpus.docs):
+        doc = {"event_id": f"doc-{d}", "source": "bench", "source_type": "official", "document_id": f"doc-{d}",
+               "embedding_model": MODEL,
+               "facts": [{"text": corpus.texts[i], "embedding": vec(corpus.vecs[i])} for i in members]}
+        pipe.publish("crp.documents", "bench", doc)
+    pipe.log.close()
+    return pipe.fabric
+
+
+def _direct_edges(corpus: Corpus, ids: list[str], edge_k: int, threshold: float) -> list[tuple[str, str, float]]:
+    """The ingest rule, per topic: each fact links to its top edge_k (cos >= threshold) among the facts
+    published up to its own document (its own document included, itself excluded)."""
+    doc_of = np.empty(len(ids), dtype=np.int64)
+    for d, members in enumerate(corpus.docs):
+        doc_of[members] = d
+    edges: list[tuple[str, str, float]] = []
+    for t in range(corpus.topic_dirs.shape[0]):
+        members = np.flatnonzero(corpus.topic == t)
+        members = members[np.argsort(doc_of[members], kind="stable")]
+        sims = corpus.vecs[members] @ corpus.vecs[members].T
+        docs = doc_of[members]
+        for a in range(len(members)):
+            ok = (docs <= docs[a]) & (sims[a] >= threshold)
+            ok[a] = False
+            cand = np.flatnonzero(ok)
+            if cand.size == 0:
+                continue
+            scores = np.round(sims[a, cand].astype(np.float64), 6)
+            top = np.argsort(-scores, kind="stable")[:edge_k]  # ties: publication order, not id (rare)
+            edges.extend((ids[members[a]], ids[members[cand[j]]], float(scores[j])) for j in top)
+    return edges
+
+
+def build_direct(corpus: Corpus, workdir: Path) -> Fabric:
+    fabric = Fabric(Settings(data_dir=workdir, embedder=f"precomputed:{MODEL}"))
+    th = fabric.thresholds()
+    n = len(corpus.texts)
+    ids = [derive_id("fact", "bench", f"doc-{d}", str(pos), str(i))
+           for d, members in enumerate(corpus.docs) for pos, i in enumerate(members)]
+    by_fact = [""] * n
+    for fid, i in zip(ids, (i for m in corpus.docs for i in m), strict=True):
+        by_fact[i] = fid
+    rows: list[dict[str, Any]] = []
+    items: list[VectorItem] = []
+    for d, members in enumerate(corpus.docs):
+        ts = T0_US + (d + 1) * 1_000
+        for pos, i in enumerate(members):
+            rows.append({
+                "fact_id": by_fact[i], "source": "bench", "source_type": "official", "trust": 0.8,
+                "importance": 1.0, "epoch_us": ts, "modified_at_us": ts, "ttl_s": 365 * 86_400.0,
+                "expires_at_us": None, "text": corpus.texts[i], "subject": None, "attribute": None, "value": None,
+                "unit": None, "claim_key": None, "status": "active", "content_hash": derive_id(corpus.texts[i]),
+                "document_id": f"doc-{d}", "position": pos, "origin_event_id": f"doc-{d}", "kind": "document",
+                "extra": None})
+            items.append(VectorItem(by_fact[i], corpus.vecs[i], "active", None, "bench"))
+    edges = _direct_edges(corpus, by_fact, th.edge_k, th.edge_threshold)
+    with fabric.unit_of_work() as uow:
+        fabric.check_model(uow, MODEL, DIM)
+        for s in range(0, len(rows), 5_000):
+            uow.repo.insert_facts(rows[s:s + 5_000])
+        for s in range(0, len(items), 5_000):
+            uow.vectors.upsert(items[s:s + 5_000])
+        for s in range(0, len(edges), 20_000):
+            uow.repo.add_edges(edges[s:s + 20_000])
+        uow.repo.touch_source("bench", "official", 0.8, T0_US)
+    fabric.vectors.flush()
+    return fabric
+
+
+# --- timing ----------------------------------------------------------------------------------------
+
+class Stages:
+    """Wall time per pipeline stage, by wrapping module attributes around each timed request."""
+
+    TARGETS: tuple[tuple[Any, str, str], ...] = (
+        (assembly, "gather", "gather"),
+        (VectorIndex, "search", "  top-K probes (vectors.search)"),
+        (VectorIndex, "search_many", "  top-K probes (vectors.search_many)"),
+        (Repository, "facts_by_ids", "  fact rows (facts_by_ids)"),
+        (EdgeVectorIndex, "get_vectors", "  vectors (get_vectors)"),
+        (assembly, "collapse_duplicates", "collapse duplicates"),
+        (assembly, "_connectors", "CDGR connectors"),
+        (Repository, "adjacency", "  SQL adjacency"),
+        (cdgr, "bridge_values", "  bridge values"),
+        (assembly, "_arbitrate", "conflict arbitration"),
+    )
+
+    def __init__(self) -> None:
+        self.total: dict[str, float] = defaultdict(float)
+        self._targets = [(o, n, lbl) for o, n, lbl in self.TARGETS if hasattr(o, n)]  # the code moves
+
+    @contextmanager
+    def active(self) -> Iterator[None]:
+        saved = []
+        for owner, name, label in self._targets:
+            fn = owner.__dict__.get(name, getattr(owner, name))
+            saved.append((owner, name, fn))
+            setattr(owner, name, self._wrap(getattr(owner, name), label))
+        try:
+            yield
+        finally:
+            for owner, name, fn in saved:
+                setattr(owner, name, fn)
+
+    def _wrap(self, fn: Callable[..., Any], label: str) -> Callable[..., Any]:
+        total = self.total
+
+        def timed(*args: Any, **kw: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kw)
+            finally:
+                total[label] += time.perf_counter() - t
+
+        return timed
+
+
+@dataclass
+class Session:
+    topic: int
+    subs: list[int]
+    query: np.ndarray
+    sub_vecs: list[np.ndarray]
+
+
+def make_sessions(corpus: Corpus, count: int, n_sub: int, seed: int) -> list[Session]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        t = int(rng.integers(0, corpus.topic_dirs.shape[0]))
+        subs = [int(s) for s in rng.choice(SUBTOPICS, size=min(n_sub, SUBTOPICS), replace=False)]
+        q = unit_rows(corpus.topic_dirs[t] + 0.3 * unit_rows(rng.standard_normal(DIM)))
+        sv = [unit_rows(ALPHA * corpus.topic_dirs[t] + BETA * corpus.sub_dirs[t, s]
+                        + 0.2 * unit_rows(rng.standard_normal(DIM))) for s in subs]
+        out.append(Session(t, subs, q, sv))
+    return out
+
+
+class Runner:
+    def __init__(self, fabric: Fabric, budget: int):
+        self.fabric = fabric
+        self.budget = budget
+        self.cold_graph = GraphCache()
+        self.handler = RetrievalHandler()
+        self.handler.bind(fabric)
+        self.offset = 0
+        self.now = T0_US + 10**9  # well after the corpus
+        self.lat: dict[str, list[float]] = defaultdict(list)
+        self.facts_out: dict[str, list[int]] = defaultdict(list)
+        self.connectors: dict[str, list[int]] = defaultdict(list)
+
+    def _record(self, topic: str, key: str, value: dict[str, Any]) -> Record:
+        import json
+
+        self.offset += 1
+        self.now += 1_000
+        return Record(topic, 0, self.offset, key, json.dumps(value, separators=(",", ":")).encode(), self.now)
+
+    def flat(self, q: np.ndarray) -> None:
+        now_s = self.now / 1e6
+        with self.fabric.unit_of_work() as uow:
+            t = time.perf_counter()
+            hits = uow.vectors.search(q, self.budget, now_s)
+            self.lat["flat top-K"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            hits = uow.vectors.search(q, self.budget, now_s)
+            uow.repo.facts_by_ids([h[0] for h in hits])
+            self.lat["flat top-K + rows"].append(time.perf_counter() - t)
+
+    def session(self, label: str, s: Session, sid: str, graph: bool, stages: Stages, windows: int = 5,
+                cold: bool = False) -> None:
+        warm = self.fabric.graph
+        if cold:  # a cache of its own, so the warm passes keep theirs
+            self.fabric.graph = self.cold_graph
+        try:
+            self._session(label, s, sid, graph, stages, windows, cold)
+        finally:
+            self.fabric.graph = warm
+
+    def _session(self, label: str, s: Session, sid: str, graph: bool, stages: Stages, windows: int,
+                 cold: bool) -> None:
+        import json
+
+        subs = [{"id": f"sq{j}", "text": f"area {s.subs[j]} of topic {s.topic}", "embedding": vec(v)}
+                for j, v in enumerate(s.sub_vecs)]
+        for w in range(1, windows + 1):
+            req: dict[str, Any] = {
+                "request_id": f"{sid}-w{w}", "session_id": sid, "window": w,
+                "query": {"text": f"Explain topic {s.topic}", "embedding": vec(s.query)},
+                "fact_budget": self.budget, "max_windows": windows, "embedding_model": MODEL,
+                "policy": {"graph_retrieval": "on" if graph else "off"}}
+            if w == 1:
+                req["sub_queries"] = subs
+            self.flat(s.query)
+            if cold:  # as right after an ingest in another process: every edge read from the store
+                self.cold_graph.clear()
+            rec = self._record("crp.window.requests", sid, req)
+            with self.fabric.unit_of_work() as uow, stages.active():
+                t = time.perf_counter()
+                outs = apply_record(self.handler, rec, uow)
+                self.lat[label].append(time.perf_counter() - t)
+            env = next((json.loads(o.value) for o in outs if o.topic == "crp.envelopes"), None)
+            if env is None:
+                raise RuntimeError(f"{sid} window {w}: no envelope: {[o.value[:300] for o in outs]}")
+            self.facts_out[label].append(len(env["facts"]))
+            self.connectors[label].append(sum(f["role"] == "connector" for f in env["facts"]))
+            addressed = [{"id": f"sq{w - 1}", "depth": 0.8}] if w - 1 < len(subs) else []
+            rep = {"session_id": sid, "window": w, "addressed": addressed,
+                   "output_text": " ".join(f["text"] for f in env["facts"][:5]),
+                   "completeness": min(1.0, w / max(1, len(subs)))}
+            with self.fabric.unit_of_work() as uow:
+                apply_record(self.handler, self._record("crp.window.reports", sid, rep), uow)
+
+
+def report_size(n: int, runner: Runner, stages: dict[str, Stages], passes: list[str]) -> None:
+    ms = {k: [x * 1e3 for x in v] for k, v in runner.lat.items()}
+    flat = ms["flat top-K"]
+    f50, f99 = statistics.median(flat), percentile(flat, 99)
+    print(f"\n{n:,} facts, fact_budget {runner.budget}, {len(flat)} flat queries "
+          f"(p50 {f50:.2f} ms, p99 {f99:.2f} ms):")
+    print(f"  {'':<34}{'p50 ms':>9}{'p99 ms':>9}{'mean':>9}{'p50/flat':>10}{'p99/flat':>10}{'+p50 ms':>9}"
+          f"{'+p99 ms':>9}{'facts':>7}{'conn':>6}")
+    for name in ["flat top-K", "flat top-K + rows", *passes]:
+        xs = ms[name]
+        p50, p99 = statistics.median(xs), percentile(xs, 99)
+        facts = f"{statistics.mean(runner.facts_out[name]):7.1f}{statistics.mean(runner.connectors[name]):6.1f}" \
+            if name in runner.facts_out else ""
+        print(f"  {name:<34}{p50:9.2f}{p99:9.2f}{statistics.mean(xs):9.2f}{p50 / f50:10.1f}{p99 / f99:10.1f}"
+              f"{p50 - f50:9.2f}{p99 - f99:9.2f}{facts}")
+    for name in passes:
+        total = sum(runner.lat[name])
+        count = len(runner.lat[name])
+        print(f"  where '{name}' spends its time (mean ms per request, share):")
+        for label, v in stages[name].total.items():
+            print(f"    {label:<36}{1e3 * v / count:9.2f} ms {100 * v / total:5.0f}%")
+
+
+def bench(n: int, requests: int, budget: int, n_sub: int, ingest: str, cold: bool, profile: bool,
+          seed: int, rebuild: bool) -> None:
+    corpus = make_corpus(n, seed)
+    mode = ingest if ingest != "auto" else ("runtime" if n <= 20_000 else "direct")
+    with scratch("crp-bench-speed-") as tmp:
+        settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}")
+        head = re.sub(r"\W+", "", code_version().split()[1])  # another commit builds its own fabric
+        cached = CACHE_DIR / f"speed-fabric-{n}-{seed}-{mode}-v{CORPUS_VERSION}-{head}"
+        if cached.is_dir() and not rebuild:
+            shutil.copytree(cached, tmp, dirs_exist_ok=True)
+            how = f"reused from {cached} (built by {mode} ingest; --rebuild to rebuild)"
+        else:
+            t = time.perf_counter()
+            built = build_runtime(corpus, tmp) if mode == "runtime" else build_direct(corpus, tmp)
+            took = time.perf_counter() - t
+            built.close()
+            how = f"built by {mode} ingest in {took:.0f} s ({n / took:,.0f} facts/s)"
+            shutil.rmtree(cached, ignore_errors=True)
+            shutil.copytree(tmp, cached.with_suffix(".tmp"), dirs_exist_ok=True)
+            cached.with_suffix(".tmp").rename(cached)
+        fabric = Fabric(settings)
+        with fabric.unit_of_work() as uow:
+            edges = uow.repo.edge_count()
+        print(f"{n:,} facts in {len(corpus.docs)} documents, {edges:,} similarity edges; {how}; "
+              f"{fabric.thresholds()}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+        sessions = make_sessions(corpus, max(1, requests // 5), n_sub, seed + 1)
+        runner = Runner(fabric, budget)
+        passes = ["envelope, graph off (CDR)", "envelope, graph on (CDGR)", "envelope, CDGR, cold graph cache"]
+        if not cold:
+            passes.pop()
+        stages = {p: Stages() for p in passes}
+        prof = cProfile.Profile() if profile else None
+        for i, s in enumerate(sessions):
+            runner.session(passes[0], s, f"off-{i}", False, stages[passes[0]])
+            if prof:
+                prof.enable()
+            runner.session(passes[1], s, f"on-{i}", True, stages[passes[1]])
+            if prof:
+                prof.disable()
+            if cold:
+                runner.session(passes[2], s, f"cold-{i}", True, stages[passes[2]], cold=True)
+        report_size(n, runner, stages, passes)
+        print(f"  load average after: {os.getloadavg()[0]:.1f}")
+        g = fabric.graph
+        print(f"  graph cache after the run: {len(g):,} facts, hit rate {g.hits / max(1, g.hits + g.misses):.0%}, "
+              f"{g.loads} SQL loads")
+        if prof:
+            for key in ("cumulative", "tottime"):
+                buf = io.StringIO()
+                pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(22)
+                text = buf.getvalue()
+                print(f"\ncProfile of the graph-on pass at {n:,} facts, by {key}:")
+                print(text[text.index("   ncalls"):].rstrip())
+        fabric.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10000,100000", help="comma-separated fact counts")
+    ap.add_argument("--requests", type=int, default=200, help="window requests per pass (sessions of 5)")
+    ap.add_argument("--budget", type=int, default=35, help="fact_budget of every request, and flat K")
+    ap.add_argument("--sub-queries", type=int, default=3)
+    ap.add_argument("--ingest", choices=("auto", "runtime", "direct"), default="auto")
+    ap.add_argument("--no-cold", action="store_true", help="skip the CDGR pass with a cold graph cache")
+    ap.add_argument("--profile", action="store_true", help="cProfile the graph-on pass")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--rebuild", action="store_true", help="rebuild the fabric even if a built copy is cached")
+    a = ap.parse_args()
+    print(f"crp-stream {code_version()}")
+    for n in (int(x) for x in a.sizes.split(",")):
+        bench(n, a.requests, a.budget, a.sub_queries, a.ingest, not a.no_cold, a.profile, a.seed, a.rebuild)
+
+
+if __name__ == "__main__":
+    main()
