@@ -23,12 +23,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from crp_stream.config import Settings  # noqa: E402
-from crp_stream.fabric.fabric import Fabric  # noqa: E402
-from crp_stream.fabric.vectors import VectorItem  # noqa: E402
-from crp_stream.processors import all_handlers  # noqa: E402
-from crp_stream.runtime.embedded import EmbeddedRuntime  # noqa: E402
-from crp_stream.runtime.log import Append, EmbeddedLog  # noqa: E402
+from crp_stream.config import Settings
+from crp_stream.fabric.fabric import Fabric
+from crp_stream.fabric.vectors import VectorItem
+from crp_stream.processors import all_handlers
+from crp_stream.runtime.embedded import EmbeddedRuntime
+from crp_stream.runtime.log import Append, EmbeddedLog
 
 DIM = 384
 MODEL = "bench-384"
