@@ -136,7 +136,9 @@ class EmbeddedLog:
                     os.close(fd)
 
     def last_ts(self) -> int:
-        row = self._db.execute("SELECT MAX(ts_us) FROM records").fetchone()
+        # Append times never go backwards, so the newest record holds the maximum: a primary-key
+        # lookup, not MAX() over every row (which walked each large value's overflow pages).
+        row = self._db.execute("SELECT ts_us FROM records ORDER BY seq DESC LIMIT 1").fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
     def append(self, items: Sequence[Append]) -> list[LogRecord]:

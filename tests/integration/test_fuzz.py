@@ -357,3 +357,11 @@ def test_small_fuzz_every_topic(tmp_path: Path) -> None:
 def test_small_fuzz_on_postgresql(tmp_path: Path) -> None:
     fuzz = fuzz_run(tmp_path, examples=4, per_example=60, database_url=fresh_postgres_url())
     assert fuzz.hostile >= 200
+
+
+@pytest.mark.heavy
+def test_ten_thousand_hostile_records(tmp_path: Path) -> None:
+    fuzz = fuzz_run(tmp_path, examples=105, per_example=100)
+    assert fuzz.hostile >= 10_000, fuzz.hostile
+    assert fuzz.valid >= 1_400
+    assert min(fuzz.kinds.values()) >= 200, fuzz.kinds  # every kind of hostility, many times
