@@ -28,12 +28,11 @@ from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.base import Handler, Output, Record
 from crp_stream.processors.dispatch import ID_HEADER, apply_record, internal_error_output
 from crp_stream.runtime.log import Append, EmbeddedLog, Headers, LogRecord
-from crp_stream.runtime.transient import TRANSIENT_TYPES, is_transient
+from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
 
 log = logging.getLogger("crp_stream.runtime")
 
-TRANSIENT = TRANSIENT_TYPES  # kept for callers; ``is_transient`` also knows invalidated connections
 
 
 def system_clock() -> int:

@@ -58,7 +58,6 @@ from typing import Any, cast
 
 import faust
 from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from crp_stream.config import ConfigError, Settings
 from crp_stream.fabric import db
@@ -69,11 +68,11 @@ from crp_stream.processors.dispatch import apply_record, internal_error_output
 from crp_stream.runtime.kafka_delivery import Routed, load_outbox, outbox_key, route, save_outbox
 from crp_stream.runtime.kafka_topics import bootstrap_servers, ensure_topics
 from crp_stream.runtime.metrics import CONTENT_TYPE_LATEST, Metrics
+from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
 
 log = logging.getLogger("crp_stream.kafka")
 
-TRANSIENT = (OperationalError, DBAPIError, ConnectionError, TimeoutError)
 GROUPS = ("ingest", "arbiter", "retrieval", "operator")
 LOG_APPEND_TIME = 1
 MIGRATION_LOCK = 0x637270  # pg advisory lock: workers starting together migrate one at a time
@@ -266,7 +265,9 @@ class KafkaWorker:
         while True:
             try:
                 return await loop.run_in_executor(self._executor, fn)
-            except TRANSIENT as exc:
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
                 self.last_error = f"{what}: {type(exc).__name__}"
                 log.warning("%s: transient error, retrying in %.2fs: %s", what, delay, type(exc).__name__)
                 await asyncio.sleep(delay)
@@ -284,14 +285,15 @@ class KafkaWorker:
                 result = await loop.run_in_executor(self._executor, self._apply_sync, h, record, None)
                 self.last_error = None
                 return result
-            except TRANSIENT as exc:
-                self.metrics.errors.labels(group=h.group, kind="transient").inc()
-                self.last_error = f"{where}: {type(exc).__name__}"
-                log.warning("%s: transient error (attempt %d), retrying in %.2fs: %s: %s", where, attempt, delay,
-                            type(exc).__name__, (str(exc).splitlines() or [""])[0][:200])
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
             except Exception as exc:
+                if is_transient(exc):
+                    self.metrics.errors.labels(group=h.group, kind="transient").inc()
+                    self.last_error = f"{where}: {type(exc).__name__}"
+                    log.warning("%s: transient error (attempt %d), retrying in %.2fs: %s: %s", where, attempt,
+                                delay, type(exc).__name__, (str(exc).splitlines() or [""])[0][:200])
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
                 self.metrics.errors.labels(group=h.group, kind="error").inc()
                 if attempt < self.max_attempts:
                     log.warning("%s: error (attempt %d): %s: %s", where, attempt, type(exc).__name__, exc)
@@ -328,7 +330,10 @@ class KafkaWorker:
         """After a rollback: put the vector points the record wrote back to the committed state."""
         try:
             reconcile(self.fabric, self.journal)
-        except TRANSIENT as exc:  # the index is still down: the retry reconciles again
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            # the index is still down: the retry reconciles again
             log.warning("vector index not reconciled yet: %s", exc)
 
     async def _produce(self, routed: Sequence[Routed]) -> None:
