@@ -223,7 +223,7 @@ def _run(ns: argparse.Namespace, settings: Settings) -> int:
     rt = open_embedded(settings)
     log = logging.getLogger("crp_stream.run")
     if ns.sample:
-        n = publish_lines(rt, sample_path().read_text(encoding="utf-8").splitlines(), str(sample_path()))
+        n = publish_lines(rt.publish, sample_path().read_text(encoding="utf-8"), str(sample_path()))
         log.info("published %d sample records from %s", n, sample_path())
     log.info("embedded run: data=%s model=%s", settings.data_dir, rt.fabric.embedder.model_id)
     try:
@@ -251,24 +251,18 @@ def sample_path() -> Path:
     return Path(__file__).resolve().parents[1] / "ops" / "sample" / "sample.jsonl"
 
 
-def publish_lines(rt: Any, lines: Sequence[str], origin: str) -> int:
+def publish_lines(publish: Any, text: str, origin: str) -> int:
+    """Publish replay-format lines; their ``ts`` is ignored, the log stamps the time."""
+    from crp_stream.runtime.replay import ReplayError, json_lines, parse_headers, raw_value
+
     n = 0
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CliError(f"{origin}:{i}: not a JSON line: {exc.msg}") from None
-        if not isinstance(obj, dict) or "topic" not in obj or "value" not in obj:
-            raise CliError(f"{origin}:{i}: expected {{topic, key, value}}")
-        value = obj["value"]
-        raw = value.encode("utf-8") if isinstance(value, str) else json.dumps(value, ensure_ascii=False).encode()
-        headers = obj.get("headers") or {}
-        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
-            raise CliError(f"{origin}:{i}: headers must be an object of string values")
-        rt.publish(str(obj["topic"]), obj.get("key"), raw, headers=tuple((k, v.encode()) for k, v in headers.items()))
-        n += 1
+    try:
+        for where, _line, obj in json_lines(text, origin):
+            headers = parse_headers(obj.get("headers"), where)
+            publish(obj["topic"], obj.get("key"), raw_value(obj["value"]), headers=headers)
+            n += 1
+    except ReplayError as exc:
+        raise CliError(str(exc)) from None
     return n
 
 
@@ -279,13 +273,11 @@ def _publish(ns: argparse.Namespace, settings: Settings) -> int:
     log_ = EmbeddedLog(settings.log_path, system_clock)
     if len(ns.args) == 1:
         path = Path(ns.args[0])
-        lines = _read(path).splitlines()
 
-        class _Pub:
-            def publish(self, topic: str, key: str | None, raw: bytes, headers: Any = ()) -> None:
-                log_.append([Append(settings.topic(topic), key, raw, headers=headers)])
+        def publish(topic: str, key: str | None, raw: bytes, headers: Any = ()) -> None:
+            log_.append([Append(settings.topic(topic), key, raw, headers=headers)])
 
-        n = publish_lines(_Pub(), lines, str(path))
+        n = publish_lines(publish, _read(path), str(path))
     elif len(ns.args) == 2:
         topic, path = ns.args[0], Path(ns.args[1])
         text = _read(path)

@@ -19,6 +19,7 @@ from typing import Any
 
 from crp_stream import redaction
 from crp_stream.core.provenance import SIGNATURE_HEADER, sign_value
+from crp_stream.runtime.replay import ReplayError, json_lines, raw_value
 
 SIGNED_TOPICS = ("crp.documents", "crp.telemetry")
 
@@ -31,13 +32,6 @@ def add_command(sub: Any) -> None:
                     help="environment variable that holds the source's signing key")
     sg.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sg.add_argument("--log-format", choices=["text", "json"])
-
-
-def raw_value(value: Any) -> bytes:
-    """The bytes a replay line's value stands for (a string is the raw text; an object, compact JSON)."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "surrogatepass")
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def claimed_source(raw: bytes) -> str | None:
@@ -78,15 +72,11 @@ def run(ns: argparse.Namespace) -> int:
         raise CliError(f"{ns.file}: not UTF-8 text") from None
     signed = kept = 0
     out = sys.stdout
-    for i, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CliError(f"{ns.file}:{i}: not a JSON line: {exc.msg}") from None
-        if not isinstance(obj, dict) or "topic" not in obj or "value" not in obj:
-            raise CliError(f"{ns.file}:{i}: expected an object with topic, key, ts and value")
+    try:
+        lines = list(json_lines(text, ns.file))
+    except ReplayError as exc:
+        raise CliError(str(exc)) from None
+    for _where, line, obj in lines:
         result = sign_line(obj, ns.source, key)
         if result is None:
             kept += 1

@@ -100,10 +100,10 @@ class IngestHandler(Handler):
         edges = self._edges(uow, items)
         uow.repo.insert_facts(rows)
         uow.repo.add_edges(edges)
-        if edges:  # other processes' graph caches see a new generation; ours forgets these nodes
+        if edges:  # other processes' graph caches see a new generation; ours forgets only these nodes
             gen = int(uow.repo.get_meta("graph_generation") or "0") + 1
             uow.repo.set_meta("graph_generation", str(gen))
-            uow.fabric.graph.invalidate({x for a, b, _w in edges for x in (a, b)})
+            uow.fabric.graph.written(str(gen - 1), str(gen), {x for a, b, _w in edges for x in (a, b)})
         uow.repo.touch_source(event.source, source_type, trust, epoch_us)
         for row in rows:
             fact = events.FactRecorded(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -61,28 +62,39 @@ def parse_headers(raw: Any, where: str) -> Headers:
     return tuple((str(k), v.encode("utf-8")) for k, v in raw.items())
 
 
-def read_replay(path: Path) -> list[ReplayRecord]:
-    records: list[ReplayRecord] = []
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ReplayError(f"{path}: {exc.strerror}") from None
+def raw_value(value: Any) -> bytes:
+    """The bytes a replay line's value stands for (a string is the raw text; an object, compact JSON)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def json_lines(text: str, origin: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """Each non-blank line of replay-format ``text`` as ``(where, line, object)``; bad lines raise."""
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        where = f"{path}:{i}"
+        where = f"{origin}:{i}"
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ReplayError(f"{where}: not a JSON line: {exc.msg}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("topic"), str) or "value" not in obj:
             raise ReplayError(f"{where}: expected an object with topic, key, ts and value")
-        value = obj["value"]
-        raw = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else json.dumps(
-            value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        yield where, line, obj
+
+
+def read_replay(path: Path) -> list[ReplayRecord]:
+    records: list[ReplayRecord] = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ReplayError(f"{path}: {exc.strerror}") from None
+    for where, _line, obj in json_lines(text, str(path)):
         key = obj.get("key")
         headers = parse_headers(obj.get("headers"), where)
-        head = (obj["topic"], None if key is None else str(key), parse_ts(obj.get("ts"), where), raw)
+        ts = parse_ts(obj.get("ts"), where)
+        head = (obj["topic"], None if key is None else str(key), ts, raw_value(obj["value"]))
         records.append((*head, headers) if headers else head)
     return records
 

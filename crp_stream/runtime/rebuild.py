@@ -1,0 +1,109 @@
+"""Rebuild the projections (database, vector index) from the embedded log: ``crp-stream rebuild``.
+
+The topics are the source of truth: the projections are dropped and the log's input topics replayed
+into them (docs/reliability.md). The CLI in ``crp_stream/cli_rebuild.py`` only checks and prints.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import inspect, select
+
+from crp_stream.config import Settings
+from crp_stream.fabric import db
+from crp_stream.fabric import tables as t
+from crp_stream.fabric.fabric import DIM_KEY, MODEL_KEY, THRESHOLDS_PREFIX, Fabric, open_vector_index
+from crp_stream.processors import all_handlers
+from crp_stream.runtime import projections
+from crp_stream.runtime.embedded import EmbeddedRuntime, system_clock
+from crp_stream.runtime.log import EmbeddedLog
+
+log = logging.getLogger("crp_stream.rebuild")
+
+
+@dataclass
+class RebuildResult:
+    consumed: int
+    handled: int
+    grown: dict[str, int]  # topics whose log grew: records the old run never derived
+    restored: int  # audit rows re-appended from the old audit log
+    differences: list[str] = field(default_factory=list)
+    digest: str | None = None  # of the rebuilt projections, when verified
+
+
+def rebuild(settings: Settings, verify: bool) -> RebuildResult:
+    """Drop and re-derive the projections; with ``verify``, compare them with the dropped ones."""
+    log_ = EmbeddedLog(settings.log_path, system_clock)
+    engine = db.make_engine(settings.database)
+    before: dict[str, Any] = {}
+    meta_rows: list[dict[str, Any]] = []
+    audit_rows: list[dict[str, Any]] = []
+    if "facts" in inspect(engine).get_table_names():
+        if verify:
+            before = _snapshot(engine, settings)
+        with engine.connect() as conn:
+            meta_rows = [dict(r._mapping) for r in conn.execute(select(t.meta))
+                         if r.key in (MODEL_KEY, DIM_KEY) or r.key.startswith(THRESHOLDS_PREFIX)]
+            audit_rows = [dict(r._mapping) for r in conn.execute(select(t.audit_log).order_by(t.audit_log.c.seq))]
+    ends_before = log_.end_offsets()
+    log.info("rebuild: dropping the projections (database %s, vectors %s)", engine.url.render_as_string(),
+             settings.vectors)
+    db.downgrade(engine)
+    db.upgrade(engine)
+    with engine.begin() as conn:
+        for row in meta_rows:
+            conn.execute(t.meta.insert().values(**row))
+    fabric = Fabric(settings, engine=engine, migrate=False)
+    try:
+        fabric.vectors.delete_all()
+        rt = EmbeddedRuntime(fabric, log_, all_handlers(), rederive=True)
+        rt.journal.clear()
+        n = rt.run_until_idle()
+        rt.finish_rederive()
+        restored = _restore_audit(fabric, audit_rows)
+        fabric.vectors.flush()
+        rt.journal.close()
+    finally:
+        fabric.close()
+    grown = {tp: end - ends_before.get(tp, 0) for tp, end in log_.end_offsets().items()
+             if end != ends_before.get(tp, 0)}
+    log_.close()
+    result = RebuildResult(sum(rt.stats.processed.values()), n, grown, restored)
+    if verify and before:
+        engine = db.make_engine(settings.database)
+        try:
+            after = _snapshot(engine, settings)
+        finally:
+            engine.dispose()
+        result.differences = projections.differences(before, after)
+        result.digest = projections.digest(after)
+    return result
+
+
+def _snapshot(engine: Any, settings: Settings) -> dict[str, Any]:
+    snap: dict[str, Any] = projections.tables_snapshot(engine)
+    vectors = open_vector_index(settings.vectors)
+    try:
+        snap["vectors"] = projections.vectors_snapshot(vectors, [r["fact_id"] for r in snap["facts"]])
+    finally:
+        vectors.close()
+    return snap
+
+
+def _restore_audit(fabric: Any, old_rows: list[dict[str, Any]]) -> int:
+    """Append, in their old order, the audit rows the rebuild did not derive again."""
+    restored = 0
+    with fabric.unit_of_work() as uow:
+        for row in old_rows:
+            if not uow.repo.audit_exists(row["event_id"]):
+                uow.repo.append_audit(row["event_id"], row["audit_type"], row["at_us"], row["key"],
+                                      json.loads(row["details"]))
+                restored += 1
+    return restored
+
+
+__all__ = ["RebuildResult", "rebuild"]
