@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
+from sqlalchemy.exc import DBAPIError
 
 from crp_stream.fabric import db
 from crp_stream.fabric.repository import Repository
@@ -118,6 +119,22 @@ def test_audit_log_has_no_update_or_delete_path() -> None:
     src = pyinspect.getsource(repository)
     assert "update(t.audit_log" not in src and "delete(t.audit_log" not in src
     assert "t.audit_log.update" not in src and "t.audit_log.delete" not in src
+
+
+@pytest.mark.parametrize("statement", ["UPDATE audit_log SET details = '{}'", "DELETE FROM audit_log"])
+def test_the_database_refuses_to_change_or_delete_audit_rows(engine: Engine, statement: str) -> None:
+    with engine.begin() as conn:
+        Repository(conn).append_audit("e1", "STALE_HIGH_TRUST", 1, "k", {"n": 1})
+    with pytest.raises(DBAPIError, match="audit_log is append-only"), engine.begin() as conn:
+        conn.execute(text(statement))
+    with engine.begin() as conn:
+        assert [(a["event_id"], a["details"]) for a in Repository(conn).audit()] == [("e1", {"n": 1})]
+        Repository(conn).append_audit("e2", "REFRESH_REQUESTED", 2, "k", {})  # appending still works
+    if engine.dialect.name == "postgresql":
+        with pytest.raises(DBAPIError, match="audit_log is append-only"), engine.begin() as conn:
+            conn.execute(text("TRUNCATE audit_log"))
+    db.downgrade(engine)  # a rebuild drops the table with its triggers
+    db.upgrade(engine)
 
 
 def test_refresh_and_quarantine_lifecycle(engine: Engine) -> None:
