@@ -146,11 +146,36 @@ def _entity_like(token: str) -> bool:
     return token[:1].isupper() or any(c.isdigit() for c in token) or any(c.isupper() for c in token[1:])
 
 
+# Verbs that open a predicate; other verbs are recognised by their -s/-ed ending.
+_PREDICATE_VERBS = frozenset({
+    "is", "are", "was", "were", "be", "been", "being", "am", "has", "have", "had", "do", "does", "did",
+    "can", "could", "will", "would", "shall", "should", "may", "might", "must", "use", "run", "ran",
+    "become", "became", "remain", "remains", "stay", "stays", "hold", "holds", "held", "keep", "kept",
+    "listen", "default", "point", "map", "go", "went", "win", "won", "lead", "led", "make", "made",
+})
+
+
+def _has_predicate(prefix: Sequence[str], orig: Sequence[str]) -> bool:
+    """Does the shared prefix contain a verb, i.e. does a substitution after it sit in the predicate?"""
+    for k, (low, word) in enumerate(zip(prefix, orig, strict=True)):
+        if low in _PREDICATE_VERBS:
+            return True
+        if k > 0 and word.islower() and len(low) > 3 and low.endswith(("s", "ed")) and not low.endswith("ss"):
+            return True
+    return False
+
+
 def _text_conflict(a: str, b: str) -> str | None:
     la, oa, na = _claim_tokens(a)
     lb, ob, nb = _claim_tokens(b)
     if la == lb:
-        return None if _same_numbers(na, nb) else NUMBER_CHANGED
+        if _same_numbers(na, nb):
+            return None
+        # Only a number in the predicate is a value: "The 1984-85 team ..." vs "The 1989-90 team ..."
+        # are two subjects.
+        slots = [k for k, tok in enumerate(la) if tok.startswith("\x00num")]
+        first = next(k for k, x, y in zip(slots, na, nb, strict=True) if not _same_numbers([x], [y]))
+        return NUMBER_CHANGED if _has_predicate(la[:first], oa[:first]) else None
     ca = [t for t in la if t != _NEG]
     cb = [t for t in lb if t != _NEG]
     if ca == cb and _same_numbers(na, nb) and (len(la) - len(ca)) % 2 != (len(lb) - len(cb)) % 2:
@@ -165,7 +190,11 @@ def _text_conflict(a: str, b: str) -> str | None:
     if any(t == _NEG or t.startswith("\x00num") for t in span_a + span_b):
         return None
     entity = oa[p : len(oa) - s] + ob[p : len(ob) - s]
-    return ENTITY_SUBSTITUTED if any(_entity_like(t) for t in entity) else None
+    if not any(_entity_like(t) for t in entity):
+        return None
+    # A different name before the predicate is a different subject ("A is a director" vs "B is a
+    # director"), not two values of one claim.
+    return ENTITY_SUBSTITUTED if _has_predicate(la[:p], oa[:p]) else None
 
 
 def _claim_key(f: FactView) -> tuple[str, str] | None:
@@ -215,7 +244,8 @@ def values_conflict(a: FactView, b: FactView) -> str | None:
     values do (numbers -> NUMBER_CHANGED, booleans -> NEGATION_FLIP, names -> ENTITY_SUBSTITUTED).
     Otherwise text heuristics (SPEC-005 §3b applied pairwise): same text but a different number (unit
     aware: "1000 rps" == "1 krps"); a negation ("not", "no", "never", "n't", "cannot", disabled vs
-    enabled) in exactly one; or one substituted span of <= 3 tokens with a capitalised/alphanumeric token.
+    enabled) in exactly one; or one substituted span of <= 3 tokens with a capitalised/alphanumeric token
+    after the predicate's verb (a name swapped in subject position means another subject).
     """
     ka, kb, va, vb = _claim_key(a), _claim_key(b), _structured_value(a), _structured_value(b)
     if ka is None or kb is None or va is None or vb is None:

@@ -90,6 +90,19 @@ def test_entity_substituted() -> None:
     assert conflict("Primary region is us-east-1", "Primary region is eu-west-2") == ENTITY_SUBSTITUTED
 
 
+def test_a_different_name_in_subject_position_is_another_subject_not_a_conflict() -> None:
+    assert conflict("Scott Derrickson is an American director", "Ed Wood is an American director") is None
+    assert conflict("The capital of France is Paris", "The capital of Germany is Paris") is None
+    assert conflict("The 1984 Oklahoma team represented OU", "The 1989 Oklahoma team represented OU") is None
+    assert conflict("The M65 is a motorway in Lancashire", "The A601(M) is a motorway in Lancashire") is None
+    assert conflict("The film was directed by Ang Lee", "The film was directed by Tim Burton") == (
+        ENTITY_SUBSTITUTED
+    )
+    assert conflict("Cilium replaces kube-proxy with eBPF", "Cilium replaces kube-proxy with IPVS") == (
+        ENTITY_SUBSTITUTED
+    )
+
+
 def test_no_conflict_for_lowercase_word_swap_insertion_or_identity() -> None:
     assert conflict("the cache is warm", "the cache is cold") is None
     assert conflict("Pods get new IPs", "Pods get new IPs after a restart") is None
