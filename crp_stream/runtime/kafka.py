@@ -55,6 +55,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 import faust
 from sqlalchemy import text
@@ -153,6 +154,12 @@ class KafkaWorker:
     # app ------------------------------------------------------------------------------------------
     def build_app(self) -> faust.App:
         port = self.settings.metrics_port
+        static: dict[str, Any] = {}
+        if self.settings.instance_id:
+            # static membership: a restarted worker takes its partitions back without a rebalance;
+            # faust's assignor asserts the returned assignment names this worker's URL, so keep it stable
+            static = {"consumer_group_instance_id": self.settings.instance_id,
+                      "canonical_url": f"http://localhost/{quote(self.settings.instance_id, safe='')}"}
         app = faust.App(
             self.app_id, broker=f"kafka://{self.servers}", value_serializer="raw", key_serializer="raw",
             store="memory://", autodiscover=False, topic_allow_declare=False, topic_disable_leader=True,
@@ -160,7 +167,7 @@ class KafkaWorker:
             broker_commit_interval=self.commit_interval_s, broker_session_timeout=self.session_timeout_s,
             broker_heartbeat_interval=max(1.0, self.session_timeout_s / 4), broker_rebalance_timeout=60.0,
             producer_acks=-1, stream_wait_empty=False, web_enabled=bool(port), web_port=port or 6066,
-            web_bind="0.0.0.0", web_in_thread=False,
+            web_bind="0.0.0.0", web_in_thread=False, **static,
         )
         for h in self.handlers:
             channel = app.topic(*[self.settings.topic(t) for t in h.topics], key_serializer="raw",
