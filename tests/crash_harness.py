@@ -244,13 +244,17 @@ def sqlite_log_size(path: Path) -> Callable[[], int]:
     return size
 
 
-def run_with_kills(command: Sequence[str], progress: Callable[[], int], plan: KillPlan, total: int, *,
-                   env: dict[str, str] | None = None, timeout_s: float = 600.0) -> CrashReport:
+def run_with_kills(command: Sequence[str], progress: Callable[[], int], plan: KillPlan,
+                   total: int | Callable[[], int], *, env: dict[str, str] | None = None, timeout_s: float = 600.0,
+                   until_done: Callable[[], bool] | None = None) -> CrashReport:
     """Kill the worker at ``plan``'s points until it has made them all (``total``: the progress an
-    uninterrupted run reaches), then let it finish."""
+    uninterrupted run reaches, or a function estimating it when that run goes alongside), then let it
+    finish. A worker that never exits by itself (a Kafka worker) gets ``until_done``: once it is true,
+    the running worker is stopped with SIGTERM, as an operator would, and the run counts as finished."""
     report = CrashReport()
     full_env = {**os.environ, **(env or {})}
-    while (point := plan.next(total - progress(), report.kills)) is not None:
+    expected = total if callable(total) else (lambda: total)
+    while (point := plan.next(expected() - progress(), report.kills)) is not None:
         start = progress()
         err_file = tempfile.TemporaryFile()  # noqa: SIM115 - a file, not a pipe: a chatty worker never blocks
         proc = subprocess.Popen(list(command), env=full_env, stdout=subprocess.DEVNULL, stderr=err_file)
@@ -267,11 +271,18 @@ def run_with_kills(command: Sequence[str], progress: Callable[[], int], plan: Ki
                 proc.send_signal(signal.SIGKILL)
                 killed = True
                 break
+            if until_done is not None and until_done():
+                proc.send_signal(signal.SIGTERM)
+                break
             if time.monotonic() - t0 > timeout_s:
                 proc.kill()
                 raise AssertionError(f"worker did not reach {point} within {timeout_s}s")
             time.sleep(0.002)
-        proc.wait()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError(f"worker did not stop within 60 s after {point}") from None
         err_file.seek(0)
         err = err_file.read()
         err_file.close()
@@ -284,12 +295,31 @@ def run_with_kills(command: Sequence[str], progress: Callable[[], int], plan: Ki
             if proc.returncode != 0:
                 raise AssertionError(f"worker exited {proc.returncode}: {err.decode(errors='replace')[-2000:]}")
             report.finished_early += 1
-            report.log.append(f"finished before {point.kind}={point.at} (log {progress()} of {total})")
+            report.log.append(f"finished before {point.kind}={point.at} (log {progress()} of {expected()})")
+            if until_done is not None:
+                return report  # stopped because the work is done: that was the final run
             break  # the worker is done: no later point can be reached
-    done = subprocess.run(list(command), env=full_env, capture_output=True, timeout=timeout_s)
     report.runs += 1
-    if done.returncode != 0:
-        raise AssertionError(f"final run exited {done.returncode}: {done.stderr.decode(errors='replace')[-2000:]}")
+    if until_done is None:
+        done = subprocess.run(list(command), env=full_env, capture_output=True, timeout=timeout_s)
+        if done.returncode != 0:
+            raise AssertionError(f"final run exited {done.returncode}: {done.stderr.decode(errors='replace')[-2000:]}")
+        return report
+    with tempfile.TemporaryFile() as err_file:
+        proc = subprocess.Popen(list(command), env=full_env, stdout=subprocess.DEVNULL, stderr=err_file)
+        deadline = time.monotonic() + timeout_s
+        while proc.poll() is None and not until_done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        err_file.seek(0)
+        err = err_file.read()
+    if proc.returncode != 0 or not until_done():
+        raise AssertionError(f"final run exited {proc.returncode} (done: {until_done()}): "
+                             f"{err.decode(errors='replace')[-2000:]}")
     return report
 
 
