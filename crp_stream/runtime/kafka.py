@@ -68,6 +68,7 @@ from crp_stream.processors.base import Handler, Output, Record
 from crp_stream.processors.dispatch import apply_record, internal_error_output
 from crp_stream.runtime.kafka_delivery import Routed, load_outbox, outbox_key, route, save_outbox
 from crp_stream.runtime.kafka_topics import bootstrap_servers, ensure_topics
+from crp_stream.runtime.kafka_watch import BrokerWatch, RateLimit
 from crp_stream.runtime.metrics import CONTENT_TYPE_LATEST, Metrics
 from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
@@ -135,6 +136,7 @@ class KafkaWorker:
         self._warned_ts: set[str] = set()
         self.last_error: str | None = None
         self.started_at: float | None = None
+        self.broker = BrokerWatch(self.servers, on_change=lambda up: self.metrics.broker_reachable.set(int(up)))
         raw_exit = os.environ.get("CRP_TEST_EXIT_AFTER_COMMIT")
         self._exit_after: int | None = int(raw_exit) if raw_exit else None
 
@@ -354,6 +356,7 @@ class KafkaWorker:
                 futures = [await self.app.producer.send(r.topic, r.key, r.value, r.partition, None, r.headers)
                            for r in routed]
                 await asyncio.gather(*futures)
+                self.broker.confirm()
                 return
             except asyncio.CancelledError:
                 raise
@@ -393,10 +396,12 @@ class KafkaWorker:
     def health(self) -> dict[str, Any]:
         app = self.app
         running = app is not None and app.started and not app.should_stop and not app.crashed
+        ok = self.last_error is None and self.broker.reachable
         return {
-            "status": "ok" if running and self.last_error is None else "degraded" if running else "down",
+            "status": "ok" if running and ok else "degraded" if running else "down",
             "groups": list(self.groups), "consumer_group": self.app_id,
             "assigned": [f"{tp.topic}[{tp.partition}]" for tp in self.assignment()],
+            "broker": "reachable" if self.broker.reachable else f"unreachable: {self.broker.error}",
             "last_error": self.last_error,
             "uptime_s": round(time.monotonic() - self.started_at, 1) if self.started_at else 0.0,
         }
@@ -407,11 +412,14 @@ class KafkaWorker:
         app = self.build_app()
         await app.start()
         self.started_at = time.monotonic()
+        self.metrics.broker_reachable.set(1)
+        self.broker.start()
         log.info("kafka worker %s started: groups=%s broker=%s topics prefix=%r model=%s metrics=%s",
                  self.app_id, ",".join(self.groups), self.servers, self.settings.topic_prefix,
                  self.fabric.embedder.model_id, self.settings.metrics_port)
 
     async def stop(self) -> None:
+        await self.broker.stop()
         if self.app is not None:
             with contextlib.suppress(Exception):
                 await self.app.stop()
@@ -464,6 +472,9 @@ def run_worker(settings: Settings, groups: Sequence[str] | str | None = None) ->
     for name in ("faust", "mode", "aiokafka", "kafka"):
         if logging.getLogger().level > logging.DEBUG:
             logging.getLogger(name).setLevel(logging.WARNING)
+    limit = RateLimit()  # the clients log every reconnect attempt; BrokerWatch says what matters
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(limit)
     worker = KafkaWorker(settings, parse_groups(groups))
     return asyncio.run(worker.run())
 
