@@ -33,9 +33,9 @@ from crp_stream.config import Settings
 from crp_stream.fabric.db import make_engine
 from crp_stream.fabric.fabric import open_vector_index
 from crp_stream.runtime.kafka_topics import ensure_topics
-from crp_stream.runtime.projections import tables_snapshot, vectors_snapshot
+from crp_stream.runtime.projections import differences, tables_snapshot, vectors_snapshot
 from tests.conftest import fresh_postgres_url
-from tests.crash_harness import MODEL, Input
+from tests.crash_harness import MODEL, Input, compare_outputs
 from tests.kafka_harness import INPUTS_BY_GROUP, Consumed, Kafka, WorkerProcess, broker, unique_prefix
 
 GROUP_OF = {t: g for g, topics in INPUTS_BY_GROUP.items() for t in topics}
@@ -131,33 +131,38 @@ class Pipeline:
         in an outbox was produced, and the tap has read each output topic to its end. Read in this order
         (database, tap, broker), a record produced after the database read would show as unread."""
         try:
-            with self._engine.connect() as conn:
-                offsets = {(r[0], r[1], int(r[2])): int(r[3]) for r in conn.execute(
-                    text('SELECT consumer, topic, "partition", next_offset FROM consumer_offsets'))}
-                outbox = [r[0] for r in conn.execute(text("SELECT value FROM meta WHERE key LIKE 'outbox:%'"))]
+            offsets, outbox = self._fabric()
         except SQLAlchemyError:
             return False  # not migrated yet
-        records = self.kafka.snapshot()
+        ids = {r.crp_id for r in self.kafka.snapshot()}
         ends = self.kafka.ends()
-        if ends is None:
-            return False
-        ids = {r.crp_id for r in records}
-        if any(row[4] not in ids for raw in outbox for row in json.loads(raw)):
-            return False
-        read: dict[tuple[str, int], int] = {}
-        for r in records:
-            read[(r.topic, r.partition)] = max(read.get((r.topic, r.partition), 0), r.offset + 1)
-        if any(read.get(tp, 0) < end for tp, end in ends.items()):
+        if ends is None or not self.caught_up(ends) or any(rid not in ids for rid in outbox):
             return False
         need = {**inputs, **{tp: end for tp, end in ends.items() if tp[0] == "crp.facts"}}
         return all(offsets.get((GROUP_OF[t], t, p), 0) >= end for (t, p), end in need.items() if end > 0)
 
+    def caught_up(self, ends: Mapping[tuple[str, int], int] | None = None) -> bool:
+        """The tap has read every output topic to its end."""
+        ends = ends if ends is not None else self.kafka.ends()
+        if ends is None:
+            return False
+        read: dict[tuple[str, int], int] = {}
+        for r in self.kafka.snapshot():
+            read[(r.topic, r.partition)] = max(read.get((r.topic, r.partition), 0), r.offset + 1)
+        return all(read.get(tp, 0) >= end for tp, end in ends.items())
+
+    def _fabric(self) -> tuple[dict[tuple[str, str, int], int], list[str]]:
+        """Committed offsets by (group, topic, partition), and the record ids in the outboxes."""
+        with self._engine.connect() as conn:
+            offsets = {(r[0], r[1], int(r[2])): int(r[3]) for r in conn.execute(
+                text('SELECT consumer, topic, "partition", next_offset FROM consumer_offsets'))}
+            rows = [r[0] for r in conn.execute(text("SELECT value FROM meta WHERE key LIKE 'outbox:%'"))]
+        return offsets, [row[4] for raw in rows for row in json.loads(raw)]
+
     def pending_outbox(self) -> list[str]:
         """Record ids left in an outbox that were never produced (must be none)."""
-        with self._engine.connect() as conn:
-            rows = [r[0] for r in conn.execute(text("SELECT value FROM meta WHERE key LIKE 'outbox:%'"))]
         ids = {r.crp_id for r in self.kafka.snapshot()}
-        return [row[4] for raw in rows for row in json.loads(raw) if row[4] not in ids]
+        return [rid for rid in self._fabric()[1] if rid not in ids]
 
     def snapshot(self, clock: Clock) -> dict[str, Any]:
         """Projections and outputs, with what legitimately differs between two correct runs made equal:
@@ -209,6 +214,26 @@ def outputs(records: Sequence[Consumed], clock: Clock) -> Outputs:
         by_topic.setdefault(r.topic, []).append(
             (clock.step(r.ts_ms * 1000), r.crp_id or "", r.partition, r.offset, (r.crp_id, r.key, value)))
     return {t: [x[-1] for x in sorted(rows)] for t, rows in sorted(by_topic.items())}
+
+
+def first_occurrences(outputs: Outputs) -> Outputs:
+    """An uninterrupted run's outputs without the (rare) duplicate a producer's retry may leave."""
+    out: Outputs = {}
+    for topic, rows in outputs.items():
+        seen: set[str | None] = set()
+        out[topic] = []
+        for row in rows:
+            if row[0] not in seen:
+                seen.add(row[0])
+                out[topic].append(row)
+    return out
+
+
+def compare(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
+    """Differences between two snapshots; ``actual`` may repeat an output (same id, same content)."""
+    problems = compare_outputs(first_occurrences(expected["outputs"]), actual["outputs"], allow_duplicates=True)
+    return problems + differences({k: v for k, v in expected.items() if k != "outputs"},
+                                  {k: v for k, v in actual.items() if k != "outputs"})
 
 
 class Pacer:
@@ -283,4 +308,4 @@ class Pacer:
         return run
 
 
-__all__ = ["Clock", "Pacer", "Pipeline", "outputs"]
+__all__ = ["Clock", "Outputs", "Pacer", "Pipeline", "compare", "first_occurrences", "outputs"]
