@@ -134,6 +134,7 @@ class KafkaWorker:
         self._unacked: set[str] = set()  # outboxes whose rows the broker has not acknowledged yet
         self._group_of: dict[str, str] = {settings.topic(t): h.group for h in self.handlers for t in h.topics}
         self._warned_ts: set[str] = set()
+        self._unreconciled = False  # a rollback's vector writes are not put back yet
         self.last_error: str | None = None
         self.started_at: float | None = None
         self.broker = BrokerWatch(self.servers, on_change=lambda up: self.metrics.broker_reachable.set(int(up)))
@@ -315,6 +316,9 @@ class KafkaWorker:
     def _apply_sync(self, h: Handler, record: Record, failed: BaseException | None,
                     ) -> tuple[list[Output] | None, list[Routed]]:
         okey = outbox_key(h.group, record.topic, record.partition)
+        if self._unreconciled:  # a rolled-back attempt's vector writes first; while down, raises: retried
+            reconcile(self.fabric, self.journal)
+            self._unreconciled = False
         try:
             with self.fabric.unit_of_work() as uow:
                 if uow.repo.offsets(h.group).get((record.topic, record.partition), 0) > record.offset:
@@ -342,8 +346,9 @@ class KafkaWorker:
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            # the index is still down: the retry reconciles again
-            log.warning("vector index not reconciled yet: %s", exc)
+            # the database or the index is down: the next attempt, of any record, reconciles first
+            self._unreconciled = True
+            log.warning("vector index not reconciled yet (%s): done before the next attempt", type(exc).__name__)
 
     async def _produce(self, routed: Sequence[Routed]) -> None:
         """Send every output, then wait for all acknowledgements; retried until the broker takes them."""
