@@ -161,3 +161,31 @@ def test_a_rollback_whose_vector_reset_failed_is_reconciled_before_the_next_atte
         assert len(calls) == 4  # after each failed attempt, and once more before the dead letter
     finally:
         asyncio.run(worker.stop())
+
+
+def test_a_copy_of_our_own_changelog_record_is_not_applied_again(fabric: Fabric) -> None:
+    """On Kafka a restarted worker produces its outbox again: the copy (same crp-id, later offset) must
+    not reach the arbiter, which would act on a newer fabric under the copy's id."""
+    from datetime import UTC, datetime
+
+    from crp_stream import events
+    from crp_stream.processors.base import Handler, Record
+    from crp_stream.processors.dispatch import ID_HEADER, apply_record
+
+    seen: list[int] = []
+
+    class Arbiter(Handler):
+        group, topics = "arbiter", ("crp.facts",)
+
+        def handle(self, event: object, record: Record, uow: object, out: object) -> None:
+            seen.append(record.offset)
+
+    change = events.encode(events.FactStatusChanged(fact_id="f1", status="stale", reason="r",
+                                                    at=datetime(2030, 1, 1, tzinfo=UTC)))
+    headers = ((ID_HEADER, b"5bcb188406c47fcf185d974d28193fab"),)
+    with fabric.unit_of_work() as uow:
+        for offset in (7, 12):  # the record, then its copy
+            assert apply_record(Arbiter(), Record("crp.facts", 1, offset, "f1", change, 1, headers), uow) == []
+        other = ((ID_HEADER, b"0" * 32),)  # another record, same content: applied
+        apply_record(Arbiter(), Record("crp.facts", 1, 13, "f1", change, 1, other), uow)
+    assert seen == [7, 13]
