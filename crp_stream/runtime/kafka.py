@@ -33,6 +33,8 @@ records below that offset are skipped without touching a handler, which has the 
 A record the handlers apply twice anyway (a duplicate publish, a zombie worker) is caught by
 ``processed_events`` (same event id) and the unique keys of the fabric, and emits nothing new.
 
+A broker that goes away stops nothing: the clients reconnect, outputs wait for their acknowledgement,
+and ``kafka_watch.BrokerWatch`` says so (and when it is back) with backoff, ``/health`` degraded meanwhile.
 Handler work runs on one thread per worker (the vector index is not thread-safe), off the event loop
 so heartbeats and the web endpoints stay responsive. Transient errors (database, vector index) are
 retried with backoff, forever; any other error is retried ``max_attempts`` times, then dead-lettered.
