@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="handler groups this worker runs (default: all): " + ",".join(WORKER_GROUPS))
     wk.add_argument("--partitions", type=int, help="partitions of the topics it creates (env CRP_PARTITIONS)")
     wk.add_argument("--metrics-port", type=int, help="serve /metrics and /health on this port (env CRP_METRICS_PORT)")
+    wk.add_argument("--instance-id", help="static consumer-group membership: unique per worker, stable across its "
+                    "restarts (env CRP_INSTANCE_ID)")
 
     from crp_stream import cli_calibrate, cli_ops
 
@@ -97,7 +99,7 @@ def _settings(ns: argparse.Namespace) -> Settings:
         "data": ns.data, "config": ns.config, "database": ns.database, "qdrant": ns.qdrant,
         "embedder": ns.embedder,
     }
-    for extra in ("broker", "metrics_port", "partitions"):
+    for extra in ("broker", "metrics_port", "partitions", "instance_id"):
         if hasattr(ns, extra):
             flags[extra] = getattr(ns, extra)
     settings = load_settings(flags)

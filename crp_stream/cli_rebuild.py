@@ -18,6 +18,10 @@ The topics are the source of truth; the database and the vector index are projec
 
 The log only grows: with changed code, the new derivations are appended after the old ones.
 Run it with every worker stopped. An interrupted rebuild is simply run again.
+
+With ``--broker`` (or ``CRP_BROKER``) the topics are Kafka's: ``runtime/rebuild_kafka.py`` replays every
+partition from offset 0 in the order the broker appended the records, and refuses while a worker is
+in its consumer group.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ log = logging.getLogger("crp_stream.rebuild")
 def add_command(sub: Any, common: Any) -> None:
     rb = sub.add_parser("rebuild", help="drop the projections (database, vector index) and rebuild them from the log")
     common(rb)
+    rb.add_argument("--broker", help="kafka://HOST:PORT: rebuild from the Kafka topics (env CRP_BROKER)")
     rb.add_argument("--yes", action="store_true", help="confirm: the projections are dropped first")
     rb.add_argument("--verify", action="store_true",
                     help="compare the rebuilt projections with the ones dropped; exit 1 if they differ")
@@ -47,13 +52,16 @@ def run(ns: argparse.Namespace, settings: Any) -> int:
         raise CliError("rebuild drops the database tables and the vector index before replaying the log; "
                        "pass --yes to confirm")
     if settings.broker:
-        raise CliError("rebuild: only the embedded log is supported here (the Kafka runtime rebuilds by "
-                       "resetting its consumer group)")
-    if not settings.log_path.exists():
+        from crp_stream.runtime.rebuild_kafka import rebuild_kafka
+
+        r = rebuild_kafka(settings, ns.verify)
+    elif not settings.log_path.exists():
         raise CliError(f"rebuild: no log at {settings.log_path}")
-    r = rebuild(settings, ns.verify)
+    else:
+        r = rebuild(settings, ns.verify)
     print(f"rebuilt the projections from {r.consumed} consumed records ({r.handled} handled); "
-          f"log records added: {sum(r.grown.values())}", file=sys.stderr)
+          f"{'records produced' if settings.broker else 'log records added'}: {sum(r.grown.values())}",
+          file=sys.stderr)
     if r.grown:
         log.warning("the rebuild derived records the log did not have (the code changed?): %s",
                     json.dumps(r.grown, sort_keys=True))

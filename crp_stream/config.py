@@ -40,6 +40,11 @@ DEFAULT_TRUST_BY_TYPE: dict[str, float] = {
 }
 
 
+# events.INPUT_TOPICS, repeated: this module imports nothing of the pipeline
+INPUT_TOPIC_NAMES = ("crp.documents", "crp.telemetry", "crp.window.requests", "crp.window.reports",
+                     "crp.operator.commands")
+
+
 class ConfigError(ValueError):
     """A setting is missing or malformed; the message is one line naming it."""
 
@@ -52,6 +57,10 @@ class Settings:
     qdrant: str | None = None  # None: embedded qdrant-edge under data_dir; http(s)://... for a server
     embedder: str = "default"
     topic_prefix: str = "crp."
+    # the five input topics under another prefix: a second pipeline (shadow run, crash or rebuild
+    # check) reads the same inputs, with the same broker stamps, and writes its own outputs
+    input_topic_prefix: str | None = None
+    instance_id: str | None = None  # Kafka static group membership: a restart keeps its partitions
     max_record_bytes: int = 1024 * 1024
     max_facts_per_document: int = 1000
     trust: Mapping[str, float] = field(default_factory=dict)
@@ -86,9 +95,16 @@ class Settings:
 
     def topic(self, base: str) -> str:
         """``base`` is a contract name such as ``crp.documents``; the prefix may replace ``crp.``."""
-        return self.topic_prefix + base.removeprefix("crp.")
+        prefix = self.topic_prefix
+        if self.input_topic_prefix is not None and base in INPUT_TOPIC_NAMES:
+            prefix = self.input_topic_prefix
+        return prefix + base.removeprefix("crp.")
 
     def base_topic(self, topic: str) -> str:
+        if self.input_topic_prefix is not None and topic.startswith(self.input_topic_prefix):
+            base = "crp." + topic.removeprefix(self.input_topic_prefix)
+            if base in INPUT_TOPIC_NAMES:
+                return base
         return "crp." + topic.removeprefix(self.topic_prefix)
 
     def trust_for(self, source: str, source_type: str, claimed: float | None) -> float:
@@ -183,7 +199,7 @@ def load_settings(flags: Mapping[str, Any] | None = None, env: Mapping[str, str]
     return s
 
 
-_SIMPLE = {"broker", "qdrant", "embedder", "topic_prefix", "unsigned_policy"}
+_SIMPLE = {"broker", "qdrant", "embedder", "topic_prefix", "input_topic_prefix", "instance_id", "unsigned_policy"}
 
 
 def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:

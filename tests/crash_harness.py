@@ -11,7 +11,8 @@
   database commit, in the vector reconciliation...); D is drawn from the work left, so every point fits.
 - ``run_with_kills(command, progress, plan)``: start the worker command, SIGKILL it at each point,
   restart it, and finally let it run to completion. ``command`` and ``progress`` are all that tie it
-  to a runtime: the embedded one polls its log file, a Kafka runtime would poll its topics' end offsets.
+  to a runtime: the embedded one polls its log file; the Kafka worker (``tests/kafka_pipelines.py``)
+  counts records committed in its fabric plus outputs read, and is stopped by ``until_done``.
 - ``compare_outputs``: outputs by record id, in order per topic; a duplicate (if the runtime's
   guarantee allows one) must carry an id already seen with the same value.
 """
@@ -213,7 +214,9 @@ class KillPlan:
         if left <= 0 or remaining < 2:
             return None
         share = max(1, (2 * remaining) // (left + 1))  # on average, the work left split evenly
-        if remaining > 40 and self.rng.random() < 1 / 3:
+        # a timed kill may let the worker run far (up to max_ms of work): only while the work left
+        # leaves room for the kills still to make (else the plan ran out, e.g. 23 of 24)
+        if remaining > 40 and self.rng.random() < 1 / 3 and remaining > 15 * left:
             return KillPoint("ms", self.rng.randint(0, self.max_ms))
         return KillPoint("records", self.rng.randint(1, min(share, remaining - 1)))
 
@@ -244,13 +247,17 @@ def sqlite_log_size(path: Path) -> Callable[[], int]:
     return size
 
 
-def run_with_kills(command: Sequence[str], progress: Callable[[], int], plan: KillPlan, total: int, *,
-                   env: dict[str, str] | None = None, timeout_s: float = 600.0) -> CrashReport:
+def run_with_kills(command: Sequence[str], progress: Callable[[], int], plan: KillPlan,
+                   total: int | Callable[[], int], *, env: dict[str, str] | None = None, timeout_s: float = 600.0,
+                   until_done: Callable[[], bool] | None = None) -> CrashReport:
     """Kill the worker at ``plan``'s points until it has made them all (``total``: the progress an
-    uninterrupted run reaches), then let it finish."""
+    uninterrupted run reaches, or a function estimating it when that run goes alongside), then let it
+    finish. A worker that never exits by itself (a Kafka worker) gets ``until_done``: once it is true,
+    the running worker is stopped with SIGTERM, as an operator would, and the run counts as finished."""
     report = CrashReport()
     full_env = {**os.environ, **(env or {})}
-    while (point := plan.next(total - progress(), report.kills)) is not None:
+    expected = total if callable(total) else (lambda: total)
+    while (point := plan.next(expected() - progress(), report.kills)) is not None:
         start = progress()
         err_file = tempfile.TemporaryFile()  # noqa: SIM115 - a file, not a pipe: a chatty worker never blocks
         proc = subprocess.Popen(list(command), env=full_env, stdout=subprocess.DEVNULL, stderr=err_file)
@@ -267,11 +274,18 @@ def run_with_kills(command: Sequence[str], progress: Callable[[], int], plan: Ki
                 proc.send_signal(signal.SIGKILL)
                 killed = True
                 break
+            if until_done is not None and until_done():
+                proc.send_signal(signal.SIGTERM)
+                break
             if time.monotonic() - t0 > timeout_s:
                 proc.kill()
                 raise AssertionError(f"worker did not reach {point} within {timeout_s}s")
             time.sleep(0.002)
-        proc.wait()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError(f"worker did not stop within 60 s after {point}") from None
         err_file.seek(0)
         err = err_file.read()
         err_file.close()
@@ -284,12 +298,31 @@ def run_with_kills(command: Sequence[str], progress: Callable[[], int], plan: Ki
             if proc.returncode != 0:
                 raise AssertionError(f"worker exited {proc.returncode}: {err.decode(errors='replace')[-2000:]}")
             report.finished_early += 1
-            report.log.append(f"finished before {point.kind}={point.at} (log {progress()} of {total})")
+            report.log.append(f"finished before {point.kind}={point.at} (log {progress()} of {expected()})")
+            if until_done is not None:
+                return report  # stopped because the work is done: that was the final run
             break  # the worker is done: no later point can be reached
-    done = subprocess.run(list(command), env=full_env, capture_output=True, timeout=timeout_s)
     report.runs += 1
-    if done.returncode != 0:
-        raise AssertionError(f"final run exited {done.returncode}: {done.stderr.decode(errors='replace')[-2000:]}")
+    if until_done is None:
+        done = subprocess.run(list(command), env=full_env, capture_output=True, timeout=timeout_s)
+        if done.returncode != 0:
+            raise AssertionError(f"final run exited {done.returncode}: {done.stderr.decode(errors='replace')[-2000:]}")
+        return report
+    with tempfile.TemporaryFile() as err_file:
+        proc = subprocess.Popen(list(command), env=full_env, stdout=subprocess.DEVNULL, stderr=err_file)
+        deadline = time.monotonic() + timeout_s
+        while proc.poll() is None and not until_done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        err_file.seek(0)
+        err = err_file.read()
+    if proc.returncode != 0 or not until_done():
+        raise AssertionError(f"final run exited {proc.returncode} (done: {until_done()}): "
+                             f"{err.decode(errors='replace')[-2000:]}")
     return report
 
 

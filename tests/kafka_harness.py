@@ -92,17 +92,24 @@ class WorkerProcess:
         self.log_path = tmp / f"worker-{name}-{uuid.uuid4().hex[:6]}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> WorkerProcess:
+    def args(self) -> list[str]:
         args = [sys.executable, "-m", "crp_stream.cli", "worker", "--broker", broker(), "--database",
                 self.database, "--qdrant", self.qdrant, "--embedder", self.embedder, "--data",
                 str(self.tmp / f"data-{self.name}"), "--partitions", str(self.partitions), "--metrics-port",
                 str(self.port)]
         if self.groups:
             args += ["--groups", self.groups]
+        return args
+
+    def environment(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRP_") or k.startswith("CRP_TEST_")}
         env.update({"CRP_TOPIC_PREFIX": self.prefix, **self.env})
+        return env
+
+    def start(self) -> WorkerProcess:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()/kill()
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
+        self.proc = subprocess.Popen(self.args(), stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=self.environment(), cwd=str(REPO))
         return self
 
     def log_tail(self, n: int = 40) -> str:
@@ -188,6 +195,7 @@ class Kafka:
         self._producer: AIOKafkaProducer | None = None
         self._taps: list[asyncio.Task[None]] = []
         self._stop = False
+        self._ends: tuple[AIOKafkaConsumer, list[TopicPartition]] | None = None
 
     def _run(self, coro: Any, timeout: float = 60.0) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
@@ -279,10 +287,35 @@ class Kafka:
         result: dict[tuple[str, int], int] = self._run(go())
         return result
 
+    def ends(self, topics: Sequence[str] = OUTPUT_TOPICS) -> dict[tuple[str, int], int] | None:
+        """End offsets by (contract topic, partition) from one long-lived consumer; None while the
+        broker does not answer (a pacer polls this many times a second)."""
+        names = [self.physical(t) for t in topics]
+
+        async def go() -> dict[tuple[str, int], int]:
+            if self._ends is None:
+                c = AIOKafkaConsumer(bootstrap_servers=servers(), group_id=None, request_timeout_ms=5000)
+                await c.start()
+                self._ends = (c, [])
+            c, parts = self._ends
+            if {tp.topic for tp in parts} != set(names):  # until every topic exists
+                parts = await partitions(c, names)
+                self._ends = (c, parts)
+            ends = await c.end_offsets(parts)
+            return {(self.base(tp.topic), tp.partition): int(o) for tp, o in ends.items()}
+
+        try:
+            result: dict[tuple[str, int], int] = self._run(go(), timeout=10)
+        except Exception:
+            return None
+        return result
+
     def close(self) -> None:
         self._stop = True
 
         async def go() -> None:
+            if self._ends is not None:
+                await self._ends[0].stop()
             for t in self._taps:
                 await asyncio.wait_for(t, 5)
             for c in getattr(self, "_consumers", []):

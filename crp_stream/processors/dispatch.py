@@ -74,10 +74,12 @@ def apply_record(handler: Handler, record: Record, uow: Any) -> list[Output]:
         _dead(out, record, exc.reason, uow=uow)
         return out.outputs
     key = idempotency_key(event, record)
-    # Records without an id of their own (our own changelog) are deduplicated by consumer offsets
-    # alone; ids are checked for what producers send, since producers retry.
-    tracked = not key.startswith("record:")
-    content_hash = hashlib.sha256(record.value).hexdigest() if tracked else ""
+    # Ids are checked for what producers send, since producers retry; our own changelog (crp.facts)
+    # by its derived id alone: on Kafka a restarted worker produces its outbox again, and a copy at a
+    # later offset must not run the arbiter again (on a newer fabric, under the copy's id).
+    by_producer = not key.startswith("record:")
+    tracked = by_producer or record.topic not in events.INPUT_TOPICS
+    content_hash = hashlib.sha256(record.value).hexdigest() if by_producer else ""
     seen = uow.repo.processed_hash(handler.group, key) if tracked else None
     if seen is not None:
         if seen != content_hash:

@@ -33,6 +33,8 @@ records below that offset are skipped without touching a handler, which has the 
 A record the handlers apply twice anyway (a duplicate publish, a zombie worker) is caught by
 ``processed_events`` (same event id) and the unique keys of the fabric, and emits nothing new.
 
+A broker that goes away stops nothing: the clients reconnect, outputs wait for their acknowledgement,
+and ``kafka_watch.BrokerWatch`` says so (and when it is back) with backoff, ``/health`` degraded meanwhile.
 Handler work runs on one thread per worker (the vector index is not thread-safe), off the event loop
 so heartbeats and the web endpoints stay responsive. Transient errors (database, vector index) are
 retried with backoff, forever; any other error is retried ``max_attempts`` times, then dead-lettered.
@@ -55,6 +57,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 import faust
 from sqlalchemy import text
@@ -67,6 +70,7 @@ from crp_stream.processors.base import Handler, Output, Record
 from crp_stream.processors.dispatch import apply_record, internal_error_output
 from crp_stream.runtime.kafka_delivery import Routed, load_outbox, outbox_key, route, save_outbox
 from crp_stream.runtime.kafka_topics import bootstrap_servers, ensure_topics
+from crp_stream.runtime.kafka_watch import BrokerWatch, RateLimit
 from crp_stream.runtime.metrics import CONTENT_TYPE_LATEST, Metrics
 from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
@@ -132,8 +136,10 @@ class KafkaWorker:
         self._unacked: set[str] = set()  # outboxes whose rows the broker has not acknowledged yet
         self._group_of: dict[str, str] = {settings.topic(t): h.group for h in self.handlers for t in h.topics}
         self._warned_ts: set[str] = set()
+        self._unreconciled = False  # a rollback's vector writes are not put back yet
         self.last_error: str | None = None
         self.started_at: float | None = None
+        self.broker = BrokerWatch(self.servers, on_change=lambda up: self.metrics.broker_reachable.set(int(up)))
         raw_exit = os.environ.get("CRP_TEST_EXIT_AFTER_COMMIT")
         self._exit_after: int | None = int(raw_exit) if raw_exit else None
 
@@ -153,6 +159,12 @@ class KafkaWorker:
     # app ------------------------------------------------------------------------------------------
     def build_app(self) -> faust.App:
         port = self.settings.metrics_port
+        static: dict[str, Any] = {}
+        if self.settings.instance_id:
+            # static membership: a restarted worker takes its partitions back without a rebalance;
+            # faust's assignor asserts the returned assignment names this worker's URL, so keep it stable
+            static = {"consumer_group_instance_id": self.settings.instance_id,
+                      "canonical_url": f"http://localhost/{quote(self.settings.instance_id, safe='')}"}
         app = faust.App(
             self.app_id, broker=f"kafka://{self.servers}", value_serializer="raw", key_serializer="raw",
             store="memory://", autodiscover=False, topic_allow_declare=False, topic_disable_leader=True,
@@ -160,7 +172,7 @@ class KafkaWorker:
             broker_commit_interval=self.commit_interval_s, broker_session_timeout=self.session_timeout_s,
             broker_heartbeat_interval=max(1.0, self.session_timeout_s / 4), broker_rebalance_timeout=60.0,
             producer_acks=-1, stream_wait_empty=False, web_enabled=bool(port), web_port=port or 6066,
-            web_bind="0.0.0.0", web_in_thread=False,
+            web_bind="0.0.0.0", web_in_thread=False, **static,
         )
         for h in self.handlers:
             channel = app.topic(*[self.settings.topic(t) for t in h.topics], key_serializer="raw",
@@ -306,6 +318,9 @@ class KafkaWorker:
     def _apply_sync(self, h: Handler, record: Record, failed: BaseException | None,
                     ) -> tuple[list[Output] | None, list[Routed]]:
         okey = outbox_key(h.group, record.topic, record.partition)
+        if self._unreconciled:  # a rolled-back attempt's vector writes first; while down, raises: retried
+            reconcile(self.fabric, self.journal)
+            self._unreconciled = False
         try:
             with self.fabric.unit_of_work() as uow:
                 if uow.repo.offsets(h.group).get((record.topic, record.partition), 0) > record.offset:
@@ -333,8 +348,9 @@ class KafkaWorker:
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            # the index is still down: the retry reconciles again
-            log.warning("vector index not reconciled yet: %s", exc)
+            # the database or the index is down: the next attempt, of any record, reconciles first
+            self._unreconciled = True
+            log.warning("vector index not reconciled yet (%s): done before the next attempt", type(exc).__name__)
 
     async def _produce(self, routed: Sequence[Routed]) -> None:
         """Send every output, then wait for all acknowledgements; retried until the broker takes them."""
@@ -347,6 +363,7 @@ class KafkaWorker:
                 futures = [await self.app.producer.send(r.topic, r.key, r.value, r.partition, None, r.headers)
                            for r in routed]
                 await asyncio.gather(*futures)
+                self.broker.confirm()
                 return
             except asyncio.CancelledError:
                 raise
@@ -386,10 +403,12 @@ class KafkaWorker:
     def health(self) -> dict[str, Any]:
         app = self.app
         running = app is not None and app.started and not app.should_stop and not app.crashed
+        ok = self.last_error is None and self.broker.reachable
         return {
-            "status": "ok" if running and self.last_error is None else "degraded" if running else "down",
+            "status": "ok" if running and ok else "degraded" if running else "down",
             "groups": list(self.groups), "consumer_group": self.app_id,
             "assigned": [f"{tp.topic}[{tp.partition}]" for tp in self.assignment()],
+            "broker": "reachable" if self.broker.reachable else f"unreachable: {self.broker.error}",
             "last_error": self.last_error,
             "uptime_s": round(time.monotonic() - self.started_at, 1) if self.started_at else 0.0,
         }
@@ -400,11 +419,14 @@ class KafkaWorker:
         app = self.build_app()
         await app.start()
         self.started_at = time.monotonic()
+        self.metrics.broker_reachable.set(1)
+        self.broker.start()
         log.info("kafka worker %s started: groups=%s broker=%s topics prefix=%r model=%s metrics=%s",
                  self.app_id, ",".join(self.groups), self.servers, self.settings.topic_prefix,
                  self.fabric.embedder.model_id, self.settings.metrics_port)
 
     async def stop(self) -> None:
+        await self.broker.stop()
         if self.app is not None:
             with contextlib.suppress(Exception):
                 await self.app.stop()
@@ -457,6 +479,9 @@ def run_worker(settings: Settings, groups: Sequence[str] | str | None = None) ->
     for name in ("faust", "mode", "aiokafka", "kafka"):
         if logging.getLogger().level > logging.DEBUG:
             logging.getLogger(name).setLevel(logging.WARNING)
+    limit = RateLimit()  # the clients log every reconnect attempt; BrokerWatch says what matters
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(limit)
     worker = KafkaWorker(settings, parse_groups(groups))
     return asyncio.run(worker.run())
 

@@ -55,6 +55,8 @@ class Metrics:
         self.lag = Gauge("crp_consumer_lag", "Records behind the partition's high watermark",
                          ["group", "topic", "partition"], registry=r)
         self.assigned = Gauge("crp_assigned_partitions", "Partitions assigned to this worker", registry=r)
+        self.broker_reachable = Gauge("crp_broker_reachable", "1 while the broker answers metadata requests",
+                                      registry=r)
         self._lock = threading.Lock()
 
     def record_outputs(self, input_topic: str, outputs: Iterable[Any]) -> None:

@@ -40,23 +40,11 @@ def rebuild(settings: Settings, verify: bool) -> RebuildResult:
     log_ = EmbeddedLog(settings.log_path, system_clock)
     engine = db.make_engine(settings.database)
     before: dict[str, Any] = {}
-    meta_rows: list[dict[str, Any]] = []
-    audit_rows: list[dict[str, Any]] = []
-    if "facts" in inspect(engine).get_table_names():
-        if verify:
-            before = _snapshot(engine, settings)
-        with engine.connect() as conn:
-            meta_rows = [dict(r._mapping) for r in conn.execute(select(t.meta))
-                         if r.key in (MODEL_KEY, DIM_KEY) or r.key.startswith(THRESHOLDS_PREFIX)]
-            audit_rows = [dict(r._mapping) for r in conn.execute(select(t.audit_log).order_by(t.audit_log.c.seq))]
+    if verify and "facts" in inspect(engine).get_table_names():
+        before = _snapshot(engine, settings)
+    meta_rows, audit_rows = saved_rows(engine)
     ends_before = log_.end_offsets()
-    log.info("rebuild: dropping the projections (database %s, vectors %s)", engine.url.render_as_string(),
-             settings.vectors)
-    db.downgrade(engine)
-    db.upgrade(engine)
-    with engine.begin() as conn:
-        for row in meta_rows:
-            conn.execute(t.meta.insert().values(**row))
+    drop_projections(engine, meta_rows, settings)
     fabric = Fabric(settings, engine=engine, migrate=False)
     try:
         fabric.vectors.delete_all()
@@ -64,7 +52,7 @@ def rebuild(settings: Settings, verify: bool) -> RebuildResult:
         rt.journal.clear()
         n = rt.run_until_idle()
         rt.finish_rederive()
-        restored = _restore_audit(fabric, audit_rows)
+        restored = restore_audit(fabric, audit_rows)
         fabric.vectors.flush()
         rt.journal.close()
     finally:
@@ -84,6 +72,29 @@ def rebuild(settings: Settings, verify: bool) -> RebuildResult:
     return result
 
 
+def saved_rows(engine: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What the topics cannot re-derive: the model and thresholds in ``meta``; and the audit log, so
+    that no row is lost (``restore_audit``)."""
+    if "facts" not in inspect(engine).get_table_names():
+        return [], []
+    with engine.connect() as conn:
+        meta_rows = [dict(r._mapping) for r in conn.execute(select(t.meta))
+                     if r.key in (MODEL_KEY, DIM_KEY) or r.key.startswith(THRESHOLDS_PREFIX)]
+        audit_rows = [dict(r._mapping) for r in conn.execute(select(t.audit_log).order_by(t.audit_log.c.seq))]
+    return meta_rows, audit_rows
+
+
+def drop_projections(engine: Any, meta_rows: list[dict[str, Any]], settings: Settings) -> None:
+    """Every table dropped and created again (consumer offsets included), the kept ``meta`` rows back."""
+    log.info("rebuild: dropping the projections (database %s, vectors %s)", engine.url.render_as_string(),
+             settings.vectors)
+    db.downgrade(engine)
+    db.upgrade(engine)
+    with engine.begin() as conn:
+        for row in meta_rows:
+            conn.execute(t.meta.insert().values(**row))
+
+
 def _snapshot(engine: Any, settings: Settings) -> dict[str, Any]:
     snap: dict[str, Any] = projections.tables_snapshot(engine)
     vectors = open_vector_index(settings.vectors)
@@ -94,7 +105,7 @@ def _snapshot(engine: Any, settings: Settings) -> dict[str, Any]:
     return snap
 
 
-def _restore_audit(fabric: Any, old_rows: list[dict[str, Any]]) -> int:
+def restore_audit(fabric: Any, old_rows: list[dict[str, Any]]) -> int:
     """Append, in their old order, the audit rows the rebuild did not derive again."""
     restored = 0
     with fabric.unit_of_work() as uow:
@@ -106,4 +117,4 @@ def _restore_audit(fabric: Any, old_rows: list[dict[str, Any]]) -> int:
     return restored
 
 
-__all__ = ["RebuildResult", "rebuild"]
+__all__ = ["RebuildResult", "drop_projections", "rebuild", "restore_audit", "saved_rows"]

@@ -51,3 +51,17 @@ def test_bad_config_file_is_named(tmp_path: Path) -> None:
         load_settings({"config": str(bad)}, env={})
     with pytest.raises(ConfigError, match="No such file"):
         load_settings({"config": str(tmp_path / "missing.toml")}, env={})
+
+
+def test_input_topic_prefix_moves_only_the_input_topics() -> None:
+    from crp_stream.config import INPUT_TOPIC_NAMES
+    from crp_stream.events import INPUT_TOPICS, OUTPUT_TOPICS
+
+    assert INPUT_TOPIC_NAMES == INPUT_TOPICS
+    s = load_settings({}, env={"CRP_TOPIC_PREFIX": "shadow.", "CRP_INPUT_TOPIC_PREFIX": "prod."})
+    for base in INPUT_TOPICS:
+        assert s.topic(base).startswith("prod.") and s.base_topic(s.topic(base)) == base
+    for base in OUTPUT_TOPICS:
+        assert s.topic(base).startswith("shadow.") and s.base_topic(s.topic(base)) == base
+    plain = load_settings({}, env={"CRP_TOPIC_PREFIX": "app1."})
+    assert plain.topic("crp.documents") == "app1.documents" and plain.base_topic("app1.facts") == "crp.facts"

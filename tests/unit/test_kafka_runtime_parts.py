@@ -115,3 +115,77 @@ def test_worker_command_needs_a_broker_and_known_groups(tmp_path: Path, monkeypa
     assert main(["worker", "--data", str(tmp_path), "--broker", "localhost:9092"]) == 2  # no kafka:// scheme
     assert main(["worker", "--data", str(tmp_path), "--broker", "kafka://127.0.0.1:1", "--groups", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_a_rollback_whose_vector_reset_failed_is_reconciled_before_the_next_attempt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The third attempt fails after writing vectors and the reset fails too (the database blinked):
+    the dead-letter attempt that follows must put those points back first, not leave them active."""
+    import asyncio
+
+    from sqlalchemy.exc import OperationalError
+
+    from crp_stream.processors.base import Record
+    from crp_stream.runtime import kafka
+    from crp_stream.runtime.kafka import KafkaWorker
+
+    worker = KafkaWorker(Settings(data_dir=tmp_path, embedder="hashing:16", broker="kafka://127.0.0.1:1"),
+                         ("ingest",))
+    worker.partitions = dict(PARTS)  # as ensure_topics would find them
+    real_route, real_reconcile = kafka.route, kafka.reconcile
+    calls = []
+
+    def route(outs: list[Output], *args: object) -> object:
+        if any(o.topic == "crp.facts" for o in outs):
+            raise ValueError("refused by the broker's side")  # not transient: retried, then dead-lettered
+        return real_route(outs, *args)
+
+    def reconcile(*args: object) -> int:
+        calls.append(len(calls))
+        if len(calls) == 3:
+            raise OperationalError("SELECT", {}, ConnectionError("database down"))
+        return real_reconcile(*args)
+
+    monkeypatch.setattr(kafka, "route", route)
+    monkeypatch.setattr(kafka, "reconcile", reconcile)
+    doc = {"event_id": "d1", "source": "vendor", "source_type": "official",
+           "facts": [{"text": "The etcd client port is 2379."}, {"text": "The etcd peer port is 2380."}]}
+    record = Record("crp.documents", 0, 0, "vendor", json.dumps(doc).encode(), 1_700_000_000_000_000)
+    try:
+        outs, _ = asyncio.run(worker._apply(worker.handlers[0], record))
+        assert outs is not None and [o.topic for o in outs if o.topic == "crp.deadletter"]
+        with worker.fabric.unit_of_work() as uow:
+            assert uow.repo.offsets("ingest") == {("crp.documents", 0): 1}  # dead-lettered, moved on
+        assert worker.fabric.vectors.count() == 2  # written by the failed attempts ...
+        assert worker.fabric.vectors.search([1.0] * 16, 10, 0.0) == []  # ... and none is served
+        assert len(calls) == 4  # after each failed attempt, and once more before the dead letter
+    finally:
+        asyncio.run(worker.stop())
+
+
+def test_a_copy_of_our_own_changelog_record_is_not_applied_again(fabric: Fabric) -> None:
+    """On Kafka a restarted worker produces its outbox again: the copy (same crp-id, later offset) must
+    not reach the arbiter, which would act on a newer fabric under the copy's id."""
+    from datetime import UTC, datetime
+
+    from crp_stream import events
+    from crp_stream.processors.base import Handler, Record
+    from crp_stream.processors.dispatch import ID_HEADER, apply_record
+
+    seen: list[int] = []
+
+    class Arbiter(Handler):
+        group, topics = "arbiter", ("crp.facts",)
+
+        def handle(self, event: object, record: Record, uow: object, out: object) -> None:
+            seen.append(record.offset)
+
+    change = events.encode(events.FactStatusChanged(fact_id="f1", status="stale", reason="r",
+                                                    at=datetime(2030, 1, 1, tzinfo=UTC)))
+    headers = ((ID_HEADER, b"5bcb188406c47fcf185d974d28193fab"),)
+    with fabric.unit_of_work() as uow:
+        for offset in (7, 12):  # the record, then its copy
+            assert apply_record(Arbiter(), Record("crp.facts", 1, offset, "f1", change, 1, headers), uow) == []
+        other = ((ID_HEADER, b"0" * 32),)  # another record, same content: applied
+        apply_record(Arbiter(), Record("crp.facts", 1, 13, "f1", change, 1, other), uow)
+    assert seen == [7, 13]
