@@ -96,11 +96,11 @@ class Pipeline:
     """One worker's world: output topics + consumer group (``prefix``), database, edge index, a tap."""
 
     def __init__(self, name: str, tmp: Path, input_prefix: str, *, instance_id: str | None = None,
-                 env: Mapping[str, str] | None = None):
+                 env: Mapping[str, str] | None = None, db: str | None = None):
         self.name = name
         self.prefix = unique_prefix(name)
         self.input_prefix = input_prefix
-        self.db = fresh_postgres_url()
+        self.db = db or fresh_postgres_url()
         self.kafka = Kafka(self.prefix)
         extra = {"CRP_INPUT_TOPIC_PREFIX": input_prefix, **(env or {})}
         if instance_id:
