@@ -29,13 +29,22 @@ def test_postgres_answers_select_1(postgres_url: str) -> None:
         engine.dispose()
 
 
+UNKNOWN_TOPIC_OR_PARTITION = 3
+
+
+class TopicNotYetKnown(Exception):
+    """A topic created a moment ago that the answering broker's metadata does not show yet."""
+
+
 def _config_values(response: object) -> dict[str, str]:
     """{name: value} of one DescribeConfigs response (aiokafka returns the raw protocol struct)."""
     out: dict[str, str] = {}
     for resp in response if isinstance(response, list) else [response]:
         for resource in resp.resources:
             error_code, error_message = resource[0], resource[1]
-            assert error_code == 0, error_message
+            if error_code == UNKNOWN_TOPIC_OR_PARTITION:
+                raise TopicNotYetKnown(resource[3])
+            assert error_code == 0, (error_code, error_message)
             for entry in resource[4]:
                 out[entry[0]] = entry[1]
     return out
@@ -55,7 +64,14 @@ async def _log_append_roundtrip(bootstrap: str) -> None:
         await admin.create_topics(
             [NewTopic(topic, 1, 1, topic_configs={"message.timestamp.type": "LogAppendTime"})]
         )
-        cfg = _config_values(await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]))
+        for _ in range(100):  # creation returns before every metadata cache has the topic
+            try:
+                cfg = _config_values(await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]))
+                break
+            except TopicNotYetKnown:
+                await asyncio.sleep(0.1)
+        else:
+            pytest.fail(f"topic {topic} not described 10 s after its creation")
         assert cfg["message.timestamp.type"] == "LogAppendTime"
 
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
