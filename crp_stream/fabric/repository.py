@@ -106,6 +106,25 @@ class Repository:
                 out[r.fact_id] = dict(r._mapping)
         return out
 
+    def fact_statuses(self, fact_ids: Sequence[str]) -> dict[str, str]:
+        """``{fact_id: status}`` of the given facts that exist."""
+        out: dict[str, str] = {}
+        ids = sorted(set(fact_ids))
+        for i in range(0, len(ids), 500):
+            q = select(t.facts.c.fact_id, t.facts.c.status).where(t.facts.c.fact_id.in_(ids[i : i + 500]))
+            out.update(self.conn.execute(q).all())
+        return out
+
+    def fact_rows(self, fact_ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Like ``facts_by_ids``, only the named columns (``fact_id`` among them)."""
+        ids = sorted(set(fact_ids))
+        cols = [t.facts.c[f] for f in fields]
+        out: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(ids), 500):
+            for r in self.conn.execute(select(*cols).where(t.facts.c.fact_id.in_(ids[i : i + 500]))):
+                out[r.fact_id] = dict(r._mapping)
+        return out
+
     def facts_for_claim(self, claim_key: str) -> list[dict[str, Any]]:
         q = select(t.facts).where(t.facts.c.claim_key == claim_key).order_by(t.facts.c.epoch_us, t.facts.c.fact_id)
         return [dict(r._mapping) for r in self.conn.execute(q)]

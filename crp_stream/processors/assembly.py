@@ -86,17 +86,13 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
     for hits in uow.vectors.search_many(probes, k, now_s, EXCLUDED):
         for fid, score in hits:
             found[fid] = max(found.get(fid, -1.0), score)
-    ids = sorted(found)
-    rows_by_id = uow.repo.facts_by_ids(ids)
-    vec_by_id = uow.vectors.get_vectors(ids)
-    ids = [i for i in ids if i in rows_by_id and i in vec_by_id and rows_by_id[i]["status"] not in EXCLUDED]
     dim = int(query_vec.shape[0])
-    vecs = np.stack([vec_by_id[i] for i in ids]).astype(np.float32) if ids else np.zeros((0, dim), np.float32)
+    ids, rows, vecs = _fetch(uow, sorted(found), dim)
     rel = cdr.relevance(vecs, query_vec) if ids else np.zeros(0)
     keep = cdr.relevance_gate(rel, min_relevance)
     ids = [i for i, ok in zip(ids, keep, strict=True) if ok]
     vecs = vecs[keep]
-    rows = [rows_by_id[i] for i in ids]
+    rows = [r for r, ok in zip(rows, keep, strict=True) if ok]
     res_vecs = np.stack([vec_from_json(s.embedding) for s in residual]) if residual else np.zeros((0, dim))
     cov_vecs, depth = coverage
     if cov_vecs.shape[0] == 0:
@@ -108,6 +104,15 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
                    views=[], ctx=ctx)
     _extend(c, ids, rows, vecs)
     return c
+
+
+def _fetch(uow: Any, fact_ids: list[str], dim: int) -> tuple[list[str], list[dict[str, Any]], np.ndarray]:
+    """Rows and vectors of the facts that exist, have a vector and are not excluded, in the given order."""
+    ids, rows, vecs = uow.fabric.facts.candidates(uow.repo, uow.vectors, fact_ids)
+    keep = [i for i, r in enumerate(rows) if r["status"] not in EXCLUDED]
+    if not keep:
+        return [], [], np.zeros((0, dim), np.float32)
+    return [ids[i] for i in keep], [rows[i] for i in keep], vecs[keep]
 
 
 def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.ndarray) -> None:
@@ -245,11 +250,9 @@ def _connectors(uow: Any, c: Candidates, sel: Selection, slots: int, policy: Any
 
 def _append_outside(uow: Any, c: Candidates, fact_ids: list[str]) -> None:
     """Connectors below the relevance gate join the candidates (SPEC-025 §2.5: their floor is 0.30)."""
-    rows = uow.repo.facts_by_ids(fact_ids)
-    vecs = uow.vectors.get_vectors(fact_ids)
-    add = [f for f in fact_ids if f in rows and f in vecs and rows[f]["status"] not in EXCLUDED]
+    add, rows, vecs = _fetch(uow, fact_ids, c.vecs.shape[1])
     if add:
-        _extend(c, add, [rows[f] for f in add], np.stack([vecs[f] for f in add]).astype(np.float32))
+        _extend(c, add, rows, vecs)
 
 
 def _arbitrate(c: Candidates, sel: Selection, th: Thresholds) -> bool:
