@@ -179,6 +179,15 @@ class Repository:
                 adj.setdefault(r.dst, {})[r.src] = r.weight
         return adj
 
+    def edge_rows(self, fact_ids: Sequence[str]) -> list[tuple[str, str, float]]:
+        """``(src, dst, weight)`` of every edge whose ``src`` is given: each fact's edges, complete."""
+        ids = sorted(set(fact_ids))
+        out: list[tuple[str, str, float]] = []
+        for i in range(0, len(ids), 500):
+            q = select(t.edges.c.src, t.edges.c.dst, t.edges.c.weight).where(t.edges.c.src.in_(ids[i : i + 500]))
+            out.extend(self.conn.execute(q).all())
+        return out
+
     def edge_count(self) -> int:
         return int(self.conn.execute(select(func.count()).select_from(t.edges)).scalar_one()) // 2
 

@@ -13,10 +13,10 @@ import numpy as np
 
 from crp_stream.core import cdgr, cdr, conflicts, exits, ngram, recency
 from crp_stream.core.calibration import Thresholds
+from crp_stream.processors.graph_walk import LoadedEdges
 from crp_stream.processors.session import SubQueryState, vec_from_json
 
 EXCLUDED = ("quarantined", "expired", "superseded")
-GRAPH_GENERATION = "graph_generation"
 
 
 @dataclass
@@ -35,8 +35,7 @@ class Candidates:
     support: np.ndarray
     views: list[conflicts.FactView]
     ctx: ScoringContext
-    adjacency: dict[str, dict[str, float]] = field(default_factory=dict)  # graph edges read so far
-    adjacency_of: set[str] = field(default_factory=set)  # facts whose every edge is in ``adjacency``
+    graph: LoadedEdges = field(default_factory=LoadedEdges)  # graph edges read so far
 
 
 @dataclass(frozen=True)
@@ -200,38 +199,26 @@ def select(uow: Any, c: Candidates, eligible: list[int], budget: int, policy: An
     return sel
 
 
-def _adjacency(uow: Any, c: Candidates, fact_ids: set[str]) -> None:
-    """Read the edges of ``fact_ids`` into ``c.adjacency`` (both directions), merging neighbour maps.
-
-    Through the fabric's in-memory graph cache; it is dropped when the graph generation changed.
-    """
-    todo = fact_ids - c.adjacency_of
-    if not todo:
-        return
-    graph = uow.fabric.graph
-    if not c.adjacency_of:  # first read of this request: is the cache still the fabric's graph?
-        graph.sync(uow.repo.get_meta(GRAPH_GENERATION) or "0")
-    for src, nbrs in graph.adjacency(uow.repo, todo).items():
-        c.adjacency.setdefault(src, {}).update(nbrs)
-        for dst, w in nbrs.items():
-            c.adjacency.setdefault(dst, {})[src] = w
-    c.adjacency_of |= todo
-
-
 def _connectors(uow: Any, c: Candidates, sel: Selection, slots: int, policy: Any, th: Thresholds,
                 exclude: set[str]) -> list[tuple[int, list[str], float, float]]:
     if slots <= 0 or not sel.anchors:
         return []
     anchor_ids = [c.ids[i] for i in sel.anchors]
+    g = c.graph
+    g.bind(uow)
+    anchors = g.ints(anchor_ids)
     # The anchors' edges and their neighbours' edges: enough to walk two hops and to see every path of
     # <= 2 edges to an anchor, the only facts with bridge value (SPEC-025 §2.4). Facts three hops out
     # cannot touch an anchor within two edges, so a deeper walk adds no connector.
-    _adjacency(uow, c, set(anchor_ids))
-    _adjacency(uow, c, {n for a in anchor_ids for n in c.adjacency.get(a, {})})
+    g.load(uow, anchors)
+    g.load(uow, g.neighbours(anchors).tolist())
     sel.hops = policy.max_hops
-    found = sorted(cdgr.expand_connectors(anchor_ids, c.adjacency, min(policy.max_hops, 2)) - exclude)
-    bridge_all, bridged_all = cdgr.bridge_values(found, anchor_ids, c.adjacency)
-    useful = {f: (float(b), br) for f, b, br in zip(found, bridge_all, bridged_all, strict=True) if b > 0.0}
+    reached = cdgr.expand_connectors_edges(anchors, g.src, g.dst, min(policy.max_hops, 2))
+    found = sorted(f for f in g.names(reached.tolist()) if f not in exclude)
+    cols = sorted(set(anchor_ids))
+    bridge_all, bridged_all = cdgr.bridge_values_edges(g.ints(found), g.ints(cols), g.src, g.dst, g.weight)
+    useful = {f: (float(b), [cols[j] for j in br])
+              for f, b, br in zip(found, bridge_all, bridged_all, strict=True) if b > 0.0}
     index = {fid: i for i, fid in enumerate(c.ids)}
     outside = [f for f in sorted(useful) if f not in index]
     if outside:
