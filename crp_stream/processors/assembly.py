@@ -123,8 +123,7 @@ def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.
     age = np.asarray([ctx.now_s - r["modified_at_us"] / 1e6 for r in rows], dtype=np.float64)
     ttl = np.asarray([recency.ttl_or_inf(r["ttl_s"]) for r in rows], dtype=np.float64)
     rec = recency.recency_factor(age, ttl)
-    overlaps = np.asarray([ngram.ngram_overlap(r["text"], ctx.blacklist) for r in rows] if ctx.blacklist
-                          else np.zeros(len(rows)), dtype=np.float64)
+    overlaps = np.asarray(ngram.ngram_overlaps([r["text"] for r in rows], ctx.blacklist), dtype=np.float64)
     pen = ngram.ngram_penalty(overlaps)
     imp = np.asarray([r["importance"] for r in rows], dtype=np.float64)
     score = cdr.cdr_score(imp, sig.relevance, sig.residual_pull, sig.novelty, rec, pen)
