@@ -6,7 +6,9 @@ directory the caller passed.
 
 Speed: queries use exact (brute-force, SIMD) search with keyword/float payload indexes on the filter
 fields; the shard is never ``optimize()``d, so no HNSW graph is built (building one costs ~25 s per
-20k 384-d points on two cores and exact search is already fast at this scale).
+20k 384-d points on two cores and exact search is already fast at this scale). Queries return point
+ids only, mapped back to fact ids in memory: fetching the payload of every hit cost more than the
+search itself on small fabrics (4 probes of 148 hits at 1k facts: 4.0 ms with payloads, 2.5 without).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -64,6 +67,7 @@ class EdgeVectorIndex(VectorIndex):
         self._params = qe.SearchParams(exact=exact)
         self._shard: qe.EdgeShard | None = None
         self._dim: int | None = None
+        self._fact_of: dict[Any, str] = {}  # point id (as the engine returns it) -> fact id
         self._closed = False
         if (self._path / _CONFIG_FILE).exists():
             try:
@@ -136,6 +140,7 @@ class EdgeVectorIndex(VectorIndex):
             self._shard = None
         shutil.rmtree(self._path, ignore_errors=True)
         self._dim = None
+        self._fact_of.clear()
 
     # ---- writes -------------------------------------------------------------------------------------
 
@@ -148,6 +153,7 @@ class EdgeVectorIndex(VectorIndex):
                 for fid, vec, payload in zip(ids[start:stop], vectors[start:stop], payloads[start:stop], strict=True)
             ]
             shard.update(qe.UpdateOperation.upsert_points(points))
+            self._fact_of.update((uuid.UUID(point_id(fid)), fid) for fid in ids[start:stop])
 
     def _set_status(self, fact_ids: list[str], status: str) -> None:
         # By filter, not by ids: points that do not exist are skipped instead of failing the batch.
@@ -166,13 +172,23 @@ class EdgeVectorIndex(VectorIndex):
             filter=where,
             score_threshold=min_score,
             params=self._params,
-            with_payload=[F_FACT_ID],
+            with_payload=False,
             with_vector=False,
         )
 
+    def _facts(self, hits: list[qe.ScoredPoint]) -> list[tuple[str, float]]:
+        """(fact_id, score) of each hit; the fact ids of points this process has not seen are read once."""
+        fact_of = self._fact_of
+        scored = [(p.id, p.score) for p in hits]  # each .id builds a uuid.UUID: read it once
+        unknown = [i for i, _s in scored if i not in fact_of]
+        if unknown:
+            for record in self._live().retrieve(unknown, with_payload=[F_FACT_ID], with_vector=False):
+                if record.payload and F_FACT_ID in record.payload:
+                    fact_of[record.id] = str(record.payload[F_FACT_ID])
+        return [(fact_of[i], float(s)) for i, s in scored if i in fact_of]
+
     def _query(self, query: Vector, limit: int, where: Constraint, min_score: float | None) -> list[tuple[str, float]]:
-        hits = self._live().query(self._request(query, limit, _edge_filter(where), min_score))
-        return [(str(p.payload[F_FACT_ID]), float(p.score)) for p in hits if p.payload]
+        return self._facts(self._live().query(self._request(query, limit, _edge_filter(where), min_score)))
 
     def _query_many(
         self, queries: Vector, limit: int, where: Constraint, min_score: float | None
@@ -183,8 +199,7 @@ class EdgeVectorIndex(VectorIndex):
         out: list[list[tuple[str, float]]] = []
         for start in range(0, len(queries), _QUERY_BATCH):
             batch = [self._request(q, limit, condition, min_score) for q in queries[start : start + _QUERY_BATCH]]
-            for hits in shard.query_batch(qe.QueryBatchRequest(batch)):
-                out.append([(str(p.payload[F_FACT_ID]), float(p.score)) for p in hits if p.payload])
+            out.extend(self._facts(hits) for hits in shard.query_batch(qe.QueryBatchRequest(batch)))
         return out
 
     def get_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
