@@ -46,6 +46,11 @@ _INDEXES: Final = (
 )
 
 
+def _point_key(pid: Any) -> int:
+    """Point ids are UUIDs here (``core.ids.point_id``); their int is the cheapest dict key."""
+    return pid.int if isinstance(pid, uuid.UUID) else uuid.UUID(str(pid)).int
+
+
 def _edge_filter(where: Constraint) -> qe.Filter | None:
     must_not: list[Any] = []
     if where.exclude_statuses:
@@ -67,7 +72,7 @@ class EdgeVectorIndex(VectorIndex):
         self._params = qe.SearchParams(exact=exact)
         self._shard: qe.EdgeShard | None = None
         self._dim: int | None = None
-        self._fact_of: dict[Any, str] = {}  # point id (as the engine returns it) -> fact id
+        self._fact_of: dict[int, str] = {}  # point id (a UUID, as its int) -> fact id
         self._closed = False
         if (self._path / _CONFIG_FILE).exists():
             try:
@@ -153,7 +158,7 @@ class EdgeVectorIndex(VectorIndex):
                 for fid, vec, payload in zip(ids[start:stop], vectors[start:stop], payloads[start:stop], strict=True)
             ]
             shard.update(qe.UpdateOperation.upsert_points(points))
-            self._fact_of.update((uuid.UUID(point_id(fid)), fid) for fid in ids[start:stop])
+            self._fact_of.update((uuid.UUID(point_id(fid)).int, fid) for fid in ids[start:stop])
 
     def _set_status(self, fact_ids: list[str], status: str) -> None:
         # By filter, not by ids: points that do not exist are skipped instead of failing the batch.
@@ -179,12 +184,12 @@ class EdgeVectorIndex(VectorIndex):
     def _facts(self, hits: list[qe.ScoredPoint]) -> list[tuple[str, float]]:
         """(fact_id, score) of each hit; the fact ids of points this process has not seen are read once."""
         fact_of = self._fact_of
-        scored = [(p.id, p.score) for p in hits]  # each .id builds a uuid.UUID: read it once
-        unknown = [i for i, _s in scored if i not in fact_of]
+        scored = [(_point_key(p.id), p.score) for p in hits]  # .id builds a uuid.UUID: read it once
+        unknown: list[qe.PointId] = [uuid.UUID(int=i) for i, _s in scored if i not in fact_of]
         if unknown:
             for record in self._live().retrieve(unknown, with_payload=[F_FACT_ID], with_vector=False):
                 if record.payload and F_FACT_ID in record.payload:
-                    fact_of[record.id] = str(record.payload[F_FACT_ID])
+                    fact_of[_point_key(record.id)] = str(record.payload[F_FACT_ID])
         return [(fact_of[i], float(s)) for i, s in scored if i in fact_of]
 
     def _query(self, query: Vector, limit: int, where: Constraint, min_score: float | None) -> list[tuple[str, float]]:
