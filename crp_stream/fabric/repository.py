@@ -57,10 +57,9 @@ class Repository:
             )
 
     def processed_hash(self, consumer: str, event_id: str) -> str | None:
-        tbl = t.processed_events
-        return self.conn.execute(
-            select(tbl.c.content_hash).where((tbl.c.consumer == consumer) & (tbl.c.event_id == event_id))
-        ).scalar_one_or_none()
+        rows = self._select_where(("content_hash",), "processed_events",
+                                  (("consumer", consumer), ("event_id", event_id)))
+        return rows[0][0] if rows else None
 
     def mark_processed(self, consumer: str, event_id: str, content_hash: str, topic: str, offset: int) -> None:
         self.conn.execute(
@@ -125,6 +124,18 @@ class Repository:
             chunk = ids[i : i + 500]
             out.extend(raw.execute(f"{head} IN ({', '.join('?' * len(chunk))})", chunk).fetchall())  # type: ignore[union-attr]
         return out
+
+    def _select_where(self, columns: Sequence[str], table: str, equal: Sequence[tuple[str, Any]]) -> list[Any]:
+        """``SELECT columns FROM table WHERE a = ? AND ...`` on the driver's connection, like ``_select_in``:
+        for the reads every record makes (idempotency, session state)."""
+        mark = "%s" if self._dialect == "postgresql" else "?"
+        sql = f"SELECT {', '.join(columns)} FROM {table} WHERE " + " AND ".join(f"{k} = {mark}" for k, _ in equal)
+        raw = self.conn.connection.driver_connection
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql, [v for _, v in equal])
+                return list(cur.fetchall())
+        return list(raw.execute(sql, [v for _, v in equal]).fetchall())  # type: ignore[union-attr]
 
     def fact_statuses(self, fact_ids: Sequence[str]) -> dict[str, str]:
         """``{fact_id: status}`` of the given facts that exist."""
@@ -200,10 +211,11 @@ class Repository:
 
     # sessions ---------------------------------------------------------------------------------
     def get_session(self, session_id: str) -> dict[str, Any] | None:
-        r = self.conn.execute(select(t.sessions).where(t.sessions.c.session_id == session_id)).first()
-        if r is None:
+        cols = list(t.sessions.c.keys())
+        rows = self._select_where(cols, "sessions", (("session_id", session_id),))
+        if not rows:
             return None
-        row = dict(r._mapping)
+        row = dict(zip(cols, rows[0], strict=True))
         row["state"] = json.loads(row["state"])
         return row
 
