@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import BigInteger, Connection, Text, cast, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from crp_stream.fabric import tables as t
@@ -38,6 +38,16 @@ class Repository:
             self.conn.execute(t.meta.insert().values(key=key, value=value))
         else:
             self.conn.execute(update(t.meta).where(t.meta.c.key == key).values(value=value))
+
+    def increment_meta(self, key: str) -> int:
+        """Add 1 to an integer meta value (0 if absent) and return the new value, atomically: a
+        concurrent writer waits for this transaction and then increments the committed value, so two
+        workers never both move a counter from n to n + 1 (a read-then-write would)."""
+        self._insert_ignore(t.meta, [{"key": key, "value": "0"}], ["key"])
+        value = t.meta.c.value
+        stmt = (update(t.meta).where(t.meta.c.key == key)
+                .values(value=cast(cast(value, BigInteger) + 1, Text)).returning(value))
+        return int(self.conn.execute(stmt).scalar_one())
 
     # offsets and idempotency ------------------------------------------------------------------
     def offsets(self, consumer: str) -> dict[tuple[str, int], int]:
