@@ -36,7 +36,7 @@ class FactCache:
             raise ValueError(f"max_facts must be >= 1, got {max_facts}")
         self.max_facts = max_facts
         self._slot: dict[str, int] = {}  # least recently used first
-        self._rows: list[tuple[Any, ...] | None] = []
+        self._rows: list[dict[str, Any] | None] = []
         self._free: list[int] = []
         self._mat = np.zeros((0, 0), dtype=np.float32)
         self.hits = 0
@@ -57,33 +57,36 @@ class FactCache:
     def candidates(self, repo: Any, vectors: Any, fact_ids: Sequence[str]
                    ) -> tuple[list[str], list[dict[str, Any]], npt.NDArray[np.float32]]:
         """The facts of ``fact_ids`` that exist in the store and have a vector, in the given order:
-        their ids, rows (``FIELDS`` + the current ``status``) and unit vectors (n x dim, float32)."""
+        their ids, rows (``FIELDS`` + the current ``status``) and unit vectors (n x dim, float32).
+
+        The rows are the cache's own dicts, their ``status`` set by this call: read them, never
+        mutate them, and not after the caller's transaction."""
         status = repo.fact_statuses(fact_ids)
         slot = self._slot
         missing = [f for f in fact_ids if f in status and f not in slot]
         self.hits += len(status) - len(missing)
-        loaded: dict[str, tuple[tuple[Any, ...], npt.NDArray[np.float32]]] = {}
+        loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]] = {}
         if missing:
             self.misses += len(missing)
             rows = repo.fact_rows(missing, FIELDS)
             vecs = vectors.get_vectors(missing)
-            loaded = {f: (tuple(rows[f][k] for k in FIELDS), np.asarray(vecs[f], dtype=np.float32))
+            loaded = {f: ({k: rows[f][k] for k in FIELDS}, np.asarray(vecs[f], dtype=np.float32))
                       for f in missing if f in rows and f in vecs}
         ids = [f for f in fact_ids if f in status and (f in slot or f in loaded)]
         out_rows: list[dict[str, Any]] = []
         hit_at: list[int] = []
         hit_slots: list[int] = []
+        cached = self._rows
         for n, f in enumerate(ids):
             s = slot.get(f)
             if s is None:
-                values = loaded[f][0]
+                row = loaded[f][0]
             else:
                 slot[f] = slot.pop(f)  # most recently used last: evicted last
-                values = self._rows[s] or ()
+                row = cached[s] or {}
                 hit_at.append(n)
                 hit_slots.append(s)
-            row = dict(zip(FIELDS, values, strict=True))
-            row["status"] = status[f]
+            row["status"] = status[f]  # the cache's own dict: only its status changes, here
             out_rows.append(row)
         dim = self._mat.shape[1] if hit_slots else (next(iter(loaded.values()))[1].shape[0] if loaded else 0)
         out = np.zeros((len(ids), dim), dtype=np.float32)
@@ -96,7 +99,7 @@ class FactCache:
             self._store(loaded)
         return ids, out_rows, out
 
-    def _store(self, loaded: dict[str, tuple[tuple[Any, ...], npt.NDArray[np.float32]]]) -> None:
+    def _store(self, loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]]) -> None:
         dim = next(iter(loaded.values()))[1].shape[0]
         if self._mat.shape[1] != dim:  # first load (or another model after a rebuild): start over
             self.clear()

@@ -158,11 +158,13 @@ def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]
     groups = conflicts.same_claim_duplicates(c.views, c.vecs)
     reps: list[int] = []
     members: dict[int, list[int]] = {}
+    c.support[:] = 1  # the groups partition the candidates: most are singletons
     for g in groups:
-        rep = min(g, key=lambda i: (-c.score[i], c.ids[i]))
+        rep = g[0] if len(g) == 1 else min(g, key=lambda i: (-c.score[i], c.ids[i]))
         reps.append(rep)
         members[rep] = g
-        c.support[rep] = len(g)
+        if len(g) > 1:
+            c.support[rep] = len(g)
     return sorted(reps), members
 
 
