@@ -4,6 +4,11 @@ One ``EdgeShard`` lives in ``<directory>/edge-shard`` (WAL on, so writes survive
 makes them durable on disk). Only that subdirectory is ever deleted (by ``delete_all``), never the
 directory the caller passed.
 
+Recent query results are kept (``_results``) until the next write: the shard is this process's
+alone (its WAL is locked), so nothing else changes it, and a window re-runs the probes of its
+session's Residual Set window after window. ``now`` only matters through expiries: while no point
+has one, results do not depend on it; once one has, none are kept.
+
 Speed: queries use exact (brute-force, SIMD) search with keyword/float payload indexes on the filter
 fields; the shard is never ``optimize()``d, so no HNSW graph is built (building one costs ~25 s per
 20k 384-d points on two cores and exact search is already fast at this scale). Queries return point
@@ -14,10 +19,12 @@ search itself on small fabrics (4 probes of 148 hits at 1k facts: 4.0 ms with pa
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -39,6 +46,7 @@ SHARD_DIR: Final = "edge-shard"
 _CONFIG_FILE: Final = "edge_config.json"  # written by qdrant-edge itself; holds the vector size
 _BATCH: Final = 1024
 _QUERY_BATCH: Final = 256
+_RESULTS_MAX: Final = 1024  # queries whose results are kept (~150 hits each)
 _INDEXES: Final = (
     (F_STATUS, qe.PayloadSchemaType.Keyword),
     (F_EXPIRES_AT, qe.PayloadSchemaType.Float),
@@ -73,6 +81,8 @@ class EdgeVectorIndex(VectorIndex):
         self._shard: qe.EdgeShard | None = None
         self._dim: int | None = None
         self._fact_of: dict[int, str] = {}  # point id (a UUID, as its int) -> fact id
+        self._results: dict[tuple[Any, ...], list[tuple[str, float]]] = {}  # query -> exact hits, until a write
+        self._expiring: bool | None = None  # does a point have an expiry? None: not known yet
         self._closed = False
         if (self._path / _CONFIG_FILE).exists():
             try:
@@ -146,11 +156,16 @@ class EdgeVectorIndex(VectorIndex):
         shutil.rmtree(self._path, ignore_errors=True)
         self._dim = None
         self._fact_of.clear()
+        self._results.clear()
+        self._expiring = None
 
     # ---- writes -------------------------------------------------------------------------------------
 
     def _upsert(self, ids: list[str], vectors: Vector, payloads: list[dict[str, Any]]) -> None:
         shard = self._live()
+        self._results.clear()
+        if any(p.get(F_EXPIRES_AT) is not None for p in payloads):
+            self._expiring = True
         for start in range(0, len(ids), _BATCH):
             stop = start + _BATCH
             points = [
@@ -163,6 +178,7 @@ class EdgeVectorIndex(VectorIndex):
     def _set_status(self, fact_ids: list[str], status: str) -> None:
         # By filter, not by ids: points that do not exist are skipped instead of failing the batch.
         shard = self._live()
+        self._results.clear()
         for start in range(0, len(fact_ids), _BATCH):
             ids: set[qe.PointId] = {point_id(fid) for fid in fact_ids[start : start + _BATCH]}
             where = qe.Filter(must=[qe.HasIdCondition(ids)])
@@ -193,19 +209,29 @@ class EdgeVectorIndex(VectorIndex):
         return [(fact_of[i], float(s)) for i, s in scored if i in fact_of]
 
     def _query(self, query: Vector, limit: int, where: Constraint, min_score: float | None) -> list[tuple[str, float]]:
-        return self._facts(self._live().query(self._request(query, limit, _edge_filter(where), min_score)))
+        return self._query_many(query.reshape(1, -1), limit, where, min_score)[0]
 
     def _query_many(
         self, queries: Vector, limit: int, where: Constraint, min_score: float | None
     ) -> list[list[tuple[str, float]]]:
         # query_batch shares one pass over the segments: ~4x cheaper per query than query() at 20k points.
         shard = self._live()
+        if self._expiring is None:
+            expiring = qe.Filter(must=[qe.FieldCondition(F_EXPIRES_AT, range=qe.RangeFloat(gte=-math.inf))])
+            self._expiring = shard.count(qe.CountRequest(filter=expiring, exact=True)) > 0
+        # Without expiries, ``alive_at`` (now) excludes nothing: the same results whatever its value.
+        same = where if self._expiring else replace(where, alive_at=None)
+        keys = [(q.tobytes(), limit, same, min_score) for q in queries]
+        todo = [i for i, k in enumerate(keys) if k not in self._results]
         condition = _edge_filter(where)
-        out: list[list[tuple[str, float]]] = []
-        for start in range(0, len(queries), _QUERY_BATCH):
-            batch = [self._request(q, limit, condition, min_score) for q in queries[start : start + _QUERY_BATCH]]
-            out.extend(self._facts(hits) for hits in shard.query_batch(qe.QueryBatchRequest(batch)))
-        return out
+        for start in range(0, len(todo), _QUERY_BATCH):
+            part = todo[start : start + _QUERY_BATCH]
+            batch = [self._request(queries[i], limit, condition, min_score) for i in part]
+            for i, hits in zip(part, shard.query_batch(qe.QueryBatchRequest(batch)), strict=True):
+                if len(self._results) >= _RESULTS_MAX:
+                    del self._results[next(iter(self._results))]
+                self._results[keys[i]] = self._facts(hits)
+        return [list(self._results[k]) for k in keys]
 
     def get_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
         if self._dim is None or not fact_ids:
