@@ -62,17 +62,19 @@ class LoadedEdges:
     def edges_of(self, fact_ids: Iterable[str]) -> dict[str, dict[str, float]]:
         """``{fact: {neighbour: weight}}`` over the edges read so far: a fact's own edges if it was
         loaded, else its edges to loaded facts."""
-        out: dict[str, dict[str, float]] = {}
-        if self.cache is None:
+        wanted = list(fact_ids)
+        out: dict[str, dict[str, float]] = {f: {} for f in wanted}
+        if self.cache is None or not wanted:
             return out
-        index = self.cache.index
-        for f in fact_ids:
-            i = index([f])[0]
-            own = self.src == i
-            back = self.dst == i
-            nbrs = self.names(np.concatenate([self.src[back], self.dst[own]]).tolist())
-            w = np.concatenate([self.weight[back], self.weight[own]]).tolist()
-            out[f] = dict(zip(nbrs, w, strict=True))
+        ints = np.asarray(self.cache.index(wanted), dtype=np.int64)
+        own = np.isin(self.src, ints)  # one pass over the edge list for all of them
+        back = np.isin(self.dst, ints)
+        fact = np.concatenate([self.src[own], self.dst[back]])
+        other = np.concatenate([self.dst[own], self.src[back]])
+        weight = np.concatenate([self.weight[own], self.weight[back]])
+        names = self.cache.names
+        for f, o, w in zip(fact.tolist(), other.tolist(), weight.tolist(), strict=True):
+            out[names[f]][names[o]] = w
         return out
 
 
