@@ -1,7 +1,8 @@
 """``soak.py --sweep``: the largest fabric and the most concurrent sessions held with envelope p99 < 25 ms.
 
 For each fabric size (the clustered 384-d corpus of retrieval_speed.py, built once and cached), the
-embedded runtime serves closed-loop sessions: each of S clients requests window 1 of a session,
+embedded runtime first serves every session of a pool of 64 once (warm caches, as in a worker that
+has run a while), then closed-loop sessions drawn from the pool, their vectors nudged per session: each of S clients requests window 1 of a session,
 and when the envelope is out sends its report and, after a think time (``--think`` s, uniform 0.5-1.5x;
 the generator writing the window), the next window's request; after ``--windows`` windows it starts
 a new session. Latency is from the request's append to the log to the envelope's commit: queueing
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from _common import percentile, vec
 from retrieval_speed import MODEL, Session, make_sessions, prepared
 
@@ -69,15 +71,24 @@ class Clients:
         self.log.append([Append(topic, key, json.dumps(value, separators=(",", ":")).encode())])
         self.wake.set()
 
+    def _vectors(self, sid: str) -> tuple[Session, np.ndarray, list[np.ndarray]]:
+        """A pool session's vectors, nudged per session: a new session brings vectors never queried
+        before (the index keeps recent query results), near the same facts (caches as in steady state)."""
+        n = int(sid.rsplit("-", 1)[1])
+        s = self.pool[n % len(self.pool)]
+        rng = np.random.default_rng(n)
+        nudge = [0.01 * rng.standard_normal(s.query.shape[0]).astype(np.float32) for _ in range(1 + len(s.sub_vecs))]
+        return s, s.query + nudge[0], [v + d for v, d in zip(s.sub_vecs, nudge[1:], strict=True)]
+
     def _request(self, sid: str, window: int) -> None:
-        s = self.pool[int(sid.rsplit("-", 1)[1]) % len(self.pool)]
+        s, query, subs = self._vectors(sid)
         value: dict[str, Any] = {
             "request_id": f"{sid}-w{window}", "session_id": sid, "window": window,
-            "query": {"text": f"Explain topic {s.topic}", "embedding": vec(s.query)},
+            "query": {"text": f"Explain topic {s.topic}", "embedding": vec(query)},
             "fact_budget": self.args.budget, "max_windows": self.args.windows, "embedding_model": MODEL}
         if window == 1:
             value["sub_queries"] = [{"id": f"sq{j}", "text": f"area {s.subs[j]} of topic {s.topic}",
-                                     "embedding": vec(v)} for j, v in enumerate(s.sub_vecs)]
+                                     "embedding": vec(v)} for j, v in enumerate(subs)]
         self._append("crp.window.requests", sid, value)
 
     def _new_session(self, client: int) -> None:
@@ -204,7 +215,8 @@ def sweep(args: argparse.Namespace) -> int:
             gc.collect()  # as `crp-stream run` does at start-up
             gc.freeze()
             pool = make_sessions(corpus, 64, 3, 11)
-            run_level(rt, settings, pool, args, 1, 60, f"warm{n}")  # caches warm, as in a running worker
+            # Every pool session once: caches hold the working set, as in a worker that has run a while.
+            run_level(rt, settings, pool, args, 4, len(pool) * args.windows, f"warm{n}")
             held[n] = 0
             for count in levels:
                 lv = run_level(rt, settings, pool, args, count, args.envelopes, f"s{n}-{count}")
