@@ -25,6 +25,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -40,9 +41,9 @@ DEFAULT_DUPLICATE_THRESHOLD = 0.97
 DEMOTED_STATUSES = frozenset({"stale", "superseded", "expired", "quarantined"})
 
 
-@dataclass(frozen=True)
-class FactView:
-    """What conflict handling needs to know about one candidate fact."""
+class FactView(NamedTuple):
+    """What conflict handling needs to know about one candidate fact (immutable; a named tuple, built
+    for every candidate of every window: three times cheaper than a frozen dataclass)."""
     fact_id: str
     text: str
     subject: str | None = None
