@@ -8,8 +8,12 @@ than the whole flat top-K. What is cached is what never changes once a fact is c
   a repeated id; no update touches them), and its vector is written once with it (ingest upserts only
   facts not in the store). So an entry can never go stale, in this process or because of another
   worker: no invalidation across processes is needed.
-- ``status`` changes (arbiter, operator, supersede): it is read from the store on every call, in the
-  caller's transaction, with the fact's existence (a narrow ``SELECT fact_id, status``).
+- ``status`` changes (arbiter, operator, supersede), always through ``Repository.set_fact_status``,
+  which moves the meta counter ``facts_generation`` atomically. Statuses are kept with the counter
+  value they were read at: a call that finds another value (a write by another process, or a
+  rolled-back one) drops them all; this process's own writes drop only their facts (``written``,
+  as ``GraphCache`` does). Statuses are read, with the facts' existence, only for the facts not
+  known (a narrow ``SELECT fact_id, status`` in the caller's transaction).
 - What a transaction read may be its own uncommitted write: ``Fabric.unit_of_work`` clears the cache
   when a transaction does not commit. Rebuilds (which rewrite every fact) run with workers stopped.
 - Bounded: past ``max_facts`` entries the least recently used are dropped. Vectors live in one float32
@@ -25,6 +29,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from crp_stream.fabric.repository import FACTS_GENERATION
+
 # The columns assembly reads; ``status`` is filled in per call from the store.
 FIELDS = ("fact_id", "source", "source_type", "trust", "importance", "epoch_us", "modified_at_us", "ttl_s",
           "text", "subject", "attribute", "value", "unit")
@@ -39,6 +45,8 @@ class FactCache:
         self._rows: list[dict[str, Any] | None] = []
         self._free: list[int] = []
         self._mat = np.zeros((0, 0), dtype=np.float32)
+        self._status: dict[str, str] = {}  # of facts known to exist, as of ``_generation``
+        self._generation: object = None
         self.hits = 0
         self.misses = 0
 
@@ -49,10 +57,35 @@ class FactCache:
         return fact_id in self._slot
 
     def clear(self) -> None:
+        self._clear_rows()
+        self._status.clear()
+        self._generation = None
+
+    def _clear_rows(self) -> None:
         self._slot.clear()
         self._rows.clear()
         self._free.clear()
         self._mat = np.zeros((0, 0), dtype=np.float32)
+
+    def written(self, old: object, new: object, fact_ids: Sequence[str]) -> None:
+        """This process moved ``facts_generation`` from ``old`` to ``new`` by changing these statuses."""
+        if self._generation == str(old):
+            for f in fact_ids:
+                self._status.pop(f, None)
+        else:  # another writer came between: no status kept can be trusted
+            self._status.clear()
+        self._generation = str(new)
+
+    def _statuses(self, repo: Any, fact_ids: Sequence[str]) -> dict[str, str]:
+        generation = repo.get_meta(FACTS_GENERATION) or "0"
+        known = self._status
+        if generation != self._generation or len(known) > 2 * self.max_facts:
+            known.clear()
+            self._generation = generation
+        ask = [f for f in fact_ids if f not in known]
+        if ask:
+            known.update(repo.fact_statuses(ask))  # facts that do not exist stay unknown
+        return known
 
     def candidates(self, repo: Any, vectors: Any, fact_ids: Sequence[str]
                    ) -> tuple[list[str], list[dict[str, Any]], npt.NDArray[np.float32]]:
@@ -61,10 +94,10 @@ class FactCache:
 
         The rows are the cache's own dicts, their ``status`` set by this call: read them, never
         mutate them, and not after the caller's transaction."""
-        status = repo.fact_statuses(fact_ids)
+        status = self._statuses(repo, fact_ids)
         slot = self._slot
         missing = [f for f in fact_ids if f in status and f not in slot]
-        self.hits += len(status) - len(missing)
+        self.hits += sum(1 for f in fact_ids if f in status) - len(missing)
         loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]] = {}
         if missing:
             self.misses += len(missing)
@@ -102,7 +135,7 @@ class FactCache:
     def _store(self, loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]]) -> None:
         dim = next(iter(loaded.values()))[1].shape[0]
         if self._mat.shape[1] != dim:  # first load (or another model after a rebuild): start over
-            self.clear()
+            self._clear_rows()
         keep = list(loaded)[-self.max_facts:]
         over = len(self._slot) + len(keep) - self.max_facts
         for f in list(islice(self._slot, max(over, 0))):

@@ -11,6 +11,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from crp_stream.fabric import tables as t
 
+FACTS_GENERATION = "facts_generation"
+
 
 def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -167,9 +169,13 @@ class Repository:
              .where((t.facts.c.source == source) & (t.facts.c.document_id == document_id)))
         return [dict(r._mapping) for r in self.conn.execute(q)]
 
-    def set_fact_status(self, fact_ids: Sequence[str], status: str) -> None:
-        if fact_ids:
-            self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(status=status))
+    def set_fact_status(self, fact_ids: Sequence[str], status: str) -> int | None:
+        """The only write of ``facts.status``; it moves the meta counter ``facts_generation``, by which
+        a cache of statuses in any process sees that statuses changed, and returns its new value."""
+        if not fact_ids:
+            return None
+        self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(status=status))
+        return self.increment_meta(FACTS_GENERATION)
 
     def fact_counts(self) -> list[tuple[str, str, int]]:
         q = (

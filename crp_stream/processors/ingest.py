@@ -114,7 +114,8 @@ class IngestHandler(Handler):
             )
             out.emit(FACTS, row["fact_id"], events.encode(fact))
         for fid in sorted(superseded):
-            uow.repo.set_fact_status([fid], "superseded")
+            gen = uow.repo.set_fact_status([fid], "superseded")
+            uow.fabric.facts.written(gen - 1, gen, [fid])
             change = events.FactStatusChanged(
                 fact_id=fid, status="superseded", reason="a newer version of the document replaced this sentence",
                 at=record.at, cause_id=event.event_id,

@@ -96,3 +96,46 @@ def test_a_transaction_that_does_not_commit_empties_the_fabrics_cache(tmp_path: 
     with fabric.unit_of_work() as uow:
         assert fabric.facts.candidates(uow.repo, vectors, ["x"])[0] == []
     fabric.close()
+
+
+class CountingRepo(Repository):
+    def __init__(self, conn: Any, asked: list[list[str]]):
+        super().__init__(conn)
+        self.asked = asked
+
+    def fact_statuses(self, fact_ids: Sequence[str]) -> dict[str, str]:
+        self.asked.append(sorted(fact_ids))
+        return super().fact_statuses(fact_ids)
+
+
+def test_statuses_are_kept_until_facts_generation_moves(engine: Engine) -> None:
+    cache, vectors, asked = FactCache(), Vectors(VECS), []
+    with engine.begin() as conn:
+        repo = CountingRepo(conn, asked)
+        cache.candidates(repo, vectors, ["a", "b", "zz"])
+        cache.candidates(repo, vectors, ["a", "b", "zz"])
+        assert asked == [["a", "b", "zz"], ["zz"]]  # zz does not exist: asked again, never assumed
+        gen = repo.set_fact_status(["a"], "stale")  # this process: only a is read again
+        assert gen is not None
+        cache.written(gen - 1, gen, ["a"])
+        _, rows, _ = cache.candidates(repo, vectors, ["a", "b"])
+        assert asked[-1] == ["a"] and [r["status"] for r in rows] == ["stale", "active"]
+    with engine.begin() as conn:  # another process changes b: the counter moved, everything is read again
+        Repository(conn).set_fact_status(["b"], "quarantined")
+    with engine.begin() as conn:
+        _, rows, _ = cache.candidates(CountingRepo(conn, asked), vectors, ["a", "b"])
+        assert asked[-1] == ["a", "b"] and [r["status"] for r in rows] == ["stale", "quarantined"]
+
+
+def test_a_status_write_rolled_back_to_a_savepoint_is_not_believed(engine: Engine) -> None:
+    cache, vectors = FactCache(), Vectors(VECS)
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        cache.candidates(repo, vectors, ["a"])
+        savepoint = conn.begin_nested()
+        gen = repo.set_fact_status(["a"], "quarantined")
+        assert gen is not None
+        cache.written(gen - 1, gen, ["a"])
+        assert cache.candidates(repo, vectors, ["a"])[1][0]["status"] == "quarantined"
+        savepoint.rollback()  # the handler was rejected: status and counter back
+        assert cache.candidates(repo, vectors, ["a"])[1][0]["status"] == "active"
