@@ -278,9 +278,10 @@ def make_sessions(corpus: Corpus, count: int, n_sub: int, seed: int) -> list[Ses
 
 
 class Runner:
-    def __init__(self, fabric: Fabric, budget: int):
+    def __init__(self, fabric: Fabric, budget: int, vary_query: bool = False):
         self.fabric = fabric
         self.budget = budget
+        self.vary_query = vary_query
         self.cold_graph = GraphCache()
         self.handler = RetrievalHandler()
         self.handler.bind(fabric)
@@ -296,6 +297,14 @@ class Runner:
         self.offset += 1
         self.now += 1_000
         return Record(topic, 0, self.offset, key, json.dumps(value, separators=(",", ":")).encode(), self.now)
+
+    def query(self, s: Session, window: int) -> np.ndarray:
+        """The session's query; with ``vary_query`` nudged per window (a query never searched before,
+        where the index keeps recent results: only the Residual Set probes repeat)."""
+        if not self.vary_query:
+            return s.query
+        rng = np.random.default_rng([s.topic, *s.subs, window])
+        return s.query + 0.01 * rng.standard_normal(s.query.shape[0]).astype(np.float32)
 
     def forget_results(self) -> None:
         """Drop the index's kept query results (vectors_edge): the baseline is the engine's top-K."""
@@ -340,12 +349,12 @@ class Runner:
         for w in range(1, windows + 1):
             req: dict[str, Any] = {
                 "request_id": f"{sid}-w{w}", "session_id": sid, "window": w,
-                "query": {"text": f"Explain topic {s.topic}", "embedding": vec(s.query)},
+                "query": {"text": f"Explain topic {s.topic}", "embedding": vec(self.query(s, w))},
                 "fact_budget": self.budget, "max_windows": windows, "embedding_model": MODEL,
                 "policy": {"graph_retrieval": "on" if graph else "off"}}
             if w == 1:
                 req["sub_queries"] = subs
-            self.flat(s.query)
+            self.flat(self.query(s, w))
             if cold:  # as right after an ingest in another process: every edge read from the store
                 self.cold_graph.clear()
                 self.forget_results()
@@ -421,7 +430,7 @@ def prepared(n: int, seed: int, ingest: str, rebuild: bool, reuse: bool = False)
 
 
 def bench(n: int, requests: int, budget: int, n_sub: int, ingest: str, cold: bool, profile: bool,
-          seed: int, rebuild: bool, reuse: bool) -> None:
+          seed: int, rebuild: bool, reuse: bool, vary_query: bool) -> None:
     with prepared(n, seed, ingest, rebuild, reuse) as (tmp, corpus, how):
         settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}")
         fabric = Fabric(settings)
@@ -430,7 +439,7 @@ def bench(n: int, requests: int, budget: int, n_sub: int, ingest: str, cold: boo
         print(f"{n:,} facts in {len(corpus.docs)} documents, {edges:,} similarity edges; {how}; "
               f"{fabric.thresholds()}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
         sessions = make_sessions(corpus, max(1, requests // 5), n_sub, seed + 1)
-        runner = Runner(fabric, budget)
+        runner = Runner(fabric, budget, vary_query)
         gc.collect()  # as `crp-stream run` does at start-up
         gc.freeze()
         passes = ["envelope, graph off (CDR)", "envelope, graph on (CDGR)", "envelope, CDGR, cold graph cache"]
@@ -476,11 +485,13 @@ def main() -> None:
     ap.add_argument("--rebuild", action="store_true", help="rebuild the fabric even if a built copy is cached")
     ap.add_argument("--reuse-fabric", action="store_true",
                     help="reuse a fabric another commit built (when ingest is unchanged)")
+    ap.add_argument("--vary-query", action="store_true",
+                    help="a new query vector every window (default: the session's query in every window)")
     a = ap.parse_args()
     print(f"crp-stream {code_version()}")
     for n in (int(x) for x in a.sizes.split(",")):
         bench(n, a.requests, a.budget, a.sub_queries, a.ingest, not a.no_cold, a.profile, a.seed, a.rebuild,
-              a.reuse_fabric)
+              a.reuse_fabric, a.vary_query)
 
 
 if __name__ == "__main__":
