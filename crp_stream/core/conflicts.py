@@ -303,7 +303,11 @@ def _pairs_above(vecs: ArrayLike, n: int, threshold: float, strict: bool) -> set
     dim = v.shape[1]
     scale = max(float(np.max(np.einsum("ij,ij->i", v, v))), 1e-30)  # bounds |a||b| for every pair
     v32 = v.astype(np.float32)
-    rows, cols = np.nonzero(v32 @ v32.T >= threshold - 2.0 * (dim + 4) * 2.0**-24 * scale)
+    near = v32 @ v32.T >= threshold - 2.0 * (dim + 4) * 2.0**-24 * scale
+    np.fill_diagonal(near, False)
+    some = np.flatnonzero(near.any(axis=1))  # few rows have any: scan only those
+    rows, cols = np.nonzero(near[some])
+    rows = some[rows]
     upper = rows < cols
     screen = np.stack([rows[upper], cols[upper]], axis=1)
     if screen.size == 0:
@@ -363,7 +367,10 @@ def same_claim_duplicates(
             buckets.setdefault(value_key, []).append(i)
     pairs = _pairs_above(vecs, n, threshold, strict=False)
     for bucket in buckets.values():
-        pairs.update((bucket[0], j) for j in bucket[1:])
+        if len(bucket) > 1:
+            pairs.update((bucket[0], j) for j in bucket[1:])
+    if not pairs:  # the usual case: every fact alone
+        return [[i] for i in range(n)]
     for i, j in sorted(pairs):
         lo, hi = sorted((find(i), find(j)))
         # Complete linkage: a chain A~B~C never groups an A and a C that disagree.
