@@ -1,0 +1,10 @@
+"""crp-stream: the CRP knowledge fabric as an event-sourced stream processor."""
+
+import os
+
+# One BLAS thread: the runtimes handle one record at a time, on matrices of a few hundred rows, where
+# BLAS worker threads cost more in wake-ups and spinning than they save and, on a shared machine,
+# multiply the latency tail (envelope CPU time halved on 2 cores). Set before numpy is first
+# imported; an explicit setting in the environment wins. Results are the same either way.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("MKL_NUM_THREADS", "1")

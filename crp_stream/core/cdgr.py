@@ -15,6 +15,10 @@ API
   and the sorted ids of the anchors it bridges.
 - ``bridge_values(connector_ids, anchor_ids, adjacency) -> tuple[NDArray, list[list[str]]]``: the same
   for many connectors, in the given order.
+- ``expand_connectors_edges(anchors, src, dst, max_hops=2) -> NDArray[int64]`` and
+  ``bridge_values_edges(connectors, anchors, src, dst, weight) -> (values, bridged columns)``: the
+  same two rules with facts as ints and the graph as an edge list (``src -> dst``, both directions
+  present), vectorised; what envelope assembly runs on its graph cache.
 - ``connector_score(bridge, novelty, recency, relevance, min_connector_relevance=0.30) -> NDArray``
   (§2.5 + SPEC-027 §3.3): ``bridge × novelty × recency × max(relevance, 0.30)``.
 - ``top_connectors(scores, ids, slots) -> list[int]`` (§2.6): best positive-scoring connectors.
@@ -210,6 +214,123 @@ def bridge_values(
         for row in np.flatnonzero(ok).tolist():
             hit = np.flatnonzero((partners[row] > 0) & (touched[row] > 0)).tolist()
             bridged[start + row] = [anchors[j] for j in hit]
+    return values, bridged
+
+
+def _lookup(ids: NDArray[np.int64], size: int) -> NDArray[np.int64]:
+    """``pos[id]`` = index of ``id`` in ``ids``, -1 elsewhere: membership and position in O(1)."""
+    pos = np.full(size, -1, dtype=np.int64)
+    pos[ids] = np.arange(ids.shape[0], dtype=np.int64)
+    return pos
+
+
+def expand_connectors_edges(
+    anchors: ArrayLike, src: ArrayLike, dst: ArrayLike, max_hops: int = DEFAULT_MAX_HOPS
+) -> NDArray[np.int64]:
+    """SPEC-025 §2.3 as ``expand_connectors``, on an edge list: the sorted ints within ``max_hops``
+    edges of an anchor, anchors left out. Each hop follows the edges whose ``src`` is on the frontier,
+    so the list must hold every edge of the anchors and of the nodes within ``max_hops - 1`` hops.
+    """
+    if max_hops < 0:
+        raise ValueError("max_hops must be >= 0")
+    s, d = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    a = np.unique(np.asarray(anchors, dtype=np.int64))
+    size = int(max(s.max(initial=-1), d.max(initial=-1), a.max(initial=-1))) + 1
+    seen = np.zeros(size, dtype=bool)
+    seen[a] = True
+    frontier = seen.copy()
+    for _ in range(max_hops):
+        reached = np.zeros(size, dtype=bool)
+        reached[d[frontier[s]]] = True
+        frontier = reached & ~seen
+        if not frontier.any():
+            break
+        seen |= frontier
+    seen[a] = False
+    return np.flatnonzero(seen).astype(np.int64)
+
+
+def bridge_values_edges(
+    connectors: ArrayLike, anchors: ArrayLike, src: ArrayLike, dst: ArrayLike, weight: ArrayLike,
+    chunk: int = 1024,
+) -> tuple[NDArray[np.float64], list[list[int]]]:
+    """SPEC-025 §2.4 as ``bridge_values``, on an edge list of a symmetric graph; the same floats.
+
+    ``anchors`` are the columns, in the order ``bridge_values`` uses (ids sorted); ``bridged`` lists
+    column indices, ascending. The list must hold every edge of the anchors and of their neighbours:
+    a connector's paths of <= 2 edges to an anchor all end in such an edge. Which anchors a connector
+    touches is found first (booleans); path strengths (a max of mins) only for the connectors that
+    bridge a pair. The touched-pair arithmetic is ``bridge_values``'s on the same shapes, so every
+    value is bit-identical.
+    """
+    cons = np.asarray(connectors, dtype=np.int64).reshape(-1)
+    cols = np.asarray(anchors, dtype=np.int64).reshape(-1)
+    n, m = cons.shape[0], cols.shape[0]
+    values = np.zeros(n, dtype=np.float64)
+    bridged: list[list[int]] = [[] for _ in range(n)]
+    if m < 2 or n == 0:
+        return values, bridged
+    s, d = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    w = np.asarray(weight, dtype=np.float64)
+    size = int(max(s.max(initial=-1), d.max(initial=-1), cons.max(), cols.max())) + 1
+    col = _lookup(cols, size)
+    from_anchor = col[s] >= 0
+    a_col, a_dst, a_w = col[s[from_anchor]], d[from_anchor], w[from_anchor]
+    linked = np.zeros((m, m), dtype=bool)
+    between = col[a_dst] >= 0
+    linked[a_col[between], col[a_dst[between]]] = True
+    linked |= linked.T
+    unlinked = (~linked).astype(np.float64)
+    np.fill_diagonal(unlinked, 0.0)
+    # near[x, j]: weight of the edge x - anchor j, for every neighbour x of an anchor (0: none)
+    near_ids = np.unique(a_dst)
+    near_at = _lookup(near_ids, size)
+    near = np.zeros((near_ids.shape[0], m), dtype=np.float64)
+    near[near_at[a_dst], a_col] = a_w
+    uniq, inv = np.unique(cons, return_inverse=True)
+    con_at = _lookup(uniq, size)
+    # 2-edge paths connector - mid - anchor
+    via = (near_at[s] >= 0) & (con_at[d] >= 0) & (s != d)
+    e_con, e_mid, e_w = con_at[d[via]], near_at[s[via]], w[via]
+    direct_at = near_at[uniq]
+    has_direct = direct_at >= 0
+    # which anchors each connector touches: a direct edge, or a path whose two edges are > 0
+    through = np.zeros((uniq.shape[0], near_ids.shape[0]), dtype=np.float32)
+    through[e_con[e_w > 0.0], e_mid[e_w > 0.0]] = 1.0
+    touched_u = (through @ (near > 0.0).astype(np.float32)) > 0.0
+    touched_u[has_direct] |= near[direct_at[has_direct]] > 0.0
+    own = col[cons] >= 0  # a connector is never its own anchor
+    is_anchor = col[uniq] >= 0
+    touched_u[np.flatnonzero(is_anchor), col[uniq[is_anchor]]] = False
+    t = touched_u.astype(np.float64)
+    live = ((t @ unlinked) * t).sum(axis=1) > 0  # bridges an unlinked pair (>= 2 touched, then)
+    # path strengths (the strongest path to each anchor), for those connectors only
+    strength_u = np.zeros((uniq.shape[0], m), dtype=np.float64)
+    keep_direct = has_direct & live
+    strength_u[keep_direct] = near[direct_at[keep_direct]]
+    keep = live[e_con]
+    if keep.any():
+        k_con, k_mid, k_w = e_con[keep], e_mid[keep], e_w[keep]
+        order = np.argsort(k_con, kind="stable")
+        k_con, k_mid, k_w = k_con[order], k_mid[order], k_w[order]
+        starts = np.flatnonzero(np.r_[True, k_con[1:] != k_con[:-1]])
+        best = np.maximum.reduceat(np.minimum(k_w[:, None], near[k_mid]), starts, axis=0)
+        rows = k_con[starts]
+        strength_u[rows] = np.maximum(strength_u[rows], best)
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        strength = strength_u[inv[start:stop]]
+        for i in np.flatnonzero(own[start:stop]).tolist():
+            strength[i, col[cons[start + i]]] = 0.0
+        touched = (strength > 0.0).astype(np.float64)
+        partners = touched @ unlinked
+        counts = (partners * touched).sum(axis=1) / 2.0
+        n_touched = touched.sum(axis=1)
+        ok = (n_touched >= 2) & (counts > 0)
+        mean = np.divide((strength * touched).sum(axis=1), n_touched, out=np.zeros(stop - start), where=ok)
+        values[start:stop] = np.where(ok, counts * mean, 0.0)
+        for row in np.flatnonzero(ok).tolist():
+            bridged[start + row] = np.flatnonzero((partners[row] > 0) & (touched[row] > 0)).tolist()
     return values, bridged
 
 

@@ -24,6 +24,8 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -39,9 +41,9 @@ DEFAULT_DUPLICATE_THRESHOLD = 0.97
 DEMOTED_STATUSES = frozenset({"stale", "superseded", "expired", "quarantined"})
 
 
-@dataclass(frozen=True)
-class FactView:
-    """What conflict handling needs to know about one candidate fact."""
+class FactView(NamedTuple):
+    """What conflict handling needs to know about one candidate fact (immutable; a named tuple, built
+    for every candidate of every window: three times cheaper than a frozen dataclass)."""
     fact_id: str
     text: str
     subject: str | None = None
@@ -113,8 +115,11 @@ def _same_numbers(a: Sequence[_Num], b: Sequence[_Num]) -> bool:
     return all(ua == ub and math.isclose(x, y, rel_tol=1e-9) for (x, ua), (y, ub) in zip(a, b, strict=True))
 
 
-def _claim_tokens(text: str) -> tuple[list[str], list[str], list[_Num]]:
-    """(lower-cased tokens with number placeholders and negation markers, original tokens, numbers)."""
+@lru_cache(maxsize=50_000)
+def _claim_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[_Num, ...]]:
+    """(lower-cased tokens with number placeholders and negation markers, original tokens, numbers).
+
+    Remembered per text: duplicate groups and arbitration compare the same texts pair by pair."""
     text = text.replace("’", "'")
     low: list[str] = []
     orig: list[str] = []
@@ -139,7 +144,7 @@ def _claim_tokens(text: str) -> tuple[list[str], list[str], list[_Num]]:
         orig.append(m.group(0))
         pos = m.end()
     words(text[pos:])
-    return low, orig, extract_numbers(text)
+    return tuple(low), tuple(orig), tuple(extract_numbers(text))
 
 
 def _entity_like(token: str) -> bool:
@@ -313,22 +318,57 @@ def resolve_contradiction(a: FactView, b: FactView) -> Resolution:
 
 
 def _pairs_above(vecs: ArrayLike, n: int, threshold: float, strict: bool) -> set[tuple[int, int]]:
-    """Index pairs i < j whose cosine is above (strict) or at least the threshold; one matmul."""
+    """Index pairs i < j whose cosine is above (strict) or at least the threshold, exactly as decided
+    by the float64 matmul ``v @ v.T``.
+
+    Screened by a float32 matmul (a few times cheaper) with a margin above its rounding error, so no
+    pair is missed; each screened pair's float64 dot decides, unless it lies within float64 rounding
+    of the threshold, where the matmul itself decides.
+    """
     v = np.asarray(vecs, dtype=np.float64)
     if n == 0:
         return set()
     if v.ndim != 2 or v.shape[0] != n:
         raise ValueError("vecs must be (len(facts), dim)")
-    hit = (v @ v.T > threshold) if strict else (v @ v.T >= threshold)
-    return {(int(i), int(j)) for i, j in np.argwhere(np.triu(hit, k=1))}
+    dim = v.shape[1]
+    scale = max(float(np.max(np.einsum("ij,ij->i", v, v))), 1e-30)  # bounds |a||b| for every pair
+    v32 = v.astype(np.float32)
+    near = v32 @ v32.T >= threshold - 2.0 * (dim + 4) * 2.0**-24 * scale
+    np.fill_diagonal(near, False)
+    some = np.flatnonzero(near.any(axis=1))  # few rows have any: scan only those
+    rows, cols = np.nonzero(near[some])
+    rows = some[rows]
+    upper = rows < cols
+    screen = np.stack([rows[upper], cols[upper]], axis=1)
+    if screen.size == 0:
+        return set()
+    dots = np.einsum("ij,ij->i", v[screen[:, 0]], v[screen[:, 1]])
+    if np.any(np.abs(dots - threshold) <= 4.0 * (dim + 4) * 2.0**-53 * scale):
+        full = v @ v.T
+        hit = (full > threshold) if strict else (full >= threshold)
+        return {(int(i), int(j)) for i, j in np.argwhere(np.triu(hit, k=1))}
+    keep = (dots > threshold) if strict else (dots >= threshold)
+    return {(int(i), int(j)) for i, j in screen[keep]}
 
 
 def _same_claim(a: FactView, b: FactView) -> bool:
     ka, kb, va, vb = _claim_key(a), _claim_key(b), _structured_value(a), _structured_value(b)
     if ka is not None and kb is not None and (ka != kb or (va is not None and vb is not None)):
         return ka == kb and va is not None and vb is not None and _structured_pattern(va, vb) is None
-    same_numbers = _same_numbers(extract_numbers(a.text), extract_numbers(b.text))
+    same_numbers = _same_numbers(_claim_tokens(a.text)[2], _claim_tokens(b.text)[2])
     return same_numbers and _text_conflict(a.text, b.text) is None
+
+
+@lru_cache(maxsize=100_000, typed=True)
+def _duplicate_keys(text: str, subject: str | None, attribute: str | None, value: str | float | None,
+                    unit: str | None) -> tuple[object, object | None]:
+    """The buckets of ``same_claim_duplicates`` a fact falls in (same normalised text and value; same
+    claim and value), remembered: a fact is a candidate in window after window."""
+    f = FactView(fact_id="", text=text, subject=subject, attribute=attribute, value=value, unit=unit)
+    key, val = _claim_key(f), _structured_value(f)
+    vtok = None if val is None else (val[0], float(f"{val[1]:.12g}"), val[2], val[3])
+    text_key = ("text", " ".join(text.casefold().split()), key, vtok)
+    return text_key, (("value", key, vtok) if key is not None and vtok is not None else None)
 
 
 def same_claim_duplicates(
@@ -351,14 +391,16 @@ def same_claim_duplicates(
 
     buckets: dict[object, list[int]] = {}
     for i, f in enumerate(facts):
-        key, val = _claim_key(f), _structured_value(f)
-        vtok = None if val is None else (val[0], float(f"{val[1]:.12g}"), val[2], val[3])
-        buckets.setdefault(("text", " ".join(f.text.casefold().split()), key, vtok), []).append(i)
-        if key is not None and vtok is not None:
-            buckets.setdefault(("value", key, vtok), []).append(i)
+        text_key, value_key = _duplicate_keys(f.text, f.subject, f.attribute, f.value, f.unit)
+        buckets.setdefault(text_key, []).append(i)
+        if value_key is not None:
+            buckets.setdefault(value_key, []).append(i)
     pairs = _pairs_above(vecs, n, threshold, strict=False)
     for bucket in buckets.values():
-        pairs.update((bucket[0], j) for j in bucket[1:])
+        if len(bucket) > 1:
+            pairs.update((bucket[0], j) for j in bucket[1:])
+    if not pairs:  # the usual case: every fact alone
+        return [[i] for i in range(n)]
     for i, j in sorted(pairs):
         lo, hi = sorted((find(i), find(j)))
         # Complete linkage: a chain A~B~C never groups an A and a C that disagree.

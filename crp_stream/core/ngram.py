@@ -8,6 +8,7 @@ API
 - ``update_ngram_blacklist(blacklist, window_output, n=6) -> frozenset[str]`` (§5.1), pure: returns
   the union, never mutates.
 - ``ngram_overlap(text, blacklist, n=6) -> int``: distinct n-grams of ``text`` found in the blacklist.
+- ``ngram_overlaps(texts, blacklist, n=6) -> list[int]``: ``ngram_overlap`` of each text, faster.
 - ``ngram_penalty(overlaps) -> NDArray[float64]`` (§5.2): ``min(0.80, 0.15 * overlaps)``.
 - ``ngram_guard_activations(penalties) -> int`` (§8.3): candidates with a non-zero penalty.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence, Set
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -53,6 +55,31 @@ def ngram_overlap(text: str, blacklist: Set[str], n: int = NGRAM_N) -> int:
     if not blacklist:
         return 0
     return len(ngrams(tokenize(text), n) & blacklist)
+
+
+@lru_cache(maxsize=100_000)
+def _gram_hashes(text: str, n: int) -> NDArray[np.int64]:
+    return np.asarray(sorted({hash(g) for g in ngrams(tokenize(text), n)}), dtype=np.int64)
+
+
+def ngram_overlaps(texts: Sequence[str], blacklist: Set[str], n: int = NGRAM_N) -> list[int]:
+    """SPEC-024 §5.2: ``ngram_overlap`` of each text (a window's candidates against one blacklist).
+
+    The same counts, faster: a text's n-gram hashes are remembered (fact texts are scored again in
+    every window), and only a text with a hash in the blacklist's is counted n-gram by n-gram; a
+    text without one has no n-gram in it.
+    """
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    if not blacklist or not texts:
+        return [0] * len(texts)
+    listed = np.asarray(sorted({hash(g) for g in blacklist}), dtype=np.int64)
+    grams = [_gram_hashes(t, n) for t in texts]
+    sizes = np.asarray([g.shape[0] for g in grams])
+    hits = np.concatenate([[0], np.cumsum(np.isin(np.concatenate(grams), listed))])
+    ends = np.cumsum(sizes)
+    suspects = hits[ends] - hits[ends - sizes] > 0
+    return [ngram_overlap(t, blacklist, n) if s else 0 for t, s in zip(texts, suspects.tolist(), strict=True)]
 
 
 def ngram_penalty(overlaps: ArrayLike) -> NDArray[np.float64]:

@@ -18,6 +18,7 @@ from crp_stream.config import ConfigError, Settings
 from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric import db
 from crp_stream.fabric.embedders import CALIBRATED_THRESHOLDS, Embedder, make_embedder
+from crp_stream.fabric.fact_cache import FactCache
 from crp_stream.fabric.graph import GraphCache
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.vectors import VectorIndex
@@ -81,12 +82,17 @@ class Fabric:
         self.embedder = make_embedder(settings.embedder)
         self._model_checked = False
         self.graph = GraphCache()  # similarity edges, shared by every request of this process
+        self.facts = FactCache()  # candidates' fixed columns and vectors, likewise
         self._stored_thresholds: dict[str, dict[str, float]] = {}  # model -> calibrate --store values
 
     @contextmanager
     def unit_of_work(self) -> Iterator[UnitOfWork]:
-        with self.engine.begin() as conn:
-            yield UnitOfWork(Repository(conn), self)
+        try:
+            with self.engine.begin() as conn:
+                yield UnitOfWork(Repository(conn), self)
+        except BaseException:
+            self.facts.clear()  # it may hold rows this transaction wrote and did not commit
+            raise
 
     def thresholds(self, repo: Repository | None = None) -> Thresholds:
         """The similarity thresholds in force, each from the first of these that sets it:

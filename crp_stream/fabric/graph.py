@@ -14,16 +14,24 @@ ingested, so a fact's neighbours can be kept in memory between requests.
   ``old``, so the next ``sync(new)`` keeps everything else (a rolled-back write leaves the store at
   ``old``, and ``sync(old)`` then drops everything: never stale).
 - Bounded: past ``max_nodes`` entries the oldest are dropped (FIFO), so memory stays flat.
-- Returned inner mappings are the cache's own: read them, never mutate them.
+- Compact: fact ids are interned as ints (``index``/``names``) and an entry is two numpy arrays
+  (neighbours, weights), which ``rows`` returns as they are, for vectorised walks (``core.cdgr``'s
+  edge-list rules); ``adjacency`` returns the same entries as dicts. Read them, never mutate them.
 - One cache per process; not thread-safe (the runtimes drive one record at a time).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import islice
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 Adjacency = dict[str, dict[str, float]]
+Row = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]  # one fact's neighbours and edge weights
+_EMPTY: Row = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
 
 
 class EdgeSource(Protocol):
@@ -37,7 +45,9 @@ class GraphCache:
         if max_nodes < 1:
             raise ValueError(f"max_nodes must be >= 1, got {max_nodes}")
         self.max_nodes = max_nodes
-        self._adj: Adjacency = {}
+        self._ids: dict[str, int] = {}
+        self._names: list[str] = []
+        self._adj: dict[int, Row] = {}
         self._generation: object = None
         self.hits = 0
         self.misses = 0
@@ -47,7 +57,26 @@ class GraphCache:
         return len(self._adj)
 
     def __contains__(self, fact_id: object) -> bool:
-        return fact_id in self._adj
+        i = self._ids.get(fact_id) if isinstance(fact_id, str) else None
+        return i is not None and i in self._adj
+
+    # interning ----------------------------------------------------------------------------------
+    def index(self, fact_ids: Iterable[str]) -> list[int]:
+        """The int of each fact id (new ids get the next ints); stable until ``clear``."""
+        ids, names = self._ids, self._names
+        out = []
+        for f in fact_ids:
+            i = ids.get(f)
+            if i is None:
+                i = ids[f] = len(names)
+                names.append(f)
+            out.append(i)
+        return out
+
+    @property
+    def names(self) -> list[str]:
+        """Fact id of each int (read only)."""
+        return self._names
 
     # consistency --------------------------------------------------------------------------------
     def sync(self, generation: object) -> None:
@@ -55,27 +84,69 @@ class GraphCache:
         if generation is None:
             return
         if generation != self._generation:
-            self._adj.clear()
+            self.clear()
             self._generation = generation
 
     def written(self, old: object, new: object, fact_ids: Iterable[str]) -> None:
         """This process moved the graph generation from ``old`` to ``new`` by adding edges of ``fact_ids``."""
         if self._generation == old:
             self.invalidate(fact_ids)
-            self._generation = new
         else:  # another writer came between: nothing cached can be trusted
             self._adj.clear()
-            self._generation = new
+        self._generation = new
 
     def invalidate(self, fact_ids: Iterable[str]) -> None:
         """Forget the given facts: call with both endpoints of every edge just written."""
         for fid in fact_ids:
-            self._adj.pop(fid, None)
+            i = self._ids.get(fid)
+            if i is not None:
+                self._adj.pop(i, None)
 
     def clear(self) -> None:
         self._adj.clear()
+        if len(self._names) > 2 * self.max_nodes:  # ints of facts long gone: start the numbering over
+            self._ids.clear()
+            self._names.clear()
 
     # reads --------------------------------------------------------------------------------------
+    def rows(self, source: EdgeSource, ids: Sequence[int]) -> list[Row]:
+        """Every edge of each fact (given as ints), as ``(neighbour ints, weights)``; misses are loaded
+        from ``source`` in one batched call."""
+        adj = self._adj
+        missing = sorted({i for i in ids if i not in adj})
+        self.hits += len(ids) - len(missing)
+        if missing:
+            self.misses += len(missing)
+            self.loads += 1
+            self._load(source, missing)
+        return [adj[i] for i in ids]
+
+    def _load(self, source: EdgeSource, missing: list[int]) -> None:
+        names = self._names
+        edge_rows = getattr(source, "edge_rows", None)
+        if edge_rows is not None:  # Repository: raw (src, dst, weight) rows, grouped here with numpy
+            raw = edge_rows([names[i] for i in missing])
+        else:
+            loaded = source.adjacency([names[i] for i in missing])
+            raw = [(names[i], d, w) for i in missing for d, w in loaded.get(names[i], {}).items()]
+        room = len(self._adj) + len(missing) - self.max_nodes
+        if room > 0:
+            for i in list(islice(self._adj, room)):
+                del self._adj[i]
+        if not raw:
+            for i in missing:
+                self._adj[i] = _EMPTY
+            return
+        src = np.asarray(self.index(r[0] for r in raw), dtype=np.int64)
+        dst = np.asarray(self.index(str(r[1]) for r in raw), dtype=np.int64)
+        w = np.asarray([float(r[2]) for r in raw], dtype=np.float64)
+        order = np.argsort(src, kind="stable")
+        src, dst, w = src[order], dst[order], w[order]
+        bounds = np.searchsorted(src, np.asarray(missing, dtype=np.int64), side="left")
+        ends = np.searchsorted(src, np.asarray(missing, dtype=np.int64), side="right")
+        for i, lo, hi in zip(missing, bounds.tolist(), ends.tolist(), strict=True):
+            self._adj[i] = (dst[lo:hi].copy(), w[lo:hi].copy()) if hi > lo else _EMPTY
+
     def adjacency(self, source: EdgeSource, fact_ids: Iterable[str]) -> Adjacency:
         """``{id: {neighbour: weight}}`` for every requested id (``{}`` when it has no edge).
 
@@ -83,18 +154,9 @@ class GraphCache:
         each with all of its edges.
         """
         ids = sorted(set(fact_ids))
-        missing = [i for i in ids if i not in self._adj]
-        self.hits += len(ids) - len(missing)
-        if missing:
-            self.misses += len(missing)
-            self.loads += 1
-            loaded = source.adjacency(missing)
-            room = len(self._adj) + len(missing) - self.max_nodes
-            if room > 0:
-                self._evict(room)
-            for fid in missing:
-                self._adj[fid] = {str(k): float(w) for k, w in loaded.get(fid, {}).items()}
-        return {i: self._adj[i] for i in ids}
+        names = self._names
+        return {f: dict(zip([names[j] for j in nb.tolist()], w.tolist(), strict=True))
+                for f, (nb, w) in zip(ids, self.rows(source, self.index(ids)), strict=True)}
 
     def neighbours(self, source: EdgeSource, fact_id: str) -> dict[str, float]:
         """Every similarity edge of one fact: ``{neighbour: weight}``."""
@@ -103,8 +165,7 @@ class GraphCache:
     def walk(self, source: EdgeSource, seeds: Iterable[str], hops: int) -> Adjacency:
         """Complete adjacency of every fact within ``hops`` edges of ``seeds`` (levels 0..hops).
 
-        One batched load per level, of the misses only: what ``assembly._connectors`` needs with
-        ``hops = max_hops`` (bridge values look one edge past the connectors).
+        One batched load per level, of the misses only.
         """
         if hops < 0:
             raise ValueError(f"hops must be >= 0, got {hops}")
@@ -119,9 +180,5 @@ class GraphCache:
                 frontier = {n for f in todo for n in out[f]}
         return out
 
-    def _evict(self, count: int) -> None:
-        for fid in list(self._adj)[:count]:
-            del self._adj[fid]
 
-
-__all__ = ["Adjacency", "EdgeSource", "GraphCache"]
+__all__ = ["Adjacency", "EdgeSource", "GraphCache", "Row"]

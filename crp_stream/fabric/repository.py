@@ -6,10 +6,12 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import BigInteger, Connection, Text, cast, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from crp_stream.fabric import tables as t
+
+FACTS_GENERATION = "facts_generation"
 
 
 def canonical_json(obj: Any) -> str:
@@ -30,13 +32,24 @@ class Repository:
 
     # meta -------------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
-        return self.conn.execute(select(t.meta.c.value).where(t.meta.c.key == key)).scalar_one_or_none()
+        rows = self._select_in(("value",), "meta", "key", [key])  # read several times per window request
+        return rows[0][0] if rows else None
 
     def set_meta(self, key: str, value: str) -> None:
         if self.get_meta(key) is None:
             self.conn.execute(t.meta.insert().values(key=key, value=value))
         else:
             self.conn.execute(update(t.meta).where(t.meta.c.key == key).values(value=value))
+
+    def increment_meta(self, key: str) -> int:
+        """Add 1 to an integer meta value (0 if absent) and return the new value, atomically: a
+        concurrent writer waits for this transaction and then increments the committed value, so two
+        workers never both move a counter from n to n + 1 (a read-then-write would)."""
+        self._insert_ignore(t.meta, [{"key": key, "value": "0"}], ["key"])
+        value = t.meta.c.value
+        stmt = (update(t.meta).where(t.meta.c.key == key)
+                .values(value=cast(cast(value, BigInteger) + 1, Text)).returning(value))
+        return int(self.conn.execute(stmt).scalar_one())
 
     # offsets and idempotency ------------------------------------------------------------------
     def offsets(self, consumer: str) -> dict[tuple[str, int], int]:
@@ -56,10 +69,9 @@ class Repository:
             )
 
     def processed_hash(self, consumer: str, event_id: str) -> str | None:
-        tbl = t.processed_events
-        return self.conn.execute(
-            select(tbl.c.content_hash).where((tbl.c.consumer == consumer) & (tbl.c.event_id == event_id))
-        ).scalar_one_or_none()
+        rows = self._select_where(("content_hash",), "processed_events",
+                                  (("consumer", consumer), ("event_id", event_id)))
+        return rows[0][0] if rows else None
 
     def mark_processed(self, consumer: str, event_id: str, content_hash: str, topic: str, offset: int) -> None:
         self.conn.execute(
@@ -106,6 +118,48 @@ class Repository:
                 out[r.fact_id] = dict(r._mapping)
         return out
 
+    def _select_in(self, columns: Sequence[str], table: str, key: str, ids: Sequence[str]) -> list[Any]:
+        """``SELECT columns FROM table WHERE key IN ids`` on the driver's connection, in this
+        transaction: envelope assembly's per-request reads, where SQLAlchemy's statement and row
+        handling cost twice the query itself. Names are this module's constants, never input."""
+        ids = sorted(set(ids))
+        if not ids:
+            return []
+        raw = self.conn.connection.driver_connection
+        head = f"SELECT {', '.join(columns)} FROM {table} WHERE {key}"
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(head + " = ANY(%s)", (ids,))
+                return list(cur.fetchall())
+        out: list[Any] = []
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            out.extend(raw.execute(f"{head} IN ({', '.join('?' * len(chunk))})", chunk).fetchall())  # type: ignore[union-attr]
+        return out
+
+    def _select_where(self, columns: Sequence[str], table: str, equal: Sequence[tuple[str, Any]]) -> list[Any]:
+        """``SELECT columns FROM table WHERE a = ? AND ...`` on the driver's connection, like ``_select_in``:
+        for the reads every record makes (idempotency, session state)."""
+        mark = "%s" if self._dialect == "postgresql" else "?"
+        sql = f"SELECT {', '.join(columns)} FROM {table} WHERE " + " AND ".join(f"{k} = {mark}" for k, _ in equal)
+        raw = self.conn.connection.driver_connection
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql, [v for _, v in equal])
+                return list(cur.fetchall())
+        return list(raw.execute(sql, [v for _, v in equal]).fetchall())  # type: ignore[union-attr]
+
+    def fact_statuses(self, fact_ids: Sequence[str]) -> dict[str, str]:
+        """``{fact_id: status}`` of the given facts that exist."""
+        return dict(self._select_in(("fact_id", "status"), "facts", "fact_id", fact_ids))
+
+    def fact_rows(self, fact_ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Like ``facts_by_ids``, only the named columns (``fact_id`` among them)."""
+        if not set(fields) <= set(t.facts.c.keys()):
+            raise ValueError(f"not columns of facts: {sorted(set(fields) - set(t.facts.c.keys()))}")
+        at = list(fields).index("fact_id")
+        return {r[at]: dict(zip(fields, r, strict=True)) for r in self._select_in(fields, "facts", "fact_id", fact_ids)}
+
     def facts_for_claim(self, claim_key: str) -> list[dict[str, Any]]:
         q = select(t.facts).where(t.facts.c.claim_key == claim_key).order_by(t.facts.c.epoch_us, t.facts.c.fact_id)
         return [dict(r._mapping) for r in self.conn.execute(q)]
@@ -115,9 +169,13 @@ class Repository:
              .where((t.facts.c.source == source) & (t.facts.c.document_id == document_id)))
         return [dict(r._mapping) for r in self.conn.execute(q)]
 
-    def set_fact_status(self, fact_ids: Sequence[str], status: str) -> None:
-        if fact_ids:
-            self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(status=status))
+    def set_fact_status(self, fact_ids: Sequence[str], status: str) -> int | None:
+        """The only write of ``facts.status``; it moves the meta counter ``facts_generation``, by which
+        a cache of statuses in any process sees that statuses changed, and returns its new value."""
+        if not fact_ids:
+            return None
+        self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(status=status))
+        return self.increment_meta(FACTS_GENERATION)
 
     def fact_counts(self) -> list[tuple[str, str, int]]:
         q = (
@@ -160,15 +218,20 @@ class Repository:
                 adj.setdefault(r.dst, {})[r.src] = r.weight
         return adj
 
+    def edge_rows(self, fact_ids: Sequence[str]) -> list[tuple[str, str, float]]:
+        """``(src, dst, weight)`` of every edge whose ``src`` is given: each fact's edges, complete."""
+        return [(r[0], r[1], r[2]) for r in self._select_in(("src", "dst", "weight"), "edges", "src", fact_ids)]
+
     def edge_count(self) -> int:
         return int(self.conn.execute(select(func.count()).select_from(t.edges)).scalar_one()) // 2
 
     # sessions ---------------------------------------------------------------------------------
     def get_session(self, session_id: str) -> dict[str, Any] | None:
-        r = self.conn.execute(select(t.sessions).where(t.sessions.c.session_id == session_id)).first()
-        if r is None:
+        cols = list(t.sessions.c.keys())
+        rows = self._select_where(cols, "sessions", (("session_id", session_id),))
+        if not rows:
             return None
-        row = dict(r._mapping)
+        row = dict(zip(cols, rows[0], strict=True))
         row["state"] = json.loads(row["state"])
         return row
 

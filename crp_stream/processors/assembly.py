@@ -13,10 +13,10 @@ import numpy as np
 
 from crp_stream.core import cdgr, cdr, conflicts, exits, ngram, recency
 from crp_stream.core.calibration import Thresholds
+from crp_stream.processors.graph_walk import LoadedEdges
 from crp_stream.processors.session import SubQueryState, vec_from_json
 
 EXCLUDED = ("quarantined", "expired", "superseded")
-GRAPH_GENERATION = "graph_generation"
 
 
 @dataclass
@@ -35,8 +35,7 @@ class Candidates:
     support: np.ndarray
     views: list[conflicts.FactView]
     ctx: ScoringContext
-    adjacency: dict[str, dict[str, float]] = field(default_factory=dict)  # graph edges read so far
-    adjacency_of: set[str] = field(default_factory=set)  # facts whose every edge is in ``adjacency``
+    graph: LoadedEdges = field(default_factory=LoadedEdges)  # graph edges read so far
 
 
 @dataclass(frozen=True)
@@ -86,17 +85,13 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
     for hits in uow.vectors.search_many(probes, k, now_s, EXCLUDED):
         for fid, score in hits:
             found[fid] = max(found.get(fid, -1.0), score)
-    ids = sorted(found)
-    rows_by_id = uow.repo.facts_by_ids(ids)
-    vec_by_id = uow.vectors.get_vectors(ids)
-    ids = [i for i in ids if i in rows_by_id and i in vec_by_id and rows_by_id[i]["status"] not in EXCLUDED]
     dim = int(query_vec.shape[0])
-    vecs = np.stack([vec_by_id[i] for i in ids]).astype(np.float32) if ids else np.zeros((0, dim), np.float32)
+    ids, rows, vecs = _fetch(uow, sorted(found), dim)
     rel = cdr.relevance(vecs, query_vec) if ids else np.zeros(0)
     keep = cdr.relevance_gate(rel, min_relevance)
     ids = [i for i, ok in zip(ids, keep, strict=True) if ok]
     vecs = vecs[keep]
-    rows = [rows_by_id[i] for i in ids]
+    rows = [r for r, ok in zip(rows, keep, strict=True) if ok]
     res_vecs = np.stack([vec_from_json(s.embedding) for s in residual]) if residual else np.zeros((0, dim))
     cov_vecs, depth = coverage
     if cov_vecs.shape[0] == 0:
@@ -110,6 +105,15 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
     return c
 
 
+def _fetch(uow: Any, fact_ids: list[str], dim: int) -> tuple[list[str], list[dict[str, Any]], np.ndarray]:
+    """Rows and vectors of the facts that exist, have a vector and are not excluded, in the given order."""
+    ids, rows, vecs = uow.fabric.facts.candidates(uow.repo, uow.vectors, fact_ids)
+    keep = [i for i, r in enumerate(rows) if r["status"] not in EXCLUDED]
+    if not keep:
+        return [], [], np.zeros((0, dim), np.float32)
+    return [ids[i] for i in keep], [rows[i] for i in keep], vecs[keep]
+
+
 def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.ndarray) -> None:
     """Score ``rows`` (SPEC-024 §7.1 with SPEC-027 §3.3) and append them to the candidate arrays."""
     ctx = c.ctx
@@ -119,8 +123,7 @@ def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.
     age = np.asarray([ctx.now_s - r["modified_at_us"] / 1e6 for r in rows], dtype=np.float64)
     ttl = np.asarray([recency.ttl_or_inf(r["ttl_s"]) for r in rows], dtype=np.float64)
     rec = recency.recency_factor(age, ttl)
-    overlaps = np.asarray([ngram.ngram_overlap(r["text"], ctx.blacklist) for r in rows] if ctx.blacklist
-                          else np.zeros(len(rows)), dtype=np.float64)
+    overlaps = np.asarray(ngram.ngram_overlaps([r["text"] for r in rows], ctx.blacklist), dtype=np.float64)
     pen = ngram.ngram_penalty(overlaps)
     imp = np.asarray([r["importance"] for r in rows], dtype=np.float64)
     score = cdr.cdr_score(imp, sig.relevance, sig.residual_pull, sig.novelty, rec, pen)
@@ -155,11 +158,13 @@ def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]
     groups = conflicts.same_claim_duplicates(c.views, c.vecs)
     reps: list[int] = []
     members: dict[int, list[int]] = {}
+    c.support[:] = 1  # the groups partition the candidates: most are singletons
     for g in groups:
-        rep = min(g, key=lambda i: (-c.score[i], c.ids[i]))
+        rep = g[0] if len(g) == 1 else min(g, key=lambda i: (-c.score[i], c.ids[i]))
         reps.append(rep)
         members[rep] = g
-        c.support[rep] = len(g)
+        if len(g) > 1:
+            c.support[rep] = len(g)
     return sorted(reps), members
 
 
@@ -195,38 +200,26 @@ def select(uow: Any, c: Candidates, eligible: list[int], budget: int, policy: An
     return sel
 
 
-def _adjacency(uow: Any, c: Candidates, fact_ids: set[str]) -> None:
-    """Read the edges of ``fact_ids`` into ``c.adjacency`` (both directions), merging neighbour maps.
-
-    Through the fabric's in-memory graph cache; it is dropped when the graph generation changed.
-    """
-    todo = fact_ids - c.adjacency_of
-    if not todo:
-        return
-    graph = uow.fabric.graph
-    if not c.adjacency_of:  # first read of this request: is the cache still the fabric's graph?
-        graph.sync(uow.repo.get_meta(GRAPH_GENERATION) or "0")
-    for src, nbrs in graph.adjacency(uow.repo, todo).items():
-        c.adjacency.setdefault(src, {}).update(nbrs)
-        for dst, w in nbrs.items():
-            c.adjacency.setdefault(dst, {})[src] = w
-    c.adjacency_of |= todo
-
-
 def _connectors(uow: Any, c: Candidates, sel: Selection, slots: int, policy: Any, th: Thresholds,
                 exclude: set[str]) -> list[tuple[int, list[str], float, float]]:
     if slots <= 0 or not sel.anchors:
         return []
     anchor_ids = [c.ids[i] for i in sel.anchors]
+    g = c.graph
+    g.bind(uow)
+    anchors = g.ints(anchor_ids)
     # The anchors' edges and their neighbours' edges: enough to walk two hops and to see every path of
     # <= 2 edges to an anchor, the only facts with bridge value (SPEC-025 §2.4). Facts three hops out
     # cannot touch an anchor within two edges, so a deeper walk adds no connector.
-    _adjacency(uow, c, set(anchor_ids))
-    _adjacency(uow, c, {n for a in anchor_ids for n in c.adjacency.get(a, {})})
+    g.load(uow, anchors)
+    g.load(uow, g.neighbours(anchors).tolist())
     sel.hops = policy.max_hops
-    found = sorted(cdgr.expand_connectors(anchor_ids, c.adjacency, min(policy.max_hops, 2)) - exclude)
-    bridge_all, bridged_all = cdgr.bridge_values(found, anchor_ids, c.adjacency)
-    useful = {f: (float(b), br) for f, b, br in zip(found, bridge_all, bridged_all, strict=True) if b > 0.0}
+    reached = cdgr.expand_connectors_edges(anchors, g.src, g.dst, min(policy.max_hops, 2))
+    found = sorted(f for f in g.names(reached.tolist()) if f not in exclude)
+    cols = sorted(set(anchor_ids))
+    bridge_all, bridged_all = cdgr.bridge_values_edges(g.ints(found), g.ints(cols), g.src, g.dst, g.weight)
+    useful = {f: (float(b), [cols[j] for j in br])
+              for f, b, br in zip(found, bridge_all, bridged_all, strict=True) if b > 0.0}
     index = {fid: i for i, fid in enumerate(c.ids)}
     outside = [f for f in sorted(useful) if f not in index]
     if outside:
@@ -245,11 +238,9 @@ def _connectors(uow: Any, c: Candidates, sel: Selection, slots: int, policy: Any
 
 def _append_outside(uow: Any, c: Candidates, fact_ids: list[str]) -> None:
     """Connectors below the relevance gate join the candidates (SPEC-025 §2.5: their floor is 0.30)."""
-    rows = uow.repo.facts_by_ids(fact_ids)
-    vecs = uow.vectors.get_vectors(fact_ids)
-    add = [f for f in fact_ids if f in rows and f in vecs and rows[f]["status"] not in EXCLUDED]
+    add, rows, vecs = _fetch(uow, fact_ids, c.vecs.shape[1])
     if add:
-        _extend(c, add, [rows[f] for f in add], np.stack([vecs[f] for f in add]).astype(np.float32))
+        _extend(c, add, rows, vecs)
 
 
 def _arbitrate(c: Candidates, sel: Selection, th: Thresholds) -> bool:

@@ -48,7 +48,8 @@ def change_status(uow: Any, out: Emitter, fact_ids: Sequence[str], status: FactS
     ids = sorted(f for f, row in rows.items() if row["status"] in allowed and row["status"] != status)
     if not ids:
         return []
-    uow.repo.set_fact_status(ids, status)
+    gen = uow.repo.set_fact_status(ids, status)
+    uow.fabric.facts.written(gen - 1, gen, ids)
     uow.vectors.set_status(ids, status)
     for fid in ids:
         change = events.FactStatusChanged(fact_id=fid, status=status, reason=short(reason),

@@ -101,8 +101,7 @@ class IngestHandler(Handler):
         uow.repo.insert_facts(rows)
         uow.repo.add_edges(edges)
         if edges:  # other processes' graph caches see a new generation; ours forgets only these nodes
-            gen = int(uow.repo.get_meta("graph_generation") or "0") + 1
-            uow.repo.set_meta("graph_generation", str(gen))
+            gen = uow.repo.increment_meta("graph_generation")  # atomic: concurrent workers never share one
             uow.fabric.graph.written(str(gen - 1), str(gen), {x for a, b, _w in edges for x in (a, b)})
         uow.repo.touch_source(event.source, source_type, trust, epoch_us)
         for row in rows:
@@ -115,7 +114,8 @@ class IngestHandler(Handler):
             )
             out.emit(FACTS, row["fact_id"], events.encode(fact))
         for fid in sorted(superseded):
-            uow.repo.set_fact_status([fid], "superseded")
+            gen = uow.repo.set_fact_status([fid], "superseded")
+            uow.fabric.facts.written(gen - 1, gen, [fid])
             change = events.FactStatusChanged(
                 fact_id=fid, status="superseded", reason="a newer version of the document replaced this sentence",
                 at=record.at, cause_id=event.event_id,

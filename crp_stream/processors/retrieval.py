@@ -206,7 +206,8 @@ class RetrievalHandler(Handler):
         anchors = sel.anchors
         connectors = sel.connectors
         order = packing.pack_envelope([c.ids[i] for i in anchors], c.score[anchors],
-                                      [(c.ids[ci], bridged) for ci, bridged, _b, _s in connectors], c.adjacency)
+                                      [(c.ids[ci], bridged) for ci, bridged, _b, _s in connectors],
+                                      c.graph.edges_of(c.ids[ci] for ci, *_ in connectors))
         index = {fid: i for i, fid in enumerate(c.ids)}
         conn = {c.ids[ci]: (bridged, bridge, score) for ci, bridged, bridge, score in connectors}
         facts = []

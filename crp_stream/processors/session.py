@@ -1,22 +1,29 @@
 """Session state of the retrieval worker: Coverage Set, Residual Set, n-gram blacklist, windows.
 
 Kept in the relational store (SPEC-024 §3, SPEC-007 session token) as canonical JSON, so a restarted
-worker continues the session and replays reproduce it byte for byte.
+worker continues the session and replays reproduce it byte for byte. Embeddings are stored as base64
+of their float32 bytes (little-endian): the same values as a list of floats, which states written
+before are and still load as, at a fraction of the JSON encoding and decoding time.
 """
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-
-def vec_to_json(v: np.ndarray) -> list[float]:
-    return [float(x) for x in np.asarray(v, dtype=np.float32)]
+Embedding = str | list[float]  # base64 of float32 little-endian; a float list in older states
 
 
-def vec_from_json(v: list[float]) -> np.ndarray:
+def vec_to_json(v: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode("ascii")
+
+
+def vec_from_json(v: Embedding) -> np.ndarray:
+    if isinstance(v, str):
+        return np.frombuffer(base64.b64decode(v), dtype="<f4").astype(np.float32)
     return np.asarray(v, dtype=np.float32)
 
 
@@ -25,7 +32,7 @@ class SubQueryState:
     id: str
     text: str
     label: str
-    embedding: list[float]
+    embedding: Embedding
     expected_words: int | None = None
 
 
@@ -34,7 +41,7 @@ class CoverageEntry:
     """SPEC-024 §2.1: an addressed sub-query's embedding, its depth weight and window number."""
 
     id: str
-    embedding: list[float]
+    embedding: Embedding
     depth: float
     window: int
     branch: int | None = None

@@ -33,10 +33,14 @@ compare the ratios of one run rather than absolute figures across runs.
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as crp_stream/__init__.py does; before numpy loads
+
 import argparse
 import cProfile
+import gc
 import io
-import os
 import pstats
 import re
 import shutil
@@ -56,10 +60,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import CACHE_DIR, T0_US, Pipeline, code_version, percentile, scratch, vec
 
+from crp_stream import events
 from crp_stream.config import Settings
 from crp_stream.core import cdgr
 from crp_stream.core.ids import derive_id
 from crp_stream.fabric.fabric import Fabric
+from crp_stream.fabric.fact_cache import FactCache
 from crp_stream.fabric.graph import GraphCache
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.vectors import VectorIndex, VectorItem
@@ -202,15 +208,22 @@ class Stages:
 
     TARGETS: tuple[tuple[Any, str, str], ...] = (
         (assembly, "gather", "gather"),
-        (VectorIndex, "search", "  top-K probes (vectors.search)"),
         (VectorIndex, "search_many", "  top-K probes (vectors.search_many)"),
-        (Repository, "facts_by_ids", "  fact rows (facts_by_ids)"),
-        (EdgeVectorIndex, "get_vectors", "  vectors (get_vectors)"),
+        (FactCache, "candidates", "  candidate rows and vectors (fact cache)"),
+        (Repository, "fact_statuses", "    fact statuses (SQL)"),
+        (Repository, "fact_rows", "    rows of cache misses (SQL)"),
+        (EdgeVectorIndex, "get_vectors", "    vectors of cache misses"),
+        (assembly, "_extend", "  CDR scoring (_extend)"),
         (assembly, "collapse_duplicates", "collapse duplicates"),
         (assembly, "_connectors", "CDGR connectors"),
-        (Repository, "adjacency", "  SQL adjacency"),
-        (cdgr, "bridge_values", "  bridge values"),
+        (Repository, "edge_rows", "  graph edges of cache misses (SQL)"),
+        (cdgr, "expand_connectors_edges", "  expansion"),
+        (cdgr, "bridge_values_edges", "  bridge values"),
+        (assembly, "_append_outside", "  connectors below the gate"),
         (assembly, "_arbitrate", "conflict arbitration"),
+        (RetrievalHandler, "_envelope", "envelope build"),
+        (events, "encode", "envelope encode"),
+        (RetrievalHandler, "_save", "session state save"),
     )
 
     def __init__(self) -> None:
@@ -265,9 +278,10 @@ def make_sessions(corpus: Corpus, count: int, n_sub: int, seed: int) -> list[Ses
 
 
 class Runner:
-    def __init__(self, fabric: Fabric, budget: int):
+    def __init__(self, fabric: Fabric, budget: int, vary_query: bool = False):
         self.fabric = fabric
         self.budget = budget
+        self.vary_query = vary_query
         self.cold_graph = GraphCache()
         self.handler = RetrievalHandler()
         self.handler.bind(fabric)
@@ -284,16 +298,36 @@ class Runner:
         self.now += 1_000
         return Record(topic, 0, self.offset, key, json.dumps(value, separators=(",", ":")).encode(), self.now)
 
+    def query(self, s: Session, window: int) -> np.ndarray:
+        """The session's query; with ``vary_query`` nudged per window (a query never searched before,
+        where the index keeps recent results: only the Residual Set probes repeat)."""
+        if not self.vary_query:
+            return s.query
+        rng = np.random.default_rng([s.topic, *s.subs, window])
+        return s.query + 0.01 * rng.standard_normal(s.query.shape[0]).astype(np.float32)
+
+    def forget_results(self) -> None:
+        """Drop the index's kept query results (vectors_edge): the baseline is the engine's top-K."""
+        results = getattr(self.fabric.vectors, "_results", None)
+        if results is not None:
+            results.clear()
+
     def flat(self, q: np.ndarray) -> None:
         now_s = self.now / 1e6
+        results = getattr(self.fabric.vectors, "_results", {})
+        kept = dict(results)  # the sessions' kept results survive the baseline's searches
         with self.fabric.unit_of_work() as uow:
+            self.forget_results()
             t = time.perf_counter()
             hits = uow.vectors.search(q, self.budget, now_s)
             self.lat["flat top-K"].append(time.perf_counter() - t)
+            self.forget_results()
             t = time.perf_counter()
             hits = uow.vectors.search(q, self.budget, now_s)
             uow.repo.facts_by_ids([h[0] for h in hits])
             self.lat["flat top-K + rows"].append(time.perf_counter() - t)
+        self.forget_results()
+        results.update(kept)
 
     def session(self, label: str, s: Session, sid: str, graph: bool, stages: Stages, windows: int = 5,
                 cold: bool = False) -> None:
@@ -311,17 +345,19 @@ class Runner:
 
         subs = [{"id": f"sq{j}", "text": f"area {s.subs[j]} of topic {s.topic}", "embedding": vec(v)}
                 for j, v in enumerate(s.sub_vecs)]
+        self.forget_results()  # the passes reuse a session's vectors; a new session would bring new ones
         for w in range(1, windows + 1):
             req: dict[str, Any] = {
                 "request_id": f"{sid}-w{w}", "session_id": sid, "window": w,
-                "query": {"text": f"Explain topic {s.topic}", "embedding": vec(s.query)},
+                "query": {"text": f"Explain topic {s.topic}", "embedding": vec(self.query(s, w))},
                 "fact_budget": self.budget, "max_windows": windows, "embedding_model": MODEL,
                 "policy": {"graph_retrieval": "on" if graph else "off"}}
             if w == 1:
                 req["sub_queries"] = subs
-            self.flat(s.query)
+            self.flat(self.query(s, w))
             if cold:  # as right after an ingest in another process: every edge read from the store
                 self.cold_graph.clear()
+                self.forget_results()
             rec = self._record("crp.window.requests", sid, req)
             with self.fabric.unit_of_work() as uow, stages.active():
                 t = time.perf_counter()
@@ -363,33 +399,49 @@ def report_size(n: int, runner: Runner, stages: dict[str, Stages], passes: list[
             print(f"    {label:<36}{1e3 * v / count:9.2f} ms {100 * v / total:5.0f}%")
 
 
-def bench(n: int, requests: int, budget: int, n_sub: int, ingest: str, cold: bool, profile: bool,
-          seed: int, rebuild: bool) -> None:
+@contextmanager
+def prepared(n: int, seed: int, ingest: str, rebuild: bool, reuse: bool = False) -> Iterator[tuple[Path, Corpus, str]]:
+    """A scratch copy of the built fabric of ``n`` facts (built once per commit and cached; ``reuse``:
+    any commit's build, for runs where ingest is unchanged), its corpus, and how it was obtained."""
     corpus = make_corpus(n, seed)
     mode = ingest if ingest != "auto" else ("runtime" if n <= 20_000 else "direct")
     with scratch("crp-bench-speed-") as tmp:
-        settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}")
         head = re.sub(r"\W+", "", code_version().split()[1])  # another commit builds its own fabric
-        cached = CACHE_DIR / f"speed-fabric-{n}-{seed}-{mode}-v{CORPUS_VERSION}-{head}"
+        stem = f"speed-fabric-{n}-{seed}-{mode}-v{CORPUS_VERSION}-"
+        cached = CACHE_DIR / (stem + head)
+        if reuse and not cached.is_dir():
+            built = sorted((p for p in CACHE_DIR.glob(stem + "*") if p.is_dir() and p.suffix != ".tmp"),
+                           key=lambda p: p.stat().st_mtime)
+            cached = built[-1] if built else cached
         if cached.is_dir() and not rebuild:
             shutil.copytree(cached, tmp, dirs_exist_ok=True)
             how = f"reused from {cached} (built by {mode} ingest; --rebuild to rebuild)"
         else:
+            cached = CACHE_DIR / (stem + head)
             t = time.perf_counter()
-            built = build_runtime(corpus, tmp) if mode == "runtime" else build_direct(corpus, tmp)
+            built_fabric = build_runtime(corpus, tmp) if mode == "runtime" else build_direct(corpus, tmp)
             took = time.perf_counter() - t
-            built.close()
+            built_fabric.close()
             how = f"built by {mode} ingest in {took:.0f} s ({n / took:,.0f} facts/s)"
             shutil.rmtree(cached, ignore_errors=True)
             shutil.copytree(tmp, cached.with_suffix(".tmp"), dirs_exist_ok=True)
             cached.with_suffix(".tmp").rename(cached)
+        yield tmp, corpus, how
+
+
+def bench(n: int, requests: int, budget: int, n_sub: int, ingest: str, cold: bool, profile: bool,
+          seed: int, rebuild: bool, reuse: bool, vary_query: bool) -> None:
+    with prepared(n, seed, ingest, rebuild, reuse) as (tmp, corpus, how):
+        settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}")
         fabric = Fabric(settings)
         with fabric.unit_of_work() as uow:
             edges = uow.repo.edge_count()
         print(f"{n:,} facts in {len(corpus.docs)} documents, {edges:,} similarity edges; {how}; "
               f"{fabric.thresholds()}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
         sessions = make_sessions(corpus, max(1, requests // 5), n_sub, seed + 1)
-        runner = Runner(fabric, budget)
+        runner = Runner(fabric, budget, vary_query)
+        gc.collect()  # as `crp-stream run` does at start-up
+        gc.freeze()
         passes = ["envelope, graph off (CDR)", "envelope, graph on (CDGR)", "envelope, CDGR, cold graph cache"]
         if not cold:
             passes.pop()
@@ -408,7 +460,8 @@ def bench(n: int, requests: int, budget: int, n_sub: int, ingest: str, cold: boo
         print(f"  load average after: {os.getloadavg()[0]:.1f}")
         g = fabric.graph
         print(f"  graph cache after the run: {len(g):,} facts, hit rate {g.hits / max(1, g.hits + g.misses):.0%}, "
-              f"{g.loads} SQL loads")
+              f"{g.loads} SQL loads; fact cache {len(fabric.facts):,} facts, hit rate "
+              f"{fabric.facts.hits / max(1, fabric.facts.hits + fabric.facts.misses):.0%}")
         if prof:
             for key in ("cumulative", "tottime"):
                 buf = io.StringIO()
@@ -430,10 +483,15 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="cProfile the graph-on pass")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--rebuild", action="store_true", help="rebuild the fabric even if a built copy is cached")
+    ap.add_argument("--reuse-fabric", action="store_true",
+                    help="reuse a fabric another commit built (when ingest is unchanged)")
+    ap.add_argument("--vary-query", action="store_true",
+                    help="a new query vector every window (default: the session's query in every window)")
     a = ap.parse_args()
     print(f"crp-stream {code_version()}")
     for n in (int(x) for x in a.sizes.split(",")):
-        bench(n, a.requests, a.budget, a.sub_queries, a.ingest, not a.no_cold, a.profile, a.seed, a.rebuild)
+        bench(n, a.requests, a.budget, a.sub_queries, a.ingest, not a.no_cold, a.profile, a.seed, a.rebuild,
+              a.reuse_fabric, a.vary_query)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
-"""Soak test of the embedded runtime (issue 6 "Load"): sustained mixed traffic, figures each minute.
+"""Soak test of the embedded runtime (issue 6 "Load"): sustained mixed traffic, figures each minute;
+and ``--sweep``: the largest fabric and the most concurrent sessions held with envelope p99 < 25 ms.
 
     .venv/bin/python ops/bench/soak.py --minutes 1                  # quick
     .venv/bin/python ops/bench/soak.py --minutes 10 --rate 60 --json soak.json
+    .venv/bin/python ops/bench/soak.py --sweep --sizes 1000,2000,5000,10000,20000 --sessions 1,2,4,8,16,32
 
 A producer thread appends to the embedded log at ``--rate`` records/s: documents (``--facts`` facts
 each, clustered random ``--dim``-d vectors, ``--embedder precomputed``), telemetry observations on 50
@@ -17,7 +19,12 @@ in the fabric, sessions open. Fabric on ``--dir`` (default: tmpfs when present, 
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as crp_stream/__init__.py does; before numpy loads
+
 import argparse
+import gc
 import json
 import queue
 import random
@@ -130,6 +137,19 @@ def produce(args: argparse.Namespace, path: Path, stop: threading.Event, follow:
     log_.close()
 
 
+def sweep_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("--sweep (ops/bench/soak_sweep.py)")
+    g.add_argument("--sweep", action="store_true", help="find the fabric sizes and sessions held under --target")
+    g.add_argument("--sizes", default="1000,2000,5000,10000,20000", help="fabric sizes (facts), 384-d")
+    g.add_argument("--sessions", default="1,2,4,8,16,32,64", help="concurrent sessions per level")
+    g.add_argument("--think", type=float, default=0.25,
+                   help="mean seconds between a window's envelope and the next request (uniform 0.5-1.5x)")
+    g.add_argument("--envelopes", type=int, default=300, help="envelopes measured per level")
+    g.add_argument("--budget", type=int, default=35, help="fact_budget of every request")
+    g.add_argument("--target", type=float, default=25.0, help="envelope p99 to hold, ms")
+    g.add_argument("--reuse-fabric", action="store_true", help="reuse a fabric another commit built")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--minutes", type=float, default=10.0)
@@ -143,7 +163,12 @@ def main() -> int:
                    help="documents ingested before the clock starts (e.g. with --mix 0,0,1: sessions only)")
     p.add_argument("--dir", help="data directory (default: a scratch directory, tmpfs when present)")
     p.add_argument("--json", help="write the per-minute figures here")
+    sweep_args(p)
     args = p.parse_args()
+    if args.sweep:
+        from soak_sweep import sweep
+
+        return sweep(args)
     args.mix = [int(x) for x in args.mix.split(",")]
     if args.dir:
         return run(args, Path(args.dir))
@@ -177,6 +202,8 @@ def run(args: argparse.Namespace, data: Path) -> int:
                 open_sessions.discard(session)
 
     rt = EmbeddedRuntime(fabric, log_, all_handlers(), on_output=on_output, batch_size=args.batch_size)
+    gc.collect()  # as `crp-stream run` does at start-up
+    gc.freeze()
     if args.preload:
         seed = Traffic(args)
         seed.py.seed(99)

@@ -151,3 +151,46 @@ def test_refresh_and_quarantine_lifecycle(engine: Engine) -> None:
         repo.decide_candidate("c1", "confirmed", 9, "alice")
         assert repo.candidates("confirmed")[0]["decided_by"] == "alice"
         assert repo.refresh_requests("resolved")[0]["resolved_by"] == "alice"
+
+
+def test_narrow_fact_reads_statuses_rows_and_edge_rows(engine: Engine) -> None:
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.insert_facts([fact("a"), fact("b", status="stale", subject="svc", attribute="rate", value="5")])
+        repo.add_edges([("a", "b", 0.7), ("b", "c", 0.65)])
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        assert repo.fact_statuses(["b", "a", "zz", "a"]) == {"a": "active", "b": "stale"}
+        rows = repo.fact_rows(["b", "zz"], ("fact_id", "text", "subject", "value"))
+        assert rows == {"b": {"fact_id": "b", "text": "text b", "subject": "svc", "value": "5"}}
+        assert sorted(repo.edge_rows(["b"])) == [("b", "a", 0.7), ("b", "c", 0.65)]
+        assert repo.edge_rows([]) == []
+
+
+def test_increment_meta_is_atomic_across_transactions(engine: Engine) -> None:
+    import threading
+
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        assert repo.increment_meta("graph_generation") == 1
+        assert repo.increment_meta("graph_generation") == 2
+        assert repo.get_meta("graph_generation") == "2"
+    if engine.dialect.name != "postgresql":
+        return  # SQLite has one writer at a time; the race below needs PostgreSQL's row locks
+    got: list[int] = []
+    first = engine.connect()
+    tx = first.begin()
+    got.append(Repository(first).increment_meta("graph_generation"))  # holds the row lock
+
+    def second() -> None:
+        with engine.begin() as conn:
+            got.append(Repository(conn).increment_meta("graph_generation"))  # waits for the first
+
+    t = threading.Thread(target=second)
+    t.start()
+    t.join(0.5)
+    assert t.is_alive()  # blocked on the lock, not reading the stale 2
+    tx.commit()
+    first.close()
+    t.join(10)
+    assert got == [3, 4]

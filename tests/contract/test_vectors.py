@@ -385,3 +385,29 @@ def test_edge_and_qdrant_client_agree_on_random_operations(tmp_path: Path) -> No
         assert sorted(ve) == sorted(vl)
         for key in ve:
             np.testing.assert_allclose(ve[key], vl[key], atol=1e-6)
+
+
+def test_edge_keeps_query_results_until_a_write(tmp_path: Path) -> None:
+    """The embedded shard is this process's alone: a repeated query is answered from memory until the
+    next write, and whatever ``now`` is while no point has an expiry."""
+    idx = EdgeVectorIndex(tmp_path / "edge")
+    idx.upsert([item("a", 1, 0, 0), item("b", 1, 1, 0), item("c", 0, 1, 0)])
+    calls: list[int] = []
+    real = idx._live().query_batch
+
+    def counted(batch: object) -> object:
+        calls.append(1)
+        return real(batch)
+
+    idx._shard = type("Spy", (), {"__getattr__": lambda s, n: getattr(real.__self__, n),
+                                  "query_batch": staticmethod(counted)})()
+    first = idx.search(unit(1, 0.5, 0), 2, NOW)
+    assert idx.search(unit(1, 0.5, 0), 2, NOW + 999) == first == [("b", 0.948683), ("a", 0.894427)]
+    assert len(calls) == 1
+    idx.set_status(["b"], "quarantined")
+    assert ids(idx.search(unit(1, 0.5, 0), 2, NOW)) == ["a", "c"] and len(calls) == 2
+    idx.upsert([item("d", 1, 0.5, 0, expires_at=NOW + 10)])
+    assert ids(idx.search(unit(1, 0.5, 0), 2, NOW)) == ["d", "a"]
+    assert ids(idx.search(unit(1, 0.5, 0), 2, NOW + 10)) == ["a", "c"]  # an expiry: now matters again
+    assert len(calls) == 4
+    idx.close()

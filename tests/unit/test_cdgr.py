@@ -190,3 +190,40 @@ def test_vectorised_bridge_values_equal_the_rule_on_random_graphs() -> None:
             want, want_bridged = bridge_value(c, anchors, adj)
             assert abs(got[i] - want) < 1e-9, (c, got[i], want)
             assert got_bridged[i] == want_bridged
+
+
+def test_edge_list_rules_equal_the_mapping_rules_bit_for_bit() -> None:
+    """``expand_connectors_edges`` / ``bridge_values_edges`` on the edges assembly loads (every edge of
+    the anchors and of their neighbours) give exactly ``expand_connectors`` / ``bridge_values``."""
+    import random
+
+    from crp_stream.core.cdgr import bridge_values_edges, expand_connectors_edges
+
+    rng = random.Random(5)
+    for trial in range(60):
+        nodes = [f"n{i:03d}" for i in range(rng.randint(3, 120))]
+        adj: dict[str, dict[str, float]] = {}
+        for a in nodes:
+            for b in rng.sample(nodes, rng.randint(0, 6)):
+                if a != b:
+                    w = round(rng.uniform(0.45, 1.0), 6)
+                    adj.setdefault(a, {})[b] = w
+                    adj.setdefault(b, {})[a] = w
+        anchors = rng.sample(nodes, rng.randint(1, min(30, len(nodes))))
+        ints = {f: i for i, f in enumerate(rng.sample(nodes, len(nodes)))}  # ints unrelated to id order
+        level1 = {x for a in anchors for x in adj.get(a, {})}
+        rows = sorted(set(anchors) | level1, key=lambda f: ints[f])
+        src = [ints[f] for f in rows for _x in adj.get(f, {})]
+        dst = [ints[x] for f in rows for x in adj.get(f, {})]
+        wts = [adj[f][x] for f in rows for x in adj.get(f, {})]
+        hops = trial % 3
+        names = {i: f for f, i in ints.items()}
+        got = {names[i] for i in expand_connectors_edges([ints[a] for a in anchors], src, dst, hops).tolist()}
+        assert got == expand_connectors(anchors, adj, hops)
+        found = sorted(expand_connectors(anchors, adj, 2)) + rng.sample(nodes, min(3, len(nodes)))
+        cols = sorted(set(anchors))
+        want, want_bridged = bridge_values(found, anchors, adj, chunk=5)
+        values, bridged = bridge_values_edges([ints[f] for f in found], [ints[a] for a in cols], src, dst, wts,
+                                              chunk=5)
+        assert values.tolist() == want.tolist()  # bit for bit, not approximately
+        assert [[cols[j] for j in b] for b in bridged] == want_bridged

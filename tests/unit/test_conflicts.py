@@ -338,3 +338,23 @@ def test_near_duplicate_by_cosine_threshold() -> None:
 
 def test_same_claim_empty() -> None:
     assert same_claim_duplicates([], np.zeros((0, 4))) == []
+
+
+def test_pairs_above_decides_every_pair_as_the_float64_matmul() -> None:
+    """The float32 screen never changes a decision: random unit vectors, copies, pairs right at the
+    threshold, float64 and float32 inputs, both comparisons."""
+    from crp_stream.core.conflicts import _pairs_above
+
+    rng = np.random.default_rng(4)
+    for trial in range(40):
+        n, d = int(rng.integers(2, 120)), int(rng.choice([3, 16, 384]))
+        v = rng.standard_normal((n, d))
+        v[n // 2 :] = v[: n - n // 2] + rng.choice([0.0, 1e-9, 0.05, 0.3]) * rng.standard_normal((n - n // 2, d))
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        if trial % 2:
+            v = v.astype(np.float32)
+        sims = np.asarray(v, dtype=np.float64) @ np.asarray(v, dtype=np.float64).T
+        at = float(sims[0, n - 1]) if trial % 3 == 0 else 0.97  # a threshold equal to one pair's cosine
+        for strict in (False, True):
+            want = {(int(i), int(j)) for i, j in np.argwhere(np.triu(sims > at if strict else sims >= at, k=1))}
+            assert _pairs_above(v, n, at, strict) == want

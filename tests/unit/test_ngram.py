@@ -62,3 +62,24 @@ def test_penalty_rejects_negative_counts() -> None:
 def test_guard_activations_counts_penalised_candidates() -> None:
     assert ngram_guard_activations(ngram_penalty([0, 0, 1, 7])) == 2
     assert ngram_guard_activations([]) == 0
+
+
+def test_ngram_overlaps_equal_ngram_overlap_text_by_text() -> None:
+    import random
+
+    from crp_stream.core.ngram import ngram_overlap, ngram_overlaps, update_ngram_blacklist
+
+    rng = random.Random(2)
+    words = ["the", "pod", "ip", "changes", "when", "a", "node", "restarts", "and", "dns", "caches", "stale",
+             "records", "for", "minutes"]
+
+    def text(k: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(k)) + rng.choice([".", "!", ""])
+
+    for n in (1, 2, 6):
+        bl = frozenset()
+        for _ in range(4):
+            bl = update_ngram_blacklist(bl, text(40), n)
+        texts = [text(rng.randint(0, 30)) for _ in range(200)]
+        assert ngram_overlaps(texts, bl, n) == [ngram_overlap(t, bl, n) for t in texts]
+        assert ngram_overlaps(texts, frozenset(), n) == [0] * 200

@@ -1,0 +1,81 @@
+"""The similarity-graph edges one envelope request has read, as one edge list for ``core.cdgr``.
+
+Facts are the fabric graph cache's ints; every loaded fact contributes all of its edges (a cache
+entry is complete), so the list holds both directions of every edge with a loaded endpoint. The
+CDGR walk and bridge values (``cdgr.expand_connectors_edges``, ``cdgr.bridge_values_edges``) run on
+it with numpy instead of merging neighbour dicts per fact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+GRAPH_GENERATION = "graph_generation"
+
+
+def _ints(n: int = 0) -> npt.NDArray[np.int64]:
+    return np.zeros(n, dtype=np.int64)
+
+
+@dataclass
+class LoadedEdges:
+    loaded: set[int] = field(default_factory=set)
+    src: npt.NDArray[np.int64] = field(default_factory=_ints)
+    dst: npt.NDArray[np.int64] = field(default_factory=_ints)
+    weight: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    cache: Any = None  # the fabric's GraphCache, from ``bind``
+
+    def bind(self, uow: Any) -> None:
+        """On the first read of this request: is the fabric's graph cache still the stored graph?"""
+        if self.cache is None:
+            self.cache = uow.fabric.graph
+            self.cache.sync(uow.repo.get_meta(GRAPH_GENERATION) or "0")
+
+    def ints(self, fact_ids: Iterable[str]) -> list[int]:
+        return list(self.cache.index(fact_ids))
+
+    def names(self, ints: Iterable[int]) -> list[str]:
+        names = self.cache.names
+        return [names[i] for i in ints]
+
+    def load(self, uow: Any, ints: Iterable[int]) -> None:
+        """Append every edge of the given facts not loaded yet (through the bound graph cache)."""
+        todo = sorted(set(ints) - self.loaded)
+        if not todo:
+            return
+        rows = self.cache.rows(uow.repo, todo)
+        sizes = [len(nb) for nb, _w in rows]
+        self.src = np.concatenate([self.src, np.repeat(np.asarray(todo, dtype=np.int64), sizes)])
+        self.dst = np.concatenate([self.dst, *(nb for nb, _w in rows)])
+        self.weight = np.concatenate([self.weight, *(w for _nb, w in rows)])
+        self.loaded.update(todo)
+
+    def neighbours(self, ints: Iterable[int]) -> npt.NDArray[np.int64]:
+        """Every neighbour of the given (loaded) facts."""
+        return np.unique(self.dst[np.isin(self.src, np.asarray(list(ints), dtype=np.int64))])
+
+    def edges_of(self, fact_ids: Iterable[str]) -> dict[str, dict[str, float]]:
+        """``{fact: {neighbour: weight}}`` over the edges read so far: a fact's own edges if it was
+        loaded, else its edges to loaded facts."""
+        wanted = list(fact_ids)
+        out: dict[str, dict[str, float]] = {f: {} for f in wanted}
+        if self.cache is None or not wanted:
+            return out
+        ints = np.asarray(self.cache.index(wanted), dtype=np.int64)
+        own = np.isin(self.src, ints)  # one pass over the edge list for all of them
+        back = np.isin(self.dst, ints)
+        fact = np.concatenate([self.src[own], self.dst[back]])
+        other = np.concatenate([self.dst[own], self.src[back]])
+        weight = np.concatenate([self.weight[own], self.weight[back]])
+        names = self.cache.names
+        for f, o, w in zip(fact.tolist(), other.tolist(), weight.tolist(), strict=True):
+            out[names[f]][names[o]] = w
+        return out
+
+
+__all__ = ["GRAPH_GENERATION", "LoadedEdges"]
