@@ -165,6 +165,8 @@ class KafkaWorker:
             # faust's assignor asserts the returned assignment names this worker's URL, so keep it stable
             static = {"consumer_group_instance_id": self.settings.instance_id,
                       "canonical_url": f"http://localhost/{quote(self.settings.instance_id, safe='')}"}
+        datadir = self.settings.data_dir / "faust"  # not the cwd: faust writes there even with memory://
+        datadir.mkdir(parents=True, exist_ok=True)
         app = faust.App(
             self.app_id, broker=f"kafka://{self.servers}", value_serializer="raw", key_serializer="raw",
             store="memory://", autodiscover=False, topic_allow_declare=False, topic_disable_leader=True,
@@ -172,7 +174,7 @@ class KafkaWorker:
             broker_commit_interval=self.commit_interval_s, broker_session_timeout=self.session_timeout_s,
             broker_heartbeat_interval=max(1.0, self.session_timeout_s / 4), broker_rebalance_timeout=60.0,
             producer_acks=-1, stream_wait_empty=False, web_enabled=bool(port), web_port=port or 6066,
-            web_bind="0.0.0.0", web_in_thread=False, **static,
+            web_bind="0.0.0.0", web_in_thread=False, datadir=str(datadir), **static,
         )
         for h in self.handlers:
             channel = app.topic(*[self.settings.topic(t) for t in h.topics], key_serializer="raw",
