@@ -218,7 +218,10 @@ class KillPlan:
         # leaves room for the kills still to make (else the plan ran out, e.g. 23 of 24)
         if remaining > 40 and self.rng.random() < 1 / 3 and remaining > 15 * left:
             return KillPoint("ms", self.rng.randint(0, self.max_ms))
-        return KillPoint("records", self.rng.randint(1, min(share, remaining - 1)))
+        # a batch appends several records at once, so a kill overshoots its point: keep ~4 records of
+        # room for each kill still to make
+        room = max(1, min(share, remaining - 1, remaining - 4 * (left - 1)))
+        return KillPoint("records", self.rng.randint(1, room))
 
 
 @dataclass

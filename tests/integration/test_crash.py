@@ -30,7 +30,8 @@ from tests.crash_harness import sqlite_log_size as log_size
 pytestmark = pytest.mark.heavy
 
 SEED = 6
-KILLS = 24
+KILLS = 24  # planned; the issue asks for >= 20, and a kill near the end can find no work left
+MIN_KILLS = 20
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def test_kill_9_at_random_points_changes_nothing(backend: str, scenario: list[In
     # the interrupted worker commits every 25 records, the reference every 200: batches change nothing
     report = run_with_kills(cli_command(crashed, *db_args(url_crash)), log_size(crashed / "log.sqlite"),
                             KillPlan(SEED, KILLS), total, env={"CRP_BATCH_SIZE": "25"})
-    assert report.kills == KILLS and report.kills_mid_work >= KILLS - 2, report.log
+    assert report.kills >= MIN_KILLS and report.kills_mid_work >= MIN_KILLS, report.log
 
     actual = snapshot(crashed, url_crash)
     problems = compare_outputs(expected.pop("outputs"), actual.pop("outputs"))
