@@ -16,8 +16,9 @@ than the whole flat top-K. What is cached is what never changes once a fact is c
   known (a narrow ``SELECT fact_id, status`` in the caller's transaction).
 - What a transaction read may be its own uncommitted write: ``Fabric.unit_of_work`` clears the cache
   when a transaction does not commit. Rebuilds (which rewrite every fact) run with workers stopped.
-- Bounded: past ``max_facts`` entries the least recently used are dropped. Vectors live in one float32
-  matrix, so a candidate set is one fancy-indexing copy. Not thread-safe (one record at a time).
+- Bounded: past ``max_facts`` entries the least recently used are dropped (~2.5 KB a fact at 384-d:
+  ~250 MB at the default bound). Vectors live in one float32 matrix, so a candidate set is one
+  fancy-indexing copy. Not thread-safe (one record at a time).
 """
 
 from __future__ import annotations
