@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,11 +61,17 @@ def rebuild(settings: Settings, verify: bool) -> RebuildResult:
     grown = {tp: end - ends_before.get(tp, 0) for tp, end in log_.end_offsets().items()
              if end != ends_before.get(tp, 0)}
     log_.close()
-    result = RebuildResult(sum(rt.stats.processed.values()), n, grown, restored)
-    if verify and before:
+    return verified(RebuildResult(sum(rt.stats.processed.values()), n, grown, restored), before, settings)
+
+
+def verified(result: RebuildResult, before: dict[str, Any], settings: Settings,
+             take: Callable[[Any, Settings], dict[str, Any]] | None = None) -> RebuildResult:
+    """With a snapshot taken before the drop, compare the rebuilt projections with it (``--verify``);
+    ``take`` is the runtime's snapshot (default: the embedded one)."""
+    if before:
         engine = db.make_engine(settings.database)
         try:
-            after = _snapshot(engine, settings)
+            after = (take or _snapshot)(engine, settings)
         finally:
             engine.dispose()
         result.differences = projections.differences(before, after)

@@ -40,7 +40,7 @@ from crp_stream.processors.dispatch import ID_HEADER, apply_record, internal_err
 from crp_stream.runtime import projections
 from crp_stream.runtime.kafka_delivery import route
 from crp_stream.runtime.kafka_topics import ALL_TOPICS, bootstrap_servers
-from crp_stream.runtime.rebuild import RebuildResult, drop_projections, restore_audit, saved_rows
+from crp_stream.runtime.rebuild import RebuildResult, drop_projections, restore_audit, saved_rows, verified
 from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
 
@@ -99,16 +99,8 @@ async def _rebuild(settings: Settings, verify: bool) -> RebuildResult:
     finally:
         fabric.close()
         await producer.stop()
-    result = RebuildResult(len(topics.inputs), replay.handled, dict(replay.grown), restored)
-    if verify and before:
-        engine = db.make_engine(settings.database)
-        try:
-            after = snapshot(engine, settings)
-        finally:
-            engine.dispose()
-        result.differences = projections.differences(before, after)
-        result.digest = projections.digest(after)
-    return result
+    return verified(RebuildResult(len(topics.inputs), replay.handled, dict(replay.grown), restored), before,
+                    settings, snapshot)
 
 
 class _Replay:

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.crash_harness import Input, build_scenario
-from tests.integration.test_postgres_restart import Cluster, free_port
+from tests.integration.test_postgres_restart import Cluster, cluster  # noqa: F401 - the fixture
 from tests.kafka_harness import Kafka, unique_prefix
 from tests.kafka_pipelines import Clock, Pacer, Pipeline, compare
 
@@ -28,23 +27,14 @@ OUTAGE_AT = 40
 INPUTS = 70
 
 
-@pytest.fixture
-def cluster() -> Iterator[tuple[Cluster, str]]:
-    pg = Cluster(free_port())
-    url = pg.start()
-    try:
-        yield pg, url
-    finally:
-        pg.reset()
-
-
 def retries(log_path: Path) -> list[str]:
     lines = [json.loads(line)["msg"] for line in log_path.read_text(errors="replace").splitlines()
              if line.startswith("{")]
     return [str(m) for m in lines if "transient error" in str(m)]
 
 
-def test_postgres_restart_with_a_record_in_hand_loses_nothing(cluster: tuple[Cluster, str], tmp_path: Path) -> None:
+def test_postgres_restart_with_a_record_in_hand_loses_nothing(cluster: tuple[Cluster, str],  # noqa: F811
+                                                               tmp_path: Path) -> None:
     pg, url = cluster
     phase_a: list[Input] = []
     build_scenario(SEED, lambda inputs: (phase_a.extend(inputs), ([], []))[1])
