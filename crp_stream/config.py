@@ -80,6 +80,9 @@ class Settings:
     unsigned_policy: str = "deadletter"  # deadletter | untrusted (only when signing_keys is set)
     untrusted_trust: float = 0.05
     batch_size: int = 200  # embedded runtime: records per transaction (latency vs throughput)
+    # Kafka worker: a window request waits at most this long (seconds) for the inputs appended before it
+    # to be ingested and arbitrated (the event-time barrier, docs/kafka.md); 0 turns the barrier off
+    barrier_wait: float = 2.0
 
     @property
     def database(self) -> str:
@@ -234,6 +237,8 @@ def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
                 raise ConfigError(f"{label}: {exc}") from None
         elif key == "expire_after_ttls":
             changes[key] = None if str(value).lower() == "none" else _float(label, value, 1.0, 1000.0)
+        elif key == "barrier_wait":
+            changes[key] = _float(label, value, 0.0, 600.0)
         elif key == "untrusted_trust":
             changes[key] = _float(label, value, 0.0, 1.0)
         elif key == "auto_quarantine":

@@ -12,6 +12,10 @@ API
 - ``mean_novelty_ratio(ratios) -> float`` (§6 Exit 3): 0.0 for an empty envelope.
 - ``coverage_score_header(novelty_ratios) -> float | None`` (§8.1): the MINIMUM; None if no facts.
 - ``depth_from_words(actual, expected) -> float`` (§3.2).
+- ``report_depth(depth, words, expected_words) -> float`` (§3.1/§3.2): a report's depth for one sub-query.
+- ``marginal_residual(best_similarity, min_relevance) -> NDArray[bool]`` (§6 Exit 1, §2.6).
+- ``residual_done(marginal) -> bool`` (§6 Exit 1): empty, or only marginal items.
+- ``is_terminal(status) -> bool`` (§6): every exit ends the session's window loop.
 """
 
 from __future__ import annotations
@@ -43,9 +47,11 @@ def continuation_status(
 ) -> str:
     """SPEC-024 §6: the first exit that holds, in the seed's priority order, else ``in-progress``.
 
-    1 task-complete: completeness >= 0.92 and the Residual Set is empty; 2 limit-reached:
+    1 task-complete: completeness >= 0.92 and the Residual Set is empty or holds only marginal items
+    (``residual_done``); 2 limit-reached:
     window_count >= max_windows; 3 ckf-exhausted: mean novelty ratio < 0.15; 4 safety-budget-depleted:
-    safety_budget <= 0.10 (no budget reported -> exit 4 cannot fire).
+    safety_budget <= 0.10 (no budget reported -> exit 4 cannot fire). ``window_count`` counts completed
+    windows (the seed's loop checks after the window), so the window that reaches an exit reports it.
     """
     if completeness >= COMPLETION_THRESHOLD and residual_empty:
         return TASK_COMPLETE
@@ -100,3 +106,38 @@ def depth_from_words(actual: int, expected: int | None) -> float:
     if expected is None or expected <= 0:
         return DEFAULT_DEPTH
     return min(actual / expected, MAX_DEPTH_WEIGHT)
+
+
+def report_depth(depth: float | None, words: int | None, expected_words: int | None) -> float:
+    """SPEC-024 §3.1/§3.2: the depth weight of one addressed sub-query in a window report.
+
+    The DPE report's explicit ``depth`` wins; else DPE Stage 8's rule, the word-count ratio
+    ``depth_from_words(words, expected_words)``; with neither the seed's ``sub_query_depth.get(id, 0.5)``.
+    """
+    if depth is not None:
+        return float(depth)
+    if words is None:
+        return DEFAULT_DEPTH
+    return depth_from_words(words, expected_words)
+
+
+def marginal_residual(best_similarity: ArrayLike, min_relevance: float) -> NDArray[np.bool_]:
+    """SPEC-024 §6 Exit 1 ("or contains only marginal items"): a residual sub-query is marginal when
+    the best fact the fabric holds for it is below the relevance gate (§2.6).
+
+    CDR can never put such a fact in an envelope (§7.1 drops it), so no further window can address
+    the item: it is a knowledge gap (§10), not unfinished work. ``best_similarity`` is the cosine of
+    each residual item's nearest live fact (``-inf`` or NaN when the fabric has none).
+    """
+    b = np.asarray(best_similarity, dtype=np.float64).reshape(-1)
+    return np.asarray(~(np.nan_to_num(b, nan=-np.inf) >= min_relevance), dtype=np.bool_)
+
+
+def residual_done(marginal: ArrayLike) -> bool:
+    """SPEC-024 §6 Exit 1: the Residual Set is empty or contains only marginal items."""
+    return bool(np.all(np.asarray(marginal, dtype=np.bool_)))
+
+
+def is_terminal(status: str) -> bool:
+    """SPEC-024 §6: the loop MUST terminate on any of the four exits; only in-progress continues."""
+    return status in (TASK_COMPLETE, LIMIT_REACHED, CKF_EXHAUSTED, SAFETY_BUDGET_DEPLETED)

@@ -11,6 +11,8 @@ API
 - ``ngram_overlaps(texts, blacklist, n=6) -> list[int]``: ``ngram_overlap`` of each text, faster.
 - ``ngram_penalty(overlaps) -> NDArray[float64]`` (§5.2): ``min(0.80, 0.15 * overlaps)``.
 - ``ngram_guard_activations(penalties) -> int`` (§8.3): candidates with a non-zero penalty.
+- ``NGRAM_DIAGNOSTIC_SHARE = 0.20``; ``ngram_guard_diagnostic(activations, candidates) -> str | None``
+  (§5.3): the operator diagnostic when more than 20% of the candidates were penalised, else None.
 
 >>> bl = update_ngram_blacklist(frozenset(), "Kubernetes uses a flat network model for pods")
 >>> ngram_overlap("kubernetes uses a flat network model!", bl)
@@ -29,6 +31,7 @@ from numpy.typing import ArrayLike, NDArray
 NGRAM_N = 6
 NGRAM_PENALTY_PER_MATCH = 0.15
 NGRAM_PENALTY_CAP = 0.80
+NGRAM_DIAGNOSTIC_SHARE = 0.20
 
 _WORD = re.compile(r"\w+")
 
@@ -93,3 +96,17 @@ def ngram_penalty(overlaps: ArrayLike) -> NDArray[np.float64]:
 def ngram_guard_activations(penalties: ArrayLike) -> int:
     """SPEC-024 §8.3: CRP-Context-NGram-Guard-Activations = candidates that received an n-gram penalty."""
     return int(np.count_nonzero(np.asarray(penalties, dtype=np.float64) > 0.0))
+
+
+def ngram_guard_diagnostic(activations: int, candidates: int) -> str | None:
+    """SPEC-024 §5.3: more than 20% of the retrieved facts penalised means CDR's novelty scoring is not
+    doing its job, most likely because the CKF lacks depth: the operator should ingest more documents.
+
+    Returns the diagnostic (a NOTE for the envelope) when the share exceeds 0.20, else None.
+    """
+    if candidates <= 0 or activations <= NGRAM_DIAGNOSTIC_SHARE * candidates:
+        return None
+    share = 100.0 * activations / candidates
+    return (f"NGRAM-GUARD: {activations} of {candidates} candidate facts ({share:.0f}%, above 20%) repeat "
+            "earlier window output; CDR novelty is not keeping stale material out, the knowledge fabric "
+            "likely lacks depth for this task: ingest more documents (SPEC-024 §5.3)")

@@ -11,6 +11,7 @@ API
 - ``ttl_or_inf(ttl) -> float``: ``None`` (never expires) as ``inf``, for building ttl arrays.
 - ``recency_factor(age_seconds, ttl_seconds) -> NDArray[float64]`` (§3.2), broadcasting.
 - ``recency_penalised_count(factors) -> int`` (§3.6, header CRP-Context-Recency-Penalised).
+- ``hard_expired(expires_at_us, now_us) -> NDArray[bool]``: the optional hard expiry, for every fact path.
 
 >>> float(recency_factor(0.75 * 86400.0, 86400.0))
 0.65
@@ -19,7 +20,7 @@ API
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 import numpy as np
@@ -91,3 +92,12 @@ def recency_factor(age_seconds: ArrayLike, ttl_seconds: ArrayLike) -> NDArray[np
 def recency_penalised_count(factors: ArrayLike) -> int:
     """SPEC-027 §3.6: CRP-Context-Recency-Penalised = candidates whose recency factor is below 1.0."""
     return int(np.count_nonzero(np.asarray(factors, dtype=np.float64) < 1.0))
+
+
+def hard_expired(expires_at_us: Sequence[int | None], now_us: int) -> NDArray[np.bool_]:
+    """Hard expiry (``CRP_EXPIRE_AFTER_TTLS``, our option beyond SPEC-027 §3.2's decay): a fact whose
+    expiry time has passed is excluded from every envelope, as anchor and as connector alike.
+
+    ``None`` = never expires. Expired at ``expires_at_us <= now_us``, the vector index's filter.
+    """
+    return np.asarray([e is not None and e <= now_us for e in expires_at_us], dtype=np.bool_)

@@ -56,6 +56,7 @@ AuditType = Literal[
     "REFRESH_RESOLVED",
     "COVERAGE_UPDATE_REJECTED",
     "EVENT_REJECTED",
+    "SAFETY_BUDGET_DEPLETED",
 ]
 Command = Literal["resolve_refresh", "confirm_quarantine", "release_quarantine"]
 Role = Literal["anchor", "connector"]
@@ -199,7 +200,6 @@ Label = Annotated[str, Field(min_length=1, max_length=LABEL_MAX)]
 Reason = Annotated[str, Field(max_length=VALUE_MAX)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 Vector = Annotated[list[float], Field(min_length=1, max_length=VECTOR_MAX)]
-Words = Annotated[list[Label], Field(max_length=LIST_MAX)]
 Ids = Annotated[list[Id], Field(max_length=LIST_MAX)]
 
 

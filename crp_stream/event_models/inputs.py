@@ -29,7 +29,6 @@ from crp_stream.event_models.common import (
     Time,
     Ttl,
     Vector,
-    Words,
     first_vector,
 )
 
@@ -133,7 +132,8 @@ class SubQuery(Part):
     text: Text
     label: Label | None = None
     embedding: Vector | None = None
-    expected_words: Words | None = None
+    # SPEC-024 §3.2: how many words this sub-query is expected to produce (a report's ``words`` / this)
+    expected_words: int | None = Field(default=None, ge=1, le=10_000_000)
 
 
 class Policy(Part):
@@ -177,10 +177,13 @@ class WindowRequested(Event):
 
 
 class Addressed(Part):
-    """A sub-query the generator addressed in a window, and how deeply (0..1)."""
+    """A sub-query the generator addressed in a window, and how deeply: ``depth`` (0..1), or ``words``
+    written on it (SPEC-024 §3.2: depth from the ratio to the sub-query's ``expected_words``); 0.5 if
+    neither is given."""
 
     id: Id
-    depth: Fraction
+    depth: Fraction | None = None
+    words: int | None = Field(default=None, ge=0, le=10_000_000)
     text: Text | None = None
     embedding: Vector | None = None
 

@@ -105,6 +105,8 @@ class EnvelopeAssembled(OutputEvent):
     notes: Annotated[list[Reason], Field(max_length=LIST_MAX)] = Field(default_factory=list)
     residual_anchor: str = Field(max_length=TEXT_MAX)
     headers: dict[str, Scalar]
+    # the window's closing envelope: its reports reached a loop exit (SPEC-024 §6); no facts
+    closing: bool | None = None
 
 
 class AuditRecorded(OutputEvent):

@@ -34,6 +34,7 @@ from crp_stream.fabric.repository import FACTS_GENERATION
 
 # The columns assembly reads; ``status`` is filled in per call from the store.
 FIELDS = ("fact_id", "source", "source_type", "trust", "importance", "epoch_us", "modified_at_us", "ttl_s",
+          "expires_at_us",
           "text", "subject", "attribute", "value", "unit")
 
 

@@ -47,6 +47,7 @@ class ScoringContext:
     now_s: float
     blacklist: frozenset[str]
     branch_scoped: bool = False
+    now_us: int = 0
 
 
 @dataclass
@@ -86,7 +87,7 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
         for fid, score in hits:
             found[fid] = max(found.get(fid, -1.0), score)
     dim = int(query_vec.shape[0])
-    ids, rows, vecs = _fetch(uow, sorted(found), dim)
+    ids, rows, vecs = _fetch(uow, sorted(found), dim, now_us)
     rel = cdr.relevance(vecs, query_vec) if ids else np.zeros(0)
     keep = cdr.relevance_gate(rel, min_relevance)
     ids = [i for i, ok in zip(ids, keep, strict=True) if ok]
@@ -96,7 +97,7 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
     cov_vecs, depth = coverage
     if cov_vecs.shape[0] == 0:
         cov_vecs = np.zeros((0, dim), dtype=np.float32)
-    ctx = ScoringContext(query_vec, res_vecs, cov_vecs, depth, now_s, blacklist, branch_scoped)
+    ctx = ScoringContext(query_vec, res_vecs, cov_vecs, depth, now_s, blacklist, branch_scoped, now_us)
     empty = np.zeros(0)
     c = Candidates(ids=[], rows=[], vecs=np.zeros((0, dim), np.float32), relevance=empty, pull=empty,
                    novelty=empty, recency=empty, penalty=empty, score=empty, support=np.zeros(0, dtype=np.int64),
@@ -105,10 +106,13 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
     return c
 
 
-def _fetch(uow: Any, fact_ids: list[str], dim: int) -> tuple[list[str], list[dict[str, Any]], np.ndarray]:
-    """Rows and vectors of the facts that exist, have a vector and are not excluded, in the given order."""
+def _fetch(uow: Any, fact_ids: list[str], dim: int, now_us: int
+           ) -> tuple[list[str], list[dict[str, Any]], np.ndarray]:
+    """Rows and vectors of the facts that exist, have a vector, are not excluded and not hard-expired,
+    in the given order. Every path into an envelope (vector hits, graph connectors) comes through here."""
     ids, rows, vecs = uow.fabric.facts.candidates(uow.repo, uow.vectors, fact_ids)
-    keep = [i for i, r in enumerate(rows) if r["status"] not in EXCLUDED]
+    expired = recency.hard_expired([r.get("expires_at_us") for r in rows], now_us)
+    keep = [i for i, r in enumerate(rows) if r["status"] not in EXCLUDED and not expired[i]]
     if not keep:
         return [], [], np.zeros((0, dim), np.float32)
     return [ids[i] for i in keep], [rows[i] for i in keep], vecs[keep]
@@ -238,7 +242,7 @@ def _connectors(uow: Any, c: Candidates, sel: Selection, slots: int, policy: Any
 
 def _append_outside(uow: Any, c: Candidates, fact_ids: list[str]) -> None:
     """Connectors below the relevance gate join the candidates (SPEC-025 §2.5: their floor is 0.30)."""
-    add, rows, vecs = _fetch(uow, fact_ids, c.vecs.shape[1])
+    add, rows, vecs = _fetch(uow, fact_ids, c.vecs.shape[1], c.ctx.now_us)
     if add:
         _extend(c, add, rows, vecs)
 

@@ -7,12 +7,12 @@ the session's Coverage Set, Residual Set, n-gram blacklist and window count (SPE
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
 from crp_stream import events
-from crp_stream.core import cdgr, conflicts, exits, fanout, ngram, packing
+from crp_stream.core import cdgr, cdr, conflicts, exits, fanout, ngram, packing, recency
 from crp_stream.core.ids import derive_id
 from crp_stream.processors import assembly
 from crp_stream.processors.base import Emitter, Handler, Record, Rejected, us_to_dt
@@ -89,11 +89,7 @@ class RetrievalHandler(Handler):
             state = self._new_session(ev, uow)
         else:
             state = SessionState.from_row(row)
-            if ev.window != state.requested + 1:
-                raise Rejected(
-                    f"window: session {ev.session_id!r} expects window {state.requested + 1}, got {ev.window}")
-            if ev.window > state.max_windows:
-                raise Rejected(f"window: {ev.window} exceeds the session's max_windows {state.max_windows}")
+            self._check_next_window(ev, state)
         qvec = self._vectors(uow, [ev.query.text], [ev.query.embedding], ["query.embedding"], ev.embedding_model)[0]
         th = uow.fabric.thresholds(uow.repo)
         min_rel = ev.policy.min_relevance if ev.policy.min_relevance is not None else th.min_relevance
@@ -103,6 +99,7 @@ class RetrievalHandler(Handler):
                 np.stack([vec_from_json(s.embedding) for s in residual]), ev.fanout)
             partitions = [[residual[i] for i in g] for g in groups]
         else:
+            groups = [list(range(len(residual)))]
             partitions = [residual]
         coverage = state.coverage_arrays()  # immutable snapshot for every branch (SPEC-027 §1.5)
         blacklist = frozenset(state.blacklist)
@@ -111,19 +108,61 @@ class RetrievalHandler(Handler):
                                     branch_scoped=fanned) for part in partitions]
         sels, shared = self._select_branches(uow, ev, th, branches)
         window_state = WindowState(request_id=ev.request_id, branches=len(partitions),
-                                   partitions=[[s.id for s in p] for p in partitions], fact_ids=[])
+                                   partitions=[[s.id for s in p] for p in partitions], fact_ids=[],
+                                   min_relevance=float(min_rel))
+        envs: list[dict[str, Any]] = []
+        ratios: list[np.ndarray] = []
         for b, (cands, part, sel) in enumerate(zip(branches, partitions, sels, strict=True)):
-            env = self._envelope(uow, ev, record, out, state, cands, sel, part, b if fanned else None,
-                                 len(partitions) if fanned else None)
+            env, r = self._envelope(uow, ev, record, out, state, cands, sel, part, b if fanned else None,
+                                    fanout.coverage_partitions_header(groups) if fanned else None)
             if fanned:
                 mine = {f["fact_id"] for f in env["facts"]}
                 env["assignments"] = [a for a in shared if a["fact_id"] in mine]
             window_state.fact_ids.append([f["fact_id"] for f in env["facts"]])
-            msg = events.EnvelopeAssembled(**env)
-            out.emit(ENVELOPES, ev.session_id, events.encode(msg))
+            envs.append(env)
+            ratios.append(r)
+        # SPEC-024 §6, evaluated on this window's envelope(s): a previous window's exit would have
+        # closed the session, so only Exit 3 (ckf-exhausted) can be reached here.
+        window_state.mean_ratio = exits.mean_novelty_ratio(np.concatenate(ratios))
+        status = exits.continuation_status(state.completeness, not state.residual, state.reported,
+                                           state.max_windows, window_state.mean_ratio, state.safety_budget)
+        for env in envs:
+            self._set_status(env, status, ev.policy.graph_retrieval)
+            out.emit(ENVELOPES, ev.session_id, events.encode(events.EnvelopeAssembled(**env)))
+        if exits.is_terminal(status):
+            state.status, state.ended_window = status, ev.window
         state.requested = ev.window
         state.windows[str(ev.window)] = window_state
         self._save(uow, state, record)
+
+    @staticmethod
+    def _check_next_window(ev: Any, state: SessionState) -> None:
+        """The session accepts exactly the next window, and only while its loop runs (SPEC-024 §6) and
+        once the previous window fanned in (SPEC-027 §1.6: its coverage is merged)."""
+        sid = ev.session_id
+        if exits.is_terminal(state.status):
+            limit = f" (max_windows {state.max_windows})" if state.status == exits.LIMIT_REACHED else ""
+            raise Rejected(f"window: session {sid!r} ended with {state.status} at window {state.ended_window}"
+                           f"{limit}; no further window is accepted (SPEC-024 §6)")
+        if ev.window != state.requested + 1:
+            raise Rejected(f"window: session {sid!r} expects window {state.requested + 1}, got {ev.window}")
+        if ev.window > state.max_windows:
+            raise Rejected(f"window: {ev.window} exceeds the session's max_windows {state.max_windows}")
+        prev = state.windows.get(str(state.requested))
+        if prev is not None and not prev.fanned_in:
+            raise Rejected(
+                f"window: window {state.requested} of session {sid!r} has not fanned in ({len(prev.reported)} of "
+                f"{prev.branches} branch reports arrived); request window {ev.window} after every branch "
+                "reported (SPEC-027 §1.6)")
+
+    @staticmethod
+    def _set_status(env: dict[str, Any], status: str, graph: str) -> None:
+        h = env["headers"]
+        env["status"] = h["CRP-Context-Continuation-Status"] = status
+        h["CRP-Context-Mode"] = "ckf-exhausted" if status == exits.CKF_EXHAUSTED else (
+            "cdgr" if graph == "on" else "cdr")
+        if status == exits.CKF_EXHAUSTED:
+            h["CRP-Onboarding-Hint"] = ONBOARDING_HINT
 
     def _select_branches(self, uow: Any, ev: Any, th: Any, branches: list[assembly.Candidates]
                          ) -> tuple[list[assembly.Selection], list[dict[str, Any]]]:
@@ -202,7 +241,7 @@ class RetrievalHandler(Handler):
 
     def _envelope(self, uow: Any, ev: Any, record: Record, out: Emitter, state: SessionState,
                   c: assembly.Candidates, sel: assembly.Selection, part: list[SubQueryState], branch: int | None,
-                  partitions: int | None) -> dict[str, Any]:
+                  partitions: int | None) -> tuple[dict[str, Any], np.ndarray]:
         anchors = sel.anchors
         connectors = sel.connectors
         order = packing.pack_envelope([c.ids[i] for i in anchors], c.score[anchors],
@@ -228,41 +267,39 @@ class RetrievalHandler(Handler):
             facts.append(entry)
         idx = [index[f] for f in order]
         ratios = assembly.novelty_ratios(c, idx, [f in conn for f in order])
-        mean_ratio = exits.mean_novelty_ratio(ratios)
-        status = exits.continuation_status(
-            state.completeness, not state.residual, ev.window, state.max_windows, mean_ratio, state.safety_budget)
         self._audit_conflicts(uow, ev, record, out, sel, branch)
         bridges = [b for _ci, _br, b, _s in connectors]
         cov_score = exits.coverage_score_header(ratios)
+        activations = ngram.ngram_guard_activations(c.penalty)
+        notes = list(sel.notes)
+        diagnostic = ngram.ngram_guard_diagnostic(activations, len(c.ids))
         headers: dict[str, Any] = {
             "CRP-Context-Coverage-Score": _r(cov_score) if cov_score is not None else 0.0,
             "CRP-Context-Coverage-Depth": len(state.coverage),
-            "CRP-Context-NGram-Guard-Activations": ngram.ngram_guard_activations(c.penalty),
-            "CRP-Context-Continuation-Status": status,
+            "CRP-Context-NGram-Guard-Activations": activations,
+            "CRP-Context-Continuation-Status": exits.IN_PROGRESS,  # set for the window by _set_status
             "CRP-Context-Graph-Hops": sel.hops if ev.policy.graph_retrieval == "on" else 0,
             "CRP-Context-Connectors-Included": cdgr.connectors_included_header(len(connectors), len(facts)),
             "CRP-Context-Bridge-Score": _r(cdgr.bridge_score_header(bridges)),
             "CRP-Context-Conflicts-Resolved": conflicts.conflicts_resolved_header(sel.detected, sel.unresolved),
-            "CRP-Context-Recency-Penalised": int(np.sum(c.recency < 1.0)),
-            "CRP-Context-Mode": "ckf-exhausted" if status == exits.CKF_EXHAUSTED
-            else ("cdgr" if ev.policy.graph_retrieval == "on" else "cdr"),
+            "CRP-Context-Recency-Penalised": recency.recency_penalised_count(c.recency),
         }
         if partitions is not None:
             headers["CRP-Context-Coverage-Partitions"] = partitions
-        if status == exits.CKF_EXHAUSTED:
+        if diagnostic is not None:  # SPEC-024 §5.3: the operator should ingest more documents
+            notes.append(diagnostic)
             headers["CRP-Onboarding-Hint"] = ONBOARDING_HINT
-        if status == exits.LIMIT_REACHED:  # SPEC-024 §6 Exit 2: whatever was achieved
-            headers["CRP-Quality-Completeness"] = _r(state.completeness)
         labels = [s.label for s in (part if branch is not None else state.residual_states())]
         env: dict[str, Any] = {
-            "request_id": ev.request_id, "session_id": ev.session_id, "window": ev.window, "status": status,
-            "facts": facts, "notes": list(sel.notes), "residual_anchor": packing.residual_task_anchor(labels),
+            "request_id": ev.request_id, "session_id": ev.session_id, "window": ev.window,
+            "status": exits.IN_PROGRESS, "facts": facts, "notes": notes,
+            "residual_anchor": packing.residual_task_anchor(labels),
             "headers": headers,
         }
         if branch is not None:
             env["branch"] = branch
             env["partition"] = [s.id for s in part]
-        return env
+        return env, ratios
 
     def _audit_conflicts(self, uow: Any, ev: Any, record: Record, out: Emitter, sel: assembly.Selection,
                          branch: int | None) -> None:
@@ -318,26 +355,81 @@ class RetrievalHandler(Handler):
         except Rejected as exc:
             raise Rejected(exc.reason, "COVERAGE_UPDATE_REJECTED",
                            {"session_id": ev.session_id, "window": ev.window}) from None
+        held = []
         for a, v in zip(ev.addressed, vecs, strict=True):
             sq = state.sub_query(a.id)
             assert sq is not None
             emb = vec_to_json(v) if v is not None else sq.embedding
-            state.coverage.append(CoverageEntry(id=a.id, embedding=emb, depth=float(a.depth), window=ev.window,
-                                                branch=ev.branch))
-        addressed = {a.id for a in ev.addressed}
-        state.residual = [r for r in state.residual if r not in addressed]
-        state.blacklist = sorted(ngram.update_ngram_blacklist(frozenset(state.blacklist), ev.output_text))
+            depth = exits.report_depth(a.depth, a.words, sq.expected_words)
+            held.append(vars(CoverageEntry(id=a.id, embedding=emb, depth=depth, window=ev.window, branch=ev.branch)))
+        win.pending[str(branch)] = {"coverage": held, "addressed": [a.id for a in ev.addressed],
+                                    "output_text": ev.output_text}
         win.reported = sorted([*win.reported, branch])
         win.completeness[str(branch)] = float(ev.completeness)
         if ev.safety_budget is not None:
             win.safety[str(branch)] = float(ev.safety_budget)
-        if len(win.reported) == win.branches:  # fan-in: the window counts once every branch merged
-            completeness, safety = win.fan_in()
-            state.completeness = completeness
-            if safety is not None:
-                state.safety_budget = safety
-            state.reported = max(state.reported, ev.window)
+        if win.fanned_in:
+            self._fan_in(uow, state, win, ev.window, record, out)
         self._save(uow, state, record)
+
+    def _fan_in(self, uow: Any, state: SessionState, win: WindowState, window: int, record: Record,
+                out: Emitter) -> None:
+        """SPEC-027 §1.6 / SPEC-024 §7.2: merge every branch's report into the session, then check the
+        loop exits (§6) for this window; an exit closes the window with a closing envelope."""
+        addressed: list[str] = []
+        for b in range(win.branches):  # branch order: the merge does not depend on arrival order
+            held = win.pending.pop(str(b))
+            state.coverage.extend(CoverageEntry(**e) for e in held["coverage"])
+            addressed.extend(held["addressed"])
+            state.blacklist = sorted(ngram.update_ngram_blacklist(frozenset(state.blacklist), held["output_text"]))
+        state.residual = cdr.update_residual_set(state.residual, addressed)
+        completeness, safety = win.fan_in()
+        state.completeness = completeness
+        if safety is not None:
+            state.safety_budget = safety
+        state.reported = max(state.reported, window)
+        if exits.is_terminal(state.status):  # the window's envelope already reached ckf-exhausted
+            return
+        done = (completeness >= exits.COMPLETION_THRESHOLD
+                and self._residual_done(uow, state, win, record.ts_us))
+        status = exits.continuation_status(completeness, done, state.reported, state.max_windows,
+                                           win.mean_ratio, state.safety_budget)
+        if not exits.is_terminal(status):
+            return
+        state.status, state.ended_window = status, window
+        headers: dict[str, Any] = {
+            "CRP-Context-Continuation-Status": status,
+            "CRP-Quality-Completeness": _r(completeness),  # SPEC-024 §6 Exit 2: whatever was achieved
+            "CRP-Context-Coverage-Depth": len(state.coverage),
+        }
+        labels = [s.label for s in state.residual_states()]
+        closing = events.EnvelopeAssembled(
+            request_id=win.request_id, session_id=state.session_id, window=window, status=cast(Any, status), facts=[],
+            notes=[], residual_anchor=packing.residual_task_anchor(labels), headers=headers, closing=True)
+        out.emit(ENVELOPES, state.session_id, events.encode(closing))
+        if status == exits.SAFETY_BUDGET_DEPLETED:  # SPEC-024 §6 Exit 4: oversight escalation
+            kind: Literal["SAFETY_BUDGET_DEPLETED"] = "SAFETY_BUDGET_DEPLETED"
+            details = {"session_id": state.session_id, "window": window, "safety_budget": state.safety_budget,
+                       "floor": exits.SAFETY_BUDGET_FLOOR,
+                       "action": "oversight escalation (SPEC-012 §2.3): review the session before any "
+                                 "further generation; the session accepts no further window"}
+            eid = derive_id(out.cause, kind, state.session_id, str(window))
+            uow.repo.append_audit(eid, kind, record.ts_us, state.session_id, details)
+            msg = events.AuditRecorded(event_id=eid, audit_type=kind, at=record.at, details=details)
+            out.emit(AUDIT, state.session_id, events.encode(msg), record_id=eid)
+
+    @staticmethod
+    def _residual_done(uow: Any, state: SessionState, win: WindowState, now_us: int) -> bool:
+        """SPEC-024 §6 Exit 1: the Residual Set is empty or holds only marginal items, those whose best
+        live fact is below the window's relevance gate (``exits.marginal_residual``)."""
+        residual = state.residual_states()
+        if not residual:
+            return True
+        probes = [vec_from_json(s.embedding) for s in residual]
+        best = [max((float(score) for _f, score in hits), default=-np.inf)
+                for hits in uow.vectors.search_many(probes, 1, now_us / 1e6, assembly.EXCLUDED)]
+        gate = win.min_relevance if win.min_relevance is not None else uow.fabric.thresholds(uow.repo).min_relevance
+        return exits.residual_done(exits.marginal_residual(best, gate))
 
     def _save(self, uow: Any, state: SessionState, record: Record) -> None:
         uow.repo.put_session(state.session_id, state.embedding_model, state.reported, state.max_windows,

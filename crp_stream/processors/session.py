@@ -57,6 +57,15 @@ class WindowState:
     # per fan-out branch (key: branch index as text), held until fan-in
     completeness: dict[str, float] = field(default_factory=dict)
     safety: dict[str, float] = field(default_factory=dict)
+    # per branch: its Coverage Set additions, addressed ids and output, merged only at fan-in
+    # (SPEC-027 §1.5: no branch's additions are visible before every branch reported)
+    pending: dict[str, dict[str, Any]] = field(default_factory=dict)
+    mean_ratio: float = 1.0  # SPEC-024 §6 Exit 3 over the window's envelopes
+    min_relevance: float | None = None  # the relevance gate the window ran with (marginal items)
+
+    @property
+    def fanned_in(self) -> bool:
+        return len(self.reported) == self.branches
 
     def fan_in(self) -> tuple[float, float | None]:
         """SPEC-027 §1.6 fan-in: the window's completeness is its branches' completeness weighted by
@@ -83,6 +92,8 @@ class SessionState:
     reported: int = 0  # window_count: windows whose report arrived
     completeness: float = 0.0
     safety_budget: float | None = None
+    status: str = "in-progress"  # a terminal status (SPEC-024 §6) ends the session's window loop
+    ended_window: int | None = None  # the window that reached it
 
     def sub_query(self, sid: str) -> SubQueryState | None:
         return next((s for s in self.sub_queries if s.id == sid), None)
@@ -101,6 +112,8 @@ class SessionState:
             "requested": self.requested,
             "completeness": self.completeness,
             "safety_budget": self.safety_budget,
+            "status": self.status,
+            "ended_window": self.ended_window,
         }
 
     @classmethod
@@ -119,6 +132,8 @@ class SessionState:
             reported=int(row["window_count"]),
             completeness=float(st["completeness"]),
             safety_budget=st["safety_budget"],
+            status=st.get("status", "in-progress"),
+            ended_window=st.get("ended_window"),
         )
 
     def coverage_arrays(self) -> tuple[np.ndarray, np.ndarray]:

@@ -159,11 +159,14 @@ class Pipeline:
         reasons = [v.get("reason") for t, v in outs if t == "crp.deadletter"]
         raise Rejected(f"window request {value['request_id']} produced no envelope: {reasons}")
 
-    def report(self, value: dict[str, Any]) -> None:
+    def report(self, value: dict[str, Any]) -> dict[str, Any] | None:
+        """Publish a window report; returns the window's closing envelope when the report reached a loop
+        exit (SPEC-024 §6: the session then accepts no further window), else None."""
         outs = self.publish("crp.window.reports", value["session_id"], value)
         dead = [v.get("reason") for t, v in outs if t == "crp.deadletter"]
         if dead:
             raise Rejected(f"window report {value['session_id']}/{value['window']} rejected: {dead}")
+        return next((v for t, v in outs if t == "crp.envelopes" and v.get("closing")), None)
 
     def close(self) -> None:
         self.fabric.close()

@@ -410,10 +410,14 @@ def musique(datasets: Path, n: int, run: Run, budget: int, windows: int = 5) -> 
                     shown = {para_of[i] for i in ids}
                     hit = [h for h, g in enumerate(gold) if g in shown]
                     done |= set(hit)
-                    pipe.report({"session_id": sid, "window": w,
-                                 "addressed": [{"id": f"hop{h + 1}", "depth": 1.0} for h in hit],
-                                 "output_text": " ".join(f["text"] for f in env["facts"]) or "-",
-                                 "completeness": len(done) / len(gold)})
+                    closing = pipe.report({"session_id": sid, "window": w,
+                                           "addressed": [{"id": f"hop{h + 1}", "depth": 1.0} for h in hit],
+                                           "output_text": " ".join(f["text"] for f in env["facts"]) or "-",
+                                           "completeness": len(done) / len(gold)})
+                    if closing is not None:  # the loop exited (task-complete): no further window
+                        status[name][closing["status"] + " (closing)"] += 1
+                        per_window += [[] for _ in range(windows - w)]
+                        break
                 score(name, per_window)
             pipe.close()
         if (qi + 1) % 10 == 0:

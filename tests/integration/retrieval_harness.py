@@ -175,8 +175,16 @@ class Run:
         return [a for a in self.values("crp.audit") if a["audit_type"] == audit_type]
 
     def envelope(self, window: int, branch: int | None = None) -> dict[str, Any]:
-        found = [e for e in self.envelopes if e["window"] == window and e.get("branch") == branch]
+        """The envelope that answered window ``window``'s request (not a closing envelope)."""
+        found = [e for e in self.envelopes
+                 if e["window"] == window and e.get("branch") == branch and not e.get("closing")]
         assert len(found) == 1, f"expected one envelope for window {window} branch {branch}, got {len(found)}"
+        return found[0]
+
+    def closing(self, window: int) -> dict[str, Any]:
+        """The closing envelope of window ``window``: its reports reached a loop exit (SPEC-024 §6)."""
+        found = [e for e in self.envelopes if e["window"] == window and e.get("closing")]
+        assert len(found) == 1, f"expected one closing envelope for window {window}, got {len(found)}"
         return found[0]
 
 

@@ -386,6 +386,23 @@ def test_cdgr_includes_below_gate_connectors_between_the_anchors_they_bridge(tmp
     assert h["CRP-Context-Mode"] == "cdgr"
 
 
+def test_hard_expired_fact_never_enters_as_a_connector(tmp_path: Path) -> None:
+    """CRP_EXPIRE_AFTER_TTLS: B (a connector of the chain) is past 1 x its TTL; the vector search never
+    returns it and the graph walk must not bring it in either."""
+    vec = from_gram(CHAIN_NAMES, CHAIN_GRAM)
+    facts = [fact(CHAIN_TEXT[n], vec[n], importance=1.0 if n == "A" else 0.99) for n in CHAIN_TEXT if n != "B"]
+    old = doc("chain-b", [fact(CHAIN_TEXT["B"], vec["B"], importance=0.99)], ttl="P1D",
+              modified_at=iso(T0 - 10 * DAY_US))
+    recs = [old, doc("chain", facts),
+            request(1, T0 + 1, query=vec["q"], subs=[sub("why", vec["q"])], fact_budget=4,
+                    policy={"connector_budget": 0.5})]
+    kept = run(recs, tmp_path / "kept", edge_threshold=0.6)
+    assert CHAIN_TEXT["B"] in by_text(kept.envelope(1))  # without hard expiry B is a connector
+    env = run(recs, tmp_path / "expired", edge_threshold=0.6, expire_after_ttls=1.0).envelope(1)
+    assert CHAIN_TEXT["B"] not in by_text(env)
+    assert {CHAIN_TEXT["A"], CHAIN_TEXT["D"]} <= set(by_text(env))
+
+
 def test_connectors_of_anchors_already_linked_directly_have_no_bridge_value(tmp_path: Path) -> None:
     """SPEC-025 §2.4: with a direct A-D edge, B and C link nothing that is not linked already."""
     gram = [row[:] for row in CHAIN_GRAM]
@@ -657,6 +674,8 @@ def test_fanout_connector_two_branches_reach_goes_to_one_branch(tmp_path: Path) 
 
 
 def test_fanout_reports_merge_at_fan_in(tmp_path: Path) -> None:
+    """SPEC-027 §1.5/§1.6: a branch's coverage and residual are merged only once every branch reported,
+    and the next window is refused until then."""
     base = _fan_records()
     out = run(base, tmp_path / "probe", edge_threshold=0.6)
     part = {e["branch"]: e["partition"] for e in out.envelopes}
@@ -664,11 +683,15 @@ def test_fanout_reports_merge_at_fan_in(tmp_path: Path) -> None:
         *base,
         report(1, T0 + 2, [(s, 0.8) for s in part[0]], branch=0, output_text="branch zero", completeness=0.95),
     ]
-    run(one, tmp_path / "one", edge_threshold=0.6)
+    early = run([*one, request(2, T0 + 3, fact_budget=5)], tmp_path / "one", edge_threshold=0.6)
+    [refused] = early.dead  # window 2 before window 1's fan-in
+    assert "has not fanned in" in refused["reason"] and "1 of 2" in refused["reason"]
+    assert [e["window"] for e in early.envelopes] == [1, 1]
     row = session_row(tmp_path / "one", edge_threshold=0.6)
     assert row is not None and row["window_count"] == 0  # only one of two branches is in
     assert row["state"]["completeness"] == 0.0  # held until fan-in
-    assert len(row["state"]["coverage"]) == 2
+    assert row["state"]["coverage"] == []  # held until fan-in, like the residual
+    assert sorted(row["state"]["residual"]) == ["s1", "s2", "s3", "s4"]
     both = [
         *one,
         report(1, T0 + 3, [(s, 0.8) for s in part[1]], branch=1, output_text="branch one", completeness=0.95),
@@ -676,15 +699,18 @@ def test_fanout_reports_merge_at_fan_in(tmp_path: Path) -> None:
         request(2, T0 + 5, fact_budget=5),
     ]
     res = run(both, tmp_path / "both", edge_threshold=0.6)
-    [dead] = res.dead  # a branch reports once
-    assert "already" in dead["reason"]
+    dead = [d["reason"] for d in res.dead]
+    assert len(dead) == 2 and "already" in dead[0]  # a branch reports once
+    assert "ended with task-complete at window 1" in dead[1]  # no window after a terminal status
     row = session_row(tmp_path / "both", edge_threshold=0.6)
     assert row is not None and row["window_count"] == 1
     assert row["state"]["completeness"] == pytest.approx(0.95)
-    w2 = res.envelope(2)
-    assert w2["headers"]["CRP-Context-Coverage-Depth"] == 4
-    assert w2["residual_anchor"] == "Remaining sections to complete: "
-    assert w2["status"] == "task-complete"
+    assert len(row["state"]["coverage"]) == 4 and row["state"]["residual"] == []
+    closing = res.closing(1)
+    assert closing["status"] == "task-complete" and closing["facts"] == []
+    assert closing["headers"]["CRP-Context-Coverage-Depth"] == 4
+    assert closing["residual_anchor"] == "Remaining sections to complete: "
+    assert [e["window"] for e in res.envelopes] == [1, 1, 1]
 
 
 def test_fanin_completeness_is_weighted_by_partition_and_safety_is_the_lowest(tmp_path: Path) -> None:
@@ -709,16 +735,39 @@ def test_fanout_report_without_branch_is_rejected(tmp_path: Path) -> None:
 # --- loop exits ----------------------------------------------------------------------------------------------
 
 
-def test_task_complete_after_a_complete_report_with_empty_residual(tmp_path: Path) -> None:
+def test_task_complete_is_carried_by_the_window_that_reaches_it(tmp_path: Path) -> None:
+    """SPEC-024 §6 Exit 1: window 1's report completes the task, so window 1 closes with task-complete
+    (no facts), and a window 2 request is refused with a reason."""
     recs = [
         *_mw_docs(),
         request(1, T0 + 1, subs=_mw_subs(), fact_budget=4),
         report(1, T0 + 2, [(f"s{k}", 0.9) for k in (1, 2, 3, 4)], completeness=0.95),
         request(2, T0 + 3, fact_budget=4),
     ]
-    env = run(recs, tmp_path).envelope(2)
+    out = run(recs, tmp_path)
+    assert out.envelope(1)["status"] == "in-progress"
+    env = out.closing(1)
     assert env["status"] == "task-complete" == env["headers"]["CRP-Context-Continuation-Status"]
+    assert env["facts"] == [] and env["request_id"] == out.envelope(1)["request_id"]
+    assert env["headers"]["CRP-Quality-Completeness"] == 0.95
     assert env["residual_anchor"] == "Remaining sections to complete: "
+    assert [e["window"] for e in out.envelopes] == [1, 1]
+    [dead] = out.dead
+    assert "ended with task-complete at window 1" in dead["reason"]
+
+
+def test_task_complete_when_the_residual_holds_only_marginal_items(tmp_path: Path) -> None:
+    """SPEC-024 §6 Exit 1 "or contains only marginal items": s4's best fact is below the relevance
+    gate, so nothing can address it and completeness 0.95 ends the task; s3 is not marginal."""
+    far = unit({20: 1.0})  # orthogonal to every fact
+    subs = [*_mw_subs()[:3], sub("s4", far, "Nowhere")]
+    base = [*_mw_docs(), request(1, T0 + 1, subs=subs, fact_budget=4)]
+    out = run([*base, report(1, T0 + 2, [("s1", 0.9), ("s2", 0.9), ("s3", 0.9)], completeness=0.95)], tmp_path / "a")
+    env = out.closing(1)
+    assert env["status"] == "task-complete"
+    assert env["residual_anchor"] == "Remaining sections to complete: Nowhere"
+    out = run([*base, report(1, T0 + 2, [("s1", 0.9), ("s2", 0.9)], completeness=0.95)], tmp_path / "b")
+    assert [e.get("closing") for e in out.envelopes] == [None]  # s3 has facts: not marginal, not complete
 
 
 def test_completeness_without_empty_residual_is_not_task_complete(tmp_path: Path) -> None:
@@ -728,10 +777,14 @@ def test_completeness_without_empty_residual_is_not_task_complete(tmp_path: Path
         report(1, T0 + 2, [("s1", 0.9)], completeness=0.95),
         request(2, T0 + 3, fact_budget=4),
     ]
-    assert run(recs, tmp_path).envelope(2)["status"] == "in-progress"
+    out = run(recs, tmp_path)
+    assert out.envelope(2)["status"] == "in-progress"
+    assert not any(e.get("closing") for e in out.envelopes)
 
 
 def test_limit_reached_on_the_last_window_and_no_window_after_it(tmp_path: Path) -> None:
+    """SPEC-024 §6 Exit 2: the last window's report closes it with limit-reached and the completeness
+    that report achieved (0.6, not the previous window's 0.5)."""
     recs = [
         *_mw_docs(),
         request(1, T0 + 1, subs=_mw_subs(), fact_budget=4, max_windows=2),
@@ -742,12 +795,13 @@ def test_limit_reached_on_the_last_window_and_no_window_after_it(tmp_path: Path)
     ]
     out = run(recs, tmp_path)
     assert out.envelope(1)["status"] == "in-progress"
-    w2 = out.envelope(2)
-    assert w2["status"] == "limit-reached"
-    assert w2["headers"]["CRP-Quality-Completeness"] == 0.5
+    assert out.envelope(2)["status"] == "in-progress" and out.envelope(2)["facts"]
+    w2 = out.closing(2)
+    assert w2["status"] == "limit-reached" == w2["headers"]["CRP-Context-Continuation-Status"]
+    assert w2["headers"]["CRP-Quality-Completeness"] == 0.6
     [dead] = out.dead
-    assert "max_windows" in dead["reason"]
-    assert [e["window"] for e in out.envelopes] == [1, 2]
+    assert "ended with limit-reached at window 2" in dead["reason"] and "max_windows" in dead["reason"]
+    assert [e["window"] for e in out.envelopes] == [1, 2, 2]
 
 
 def test_ckf_exhausted_when_only_covered_facts_remain(tmp_path: Path) -> None:
@@ -758,6 +812,8 @@ def test_ckf_exhausted_when_only_covered_facts_remain(tmp_path: Path) -> None:
         request(1, T0 + 1, subs=[sub("s1", SUBS[1], "Section 1")], fact_budget=4),
         report(1, T0 + 2, [("s1", 0.9)], output_text=written, completeness=0.5),
         request(2, T0 + 3, fact_budget=4),
+        report(2, T0 + 4, [("s1", 0.9)], completeness=0.5),
+        request(3, T0 + 5, fact_budget=4),
     ]
     out = run(recs, tmp_path)
     assert out.envelope(1)["status"] == "in-progress"
@@ -768,17 +824,71 @@ def test_ckf_exhausted_when_only_covered_facts_remain(tmp_path: Path) -> None:
     assert h["CRP-Onboarding-Hint"] == "ingest-more-documents-for-continued-quality"
     assert h["CRP-Context-Coverage-Score"] < 0.15
     assert "CRP-Onboarding-Hint" not in out.envelope(1)["headers"]
+    assert not any(e.get("closing") for e in out.envelopes)  # window 2 already carried its exit
+    [dead] = out.dead
+    assert "ended with ckf-exhausted at window 2" in dead["reason"]
 
 
-def test_safety_budget_depleted_after_a_low_safety_report(tmp_path: Path) -> None:
+def test_safety_budget_depleted_closes_the_window_and_escalates(tmp_path: Path) -> None:
     recs = [
         *_mw_docs(),
         request(1, T0 + 1, subs=_mw_subs(), fact_budget=4),
         report(1, T0 + 2, [("s1", 0.9)], safety_budget=0.05),
         request(2, T0 + 3, fact_budget=4),
     ]
-    env = run(recs, tmp_path).envelope(2)
-    assert env["status"] == "safety-budget-depleted"
+    out = run(recs, tmp_path)
+    assert out.envelope(1)["status"] == "in-progress"
+    env = out.closing(1)
+    assert env["status"] == "safety-budget-depleted" and env["facts"] == []
+    [audit] = out.audits("SAFETY_BUDGET_DEPLETED")
+    d = audit["details"]
+    assert (d["session_id"], d["window"], d["safety_budget"], d["floor"]) == ("s", 1, 0.05, 0.1)
+    assert "escalation" in d["action"]
+    [dead] = out.dead
+    assert "ended with safety-budget-depleted at window 1" in dead["reason"]
+
+
+def test_window_before_its_predecessor_reported_is_refused(tmp_path: Path) -> None:
+    recs = [*_mw_docs(), request(1, T0 + 1, subs=_mw_subs(), fact_budget=4), request(2, T0 + 2, fact_budget=4)]
+    out = run(recs, tmp_path)
+    [dead] = out.dead
+    assert "window 1 of session 's' has not fanned in (0 of 1" in dead["reason"]
+
+
+def test_depth_from_word_count_and_the_default(tmp_path: Path) -> None:
+    """SPEC-024 §3.2: without an explicit depth, depth = words / expected_words (capped at 0.90);
+    with neither, 0.5."""
+    subs = _mw_subs()
+    subs[0]["expected_words"] = 300
+    subs[1]["expected_words"] = 300
+    rep = record_of("crp.window.reports", "s", T0 + 2, {
+        "session_id": "s", "window": 1, "output_text": "", "completeness": 0.5,
+        "addressed": [{"id": "s1", "words": 60}, {"id": "s2", "words": 280}, {"id": "s3"},
+                      {"id": "s4", "words": 10, "depth": 0.7}],
+    })
+    run([*_mw_docs(), request(1, T0 + 1, subs=subs, fact_budget=4), rep], tmp_path)
+    row = session_row(tmp_path)
+    assert row is not None
+    depths = {c["id"]: c["depth"] for c in row["state"]["coverage"]}
+    assert depths == {"s1": pytest.approx(0.2), "s2": pytest.approx(0.9), "s3": 0.5, "s4": 0.7}
+
+
+def test_ngram_guard_diagnostic_above_twenty_percent(tmp_path: Path) -> None:
+    """SPEC-024 §5.3: when more than 20% of the candidates are n-gram penalised, the envelope says so."""
+    written = " ".join(MW_FACTS[n][2] + "." for n in MW_FACTS)
+    recs = [
+        *_mw_docs(),
+        request(1, T0 + 1, subs=_mw_subs(), fact_budget=4),
+        report(1, T0 + 2, [("s1", 0.4)], output_text=written),
+        request(2, T0 + 3, fact_budget=4),
+    ]
+    out = run(recs, tmp_path)
+    assert not any("NGRAM-GUARD" in n for n in out.envelope(1)["notes"])
+    env = out.envelope(2)
+    assert env["headers"]["CRP-Context-NGram-Guard-Activations"] > 0
+    [note] = [n for n in env["notes"] if n.startswith("NGRAM-GUARD")]
+    assert "above 20%" in note and "ingest more documents" in note
+    assert env["headers"]["CRP-Onboarding-Hint"] == "ingest-more-documents-for-continued-quality"
 
 
 # --- bad input -----------------------------------------------------------------------------------------------
@@ -853,11 +963,11 @@ def test_report_for_an_unknown_window_changes_nothing(tmp_path: Path) -> None:
         request(2, T0 + 3, fact_budget=4),
     ]
     out = run(recs, tmp_path)
-    [dead] = out.dead
+    dead, refused = out.dead
     assert "window 2" in dead["reason"] and "never requested" in dead["reason"]
-    w2 = out.envelope(2)
-    assert w2["headers"]["CRP-Context-Coverage-Depth"] == 0
-    assert w2["residual_anchor"].endswith("Section 1, Section 2, Section 3, Section 4")
+    assert "window 1 of session 's' has not fanned in" in refused["reason"]  # the bad report counted nothing
+    row = session_row(tmp_path)
+    assert row is not None and row["state"]["coverage"] == [] and len(row["state"]["residual"]) == 4
 
 
 def test_report_for_an_unknown_session_or_sub_query_is_rejected(tmp_path: Path) -> None:
@@ -882,9 +992,11 @@ def test_report_with_another_embedding_model_is_coverage_update_rejected(tmp_pat
     [rejected] = out.audits("COVERAGE_UPDATE_REJECTED")
     assert "other-model" in rejected["details"]["reason"]
     assert rejected["details"]["session_id"] == "s" and rejected["details"]["window"] == 1
-    [dead] = out.dead
+    dead, refused = out.dead
     assert "other-model" in dead["reason"]
-    assert out.envelope(2)["headers"]["CRP-Context-Coverage-Depth"] == 0
+    assert "has not fanned in" in refused["reason"]  # the rejected report counted nothing
+    row = session_row(tmp_path)
+    assert row is not None and row["state"]["coverage"] == []
 
 
 def test_report_with_its_own_sub_query_vectors_uses_them(tmp_path: Path) -> None:

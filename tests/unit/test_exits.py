@@ -96,3 +96,34 @@ def test_depth_defaults_and_validation() -> None:
     assert depth_from_words(100, 0) == 0.5
     with pytest.raises(ValueError):
         depth_from_words(-1, 100)
+
+
+# --- issue 13: depth from words, marginal residual items, terminal statuses -----------------------------
+
+
+def test_report_depth_prefers_the_explicit_depth_then_words_then_half() -> None:
+    from crp_stream.core.exits import report_depth
+
+    assert report_depth(0.7, 10, 300) == 0.7
+    assert report_depth(None, 60, 300) == pytest.approx(0.2)  # the seed's second example
+    assert report_depth(None, 280, 300) == pytest.approx(0.9)  # capped at "thorough"
+    assert report_depth(None, 60, None) == 0.5  # no expected count: the default
+    assert report_depth(None, None, 300) == 0.5  # neither given
+
+
+def test_marginal_items_are_those_below_the_relevance_gate() -> None:
+    from crp_stream.core.exits import marginal_residual, residual_done
+
+    m = marginal_residual([0.9, 0.54, float("-inf"), float("nan"), 0.55], 0.55)
+    assert m.tolist() == [False, True, True, True, False]
+    assert residual_done([]) is True  # empty
+    assert residual_done(marginal_residual([0.1, 0.2], 0.55)) is True  # only marginal
+    assert residual_done(m) is False
+
+
+def test_only_in_progress_continues_the_loop() -> None:
+    from crp_stream.core.exits import is_terminal
+
+    assert [is_terminal(s) for s in (TASK_COMPLETE, LIMIT_REACHED, CKF_EXHAUSTED, SAFETY_BUDGET_DEPLETED)] == [
+        True, True, True, True]
+    assert is_terminal(IN_PROGRESS) is False

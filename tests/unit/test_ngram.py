@@ -83,3 +83,13 @@ def test_ngram_overlaps_equal_ngram_overlap_text_by_text() -> None:
         texts = [text(rng.randint(0, 30)) for _ in range(200)]
         assert ngram_overlaps(texts, bl, n) == [ngram_overlap(t, bl, n) for t in texts]
         assert ngram_overlaps(texts, frozenset(), n) == [0] * 200
+
+
+def test_guard_diagnostic_only_above_twenty_percent() -> None:
+    """SPEC-024 §5.3: > 20% of the retrieved facts penalised -> the operator diagnostic."""
+    from crp_stream.core.ngram import ngram_guard_diagnostic
+
+    assert ngram_guard_diagnostic(2, 10) is None  # exactly 20%: not more than
+    note = ngram_guard_diagnostic(3, 10)
+    assert note is not None and "3 of 10" in note and "30%" in note and "SPEC-024 §5.3" in note
+    assert ngram_guard_diagnostic(0, 0) is None

@@ -117,3 +117,9 @@ def test_nan_age_and_negative_ttl_rejected() -> None:
 def test_recency_penalised_count() -> None:
     assert recency_penalised_count([1.0, 0.99, 0.3, 1.0]) == 2
     assert recency_penalised_count([]) == 0
+
+
+def test_hard_expired_at_or_after_the_expiry_time() -> None:
+    from crp_stream.core.recency import hard_expired
+
+    assert hard_expired([None, 99, 100, 101], 100).tolist() == [False, True, True, False]

@@ -31,7 +31,7 @@ SAMPLES: dict[str, dict[str, Any]] = {
     },
     "WindowRequested": {
         "request_id": "r-1", "session_id": "s-1", "window": 1, "query": {"text": "Kubernetes networking"},
-        "sub_queries": [{"id": "sq1", "text": "Pod networking", "expected_words": ["pod", "ip"]}],
+        "sub_queries": [{"id": "sq1", "text": "Pod networking", "expected_words": 300}],
         "fact_budget": 20, "fanout": 2,
         "policy": {"graph_retrieval": "off", "max_hops": 3, "connector_budget": 0.2, "min_relevance": 0.4},
     },
