@@ -364,3 +364,33 @@ def wait_quiescent(kafka: Kafka, database: str, groups: Sequence[str] = tuple(IN
         last = state if done and tapped else None
         time.sleep(settle)
     pytest.fail(f"pipeline not quiescent after {timeout}s")
+
+
+JAVA_PRODUCER = REPO / "tests" / "support_java" / "FastProducer.java"
+
+
+def kafka_client_jars() -> str:
+    """The kafka-clients jars that ``ops/kafka`` fetched with the broker (a classpath wildcard)."""
+    libs = sorted(Path.home().glob(".cache/crp-stream/kafka-*/libs"))
+    if not libs or not list(libs[-1].glob("kafka-clients-*.jar")):
+        pytest.fail("no kafka-clients jar under ~/.cache/crp-stream/kafka-*/libs (run ops/kafka once)")
+    return str(libs[-1] / "*")
+
+
+def java_produce(records: Sequence[tuple[str, str | None, bytes]],
+                 timeout: float = 180.0) -> list[tuple[int, int, int]]:
+    """Produce ``(physical topic, key, value)`` records at full speed with the Java kafka-clients producer
+    (no pacing, no wait between records); returns ``(partition, offset, timestamp_ms)`` of each, in order."""
+    import base64
+
+    def b64(b: bytes) -> str:
+        return base64.b64encode(b).decode("ascii")
+
+    lines = "".join(f"{t}\t{'-' if k is None else b64(k.encode())}\t{b64(v)}\n" for t, k, v in records)
+    done = subprocess.run(["java", "-cp", kafka_client_jars(), str(JAVA_PRODUCER), servers()], input=lines.encode(),
+                          capture_output=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"java producer failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}")
+    out = [tuple(int(x) for x in line.split()) for line in done.stdout.decode().splitlines() if line.strip()]
+    assert len(out) == len(records), done.stdout.decode()[-2000:]
+    return [(p, o, ts) for p, o, ts in out]

@@ -27,6 +27,7 @@ from crp_stream.core.drift import (
     Verdict,
     claim_key,
     claim_verdict,
+    known_at,
     normalise_value,
     partition_views,
     quarantine_eligible,
@@ -35,7 +36,7 @@ from crp_stream.core.drift import (
 )
 from crp_stream.core.ids import derive_id
 from crp_stream.processors import effects, text_claims
-from crp_stream.processors.base import Emitter, Handler, Record, us_to_dt
+from crp_stream.processors.base import Emitter, Handler, Record, dt_to_us, us_to_dt
 from crp_stream.processors.effects import CANDIDATES, REFRESH, audit, change_status, chunks, short
 
 log = logging.getLogger(__name__)
@@ -134,8 +135,11 @@ class ArbiterHandler(Handler):
     def handle(self, event: Any, record: Record, uow: Any, out: Emitter) -> None:
         if not isinstance(event, events.FactRecorded | events.FactStatusChanged):
             return
+        # event time of the change: a new fact's epoch; a status change's time (the arbiter's own carry
+        # the time of the evaluation that made them)
+        as_of = dt_to_us(event.epoch if isinstance(event, events.FactRecorded) else event.at)
         if isinstance(event, events.FactRecorded) and event.subject and event.attribute:
-            self.evaluate(claim_key(event.subject, event.attribute), record, uow, out)
+            self.evaluate(claim_key(event.subject, event.attribute), record, uow, out, as_of)
             return
         row = uow.repo.facts_by_ids([event.fact_id]).get(event.fact_id)
         if row is None:
@@ -147,12 +151,13 @@ class ArbiterHandler(Handler):
             key = text_claims.assign_text_claim(uow, row)
             if key is None:
                 return
-        self.evaluate(str(key), record, uow, out)
+        self.evaluate(str(key), record, uow, out, as_of)
 
     # --------------------------------------------------------------------------------------------
-    def evaluate(self, key: str, record: Record, uow: Any, out: Emitter) -> Verdict | None:
-        """Re-evaluate one claim; act only when its verdict's fingerprint changed."""
+    def evaluate(self, key: str, record: Record, uow: Any, out: Emitter, as_of: int) -> Verdict | None:
+        """Re-evaluate one claim as of ``as_of`` (µs); act only when its verdict's fingerprint changed."""
         rows = uow.repo.facts_for_claim(key)
+        rows = [r for r, ok in zip(rows, known_at([r["epoch_us"] for r in rows], as_of), strict=True) if ok]
         text_claim = key.startswith(text_claims.SIM_PREFIX)
         window = uow.settings.agreement_window  # seconds; None = all records
         records = claim_records(rows, text_claim)
@@ -165,9 +170,9 @@ class ArbiterHandler(Handler):
         if stored is not None and stored["fingerprint"] == fingerprint:
             return verdict
         details = verdict_details(verdict, views)
-        uow.repo.put_claim(key, verdict.kind, fingerprint, details, record.ts_us)
+        uow.repo.put_claim(key, verdict.kind, fingerprint, details, as_of)
         subject, attribute = self._names(rows, text_claim)
-        ctx = _Ctx(uow, out, record, key, subject, attribute, verdict, fingerprint, details, rows)
+        ctx = _Ctx(uow, out, record, key, subject, attribute, verdict, fingerprint, details, rows, as_of)
         self._resolve_refreshes(ctx, views)
         if verdict.kind == STALE_HIGH_TRUST:
             self._stale(ctx)
@@ -175,7 +180,7 @@ class ArbiterHandler(Handler):
             self._poisoning(ctx)
         elif verdict.kind == DRIFT_UNDETERMINED:
             audit(uow, out, derive_id("audit", DRIFT_UNDETERMINED, key, fingerprint), "DRIFT_UNDETERMINED",
-                  subject, record.ts_us, {**details, "action": "none: the arbiter refuses to act"})
+                  subject, as_of, {**details, "action": "none: the arbiter refuses to act"})
         if verdict.kind != STALE_HIGH_TRUST:
             self._unstale(ctx, views)
         return verdict
@@ -198,9 +203,9 @@ class ArbiterHandler(Handler):
             if view is None or not refresh_resolved(view, str(payload["observed_value"]),
                                                     float(payload["high_trust_epoch_s"])):
                 continue
-            ctx.uow.repo.resolve_refresh(req["request_id"], ctx.record.ts_us, ARBITER)
+            ctx.uow.repo.resolve_refresh(req["request_id"], ctx.as_of, ARBITER)
             audit_id = derive_id("audit", "REFRESH_RESOLVED", req["request_id"])
-            audit(ctx.uow, ctx.out, audit_id, "REFRESH_RESOLVED", req["source"], ctx.record.ts_us, {
+            audit(ctx.uow, ctx.out, audit_id, "REFRESH_RESOLVED", req["source"], ctx.as_of, {
                       "request_id": req["request_id"], "source": req["source"], "claim": ctx.key,
                       "subject": payload.get("subject"), "attribute": payload.get("attribute"),
                       "stale_value": payload.get("stale_value"), "observed_value": payload["observed_value"],
@@ -216,7 +221,7 @@ class ArbiterHandler(Handler):
         high = next(v for v in views if v.source == ctx.verdict.high_trust_source)
         change_status(ctx.uow, ctx.out, high.fact_ids, "active",
                       f"{ctx.verdict.kind}: {high.source}'s {high.value!r} is no longer found stale",
-                      ctx.record.ts_us, derive_id("verdict", ctx.key, ctx.fingerprint), ("stale",))
+                      ctx.as_of, derive_id("verdict", ctx.key, ctx.fingerprint), ("stale",))
 
     def _stale(self, ctx: _Ctx) -> None:
         v = ctx.verdict
@@ -239,13 +244,13 @@ class ArbiterHandler(Handler):
         payload = {**events.to_json_value(req), "claim_key": ctx.key,
                    "high_trust_epoch_s": v.high_trust_epoch, "evidence_total": len(v.evidence_fact_ids),
                    "reason": short(v.reason)}
-        if ctx.uow.repo.put_refresh(request_id, ctx.key, source, payload, ctx.record.ts_us):
+        if ctx.uow.repo.put_refresh(request_id, ctx.key, source, payload, ctx.as_of):
             ctx.out.emit(REFRESH, source, events.encode(req), record_id=request_id)
             audit(ctx.uow, ctx.out, derive_id("audit", STALE_HIGH_TRUST, ctx.key, ctx.fingerprint),
-                  "STALE_HIGH_TRUST", ctx.subject, ctx.record.ts_us,
+                  "STALE_HIGH_TRUST", ctx.subject, ctx.as_of,
                   {**ctx.details, "request_id": request_id, "stale_fact_ids": list(v.stale_fact_ids)})
             audit(ctx.uow, ctx.out, derive_id("audit", "REFRESH_REQUESTED", request_id), "REFRESH_REQUESTED",
-                  source, ctx.record.ts_us, {
+                  source, ctx.as_of, {
                       "request_id": request_id, "source": source, "claim": ctx.key, "subject": ctx.subject,
                       "attribute": ctx.attribute, "stale_value": v.high_trust_value,
                       "observed_value": v.divergent_value,
@@ -254,7 +259,7 @@ class ArbiterHandler(Handler):
                   })
         change_status(ctx.uow, ctx.out, v.stale_fact_ids, "stale",
                       f"STALE_HIGH_TRUST: {v.divergent_value!r} is fresher and corroborated; "
-                      f"refresh requested from {source}", ctx.record.ts_us, request_id, ("active",))
+                      f"refresh requested from {source}", ctx.as_of, request_id, ("active",))
 
     def _poisoning(self, ctx: _Ctx) -> None:
         v = ctx.verdict
@@ -276,16 +281,16 @@ class ArbiterHandler(Handler):
                     attribute=ctx.attribute, value=v.divergent_value, reason=short(v.reason),
                 )
                 payload = {**events.to_json_value(cand), "claim_key": ctx.key, "verdict": ctx.details}
-                if not ctx.uow.repo.put_candidate(cid, ctx.key, source, payload, ctx.record.ts_us):
+                if not ctx.uow.repo.put_candidate(cid, ctx.key, source, payload, ctx.as_of):
                     continue  # already filed (and perhaps decided): never a second candidate
                 ctx.out.emit(CANDIDATES, source, events.encode(cand), record_id=cid)
                 audit(ctx.uow, ctx.out, derive_id("audit", POISONING_CANDIDATE, cid), "POISONING_CANDIDATE",
-                      ctx.subject, ctx.record.ts_us,
+                      ctx.subject, ctx.as_of,
                       {**ctx.details, "candidate_id": cid, "source": source, "fact_ids": ids,
                        "action": "auto-quarantined (auto-quarantine policy)" if auto
                        else "quarantine review: an operator must confirm_quarantine"})
                 if auto:
-                    quarantine_candidate(ctx.uow, ctx.out, cid, source, ids, ctx.record.ts_us,
+                    quarantine_candidate(ctx.uow, ctx.out, cid, source, ids, ctx.as_of,
                                          actor=AUTO_POLICY, reason=f"{AUTO_POLICY}: {short(v.reason, 3000)}",
                                          cause_id=cid)
 
@@ -309,7 +314,8 @@ class _Ctx:
     """What one evaluation's effects need, passed once."""
 
     def __init__(self, uow: Any, out: Emitter, record: Record, key: str, subject: str, attribute: str,
-                 verdict: Verdict, fingerprint: str, details: dict[str, Any], rows: Sequence[dict[str, Any]]):
+                 verdict: Verdict, fingerprint: str, details: dict[str, Any], rows: Sequence[dict[str, Any]],
+                 as_of: int):
         self.uow = uow
         self.out = out
         self.record = record
@@ -320,6 +326,7 @@ class _Ctx:
         self.fingerprint = fingerprint
         self.details = details
         self.rows = rows
+        self.as_of = as_of  # event time of the evaluation: the time of everything it emits
 
 
 __all__ = ["ArbiterHandler", "choose_verdict", "claim_records", "quarantine_candidate"]

@@ -27,6 +27,8 @@ class Record:
     value: bytes
     ts_us: int  # the log-append time: the only source of a fact's ingestion epoch
     headers: tuple[tuple[str, bytes], ...] = ()
+    # Kafka runtime: set on a window request served before the event-time barrier was met
+    fabric_lag_ms: int | None = None
 
     @property
     def at(self) -> datetime:

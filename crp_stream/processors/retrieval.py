@@ -128,6 +128,8 @@ class RetrievalHandler(Handler):
                                            state.max_windows, window_state.mean_ratio, state.safety_budget)
         for env in envs:
             self._set_status(env, status, ev.policy.graph_retrieval)
+            if record.fabric_lag_ms is not None:  # served before the inputs before it were all in
+                env["headers"]["CRP-Context-Fabric-Lag"] = record.fabric_lag_ms
             out.emit(ENVELOPES, ev.session_id, events.encode(events.EnvelopeAssembled(**env)))
         if exits.is_terminal(status):
             state.status, state.ended_window = status, ev.window

@@ -69,6 +69,7 @@ from crp_stream.processors import all_handlers
 from crp_stream.processors.base import Handler, Output, Record
 from crp_stream.processors.dispatch import apply_record, internal_error_output
 from crp_stream.runtime.kafka_delivery import Routed, load_outbox, outbox_key, route, save_outbox
+from crp_stream.runtime.kafka_sessions import WorkerBarrier
 from crp_stream.runtime.kafka_topics import bootstrap_servers, ensure_topics
 from crp_stream.runtime.kafka_watch import BrokerWatch, RateLimit
 from crp_stream.runtime.metrics import CONTENT_TYPE_LATEST, Metrics
@@ -142,6 +143,9 @@ class KafkaWorker:
         self.broker = BrokerWatch(self.servers, on_change=lambda up: self.metrics.broker_reachable.set(int(up)))
         raw_exit = os.environ.get("CRP_TEST_EXIT_AFTER_COMMIT")
         self._exit_after: int | None = int(raw_exit) if raw_exit else None
+        # event-time barrier (kafka_barrier): retrieval records leave log order, so the committed
+        # offset of a partition is its lowest record not yet applied (redelivery is deduplicated by id)
+        self.rb = WorkerBarrier(self)
 
     def journal_path(self) -> Path:
         """Beside an embedded index (one process per index); else per data dir and consumer group, so
@@ -205,21 +209,35 @@ class KafkaWorker:
 
     def _agent(self, h: Handler) -> Any:
         async def agent(stream: Any) -> None:
+            if h.group == "retrieval" and self.settings.barrier_wait > 0:
+                async for event in stream.noack().events():  # acked once applied, maybe out of order
+                    self.rb.sequence(h, event)
+                return
             async for event in stream.events():
+                if h.group == "operator" and self.settings.barrier_wait > 0 and event.message.timestamp:
+                    # a command acts on what was recorded before it (its own agent: ingest keeps going)
+                    await self.rb.wait(round(event.message.timestamp * 1000), None)
                 await self.handle_message(h, event.message)
 
         agent.__name__ = agent.__qualname__ = f"crp_{h.group}"
         return agent
 
     # one record -----------------------------------------------------------------------------------
-    async def handle_message(self, h: Handler, m: Any) -> None:
+    async def handle_message(self, h: Handler, m: Any, lag_ms: int | None = None) -> None:
+        slot = (h.group, self.settings.base_topic(m.topic), m.partition)
+        async with self.rb.lock(slot):  # a partition's outbox holds one record's outputs until acknowledged
+            await self._handle(h, m, lag_ms)
+        self.rb.applied(slot, m.offset)
+
+    async def _handle(self, h: Handler, m: Any, lag_ms: int | None) -> None:
         base = self.settings.base_topic(m.topic)
         if m.timestamp_type != LOG_APPEND_TIME and m.topic not in self._warned_ts:
             self._warned_ts.add(m.topic)
             log.warning("topic %s: record timestamps are not LogAppendTime; the epoch is the producer's", m.topic)
         ts_us = round((m.timestamp or 0.0) * 1000) * 1000
         key = None if m.key is None else bytes(m.key).decode("utf-8", "replace")
-        record = Record(base, m.partition, m.offset, key, bytes(m.value or b""), ts_us, tuple(m.headers or ()))
+        record = Record(base, m.partition, m.offset, key, bytes(m.value or b""), ts_us, tuple(m.headers or ()),
+                        fabric_lag_ms=lag_ms)
         slot = (h.group, base, m.partition)
         if self._generation.get(slot, -1) != m.generation_id or slot not in self._committed:
             await self._claim_partition(h, base, m.partition)
@@ -230,7 +248,8 @@ class KafkaWorker:
         if m.timestamp:
             self.metrics.waited.labels(group=h.group).observe(max(0.0, time.time() - m.timestamp))
         t0 = time.perf_counter()
-        outputs, routed = await self._apply(h, record)
+        commit_to = self.rb.commit_to(slot, record.offset)
+        outputs, routed = await self._apply(h, record, commit_to)
         elapsed = time.perf_counter() - t0
         if outputs is not None and self._exit_after is not None:
             self._exit_after -= 1
@@ -242,7 +261,7 @@ class KafkaWorker:
         if routed:
             self.metrics.produced.observe(time.perf_counter() - t1)
         self._unacked.discard(outbox_key(h.group, base, m.partition))
-        self._committed[slot] = record.offset + 1
+        self._committed[slot] = max(self._committed[slot], commit_to)
         if outputs is not None:
             self.metrics.observe(h.group, base, elapsed)
             self.metrics.record_outputs(base, outputs)
@@ -252,6 +271,7 @@ class KafkaWorker:
     def forget(self, revoked: Any) -> None:
         """Revoked partitions are claimed again (offset and outbox reloaded) if they come back."""
         for tp in revoked or ():
+            self.rb.forget(tp.topic, tp.partition)
             base = self.settings.base_topic(tp.topic)
             for slot in [s for s in self._committed if s[1:] == (base, tp.partition)]:
                 self._committed.pop(slot, None)
@@ -287,7 +307,7 @@ class KafkaWorker:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _apply(self, h: Handler, record: Record) -> tuple[list[Output] | None, list[Routed]]:
+    async def _apply(self, h: Handler, record: Record, commit_to: int) -> tuple[list[Output] | None, list[Routed]]:
         """Apply with retries; ``(None, [])`` when the fabric had already committed the record."""
         loop = asyncio.get_running_loop()
         attempt = 0
@@ -296,7 +316,7 @@ class KafkaWorker:
         while True:
             attempt += 1
             try:
-                result = await loop.run_in_executor(self._executor, self._apply_sync, h, record, None)
+                result = await loop.run_in_executor(self._executor, self._apply_sync, h, record, None, commit_to)
                 self.last_error = None
                 return result
             except Exception as exc:
@@ -314,10 +334,10 @@ class KafkaWorker:
                     continue
                 log.error("%s: dead-lettering after %d attempts: %s: %s", where, attempt, type(exc).__name__, exc)
                 done: tuple[list[Output] | None, list[Routed]] = await self._retry(
-                    functools.partial(self._apply_sync, h, record, exc), where)
+                    functools.partial(self._apply_sync, h, record, exc, commit_to), where)
                 return done
 
-    def _apply_sync(self, h: Handler, record: Record, failed: BaseException | None,
+    def _apply_sync(self, h: Handler, record: Record, failed: BaseException | None, commit_to: int,
                     ) -> tuple[list[Output] | None, list[Routed]]:
         okey = outbox_key(h.group, record.topic, record.partition)
         if self._unreconciled:  # a rolled-back attempt's vector writes first; while down, raises: retried
@@ -328,7 +348,7 @@ class KafkaWorker:
                 if uow.repo.offsets(h.group).get((record.topic, record.partition), 0) > record.offset:
                     return None, []
                 outs = apply_record(h, record, uow) if failed is None else internal_error_output(h, record, failed)
-                uow.repo.commit_offset(h.group, record.topic, record.partition, record.offset + 1)
+                uow.repo.commit_offset(h.group, record.topic, record.partition, commit_to)
                 routed = route(outs, uow, self.settings, self.partitions)
                 if routed or okey in self._outbox_dirty:
                     save_outbox(uow, okey, routed)
@@ -429,6 +449,7 @@ class KafkaWorker:
 
     async def stop(self) -> None:
         await self.broker.stop()
+        await self.rb.stop()
         if self.app is not None:
             with contextlib.suppress(Exception):
                 await self.app.stop()

@@ -47,6 +47,12 @@ class Metrics:
                                   buckets=LATENCY_BUCKETS, registry=r)
         self.handling = Histogram("crp_record_handling_seconds", "In-process time to apply one record",
                                   ["group"], buckets=LATENCY_BUCKETS, registry=r)
+        self.barrier = Histogram("crp_barrier_wait_seconds",
+                                 "Kafka: a window request's wait for the inputs appended before it",
+                                 buckets=LATENCY_BUCKETS, registry=r)
+        self.barrier_timeouts = Counter("crp_barrier_timeouts",
+                                        "Kafka: window requests served before the barrier was met "
+                                        "(envelope header CRP-Context-Fabric-Lag)", registry=r)
         self.waited = Histogram("crp_record_wait_seconds",
                                 "From the broker's append of a record to the start of its handling (fetch + queue)",
                                 ["group"], buckets=LATENCY_BUCKETS, registry=r)

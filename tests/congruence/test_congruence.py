@@ -1,37 +1,36 @@
 """Congruence: one scenario through the embedded runtime (SQLite, qdrant-edge) and through the Kafka
-runtime (real broker, real PostgreSQL, qdrant-edge) gives the same outputs.
+runtime (real broker, real PostgreSQL, qdrant-edge) gives the same outputs, with the Kafka input
+produced UNPACED: every record at full speed by a non-Python client (the Java kafka-clients producer),
+no wait between records. The event-time barrier (``runtime/kafka_barrier``) is what makes this hold.
 
 How the two runs are made comparable, and what is normalised:
 
-- Time. On Kafka the broker stamps every record (LogAppendTime), so the scenario's ``ts`` cannot be
-  used there. The Kafka run goes first; the broker's stamp of each input record is recorded, and the
-  embedded run appends the same inputs with those stamps as their log-append times. So every epoch,
-  recency and verdict sees the same times in both runs and those fields must be equal as they are.
-  What still differs is the time of records the pipeline writes itself (``FactRecorded`` on
-  ``crp.facts`` is appended a few ms after the document on Kafka, at the document's time in the
-  embedded log), which shows up in ``at``/``requested_at`` of what the arbiter emits. Every time at
-  or after the first input's stamp is therefore replaced by the input step it falls in (``<t3>``:
-  at or after input 3's stamp, before input 4's). Earlier times (producers' ``modified_at``,
-  ``observed_at``) are compared as they are.
-- Steps. Each input is published after the previous one's consequences are complete (every handler
-  group has committed everything on its input topics and the tap has read every output), as
-  ``crp-stream replay`` runs the embedded log until idle after each record. Without this, what the
-  arbiter sees at each evaluation would depend on timing. Outputs are compared per input step.
-- Order. Kafka orders records per partition only, so within one step the outputs are compared as a
-  multiset of (step, topic, key, value).
+- Time and order. On Kafka the broker stamps every record (LogAppendTime), so the scenario's ``ts``
+  cannot be used there. The Kafka run goes first and records the broker's stamp of each input. The
+  embedded run appends the same inputs in broker time order with those stamps as their log-append
+  times: what the Kafka runtime promises is "a window request (or an operator command) sees every
+  input stamped at or before it" (the stamp has millisecond resolution, so within one millisecond
+  documents, telemetry and reports come first, then operator commands, then window requests). Every
+  epoch, recency and verdict sees the same times in both runs. What still differs is the time of
+  records the pipeline writes itself (``FactRecorded`` is appended after the document on Kafka, at the
+  document's time in the embedded log), which shows up in ``at``/``requested_at`` of what the arbiter
+  and the operator handler emit: outside the envelopes every time at or after the first input's stamp
+  is replaced by ``<t>``; in the envelopes each time must be an input's stamp and is compared as such.
+- Order of outputs. Kafka orders records per partition only, so outputs are compared as a multiset of
+  (topic, key, value).
 - Ids. Ids derived from content (facts, verdicts, candidates, refresh requests, the arbiter's and the
   operator's audits) must be equal. Some ids derive from the input record's position, (topic,
   partition, offset), which differs between the 1-partition embedded log and a 4-partition topic:
   the ``event_id`` of ``EVENT_REJECTED`` (and its ``details.offset``) and of the retrieval worker's
   ``CONTRADICTION_RESOLVED`` / ``CONTRADICTION_UNRESOLVED`` audits are normalised; every other
   field of those records is compared.
-- Operator commands name targets the arbiter filed; the scenario writes ``$candidate:SOURCE`` or
-  ``$refresh:SOURCE`` and each run substitutes the id from its own outputs so far.
+- Operator commands name targets the arbiter files; the scenario writes ``$candidate:SOURCE`` or
+  ``$refresh:SOURCE``. Unpaced, the ids must be known before anything is produced: a first embedded
+  replay with the scenario's own times resolves them (they derive from content, not from times).
 """
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
 from collections import Counter
@@ -49,7 +48,7 @@ from crp_stream.runtime.embedded import EmbeddedRuntime
 from crp_stream.runtime.log import EmbeddedLog
 from crp_stream.runtime.replay import read_replay
 from tests.conftest import fresh_postgres_url
-from tests.kafka_harness import OUTPUT_TOPICS, Kafka, WorkerProcess, unique_prefix, wait_quiescent
+from tests.kafka_harness import OUTPUT_TOPICS, Kafka, WorkerProcess, java_produce, unique_prefix, wait_quiescent
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -85,33 +84,45 @@ def resolve(raw: bytes, outputs: list[Out]) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
+def resolve_all(records: list[Input], tmp: Path) -> list[Input]:
+    """Substitute ``$candidate:``/``$refresh:`` targets from a replay with the scenario's own times."""
+    outputs = run_embedded(records, [ts for _t, _k, ts, _v in records], tmp / "resolve", resolve_targets=True)
+    resolved: list[Input] = []
+    for i, (topic, key, ts, raw) in enumerate(records):
+        resolved.append((topic, key, ts, resolve(raw, [o for o in outputs if o[0] < i])))
+    return resolved
+
+
 def run_kafka(records: list[Input], tmp: Path) -> tuple[list[Out], list[int]]:
+    """Produce every input at once with the Java producer; wait until the pipeline is quiescent."""
     prefix = unique_prefix("cg")
     database = fresh_postgres_url()
     kafka = Kafka(prefix)
     worker = WorkerProcess(tmp, prefix, database, embedder=EMBEDDER, env={"CRP_TRUST": TRUST}).start()
-    outputs: list[Out] = []
-    stamps: list[int] = []
     try:
         worker.wait_ready()
         kafka.tap(OUTPUT_TOPICS)
-        seen: set[tuple[str, int, int]] = set()
-        for step, (topic, key, _ts, raw) in enumerate(records):
-            _, _, stamp_ms = kafka.produce(topic, key, resolve(raw, outputs))
-            stamps.append(stamp_ms * 1000)
-            wait_quiescent(kafka, database)
-            for r in kafka.snapshot():
-                if (r.topic, r.partition, r.offset) not in seen:
-                    seen.add((r.topic, r.partition, r.offset))
-                    outputs.append((step, r.topic, r.key, r.value))
+        sent = java_produce([(kafka.physical(t), k, raw) for t, k, _ts, raw in records])
+        stamps = [ts_ms * 1000 for _p, _o, ts_ms in sent]
+        wait_quiescent(kafka, database)
+        outputs = [(0, r.topic, r.key, r.value) for r in kafka.snapshot()]
         assert worker.health()["status"] == "ok"
+        assert worker.metric("crp_barrier_timeouts_total") == 0, worker.log_tail()
     finally:
         worker.stop()
         kafka.close()
     return outputs, stamps
 
 
-def run_embedded(records: list[Input], stamps: list[int], tmp: Path) -> list[Out]:
+KIND_ORDER = {"crp.operator.commands": 1, "crp.window.requests": 2}  # within one millisecond: last
+
+
+def broker_order(records: list[Input], stamps: list[int]) -> list[int]:
+    """The inputs in the order the Kafka runtime promises to honour: by stamp, requests last within one."""
+    return sorted(range(len(records)), key=lambda i: (stamps[i], KIND_ORDER.get(records[i][0], 0), i))
+
+
+def run_embedded(records: list[Input], stamps: list[int], tmp: Path, resolve_targets: bool = False) -> list[Out]:
     settings = Settings(data_dir=tmp / "embedded", embedder=EMBEDDER,
                         trust={k: float(v) for k, v in parse_pairs("trust", TRUST).items()})
     now = {"ts": 0, "step": 0}
@@ -123,10 +134,12 @@ def run_embedded(records: list[Input], stamps: list[int], tmp: Path) -> list[Out
         outputs.append((now["step"], settings.base_topic(rec.topic), rec.key, rec.value))
 
     rt = EmbeddedRuntime(fabric, log_, all_handlers(), on_output=collect)
+    order = range(len(records)) if resolve_targets else broker_order(records, stamps)
     try:
-        for step, ((topic, key, _ts, raw), stamp) in enumerate(zip(records, stamps, strict=True)):
-            now.update(ts=stamp, step=step)
-            rt.publish(topic, key, resolve(raw, outputs), ts_us=stamp)
+        for step in order:
+            topic, key, _ts, raw = records[step]
+            now.update(ts=stamps[step], step=step)
+            rt.publish(topic, key, raw, ts_us=stamps[step])
             rt.run_until_idle()
     finally:
         fabric.close()
@@ -134,14 +147,17 @@ def run_embedded(records: list[Input], stamps: list[int], tmp: Path) -> list[Out
     return outputs
 
 
-def normalise(out: Out, stamps: list[int]) -> tuple[int, str, str | None, str]:
-    step, topic, key, raw = out
+def normalise(out: Out, stamps: list[int]) -> tuple[str, str | None, str]:
+    _step, topic, key, raw = out
+    rank = {us: i for i, us in enumerate(sorted(set(stamps)))}
 
     def when(match: re.Match[str]) -> str:
         us = dt_to_us(datetime.fromisoformat(match.group(0).replace("Z", "+00:00")))
-        if us < stamps[0]:
+        if us < min(stamps):
             return match.group(0)
-        return f"<t{bisect.bisect_right(stamps, us) - 1}>"
+        if topic == "crp.envelopes":  # an epoch: exactly an input's stamp
+            return f"<s{rank[us]}>" if us in rank else f"<not an input stamp: {match.group(0)}>"
+        return "<t>"
 
     def walk(v: Any) -> Any:
         if isinstance(v, str):
@@ -155,24 +171,23 @@ def normalise(out: Out, stamps: list[int]) -> tuple[int, str, str | None, str]:
     try:
         value = json.loads(raw)
     except ValueError:
-        return step, topic, key, raw.decode("utf-8", "replace")
+        return topic, key, raw.decode("utf-8", "replace")
     if topic == "crp.audit" and value.get("audit_type") in POSITION_DERIVED:
         value = {**value, "event_id": "<position-derived>"}
         if "offset" in value.get("details", {}):
             value["details"] = {**value["details"], "offset": "<offset>"}
-    return step, topic, key, json.dumps(walk(value), sort_keys=True, separators=(",", ":"))
+    return topic, key, json.dumps(walk(value), sort_keys=True, separators=(",", ":"))
 
 
 @pytest.mark.kafka
 @pytest.mark.postgres
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
 def test_embedded_and_kafka_runtimes_emit_the_same_records(scenario: Path, tmp_path: Path) -> None:
-    records = read_replay(scenario)
+    records = resolve_all(read_replay(scenario), tmp_path)
     kafka_out, stamps = run_kafka(records, tmp_path)
-    assert stamps == sorted(stamps)
     embedded_out = run_embedded(records, stamps, tmp_path)
 
-    def bag(outs: list[Out]) -> Counter[tuple[int, str, str | None, str]]:
+    def bag(outs: list[Out]) -> Counter[tuple[str, str | None, str]]:
         return Counter(normalise(o, stamps) for o in outs if o[1] in COMPARED)
 
     k_bag, e_bag = bag(kafka_out), bag(embedded_out)
@@ -182,7 +197,7 @@ def test_embedded_and_kafka_runtimes_emit_the_same_records(scenario: Path, tmp_p
     # the scenario exercises what the comparison is about
     topics = Counter(o[1] for o in kafka_out)
     assert topics["crp.envelopes"] and topics["crp.audit"] and topics["crp.deadletter"]
-    if scenario.parent.name == "scenarios":
+    if scenario.stem == "drift_and_retrieval":
         envelopes = [json.loads(v) for _, t, _, v in kafka_out if t == "crp.envelopes"]
         assert sum(len(e["facts"]) for e in envelopes) >= 5, "the envelopes must carry facts to compare"
         assert topics["crp.refresh.requests"] and topics["crp.quarantine.candidates"]
@@ -195,8 +210,8 @@ def test_embedded_and_kafka_runtimes_emit_the_same_records(scenario: Path, tmp_p
 def _diff(only_kafka: list[Any], only_embedded: list[Any]) -> str:
     lines = [f"{len(only_kafka)} records only on Kafka, {len(only_embedded)} only embedded"]
     for name, items in (("kafka", only_kafka), ("embedded", only_embedded)):
-        for step, topic, key, value in items[:12]:
-            lines.append(f"  {name} step {step} {topic} key={key}: {value[:600]}")
+        for topic, key, value in items[:12]:
+            lines.append(f"  {name} {topic} key={key}: {value[:600]}")
     return "\n".join(lines)
 
 

@@ -1,0 +1,45 @@
+// Produces records at full speed with the Java kafka-clients producer (not aiokafka), for the unpaced
+// congruence tests. Input on stdin, one record a line: TOPIC \t KEY (base64, "-" = none) \t VALUE (base64).
+// Sends every record without waiting for the previous one (acks=all, idempotent, in order per partition),
+// then prints "partition offset timestamp_ms" per record in input order.
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.List;
+import java.util.Properties;
+import java.util.concurrent.Future;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public class FastProducer {
+    public static void main(String[] args) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", args[0]);
+        p.put("acks", "all");
+        p.put("enable.idempotence", "true");
+        p.put("linger.ms", "0");
+        p.put("key.serializer", ByteArraySerializer.class.getName());
+        p.put("value.serializer", ByteArraySerializer.class.getName());
+        Base64.Decoder b64 = Base64.getDecoder();
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p);
+             BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                if (line.isEmpty()) continue;
+                String[] f = line.split("\t", -1);
+                byte[] key = f[1].equals("-") ? null : b64.decode(f[1]);
+                sent.add(producer.send(new ProducerRecord<>(f[0], key, b64.decode(f[2]))));
+            }
+            producer.flush();
+            for (Future<RecordMetadata> fut : sent) {
+                RecordMetadata md = fut.get();
+                System.out.println(md.partition() + " " + md.offset() + " " + md.timestamp());
+            }
+        }
+    }
+}

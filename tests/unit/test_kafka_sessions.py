@@ -1,0 +1,95 @@
+"""The retrieval group's per-session order and the event-time barrier's bookkeeping (issue 13)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from crp_stream.runtime.kafka_barrier import caught_up
+from crp_stream.runtime.kafka_sessions import SessionSequencer
+
+REQ, REP = "p.window.requests", "p.window.reports"
+
+
+@dataclass
+class Msg:
+    topic: str
+    key: bytes
+    offset: int
+    timestamp: float  # seconds, as faust gives it
+    partition: int = 0
+
+
+@dataclass
+class Ev:
+    message: Msg
+
+
+def test_caught_up_needs_every_partition_at_its_target() -> None:
+    assert caught_up({0: 5, 1: 3}, {0: 5, 1: 3})
+    assert not caught_up({0: 5, 1: 2}, {0: 5, 1: 3})
+    assert caught_up({}, {0: 0})  # a partition never seen is at 0
+    assert not caught_up({}, {0: 1})
+
+
+def _run(script: Any) -> list[tuple[str, int, int | None]]:
+    applied: list[tuple[str, int, int | None]] = []
+    gates: dict[int, asyncio.Event] = {}
+
+    async def main() -> None:
+        async def process(ev: Ev, lag: int | None) -> None:
+            applied.append((ev.message.key.decode(), ev.message.offset, lag))
+
+        async def barrier(ts_ms: int, partition: int | None) -> int | None:
+            gate = gates.setdefault(ts_ms, asyncio.Event())
+            await gate.wait()
+            return None
+
+        errors: list[BaseException] = []
+        seq = SessionSequencer(REQ, process, barrier, errors.append)
+        await script(seq, gates)
+        await seq.stop()
+        assert errors == []
+
+    asyncio.run(main())
+    return applied
+
+
+def test_a_waiting_request_holds_back_only_its_own_session_and_earlier_reports_pass() -> None:
+    async def script(seq: SessionSequencer, gates: dict[int, asyncio.Event]) -> None:
+        seq.offer(Ev(Msg(REQ, b"a", 10, 1.000)))  # session a, window request stamped 1000 ms: waits
+        seq.offer(Ev(Msg(REQ, b"b", 11, 1.001)))  # session b: its own barrier
+        seq.offer(Ev(Msg(REP, b"a", 3, 1.002)))  # a's report stamped after the request: behind it
+        seq.offer(Ev(Msg(REP, b"a", 2, 0.999)))  # a's report stamped before it: applied first
+        await asyncio.sleep(0.01)
+        gates.setdefault(1001, asyncio.Event()).set()  # b's barrier is met first
+        await asyncio.sleep(0.01)
+        gates.setdefault(1000, asyncio.Event()).set()
+        await asyncio.sleep(0.01)
+
+    applied = _run(script)
+    assert applied == [("a", 2, None), ("b", 11, None), ("a", 10, None), ("a", 3, None)]
+
+
+def test_a_report_in_the_same_millisecond_goes_before_the_request() -> None:
+    async def script(seq: SessionSequencer, gates: dict[int, asyncio.Event]) -> None:
+        gates.setdefault(5000, asyncio.Event()).set()
+        seq.offer(Ev(Msg(REQ, b"s", 7, 5.000)))
+        seq.offer(Ev(Msg(REP, b"s", 4, 5.000)))
+        await asyncio.sleep(0.01)
+
+    assert [(k, o) for k, o, _ in _run(script)] == [("s", 4), ("s", 7)]
+
+
+def test_dropped_partition_records_are_not_applied() -> None:
+    async def script(seq: SessionSequencer, gates: dict[int, asyncio.Event]) -> None:
+        seq.offer(Ev(Msg(REQ, b"s", 7, 5.000, partition=2)))
+        seq.offer(Ev(Msg(REQ, b"t", 8, 5.001, partition=1)))
+        await asyncio.sleep(0.01)
+        seq.drop(REQ, 2)
+        gates.setdefault(5000, asyncio.Event()).set()
+        gates.setdefault(5001, asyncio.Event()).set()
+        await asyncio.sleep(0.01)
+
+    assert [(k, o) for k, o, _ in _run(script)] == [("t", 8)]
