@@ -377,17 +377,20 @@ def kafka_client_jars() -> str:
     return str(libs[-1] / "*")
 
 
-def java_produce(records: Sequence[tuple[str, str | None, bytes]],
-                 timeout: float = 180.0) -> list[tuple[int, int, int]]:
+def java_produce(records: Sequence[tuple[str, str | None, bytes]], timeout: float = 180.0,
+                 distinct_ms: bool = False) -> list[tuple[int, int, int]]:
     """Produce ``(physical topic, key, value)`` records at full speed with the Java kafka-clients producer
-    (no pacing, no wait between records); returns ``(partition, offset, timestamp_ms)`` of each, in order."""
+    (no pacing, no wait between records); returns ``(partition, offset, timestamp_ms)`` of each, in order.
+    ``distinct_ms``: one broker millisecond per record (FastProducer.java says why), still unpaced."""
     import base64
 
     def b64(b: bytes) -> str:
         return base64.b64encode(b).decode("ascii")
 
     lines = "".join(f"{t}\t{'-' if k is None else b64(k.encode())}\t{b64(v)}\n" for t, k, v in records)
-    done = subprocess.run(["java", "-cp", kafka_client_jars(), str(JAVA_PRODUCER), servers()], input=lines.encode(),
+    args = ["java", "-cp", kafka_client_jars(), str(JAVA_PRODUCER), servers()]
+    args += ["distinct-ms"] if distinct_ms else []
+    done = subprocess.run(args, input=lines.encode(),
                           capture_output=True, timeout=timeout, check=False)
     if done.returncode != 0:
         pytest.fail(f"java producer failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}")

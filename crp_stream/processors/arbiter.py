@@ -156,6 +156,9 @@ class ArbiterHandler(Handler):
     # --------------------------------------------------------------------------------------------
     def evaluate(self, key: str, record: Record, uow: Any, out: Emitter, as_of: int) -> Verdict | None:
         """Re-evaluate one claim as of ``as_of`` (µs); act only when its verdict's fingerprint changed."""
+        stored = uow.repo.get_claim(key)
+        if stored is not None:  # never judged as of an earlier time than it already was (status changes
+            as_of = max(as_of, int(stored["updated_at_us"]))  # come back later, carrying older times)
         rows = uow.repo.facts_for_claim(key)
         rows = [r for r, ok in zip(rows, known_at([r["epoch_us"] for r in rows], as_of), strict=True) if ok]
         text_claim = key.startswith(text_claims.SIM_PREFIX)
@@ -166,8 +169,9 @@ class ArbiterHandler(Handler):
             return None
         verdict = choose_verdict(views, key, records)
         fingerprint = verdict_fingerprint(verdict)
-        stored = uow.repo.get_claim(key)
         if stored is not None and stored["fingerprint"] == fingerprint:
+            if as_of > stored["updated_at_us"]:
+                uow.repo.put_claim(key, stored["verdict"], fingerprint, stored["details"], as_of)
             return verdict
         details = verdict_details(verdict, views)
         uow.repo.put_claim(key, verdict.kind, fingerprint, details, as_of)

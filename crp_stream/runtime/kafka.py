@@ -214,9 +214,7 @@ class KafkaWorker:
                     self.rb.sequence(h, event)
                 return
             async for event in stream.events():
-                if h.group == "operator" and self.settings.barrier_wait > 0 and event.message.timestamp:
-                    # a command acts on what was recorded before it (its own agent: ingest keeps going)
-                    await self.rb.wait(round(event.message.timestamp * 1000), None)
+                await self.rb.before(h.group, event.message)
                 await self.handle_message(h, event.message)
 
         agent.__name__ = agent.__qualname__ = f"crp_{h.group}"
@@ -438,6 +436,7 @@ class KafkaWorker:
     # lifecycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
         self.partitions = await ensure_topics(self.settings)
+        await self.rb.start()
         app = self.build_app()
         await app.start()
         self.started_at = time.monotonic()

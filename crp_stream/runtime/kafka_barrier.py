@@ -24,6 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -33,6 +34,7 @@ INGEST_TOPICS = {"crp.documents": "ingest", "crp.telemetry": "ingest", "crp.oper
 FACTS = ("crp.facts", "arbiter")
 REPORTS = ("crp.window.reports", "retrieval")
 POLL_S = 0.01
+T = TypeVar("T")
 
 # (group, contract topic, partitions) -> {partition: the group's position (next offset to apply)}
 Positions = Callable[[str, str, Sequence[int]], Awaitable[Mapping[int, int]]]
@@ -54,10 +56,16 @@ class EventTimeBarrier:
         self.positions = positions
         self.wait_s = wait_s
         self._consumer: AIOKafkaConsumer | None = None
+        self._met: dict[str, int] = {}  # per scope: the latest stamp whose barrier was met
 
     async def start(self) -> None:
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.servers, group_id=None, enable_auto_commit=False)
-        await self._consumer.start()
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.servers, group_id=None, enable_auto_commit=False)
+        await consumer.start()
+        # assigned (so their metadata is kept) and paused (nothing is fetched): only offsets are read
+        tps = [tp for base in (*INGEST_TOPICS, FACTS[0], REPORTS[0]) for tp in self._tps(base)]
+        consumer.assign(tps)
+        consumer.pause(*tps)
+        self._consumer = consumer
 
     async def stop(self) -> None:
         if self._consumer is not None:
@@ -68,19 +76,19 @@ class EventTimeBarrier:
         parts = range(self.partitions.get(base, 0)) if only is None else only
         return [TopicPartition(self.topic(base), p) for p in parts]
 
-    async def _targets_at(self, tps: list[TopicPartition], ts_ms: int) -> dict[int, int]:
+    async def _targets_at(self, tps: list[TopicPartition], ts_ms: int, deadline: float) -> dict[int, int]:
         """Per partition: the first offset stamped after ``ts_ms`` (or the end offset: none is)."""
         assert self._consumer is not None
         if not tps:
             return {}
-        found = await self._consumer.offsets_for_times({tp: ts_ms + 1 for tp in tps})
+        found = await _bounded(self._consumer.offsets_for_times({tp: ts_ms + 1 for tp in tps}), deadline)
         missing = [tp for tp in tps if found.get(tp) is None]
-        ends = await self._consumer.end_offsets(missing) if missing else {}
+        ends = await _bounded(self._consumer.end_offsets(missing), deadline) if missing else {}
         return {tp.partition: (found[tp].offset if found.get(tp) is not None else ends[tp]) for tp in tps}
 
-    async def _ends(self, tps: list[TopicPartition]) -> dict[int, int]:
+    async def _ends(self, tps: list[TopicPartition], deadline: float) -> dict[int, int]:
         assert self._consumer is not None
-        ends = await self._consumer.end_offsets(tps) if tps else {}
+        ends = await _bounded(self._consumer.end_offsets(tps), deadline) if tps else {}
         return {tp.partition: ends[tp] for tp in tps}
 
     async def _until(self, group: str, base: str, targets: Mapping[int, int], deadline: float) -> bool:
@@ -92,39 +100,54 @@ class EventTimeBarrier:
                 return False
             await asyncio.sleep(POLL_S)
 
-    async def wait(self, ts_ms: int, partition: int | None) -> int | None:
+    async def wait(self, ts_ms: int, partition: int | None, scope: str = "request") -> int | None:
         """Wait until the fabric reflects every input stamped <= ``ts_ms``; None when it does, else the
         lag in ms (from the request's log-append time to now) once ``wait_s`` ran out.
 
         ``partition``: the request's partition, whose ``crp.window.reports`` partition holds its session's
-        reports (same key, same partition count); None for an operator command, which waits for documents,
-        telemetry and their arbitration only (it acts on what was recorded before it)."""
+        reports (same key, same partition count). ``scope``: ``request`` (everything above), ``command``
+        (an operator command: documents, telemetry and their arbitration) or ``arbiter`` (a crp.facts
+        record: documents and telemetry ingested, so a claim is judged on every record stamped before)."""
+        if ts_ms <= self._met.get(scope, -1):  # watermarks only move forward
+            return None
         deadline = time.monotonic() + self.wait_s
         try:
-            ok = await self._wait(ts_ms, partition, deadline)
+            ok = await self._wait(ts_ms, partition, deadline, scope)
         except asyncio.CancelledError:
             raise
+        except TimeoutError:
+            ok = False
         except Exception as exc:  # offsets unavailable (broker away): serve, and say so
             log.warning("event-time barrier: %s: %s; serving without it", type(exc).__name__, exc)
             ok = False
-        return None if ok else max(0, round(time.time() * 1000) - ts_ms)
+        if ok:
+            self._met[scope] = max(self._met.get(scope, -1), ts_ms)
+            return None
+        return max(0, round(time.time() * 1000) - ts_ms)
 
-    async def _wait(self, ts_ms: int, partition: int | None, deadline: float) -> bool:
+    async def _wait(self, ts_ms: int, partition: int | None, deadline: float, scope: str) -> bool:
         for base, group in INGEST_TOPICS.items():
-            if partition is None and group == "operator":
+            if scope != "request" and group == "operator":
                 continue
-            if not await self._until(group, base, await self._targets_at(self._tps(base), ts_ms), deadline):
+            if not await self._until(group, base, await self._targets_at(self._tps(base), ts_ms, deadline), deadline):
                 return False
         if partition is not None:
-            reports = await self._targets_at(self._tps(REPORTS[0], [partition]), ts_ms)
+            reports = await self._targets_at(self._tps(REPORTS[0], [partition]), ts_ms, deadline)
             if not await self._until(REPORTS[1], REPORTS[0], reports, deadline):
                 return False
+        if scope == "arbiter":
+            return True
         # what those inputs caused on crp.facts, then what the arbiter's own changes caused
         for _ in range(2):
-            ends = await self._ends(self._tps(FACTS[0]))
+            ends = await self._ends(self._tps(FACTS[0]), deadline)
             if not await self._until(FACTS[1], FACTS[0], ends, deadline):
                 return False
         return True
+
+
+async def _bounded(aw: Awaitable[T], deadline: float) -> T:
+    """An offsets query never outlasts the request's wait (a broker away blocks them for 40 s)."""
+    return await asyncio.wait_for(aw, max(0.05, deadline - time.monotonic()))
 
 
 __all__ = ["EventTimeBarrier", "caught_up"]

@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from crp_stream.processors.base import Handler
@@ -153,18 +155,27 @@ class WorkerBarrier:
             self.sequencer = SessionSequencer(w.settings.topic("crp.window.requests"), process, self.wait, crash)
         self.sequencer.offer(event)
 
-    async def wait(self, ts_ms: int, partition: int | None) -> int | None:
+    async def start(self) -> None:
+        """Before the agents run (so no request finds it half started); only when the barrier is on."""
+        w = self.w
+        if w.settings.barrier_wait <= 0 or not {"retrieval", "operator", "arbiter"} & set(w.groups):
+            return
+        barrier = EventTimeBarrier(w.servers, w.settings.topic, w.partitions, self.positions,
+                                   w.settings.barrier_wait)
+        await barrier.start()
+        self.barrier = barrier
+
+    async def wait(self, ts_ms: int, partition: int | None, scope: str = "request") -> int | None:
         w = self.w
         if self.barrier is None:
-            self.barrier = EventTimeBarrier(w.servers, w.settings.topic, w.partitions, self.positions,
-                                            w.settings.barrier_wait)
-            await self.barrier.start()
+            return None
         t0 = time.perf_counter()
-        lag = await self.barrier.wait(ts_ms, partition)
+        lag = await self.barrier.wait(ts_ms, partition, scope)
         w.metrics.barrier.observe(time.perf_counter() - t0)
         if lag is not None:
             w.metrics.barrier_timeouts.inc()
-            log.warning("window request stamped %d served before the event-time barrier was met (lag %d ms)",
+            log.warning("%s stamped %d applied before the event-time barrier was met (lag %d ms)",
+                        {"request": "window request", "command": "operator command"}.get(scope, "crp.facts record"),
                         ts_ms, lag)
         return lag
 
@@ -185,6 +196,27 @@ class WorkerBarrier:
                 self._db_positions[group] = (time.monotonic(), offsets)
             out.update({p: offsets.get((base, p), 0) for p in rest})
         return out
+
+    async def before(self, group: str, m: Any) -> None:
+        """On their own agents (ingest keeps going): an operator command acts on what was recorded and
+        arbitrated before it; the arbiter judges a fact once every input stamped before it is ingested
+        (ingest runs ahead across partitions, in fetch order, not in time order)."""
+        scope = {"operator": "command", "arbiter": "arbiter"}.get(group)
+        if scope is None or self.barrier is None or not m.timestamp:
+            return
+        if scope == "arbiter" and self.w.settings.base_topic(m.topic) != "crp.facts":
+            return
+        await self.wait(self._event_ms(m) if scope == "arbiter" else round(m.timestamp * 1000), None, scope)
+
+    @staticmethod
+    def _event_ms(m: Any) -> int:
+        """A crp.facts record's event time: the epoch of the fact it records (a status change's time)."""
+        try:
+            value = json.loads(m.value)
+            at = value.get("epoch") or value.get("at")
+            return int(datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp() * 1000)
+        except (ValueError, TypeError, AttributeError):
+            return round(float(m.timestamp) * 1000)
 
     def commit_to(self, slot: tuple[str, str, int], offset: int) -> int:
         """The offset to commit once ``offset`` is applied: in log order the next one; with records
