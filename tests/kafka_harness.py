@@ -397,3 +397,38 @@ def java_produce(records: Sequence[tuple[str, str | None, bytes]], timeout: floa
     out = [tuple(int(x) for x in line.split()) for line in done.stdout.decode().splitlines() if line.strip()]
     assert len(out) == len(records), done.stdout.decode()[-2000:]
     return [(p, o, ts) for p, o, ts in out]
+
+
+class JavaProducer:
+    """A running FastProducer.java: ``send`` records (unpaced), ``flush`` returns their stamps."""
+
+    def __init__(self, distinct_ms: bool = True):
+        args = ["java", "-cp", kafka_client_jars(), str(JAVA_PRODUCER), servers()]
+        args += ["distinct-ms"] if distinct_ms else []
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+
+    def send(self, topic: str, key: str | None, value: bytes) -> None:
+        import base64
+
+        k = "-" if key is None else base64.b64encode(key.encode()).decode()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{topic}\t{k}\t{base64.b64encode(value).decode()}\n".encode())
+
+    def flush(self) -> list[tuple[int, int, int]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(b"FLUSH\n")
+        self.proc.stdin.flush()
+        out: list[tuple[int, int, int]] = []
+        while (line := self.proc.stdout.readline().decode().strip()) != "FLUSHED":
+            if not line:
+                pytest.fail("the java producer stopped")
+            p, o, ts = (int(x) for x in line.split())
+            out.append((p, o, ts))
+        return out
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()

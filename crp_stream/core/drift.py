@@ -195,10 +195,10 @@ def normalise_value(value: str, unit: str | None = None) -> str:
 
 
 def known_at(epochs_us: Sequence[int], as_of_us: int) -> list[bool]:
-    """Epochs before trust, in event time: a verdict at ``as_of_us`` weighs only the records whose
-    ingestion epoch is not later. A claim is judged on what the log held at that moment, whatever
-    the order in which a distributed runtime happens to have stored later records (the same verdicts
-    on Kafka as in the embedded log's append order)."""
+    """Epochs before trust, in event time: a verdict (or a window's envelope) at ``as_of_us`` weighs only
+    the records whose ingestion epoch is not later. It is judged on what the log held at that moment,
+    whatever the order in which a distributed runtime happens to have stored later records (the same
+    verdicts and envelopes on Kafka as in the embedded log's append order)."""
     return [e <= as_of_us for e in epochs_us]
 
 

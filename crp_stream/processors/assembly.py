@@ -13,6 +13,7 @@ import numpy as np
 
 from crp_stream.core import cdgr, cdr, conflicts, exits, ngram, recency
 from crp_stream.core.calibration import Thresholds
+from crp_stream.core.drift import known_at
 from crp_stream.processors.graph_walk import LoadedEdges
 from crp_stream.processors.session import SubQueryState, vec_from_json
 
@@ -109,10 +110,13 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
 def _fetch(uow: Any, fact_ids: list[str], dim: int, now_us: int
            ) -> tuple[list[str], list[dict[str, Any]], np.ndarray]:
     """Rows and vectors of the facts that exist, have a vector, are not excluded and not hard-expired,
-    in the given order. Every path into an envelope (vector hits, graph connectors) comes through here."""
+    in the given order, as of ``now_us`` (a fact published after the request is not in its envelope,
+    even if a distributed runtime stored it first). Every path into an envelope (vector hits, graph
+    connectors) comes through here."""
     ids, rows, vecs = uow.fabric.facts.candidates(uow.repo, uow.vectors, fact_ids)
     expired = recency.hard_expired([r.get("expires_at_us") for r in rows], now_us)
-    keep = [i for i, r in enumerate(rows) if r["status"] not in EXCLUDED and not expired[i]]
+    known = known_at([r["epoch_us"] for r in rows], now_us)
+    keep = [i for i, r in enumerate(rows) if r["status"] not in EXCLUDED and not expired[i] and known[i]]
     if not keep:
         return [], [], np.zeros((0, dim), np.float32)
     return [ids[i] for i in keep], [rows[i] for i in keep], vecs[keep]

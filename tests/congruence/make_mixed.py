@@ -23,7 +23,9 @@ SUBJECTS = [("payments api", "rate limit", "rps", [400, 800, 1200]),
             ("scheduler", "batch size", "pods", [50, 100, 200])]
 TOPICS = ["pods", "services", "ingress controllers", "network policies", "etcd snapshots", "node pressure",
           "rolling updates", "service meshes", "dns caching", "image pulls", "quotas", "autoscaling"]
-SOURCES = [("vendor_docs", "official"), ("kubernetes_docs", "official"), ("cilium_blog", "news"),
+# one source per trust level: a tie in trust is broken by the newest record, which depends on the order
+# the arbiter sees the facts in (docs/kafka.md, "Limits")
+SOURCES = [("vendor_docs", "official"), ("platform_docs", "official"), ("cilium_blog", "news"),
            ("community_notes", "community"), ("legacy_wiki", "unverified")]
 
 
@@ -56,7 +58,7 @@ def build(seed: int = 13) -> list[dict[str, object]]:
                 facts.append({"text": sentence(rng, rng.choice(TOPICS))})
             if rng.random() < 0.5:
                 subj, attr, unit, values = rng.choice(SUBJECTS)
-                v = values[0] if source in ("vendor_docs", "kubernetes_docs") else rng.choice(values)
+                v = values[0] if source in ("vendor_docs", "platform_docs") else rng.choice(values)
                 facts.append({"text": f"The {subj} {attr} is {v} {unit}.", "subject": subj, "attribute": attr,
                               "value": str(v), "unit": unit})
             add("crp.documents", source, {"event_id": f"m-doc-{n_doc}", "source": source, "source_type": stype,

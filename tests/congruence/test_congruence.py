@@ -1,9 +1,12 @@
 """Congruence: one scenario through the embedded runtime (SQLite, qdrant-edge) and through the Kafka
 runtime (real broker, real PostgreSQL, qdrant-edge) gives the same outputs, with the Kafka input
-produced UNPACED: every record at full speed by a non-Python client (the Java kafka-clients producer),
-never waiting for the pipeline, one broker millisecond apart (LogAppendTime has millisecond resolution:
-records of one millisecond on different partitions have no order, so "the same input" would not be
-defined). The event-time barrier (``runtime/kafka_barrier``) is what makes this hold.
+produced UNPACED by a non-Python client (the Java kafka-clients producer): every input up to and
+including a window request at once, so that the request races the documents, telemetry, reports and
+commands published before it; then the test waits for that request's answer, as a generator waits for
+its envelope before it asks for the next window. Records are one broker millisecond apart
+(LogAppendTime has millisecond resolution: records of one millisecond on different partitions have no
+order, so "the same input" would not be defined). The event-time barrier (``runtime/kafka_barrier``)
+is what makes this hold: with ``CRP_BARRIER_WAIT=0`` the envelopes differ.
 ``tests/integration/test_kafka_barrier.py`` also produces the sample with no gap at all and compares
 its envelope.
 
@@ -28,15 +31,16 @@ How the two runs are made comparable, and what is normalised:
   the ``event_id`` of ``EVENT_REJECTED`` (and its ``details.offset``) and of the retrieval worker's
   ``CONTRADICTION_RESOLVED`` / ``CONTRADICTION_UNRESOLVED`` audits are normalised; every other
   field of those records is compared.
-- Operator commands name targets the arbiter files; the scenario writes ``$candidate:SOURCE`` or
-  ``$refresh:SOURCE``. Unpaced, the ids must be known before anything is produced: a first embedded
-  replay with the scenario's own times resolves them (they derive from content, not from times).
+- Operator commands name targets the arbiter filed; the scenario writes ``$candidate:SOURCE`` or
+  ``$refresh:SOURCE`` and the Kafka run substitutes the id its arbiter filed (from an earlier batch);
+  the embedded run gets the same bytes.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -52,7 +56,15 @@ from crp_stream.runtime.embedded import EmbeddedRuntime
 from crp_stream.runtime.log import EmbeddedLog
 from crp_stream.runtime.replay import read_replay
 from tests.conftest import fresh_postgres_url
-from tests.kafka_harness import OUTPUT_TOPICS, Kafka, WorkerProcess, java_produce, unique_prefix, wait_quiescent
+from tests.kafka_harness import (
+    OUTPUT_TOPICS,
+    JavaProducer,
+    Kafka,
+    WorkerProcess,
+    db_offsets,
+    unique_prefix,
+    wait_quiescent,
+)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -88,37 +100,64 @@ def resolve(raw: bytes, outputs: list[Out]) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def resolve_all(records: list[Input], tmp: Path) -> list[Input]:
-    """Substitute ``$candidate:``/``$refresh:`` targets from a replay with the scenario's own times."""
-    outputs = run_embedded(records, [ts for _t, _k, ts, _v in records], tmp / "resolve", resolve_targets=True)
-    resolved: list[Input] = []
-    for i, (topic, key, ts, raw) in enumerate(records):
-        resolved.append((topic, key, ts, resolve(raw, [o for o in outputs if o[0] < i])))
-    return resolved
-
-
-def run_kafka(records: list[Input], tmp: Path) -> tuple[list[Out], list[int]]:
-    """Produce every input at once with the Java producer; wait until the pipeline is quiescent."""
+def run_kafka(records: list[Input], tmp: Path) -> tuple[list[Out], list[int], list[Input]]:
+    """Produce the inputs with the Java producer, unpaced: everything up to and including a window
+    request at once (the request races the inputs before it), then wait for that request's answer, as
+    a generator waits for its envelope before it writes, reports and asks for the next window."""
     prefix = unique_prefix("cg")
     database = fresh_postgres_url()
     kafka = Kafka(prefix)
     # a generous barrier: on a loaded 2-core test machine ingest of 160 records takes longer than 2 s
     worker = WorkerProcess(tmp, prefix, database, embedder=EMBEDDER,
                            env={"CRP_TRUST": TRUST, "CRP_BARRIER_WAIT": "120"}).start()
+    producer: JavaProducer | None = None
+    stamps: list[int] = []
     try:
         worker.wait_ready()
         kafka.tap(OUTPUT_TOPICS)
-        sent = java_produce([(kafka.physical(t), k, raw) for t, k, _ts, raw in records], distinct_ms=True)
-        assert len({ts for _p, _o, ts in sent}) == len(sent)
-        stamps = [ts_ms * 1000 for _p, _o, ts_ms in sent]
+        producer = JavaProducer(distinct_ms=True)
+        sent_records: list[Input] = []
+        for i, (topic, key, ts, raw) in enumerate(records):
+            raw = _resolve_now(kafka, raw)
+            sent_records.append((topic, key, ts, raw))
+            producer.send(kafka.physical(topic), key, raw)
+            if topic == "crp.window.requests" or i == len(records) - 1:
+                sent = producer.flush()
+                stamps += [ts * 1000 for _p, _o, ts in sent]
+                if topic == "crp.window.requests":
+                    part, offset, _ = sent[-1]
+                    _wait_applied(database, "retrieval", topic, part, offset)
+        assert len(set(stamps)) == len(stamps) == len(records)
         wait_quiescent(kafka, database, timeout=300.0)
         outputs = [(0, r.topic, r.key, r.value) for r in kafka.snapshot()]
         assert worker.health()["status"] == "ok"
         assert worker.metric("crp_barrier_timeouts_total") == 0, worker.log_tail()
     finally:
+        if producer is not None:
+            producer.close()
         worker.stop()
         kafka.close()
-    return outputs, stamps
+    return outputs, stamps, sent_records
+
+
+def _resolve_now(kafka: Kafka, raw: bytes) -> bytes:
+    """A ``$candidate:``/``$refresh:`` target: the id the Kafka run's arbiter filed (it was filed
+    from inputs of an earlier batch, which the previous request's barrier waited for)."""
+    if b'"$candidate:' not in raw and b'"$refresh:' not in raw:
+        return raw
+    kind, source = json.loads(raw)["target_id"][1:].split(":", 1)
+    topic = "crp.quarantine.candidates" if kind == "candidate" else "crp.refresh.requests"
+    found = kafka.wait_for(lambda rs: any(r.topic == topic and r.json.get("source") == source for r in rs),
+                           timeout=60, what=f"the {topic} record for {source}")
+    return resolve(raw, [(0, r.topic, r.key, r.value) for r in found])
+
+
+def _wait_applied(database: str, group: str, topic: str, partition: int, offset: int, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while db_offsets(database).get((group, topic, partition), 0) <= offset:
+        if time.monotonic() > deadline:
+            pytest.fail(f"{topic}[{partition}]@{offset} not applied by {group} after {timeout}s")
+        time.sleep(0.05)
 
 
 KIND_ORDER = {"crp.operator.commands": 1, "crp.window.requests": 2}  # within one millisecond: last
@@ -129,8 +168,8 @@ def broker_order(records: list[Input], stamps: list[int]) -> list[int]:
     return sorted(range(len(records)), key=lambda i: (stamps[i], KIND_ORDER.get(records[i][0], 0), i))
 
 
-def run_embedded(records: list[Input], stamps: list[int], tmp: Path, resolve_targets: bool = False) -> list[Out]:
-    settings = Settings(data_dir=tmp / "embedded", embedder=EMBEDDER,
+def run_embedded(records: list[Input], stamps: list[int], tmp: Path, embedder: str = EMBEDDER) -> list[Out]:
+    settings = Settings(data_dir=tmp / "embedded", embedder=embedder,
                         trust={k: float(v) for k, v in parse_pairs("trust", TRUST).items()})
     now = {"ts": 0, "step": 0}
     fabric = Fabric(settings)
@@ -141,9 +180,8 @@ def run_embedded(records: list[Input], stamps: list[int], tmp: Path, resolve_tar
         outputs.append((now["step"], settings.base_topic(rec.topic), rec.key, rec.value))
 
     rt = EmbeddedRuntime(fabric, log_, all_handlers(), on_output=collect)
-    order = range(len(records)) if resolve_targets else broker_order(records, stamps)
     try:
-        for step in order:
+        for step in broker_order(records, stamps):
             topic, key, _ts, raw = records[step]
             now.update(ts=stamps[step], step=step)
             rt.publish(topic, key, raw, ts_us=stamps[step])
@@ -190,8 +228,7 @@ def normalise(out: Out, stamps: list[int]) -> tuple[str, str | None, str]:
 @pytest.mark.postgres
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
 def test_embedded_and_kafka_runtimes_emit_the_same_records(scenario: Path, tmp_path: Path) -> None:
-    records = resolve_all(read_replay(scenario), tmp_path)
-    kafka_out, stamps = run_kafka(records, tmp_path)
+    kafka_out, stamps, records = run_kafka(read_replay(scenario), tmp_path)
     embedded_out = run_embedded(records, stamps, tmp_path)
 
     def bag(outs: list[Out]) -> Counter[tuple[str, str | None, str]]:

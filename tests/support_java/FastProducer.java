@@ -5,7 +5,7 @@
 // "distinct-ms" each record is sent once the previous one is acknowledged and the clock has moved past
 // its stamp: still no wait for the pipeline, but a total order of stamps across partitions (the broker's
 // LogAppendTime has millisecond resolution; records of one millisecond on different partitions have no
-// order, on Kafka or anywhere).
+// order, on Kafka or anywhere). A line "FLUSH" flushes, prints what was sent so far and "FLUSHED".
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -35,8 +35,19 @@ public class FastProducer {
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p);
              BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
             String line;
+            int printed = 0;
             while ((line = in.readLine()) != null) {
                 if (line.isEmpty()) continue;
+                if (line.equals("FLUSH")) {  // report what was sent so far, then go on reading
+                    producer.flush();
+                    for (; printed < sent.size(); printed++) {
+                        RecordMetadata md = sent.get(printed).get();
+                        System.out.println(md.partition() + " " + md.offset() + " " + md.timestamp());
+                    }
+                    System.out.println("FLUSHED");
+                    System.out.flush();
+                    continue;
+                }
                 String[] f = line.split("\t", -1);
                 byte[] key = f[1].equals("-") ? null : b64.decode(f[1]);
                 while (distinct && System.currentTimeMillis() <= last) Thread.sleep(0, 200_000);
@@ -45,8 +56,8 @@ public class FastProducer {
                 sent.add(fut);
             }
             producer.flush();
-            for (Future<RecordMetadata> fut : sent) {
-                RecordMetadata md = fut.get();
+            for (; printed < sent.size(); printed++) {
+                RecordMetadata md = sent.get(printed).get();
                 System.out.println(md.partition() + " " + md.offset() + " " + md.timestamp());
             }
         }
