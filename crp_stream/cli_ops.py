@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any, get_args
 
 from crp_stream.config import Settings
-from crp_stream.event_models.common import AuditType, Command
+from crp_stream.events import AuditType, Command
 
 SHORT_ID = 12
 AUDIT_TYPES: tuple[str, ...] = get_args(AuditType)

@@ -54,16 +54,6 @@ class Emitter:
         return rid
 
 
-class Rejected(Exception):
-    """A record that cannot be applied; ``reason`` goes to the dead-letter topic verbatim."""
-
-    def __init__(self, reason: str, audit_type: str = "EVENT_REJECTED", details: dict[str, Any] | None = None):
-        super().__init__(reason)
-        self.reason = reason
-        self.audit_type = audit_type
-        self.details = details or {}
-
-
 class Handler(ABC):
     group: str
     topics: tuple[str, ...]

@@ -13,7 +13,7 @@ from typing import Any, cast
 
 from crp_stream import events
 from crp_stream.core.ids import derive_id
-from crp_stream.processors.base import Emitter, Handler, Output, Record, Rejected, rfc3339
+from crp_stream.processors.base import Emitter, Handler, Output, Record, rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def apply_record(handler: Handler, record: Record, uow: Any) -> list[Output]:
     try:
         with uow.repo.conn.begin_nested():
             handler.handle(event, record, uow, out)
-    except Rejected as exc:
+    except events.Rejected as exc:
         out.outputs.clear()
         _dead(out, record, exc.reason, exc.audit_type, exc.details, uow=uow)
         return out.outputs  # not marked processed: a corrected record may reuse the id

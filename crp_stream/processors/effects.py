@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from crp_stream import events
-from crp_stream.event_models.common import AuditType, FactStatus
+from crp_stream.events import AuditType, FactStatus
 from crp_stream.processors.base import Emitter, us_to_dt
 
 FACTS = "crp.facts"

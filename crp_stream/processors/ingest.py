@@ -19,8 +19,9 @@ from crp_stream.core.drift import claim_key
 from crp_stream.core.durations import format_duration, parse_duration
 from crp_stream.core.ids import derive_id
 from crp_stream.core.sentences import split_sentences
+from crp_stream.events import Rejected
 from crp_stream.fabric.vectors import VectorItem
-from crp_stream.processors.base import Emitter, Handler, Record, Rejected, dt_to_us, rfc3339, us_to_dt
+from crp_stream.processors.base import Emitter, Handler, Record, dt_to_us, rfc3339, us_to_dt
 from crp_stream.processors.provenance import admit
 
 log = logging.getLogger(__name__)

@@ -12,8 +12,9 @@ from typing import Any
 
 from crp_stream import events
 from crp_stream.core.ids import derive_id
+from crp_stream.events import Rejected
 from crp_stream.processors.arbiter import quarantine_candidate
-from crp_stream.processors.base import Emitter, Handler, Record, Rejected
+from crp_stream.processors.base import Emitter, Handler, Record
 from crp_stream.processors.effects import audit, change_status
 
 

@@ -20,7 +20,8 @@ from typing import Any
 
 from crp_stream.core.ids import derive_id
 from crp_stream.core.provenance import SIGNATURE_HEADER, source_is_proven
-from crp_stream.processors.base import Emitter, Record, Rejected
+from crp_stream.events import Rejected
+from crp_stream.processors.base import Emitter, Record
 from crp_stream.processors.effects import audit
 
 UNPROVEN_SOURCE = "unproven"

@@ -14,8 +14,9 @@ import numpy as np
 from crp_stream import events
 from crp_stream.core import cdgr, conflicts, exits, fanout, ngram, packing
 from crp_stream.core.ids import derive_id
+from crp_stream.events import Rejected
 from crp_stream.processors import assembly
-from crp_stream.processors.base import Emitter, Handler, Record, Rejected, us_to_dt
+from crp_stream.processors.base import Emitter, Handler, Record, us_to_dt
 from crp_stream.processors.session import (
     CoverageEntry,
     SessionState,

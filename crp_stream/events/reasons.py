@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from crp_stream.event_models.common import FieldError, Part, described, nonfinite, shown
+from crp_stream.events.common import FieldError, Part, described, nonfinite, shown
 
 MAX_REASON_CHARS = 500
 
@@ -147,9 +147,7 @@ def extras_nonfinite(model: Part, path: str = "") -> str | None:
         elif isinstance(value, dict):  # free-form objects such as an audit record's details
             found = nonfinite_path(value, here)
         elif isinstance(value, list) and value and isinstance(value[0], Part):
-            found = next(
-                (f for i, item in enumerate(value) if (f := extras_nonfinite(item, f"{here}[{i}]"))), None
-            )
+            found = next((f for i, item in enumerate(value) if (f := extras_nonfinite(item, f"{here}[{i}]"))), None)
         else:
             continue
         if found:

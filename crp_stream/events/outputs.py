@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field
 
-from crp_stream.event_models.common import (
+from crp_stream.events.common import (
     LIST_MAX,
     TEXT_MAX,
     VALUE_MAX,

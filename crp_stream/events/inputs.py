@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from crp_stream.event_models.common import (
+from crp_stream.events.common import (
     DEFAULT_MAX_FACTS,
     LIST_MAX,
     MAX_SUB_QUERIES,

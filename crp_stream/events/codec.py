@@ -1,57 +1,36 @@
-"""The event contract of crp-stream (CONTRACT.md): typed models, topics, and the edge codec.
-
-Public API
-----------
-- Models (pydantic v2; strict; unknown fields kept and round-tripped):
-  inputs ``DocumentPublished`` (``FactInput``), ``TelemetryObserved``, ``WindowRequested``
-  (``QuerySpec``, ``SubQuery``, ``Policy``), ``WindowReported`` (``Addressed``), ``OperatorCommand``;
-  outputs ``FactRecorded``, ``FactStatusChanged``, ``EnvelopeAssembled`` (``EnvelopeFact``),
-  ``AuditRecorded``, ``RefreshRequested``, ``QuarantineCandidate``, ``EventRejected``.
-- ``TOPICS``: default topic name -> ``TopicSpec``; ``topic_name(base, prefix)``.
-- ``decode_input(topic, raw, max_bytes)`` -> event, or raises ``Rejected(reason)``.
-- ``encode(event)`` -> canonical JSON bytes; ``deadletter(...)`` -> ``EventRejected``.
-"""
+"""The edge codec: record bytes -> a typed event (or ``Rejected`` naming the field), events -> canonical bytes."""
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from types import MappingProxyType
 from typing import Any, TypeAlias, cast
 
 from pydantic import ValidationError
 from pydantic_core import from_json
 
-from crp_stream.event_models.common import DEFAULT_MAX_FACTS, VALUE_MAX, described, json_kind, shown
-from crp_stream.event_models.common import Event as EventModel
-from crp_stream.event_models.inputs import (
-    INPUT_MODELS,
-    Addressed,
+from crp_stream.events.common import DEFAULT_MAX_FACTS, VALUE_MAX, described, json_kind, shown
+from crp_stream.events.common import Event as EventModel
+from crp_stream.events.inputs import (
     DocumentPublished,
-    FactInput,
     OperatorCommand,
-    Policy,
-    QuerySpec,
-    SubQuery,
     TelemetryObserved,
     WindowReported,
     WindowRequested,
 )
-from crp_stream.event_models.outputs import (
-    OUTPUT_MODELS,
+from crp_stream.events.outputs import (
     AuditRecorded,
     EnvelopeAssembled,
-    EnvelopeFact,
     EventRejected,
     FactRecorded,
     FactStatusChanged,
     QuarantineCandidate,
     RefreshRequested,
 )
-from crp_stream.event_models.reasons import extras_nonfinite, nonfinite_path, one_line, reason_from
+from crp_stream.events.reasons import extras_nonfinite, nonfinite_path, one_line, reason_from
+from crp_stream.events.rejected import Rejected
+from crp_stream.events.topics import DEFAULT_PREFIX, topic_spec
 
 Event: TypeAlias = (
     DocumentPublished
@@ -70,85 +49,7 @@ Event: TypeAlias = (
 
 MAX_RECORD_BYTES = 1024 * 1024
 MAX_DEPTH = 32
-DEFAULT_PREFIX = "crp."
 BASE64_PREFIX = "base64:"
-
-
-class Rejected(Exception):
-    """A record failed validation at the edge; ``reason`` names the field and what was wrong."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-# --- topics -----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TopicSpec:
-    """A topic of CONTRACT.md: its default name, the events it carries, and what its key is."""
-
-    name: str
-    models: tuple[type[EventModel], ...]
-    is_input: bool
-    key: str
-
-    @property
-    def model(self) -> type[EventModel]:
-        """The single event model of this topic (``crp.facts`` carries two: use ``models``)."""
-        if len(self.models) != 1:
-            raise TypeError(f"topic {self.name} carries {len(self.models)} event types")
-        return self.models[0]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(m.__name__ for m in self.models)
-
-
-def _spec(name: str, is_input: bool, key: str, *models: type[EventModel]) -> tuple[str, TopicSpec]:
-    return name, TopicSpec(name, models, is_input, key)
-
-
-TOPICS: Mapping[str, TopicSpec] = MappingProxyType(
-    dict(
-        [
-            _spec("crp.documents", True, "source", DocumentPublished),
-            _spec("crp.telemetry", True, "source", TelemetryObserved),
-            _spec("crp.window.requests", True, "session_id", WindowRequested),
-            _spec("crp.window.reports", True, "session_id", WindowReported),
-            _spec("crp.operator.commands", True, "subject or source", OperatorCommand),
-            _spec("crp.facts", False, "fact_id", FactRecorded, FactStatusChanged),
-            _spec("crp.envelopes", False, "session_id", EnvelopeAssembled),
-            _spec("crp.audit", False, "subject, session or source", AuditRecorded),
-            _spec("crp.refresh.requests", False, "stale source", RefreshRequested),
-            _spec("crp.quarantine.candidates", False, "suspect source", QuarantineCandidate),
-            _spec("crp.deadletter", False, "the rejected record's key", EventRejected),
-        ]
-    )
-)
-INPUT_TOPICS: tuple[str, ...] = tuple(n for n, s in TOPICS.items() if s.is_input)
-OUTPUT_TOPICS: tuple[str, ...] = tuple(n for n, s in TOPICS.items() if not s.is_input)
-EVENT_MODELS: Mapping[str, type[EventModel]] = MappingProxyType(
-    {m.__name__: m for m in (*INPUT_MODELS, *OUTPUT_MODELS)}
-)
-
-
-def topic_name(base: str, prefix: str = DEFAULT_PREFIX) -> str:
-    """The topic name under ``prefix``: ``topic_name("documents", "acme.")`` == ``"acme.documents"``.
-
-    ``base`` may also be a default name (``"crp.documents"``), whose ``crp.`` is replaced.
-    """
-    return prefix + base.removeprefix(DEFAULT_PREFIX)
-
-
-def topic_spec(topic: str, prefix: str = DEFAULT_PREFIX) -> TopicSpec | None:
-    """The contract topic behind ``topic`` (a default name, or a name under ``prefix``), or None."""
-    if topic.startswith(prefix):
-        found = TOPICS.get(DEFAULT_PREFIX + topic[len(prefix) :])
-        if found is not None:
-            return found
-    return TOPICS.get(topic)
 
 
 # --- decoding ---------------------------------------------------------------------------------------
@@ -232,9 +133,7 @@ def _parse_refused(text: str, fast_error: str) -> Any:
     raise Rejected(one_line(f"invalid JSON: {fast_error[:160]}"))
 
 
-def validate_value(
-    topic: str, data: Any, *, max_facts: int = DEFAULT_MAX_FACTS, prefix: str = DEFAULT_PREFIX
-) -> Event:
+def validate_value(topic: str, data: Any, *, max_facts: int = DEFAULT_MAX_FACTS, prefix: str = DEFAULT_PREFIX) -> Event:
     """A parsed JSON value of ``topic`` -> its event, or ``Rejected`` naming the field.
 
     ``data`` is what ``parse_json`` returns (nesting and NaN literals already checked there).
@@ -331,46 +230,3 @@ def deadletter(topic: str, key: str | None, raw: bytes, reason: str, at: datetim
     """The ``crp.deadletter`` record of a rejected input: nothing of the original is lost."""
     text = one_line(reason)
     return EventRejected(topic=topic, key=key, raw=raw_text(raw), reason=text[:VALUE_MAX], at=at)
-
-
-__all__ = [
-    "DEFAULT_MAX_FACTS",
-    "EVENT_MODELS",
-    "INPUT_TOPICS",
-    "MAX_DEPTH",
-    "MAX_RECORD_BYTES",
-    "OUTPUT_TOPICS",
-    "TOPICS",
-    "Addressed",
-    "AuditRecorded",
-    "DocumentPublished",
-    "EnvelopeAssembled",
-    "EnvelopeFact",
-    "Event",
-    "EventModel",
-    "EventRejected",
-    "FactInput",
-    "FactRecorded",
-    "FactStatusChanged",
-    "OperatorCommand",
-    "Policy",
-    "QuarantineCandidate",
-    "QuerySpec",
-    "RefreshRequested",
-    "Rejected",
-    "SubQuery",
-    "TelemetryObserved",
-    "TopicSpec",
-    "WindowReported",
-    "WindowRequested",
-    "deadletter",
-    "decode_input",
-    "encode",
-    "nesting_depth",
-    "parse_json",
-    "raw_bytes",
-    "raw_text",
-    "topic_name",
-    "topic_spec",
-    "validate_value",
-]

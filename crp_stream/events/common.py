@@ -41,9 +41,7 @@ SourceType = Literal[
     "regulatory", "official", "version_specific", "news", "community", "unverified", "user", "telemetry"
 ]
 FactStatus = Literal["active", "stale", "quarantined", "superseded", "expired"]
-EnvelopeStatus = Literal[
-    "in-progress", "task-complete", "limit-reached", "ckf-exhausted", "safety-budget-depleted"
-]
+EnvelopeStatus = Literal["in-progress", "task-complete", "limit-reached", "ckf-exhausted", "safety-budget-depleted"]
 AuditType = Literal[
     "CONTRADICTION_RESOLVED",
     "CONTRADICTION_UNRESOLVED",
@@ -150,10 +148,7 @@ def parse_time(value: object) -> datetime:
 def format_time(value: datetime) -> str:
     """Canonical UTC text, always with microseconds, so equal instants give equal bytes."""
     v = value.astimezone(UTC)
-    return (
-        f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}"
-        f".{v.microsecond:06d}Z"
-    )
+    return f"{v.year:04d}-{v.month:02d}-{v.day:02d}T{v.hour:02d}:{v.minute:02d}:{v.second:02d}.{v.microsecond:06d}Z"
 
 
 Time = Annotated[
