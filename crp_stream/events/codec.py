@@ -177,7 +177,7 @@ def decode_input(
     max_facts: int = DEFAULT_MAX_FACTS,
     prefix: str = DEFAULT_PREFIX,
 ) -> Event:
-    """CONTRACT.md edge validation: a record's bytes on ``topic`` -> its typed event.
+    """docs/contract.md edge validation: a record's bytes on ``topic`` -> its typed event.
 
     Raises ``Rejected`` with a one-line reason naming the field and what was wrong; the caller
     dead-letters the record with ``deadletter``. Any topic of ``TOPICS`` decodes (output topics too,
@@ -208,7 +208,7 @@ def encode(event: EventModel) -> bytes:
 
 
 def raw_text(raw: bytes) -> str:
-    """CONTRACT.md ``raw``: the original bytes as text, or ``"base64:"`` + base64 when they are not
+    """docs/contract.md ``raw``: the original bytes as text, or ``"base64:"`` + base64 when they are not
     UTF-8 (or when the text itself starts with the prefix, so decoding is never ambiguous)."""
     try:
         text = raw.decode("utf-8")

@@ -1,4 +1,4 @@
-"""Field types and the base model shared by every event (CONTRACT.md).
+"""Field types and the base model shared by every event (docs/contract.md).
 
 Every model is strict (a JSON string never becomes a number), keeps unknown fields (they round-trip),
 and rejects NaN and infinities. Times are RFC 3339 with a zone, held as UTC ``datetime`` and written as
@@ -122,7 +122,7 @@ _TIME_EXAMPLE = "e.g. 2025-01-31T12:00:00Z"
 
 
 def parse_time(value: object) -> datetime:
-    """CONTRACT.md: times are RFC 3339 with a zone; a naive time is rejected. Returns UTC."""
+    """docs/contract.md: times are RFC 3339 with a zone; a naive time is rejected. Returns UTC."""
     if isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
             raise ValueError(f"time has no zone ({_TIME_EXAMPLE})")
@@ -245,7 +245,7 @@ class Event(Part):
 
 
 def require_type(schema: dict[str, Any]) -> None:
-    """Output topics: CONTRACT.md says every value carries ``type``; only inputs may omit it."""
+    """Output topics: docs/contract.md says every value carries ``type``; only inputs may omit it."""
     required = list(schema.get("required", []))
     if "type" not in required:
         schema["required"] = ["type", *required]

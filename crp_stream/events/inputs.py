@@ -1,4 +1,4 @@
-"""Input events (CONTRACT.md "Input topics"): what producers, generators and operators publish.
+"""Input events (docs/contract.md "Input topics"): what producers, generators and operators publish.
 
 On an input topic ``type`` may be omitted (the topic implies it); when present it must match.
 """
@@ -37,7 +37,7 @@ MAX_WINDOW = 10_000  # far past any max_windows; keeps window numbers in a 64-bi
 
 
 def _needs_model(embedding_model: str | None, vectors: dict[str, list[float] | None]) -> None:
-    """CONTRACT.md: ``embedding_model`` is required when any vector is given."""
+    """docs/contract.md: ``embedding_model`` is required when any vector is given."""
     path = first_vector(vectors)
     if path is not None and embedding_model is None:
         raise FieldError("embedding_model", f"required when a vector is given ({path})")

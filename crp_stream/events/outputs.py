@@ -1,4 +1,4 @@
-"""Output events (CONTRACT.md "Output topics"): what crp-stream publishes.
+"""Output events (docs/contract.md "Output topics"): what crp-stream publishes.
 
 Every output value carries ``type`` on the wire; the models default it so code can build them
 without repeating the name, and ``encode`` always writes it.

@@ -31,7 +31,7 @@ DEFAULT_PREFIX = "crp."
 
 @dataclass(frozen=True)
 class TopicSpec:
-    """A topic of CONTRACT.md: its default name, the events it carries, and what its key is."""
+    """A topic of docs/contract.md: its default name, the events it carries, and what its key is."""
 
     name: str
     models: tuple[type[EventModel], ...]

@@ -35,11 +35,11 @@ from crp_stream.events import INPUT_TOPICS
 from crp_stream.fabric import db
 from crp_stream.fabric.fabric import Fabric, open_vector_index
 from crp_stream.processors import all_handlers
-from crp_stream.processors.base import Handler, Output, Record
+from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import ID_HEADER, apply_record, internal_error_output
 from crp_stream.runtime import projections
-from crp_stream.runtime.kafka_delivery import route
-from crp_stream.runtime.kafka_topics import ALL_TOPICS, bootstrap_servers
+from crp_stream.runtime.kafka.delivery import route
+from crp_stream.runtime.kafka.topics import ALL_TOPICS, bootstrap_servers
 from crp_stream.runtime.rebuild import RebuildResult, drop_projections, restore_audit, saved_rows, verified
 from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
@@ -85,19 +85,22 @@ async def _rebuild(settings: Settings, verify: bool) -> RebuildResult:
     _clear_worker_journals(settings)
     producer = AIOKafkaProducer(bootstrap_servers=servers, acks="all")
     await producer.start()
-    fabric = Fabric(settings, engine=engine, migrate=False)
+    tmp = tempfile.TemporaryDirectory()
+    journal = VectorJournal(Path(tmp.name) / "journal.sqlite")
+    fabric = Fabric(settings, engine=engine, migrate=False,
+                    vectors=GuardedVectors(open_vector_index(settings.vectors), journal))
     try:
         fabric.vectors.delete_all()
-        with tempfile.TemporaryDirectory() as tmp:
-            replay = _Replay(settings, fabric, topics, producer, VectorJournal(Path(tmp) / "journal.sqlite"))
-            for msg in topics.inputs:
-                await replay.input(msg)
-            replay.finish()
-            replay.journal.close()
+        replay = _Replay(settings, fabric, topics, producer, journal)
+        for msg in topics.inputs:
+            await replay.input(msg)
+        replay.finish()
         restored = restore_audit(fabric, audit_rows)
         fabric.vectors.flush()
     finally:
+        journal.close()
         fabric.close()
+        tmp.cleanup()
         await producer.stop()
     return verified(RebuildResult(len(topics.inputs), replay.handled, dict(replay.grown), restored), before,
                     settings, snapshot)
@@ -108,7 +111,6 @@ class _Replay:
                  journal: VectorJournal):
         self.settings, self.fabric, self.topics, self.producer = settings, fabric, topics, producer
         self.journal = journal
-        fabric.vectors = GuardedVectors(fabric.vectors, journal)  # type: ignore[assignment]
         self.handlers = all_handlers()
         for h in self.handlers:
             h.bind(fabric)
@@ -129,7 +131,7 @@ class _Replay:
                     if any(out.topic in other.topics for other in self.handlers):
                         queue.append(_record(copy))
 
-    def apply(self, h: Handler, record: Record) -> list[Output]:
+    def apply(self, h: AnyHandler, record: Record) -> list[Output]:
         """One transaction, as the live worker; transient errors retried, others dead-lettered at the third."""
         attempts, delay = 0, 0.05
         failed: BaseException | None = None

@@ -28,9 +28,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from sqlalchemy import text
 
 from crp_stream.fabric.db import make_engine
-from tests.conftest import require_env
+from tests.support.services import require_env
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OUTPUT_TOPICS = ("crp.facts", "crp.envelopes", "crp.audit", "crp.refresh.requests", "crp.quarantine.candidates",
                  "crp.deadletter")
 INPUTS_BY_GROUP = {
@@ -83,8 +83,9 @@ class WorkerProcess:
 
     def __init__(self, tmp: Path, prefix: str, database: str, *, name: str = "w", groups: str | None = None,
                  qdrant: str | None = None, embedder: str = "hashing", partitions: int = 4,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, exit_after_commit: int | None = None):
         self.tmp, self.prefix, self.database, self.name = tmp, prefix, database, name
+        self.exit_after_commit = exit_after_commit  # the fault: die between a commit and its produce
         self.groups, self.embedder, self.partitions = groups, embedder, partitions
         self.qdrant = qdrant or f"edge:{tmp / ('vectors-' + name)}"
         self.port = free_port()
@@ -93,7 +94,9 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def args(self) -> list[str]:
-        args = [sys.executable, "-m", "crp_stream.cli", "worker", "--broker", broker(), "--database",
+        launcher = ["-m", "crp_stream"] if self.exit_after_commit is None else [
+            "-m", "tests.support.faulty_worker", str(self.exit_after_commit)]
+        args = [sys.executable, *launcher, "worker", "--broker", broker(), "--database",
                 self.database, "--qdrant", self.qdrant, "--embedder", self.embedder, "--data",
                 str(self.tmp / f"data-{self.name}"), "--partitions", str(self.partitions), "--metrics-port",
                 str(self.port)]

@@ -1,24 +1,19 @@
 """Drive the whole embedded pipeline with chosen log-append times, for the arbiter scenarios.
 
-``Pipeline`` is what ``runtime.replay.replay_records`` does, kept open so a test can publish more
-records (operator commands) and look at the fabric between steps.
+``Pipeline`` is ``crp_stream.testing.Pipeline`` with the scenarios' settings: a test publishes more
+records (operator commands) and looks at the fabric between steps.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from crp_stream import testing
 from crp_stream.config import Settings
-from crp_stream.fabric.fabric import Fabric, UnitOfWork
-from crp_stream.processors import all_handlers
 from crp_stream.processors.base import dt_to_us
-from crp_stream.runtime.embedded import EmbeddedRuntime
-from crp_stream.runtime.log import EmbeddedLog, LogRecord
 
 DAY_US = 86_400 * 1_000_000
 NOW_US = dt_to_us(datetime(2026, 11, 13, tzinfo=UTC))
@@ -73,21 +68,12 @@ def seed_incident(**telemetry_extra: Any) -> list[Input]:
     return out
 
 
-class Pipeline:
-    def __init__(self, tmp_path: Path, **settings_kw: Any):
-        self.settings = settings(tmp_path, **settings_kw)
-        self.now = {"ts": 0}
-        self.fabric = Fabric(self.settings)
-        self.log = EmbeddedLog(self.settings.log_path, lambda: self.now["ts"])
-        self.records: list[LogRecord] = []
-        self.rt = EmbeddedRuntime(self.fabric, self.log, all_handlers(), on_output=self.records.append)
+class Pipeline(testing.Pipeline):
+    """``crp_stream.testing.Pipeline`` with the scenarios' settings and operator shortcuts."""
 
-    def feed(self, inputs: list[Input]) -> Pipeline:
-        for topic, key, ts, raw in inputs:
-            self.now["ts"] = max(self.now["ts"], ts)
-            self.rt.publish(topic, key, raw, ts_us=self.now["ts"])
-            self.rt.run_until_idle()
-        return self
+    def __init__(self, tmp_path: Path, **settings_kw: Any):
+        super().__init__(settings(tmp_path, **settings_kw))
+        self.records = self.outputs
 
     def command(self, command: str, target_id: str, ts_us: int, actor: str | None = "alice",
                 command_id: str | None = None, **extra: Any) -> Pipeline:
@@ -97,17 +83,8 @@ class Pipeline:
             value["actor"] = actor
         return self.feed([rec("crp.operator.commands", value, ts_us, key="ops")])
 
-    def out(self, topic: str, type_: str | None = None) -> list[dict[str, Any]]:
-        values = [json.loads(r.value) for r in self.records if r.topic == self.settings.topic(topic)]
-        return [v for v in values if type_ is None or v.get("type") == type_]
-
     def audits(self, audit_type: str) -> list[dict[str, Any]]:
         return [a for a in self.out("crp.audit") if a["audit_type"] == audit_type]
-
-    @contextmanager
-    def uow(self) -> Iterator[UnitOfWork]:
-        with self.fabric.unit_of_work() as uow:
-            yield uow
 
     def statuses(self, source: str) -> dict[str, str]:
         with self.uow() as uow:
@@ -118,7 +95,3 @@ class Pipeline:
 
         with self.uow() as uow:
             return uow.repo.get_claim(claim_key(subject, attribute))
-
-    def close(self) -> None:
-        self.fabric.close()
-        self.log.close()

@@ -21,18 +21,16 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from crp_stream.events import INPUT_TOPICS
-from crp_stream.fabric.fabric import Fabric
-from crp_stream.processors.base import Handler, Output, Record
+from crp_stream.fabric.fabric import Fabric, UnitOfWork
+from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import ID_HEADER, apply_record, internal_error_output
-from crp_stream.runtime.log import Append, EmbeddedLog, Headers, LogRecord
+from crp_stream.runtime.embedded.log import Append, EmbeddedLog, Headers, LogRecord
 from crp_stream.runtime.transient import is_transient
-from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
+from crp_stream.runtime.vector_guard import GuardedVectors, reconcile
 
 log = logging.getLogger("crp_stream.runtime")
-
 
 
 def system_clock() -> int:
@@ -47,7 +45,7 @@ class Stats:
 
 
 class EmbeddedRuntime:
-    def __init__(self, fabric: Fabric, log_: EmbeddedLog, handlers: Sequence[Handler],
+    def __init__(self, fabric: Fabric, log_: EmbeddedLog, handlers: Sequence[AnyHandler],
                  max_attempts: int = 3, on_output: Callable[[LogRecord], None] | None = None,
                  batch_size: int = 200, rederive: bool = False):
         self.fabric = fabric
@@ -65,11 +63,10 @@ class EmbeddedRuntime:
         self._isolate = 0  # records left to process one per transaction after a failed batch
         self.rederive = rederive
         self._inputs = [self.physical(t) for t in INPUT_TOPICS] if rederive else None
-        self.journal = VectorJournal(log_.path.with_name(log_.path.name + ".vector-journal"))
         if not isinstance(fabric.vectors, GuardedVectors):
-            fabric.vectors = GuardedVectors(fabric.vectors, self.journal)  # type: ignore[assignment]
-        else:
-            fabric.vectors.journal = self.journal
+            raise TypeError("EmbeddedRuntime needs a fabric with a guarded vector index: build it with "
+                            "crp_stream.runtime.embedded.open_fabric")
+        self.journal = fabric.vectors.journal
         for h in self.handlers:
             h.bind(fabric)
         self._load_offsets()
@@ -185,7 +182,7 @@ class EmbeddedRuntime:
         headers = ((ID_HEADER, lr.record_id.encode()),) if lr.record_id else ()
         return Record(base, lr.partition, lr.offset, lr.key, lr.value, lr.ts_us, lr.headers + headers)
 
-    def _dispatch(self, lr: LogRecord, uow: Any, caused: bool = False) -> int:
+    def _dispatch(self, lr: LogRecord, uow: UnitOfWork, caused: bool = False) -> int:
         record = self._record(lr)
         base = record.topic
         # Rebuild: a re-caused record is consumed now, whatever older derivations the offsets passed.

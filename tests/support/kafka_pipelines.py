@@ -32,11 +32,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from crp_stream.config import Settings
 from crp_stream.fabric.db import make_engine
 from crp_stream.fabric.fabric import open_vector_index
-from crp_stream.runtime.kafka_topics import ensure_topics
+from crp_stream.runtime.kafka.topics import ensure_topics
 from crp_stream.runtime.projections import differences, tables_snapshot, vectors_snapshot
-from tests.conftest import fresh_postgres_url
-from tests.crash_harness import MODEL, Input, compare_outputs
-from tests.kafka_harness import INPUTS_BY_GROUP, Consumed, Kafka, WorkerProcess, broker, unique_prefix
+from tests.support.crash import MODEL, Input, compare_outputs
+from tests.support.kafka import INPUTS_BY_GROUP, Consumed, Kafka, WorkerProcess, broker, unique_prefix
+from tests.support.services import fresh_postgres_url
 
 GROUP_OF = {t: g for g, topics in INPUTS_BY_GROUP.items() for t in topics}
 TIME_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})")

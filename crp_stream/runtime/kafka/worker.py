@@ -35,7 +35,7 @@ A record the handlers apply twice anyway (a duplicate publish, a zombie worker) 
 
 A broker that goes away stops nothing: the clients reconnect, outputs wait for their acknowledgement,
 and ``kafka_watch.BrokerWatch`` says so (and when it is back) with backoff, ``/health`` degraded meanwhile.
-Handler work runs on one thread per worker (the vector index is not thread-safe), off the event loop
+AnyHandler work runs on one thread per worker (the vector index is not thread-safe), off the event loop
 so heartbeats and the web endpoints stay responsive. Transient errors (database, vector index) are
 retried with backoff, forever; any other error is retried ``max_attempts`` times, then dead-lettered.
 Vector writes are not part of the database transaction: as in the embedded runtime they are
@@ -50,10 +50,10 @@ import asyncio
 import contextlib
 import functools
 import logging
-import os
 import signal
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
@@ -64,20 +64,20 @@ from sqlalchemy import text
 
 from crp_stream.config import ConfigError, Settings
 from crp_stream.fabric import db
-from crp_stream.fabric.fabric import Fabric
-from crp_stream.processors import all_handlers
-from crp_stream.processors.base import Handler, Output, Record
+from crp_stream.fabric.fabric import Fabric, open_vector_index
+from crp_stream.processors import HANDLER_GROUPS, all_handlers
+from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import apply_record, internal_error_output
-from crp_stream.runtime.kafka_delivery import Routed, load_outbox, outbox_key, route, save_outbox
-from crp_stream.runtime.kafka_topics import bootstrap_servers, ensure_topics
-from crp_stream.runtime.kafka_watch import BrokerWatch, RateLimit
-from crp_stream.runtime.metrics import CONTENT_TYPE_LATEST, Metrics
+from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, route, save_outbox
+from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
+from crp_stream.runtime.kafka.topics import bootstrap_servers, ensure_topics
+from crp_stream.runtime.kafka.watch import BrokerWatch, RateLimit
 from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
 
 log = logging.getLogger("crp_stream.kafka")
 
-GROUPS = ("ingest", "arbiter", "retrieval", "operator")
+GROUPS = HANDLER_GROUPS
 LOG_APPEND_TIME = 1
 MIGRATION_LOCK = 0x637270  # pg advisory lock: workers starting together migrate one at a time
 
@@ -90,36 +90,35 @@ def parse_groups(raw: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(g for g in GROUPS if g in items)
 
 
-def open_fabric(settings: Settings) -> Fabric:
-    """The fabric, migrated once even when several workers start together on one PostgreSQL."""
+def open_fabric(settings: Settings, journal: VectorJournal) -> Fabric:
+    """The fabric with its vector index guarded by ``journal``, migrated once even when several
+    workers start together on one PostgreSQL."""
     engine = db.make_engine(settings.database)
+    vectors = GuardedVectors(open_vector_index(settings.vectors), journal)
     if engine.dialect.name != "postgresql":
-        return Fabric(settings, engine=engine)
+        return Fabric(settings, engine=engine, vectors=vectors)
     with engine.connect() as conn:
         conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK})
         try:
-            return Fabric(settings, engine=engine)
+            return Fabric(settings, engine=engine, vectors=vectors)
         finally:
             conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK})
 
 
 class KafkaWorker:
-    def __init__(self, settings: Settings, groups: Sequence[str] | None = None, *, fabric: Fabric | None = None,
-                 max_attempts: int = 3, session_timeout_s: float = 10.0, commit_interval_s: float = 1.0):
+    def __init__(self, settings: Settings, groups: Sequence[str] | None = None, *, max_attempts: int = 3,
+                 session_timeout_s: float = 10.0, commit_interval_s: float = 1.0,
+                 after_commit: Callable[[list[Routed]], None] | None = None):
         self.settings = settings
         self.servers = bootstrap_servers(settings.broker)
         self.groups = parse_groups(groups)
-        self.handlers: list[Handler] = [h for h in all_handlers() if h.group in self.groups]
+        self.handlers: list[AnyHandler] = [h for h in all_handlers() if h.group in self.groups]
         missing = sorted(set(self.groups) - {h.group for h in self.handlers})
         if missing:
             raise ConfigError(f"groups: no handler is installed for {', '.join(missing)}")
-        self.fabric = fabric or open_fabric(settings)
         # vector writes are outside the database transaction: journal them, undo them on a rollback
         self.journal = VectorJournal(self.journal_path())
-        if isinstance(self.fabric.vectors, GuardedVectors):
-            self.fabric.vectors.journal = self.journal
-        else:
-            self.fabric.vectors = GuardedVectors(self.fabric.vectors, self.journal)  # type: ignore[assignment]
+        self.fabric = open_fabric(settings, self.journal)
         for h in self.handlers:
             h.bind(self.fabric)
         reconcile(self.fabric, self.journal)  # a crash may have left a record's vector writes behind
@@ -132,7 +131,9 @@ class KafkaWorker:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="crp-fabric")
         self._generation: dict[tuple[str, str, int], int | None] = {}
         self._committed: dict[tuple[str, str, int], int] = {}  # fabric offset, as loaded and advanced
-        self._outbox_dirty: set[str] = set()  # outboxes that may hold rows (touched by the fabric thread)
+        # Both sets are changed by the fabric thread and the event loop: only under ``_outbox_lock``.
+        self._outbox_lock = threading.Lock()
+        self._outbox_dirty: set[str] = set()  # outboxes that may hold rows
         self._unacked: set[str] = set()  # outboxes whose rows the broker has not acknowledged yet
         self._group_of: dict[str, str] = {settings.topic(t): h.group for h in self.handlers for t in h.topics}
         self._warned_ts: set[str] = set()
@@ -140,8 +141,7 @@ class KafkaWorker:
         self.last_error: str | None = None
         self.started_at: float | None = None
         self.broker = BrokerWatch(self.servers, on_change=lambda up: self.metrics.broker_reachable.set(int(up)))
-        raw_exit = os.environ.get("CRP_TEST_EXIT_AFTER_COMMIT")
-        self._exit_after: int | None = int(raw_exit) if raw_exit else None
+        self._after_commit = after_commit  # tests inject faults here (between commit and produce)
 
     def journal_path(self) -> Path:
         """Beside an embedded index (one process per index); else per data dir and consumer group, so
@@ -203,7 +203,7 @@ class KafkaWorker:
         self.app = app
         return app
 
-    def _agent(self, h: Handler) -> Any:
+    def _agent(self, h: AnyHandler) -> Any:
         async def agent(stream: Any) -> None:
             async for event in stream.events():
                 await self.handle_message(h, event.message)
@@ -212,7 +212,7 @@ class KafkaWorker:
         return agent
 
     # one record -----------------------------------------------------------------------------------
-    async def handle_message(self, h: Handler, m: Any) -> None:
+    async def handle_message(self, h: AnyHandler, m: Any) -> None:
         base = self.settings.base_topic(m.topic)
         if m.timestamp_type != LOG_APPEND_TIME and m.topic not in self._warned_ts:
             self._warned_ts.add(m.topic)
@@ -232,16 +232,14 @@ class KafkaWorker:
         t0 = time.perf_counter()
         outputs, routed = await self._apply(h, record)
         elapsed = time.perf_counter() - t0
-        if outputs is not None and self._exit_after is not None:
-            self._exit_after -= 1
-            if self._exit_after <= 0:  # fault injection: die between the commit and the produce
-                log.error("CRP_TEST_EXIT_AFTER_COMMIT: exiting before producing %d outputs", len(routed))
-                os._exit(99)
+        if outputs is not None and self._after_commit is not None:
+            self._after_commit(routed)
         t1 = time.perf_counter()
         await self._produce(routed)
         if routed:
             self.metrics.produced.observe(time.perf_counter() - t1)
-        self._unacked.discard(outbox_key(h.group, base, m.partition))
+        with self._outbox_lock:
+            self._unacked.discard(outbox_key(h.group, base, m.partition))
         self._committed[slot] = record.offset + 1
         if outputs is not None:
             self.metrics.observe(h.group, base, elapsed)
@@ -257,7 +255,7 @@ class KafkaWorker:
                 self._committed.pop(slot, None)
                 self._generation.pop(slot, None)
 
-    async def _claim_partition(self, h: Handler, base: str, partition: int) -> None:
+    async def _claim_partition(self, h: AnyHandler, base: str, partition: int) -> None:
         """First record of a (re)assigned partition: load the fabric's offset, re-produce the outbox."""
         okey = outbox_key(h.group, base, partition)
 
@@ -270,7 +268,8 @@ class KafkaWorker:
             log.info("%s: %s[%d] assigned; producing %d outputs of its outbox again (same crp-id)",
                      h.group, base, partition, len(pending))
             await self._produce(pending)
-            self._outbox_dirty.add(okey)
+            with self._outbox_lock:
+                self._outbox_dirty.add(okey)
         self._committed[(h.group, base, partition)] = committed
 
     async def _retry(self, fn: Any, what: str) -> Any:
@@ -287,7 +286,7 @@ class KafkaWorker:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _apply(self, h: Handler, record: Record) -> tuple[list[Output] | None, list[Routed]]:
+    async def _apply(self, h: AnyHandler, record: Record) -> tuple[list[Output] | None, list[Routed]]:
         """Apply with retries; ``(None, [])`` when the fabric had already committed the record."""
         loop = asyncio.get_running_loop()
         attempt = 0
@@ -317,7 +316,7 @@ class KafkaWorker:
                     functools.partial(self._apply_sync, h, record, exc), where)
                 return done
 
-    def _apply_sync(self, h: Handler, record: Record, failed: BaseException | None,
+    def _apply_sync(self, h: AnyHandler, record: Record, failed: BaseException | None,
                     ) -> tuple[list[Output] | None, list[Routed]]:
         okey = outbox_key(h.group, record.topic, record.partition)
         if self._unreconciled:  # a rolled-back attempt's vector writes first; while down, raises: retried
@@ -330,17 +329,20 @@ class KafkaWorker:
                 outs = apply_record(h, record, uow) if failed is None else internal_error_output(h, record, failed)
                 uow.repo.commit_offset(h.group, record.topic, record.partition, record.offset + 1)
                 routed = route(outs, uow, self.settings, self.partitions)
-                if routed or okey in self._outbox_dirty:
+                with self._outbox_lock:
+                    dirty = okey in self._outbox_dirty
+                if routed or dirty:
                     save_outbox(uow, okey, routed)
         except BaseException:
             self._reconcile()
             raise
         self.journal.clear()
-        if routed:
-            self._outbox_dirty.add(okey)
-            self._unacked.add(okey)
-        else:
-            self._outbox_dirty.discard(okey)
+        with self._outbox_lock:
+            if routed:
+                self._outbox_dirty.add(okey)
+                self._unacked.add(okey)
+            else:
+                self._outbox_dirty.discard(okey)
         return outs, routed
 
     def _reconcile(self) -> None:
@@ -443,13 +445,15 @@ class KafkaWorker:
     def _clear_outboxes(self) -> None:
         """On a clean stop, empty the outboxes whose outputs the broker acknowledged, so the next
         owner of the partition has nothing to produce again."""
-        done = sorted(self._outbox_dirty - self._unacked)
+        with self._outbox_lock:
+            done = sorted(self._outbox_dirty - self._unacked)
         if not done:
             return
         with self.fabric.unit_of_work() as uow:
             for okey in done:
                 save_outbox(uow, okey, [])
-        self._outbox_dirty.difference_update(done)
+        with self._outbox_lock:
+            self._outbox_dirty.difference_update(done)
 
     async def run(self, stop: asyncio.Event | None = None) -> int:
         """Run until ``stop`` is set (or SIGTERM/SIGINT); 1 if the faust app crashed."""
@@ -476,7 +480,8 @@ class KafkaWorker:
         return code
 
 
-def run_worker(settings: Settings, groups: Sequence[str] | str | None = None) -> int:
+def run_worker(settings: Settings, groups: Sequence[str] | str | None = None,
+               after_commit: Callable[[list[Routed]], None] | None = None) -> int:
     """``crp-stream worker``: run one Kafka worker process until it is told to stop."""
     for name in ("faust", "mode", "aiokafka", "kafka"):
         if logging.getLogger().level > logging.DEBUG:
@@ -484,7 +489,7 @@ def run_worker(settings: Settings, groups: Sequence[str] | str | None = None) ->
     limit = RateLimit()  # the clients log every reconnect attempt; BrokerWatch says what matters
     for handler in logging.getLogger().handlers:
         handler.addFilter(limit)
-    worker = KafkaWorker(settings, parse_groups(groups))
+    worker = KafkaWorker(settings, parse_groups(groups), after_commit=after_commit)
     return asyncio.run(worker.run())
 
 

@@ -15,14 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
-from crp_stream.config import Settings
+from crp_stream.cli.base import CliError, add_common, settings_of
 from crp_stream.core.calibration import Thresholds, background_similarity, calibrate_thresholds
+from crp_stream.runtime.embedded import open_fabric
 
 DEFAULT_SAMPLE = 2000
 MAX_SAMPLE = 5000  # the pairwise matrix is sample² float32: 100 MB at the cap
@@ -32,11 +33,10 @@ SETTING_OF = {"min_relevance": "min_relevance", "edge_threshold": "edge_threshol
               "contradiction_threshold": "contradiction_threshold"}
 
 
-def add_command(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
-    """Register ``calibrate`` on the top-level sub-parser."""
+def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "calibrate", help="derive similarity thresholds from the fabric's own similarity distribution")
-    common(p)
+    add_common(p)
     p.add_argument("--sample", type=int, default=DEFAULT_SAMPLE,
                    help=f"facts to sample (2..{MAX_SAMPLE}, default {DEFAULT_SAMPLE})")
     p.add_argument("--query", action="append", default=[], metavar="TEXT",
@@ -44,15 +44,15 @@ def add_command(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> 
     p.add_argument("--store", action="store_true",
                    help="save the result in the fabric (meta thresholds:<model>) for the workers to use")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=run)
 
 
-def run(ns: argparse.Namespace, settings: Settings) -> int:
-    from crp_stream.cli import CliError
-    from crp_stream.fabric.fabric import Fabric
+def run(ns: argparse.Namespace) -> int:
+    settings = settings_of(ns)
 
     if not 2 <= ns.sample <= MAX_SAMPLE:
         raise CliError(f"calibrate: --sample must be within 2..{MAX_SAMPLE}, got {ns.sample}")
-    fabric = Fabric(settings)
+    fabric = open_fabric(settings)
     try:
         result = calibrate_fabric(fabric, ns.sample, ns.query, store=ns.store)
     except ValueError as exc:

@@ -1,7 +1,7 @@
 """Kafka topics of crp-stream: names, creation with an admin client, and the checks a worker needs.
 
 Every topic is created with ``message.timestamp.type=LogAppendTime``: the broker stamps each record
-when it appends it, and that stamp is the fact's ingestion epoch (CONTRACT.md), whatever timestamp
+when it appends it, and that stamp is the fact's ingestion epoch (docs/contract.md), whatever timestamp
 the producer set. A worker refuses to start on a topic that is configured otherwise.
 """
 

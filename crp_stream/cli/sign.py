@@ -18,20 +18,21 @@ from pathlib import Path
 from typing import Any
 
 from crp_stream import redaction
+from crp_stream.cli.base import CliError, add_logging
 from crp_stream.core.provenance import SIGNATURE_HEADER, sign_value
-from crp_stream.runtime.replay import ReplayError, json_lines, raw_value
+from crp_stream.replay_format import json_lines, raw_value
 
 SIGNED_TOPICS = ("crp.documents", "crp.telemetry")
 
 
-def add_command(sub: Any) -> None:
+def register(sub: Any) -> None:
     sg = sub.add_parser("sign", help="add crp-signature headers to one source's replay lines (key from env)")
     sg.add_argument("file", help="replay-format JSONL file, or - for stdin")
     sg.add_argument("--source", required=True, help="the source whose lines are signed")
     sg.add_argument("--key-env", required=True, metavar="VAR",
                     help="environment variable that holds the source's signing key")
-    sg.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    sg.add_argument("--log-format", choices=["text", "json"])
+    add_logging(sg)
+    sg.set_defaults(handler=run)
 
 
 def claimed_source(raw: bytes) -> str | None:
@@ -56,7 +57,6 @@ def sign_line(obj: dict[str, Any], source: str, key: str) -> dict[str, Any] | No
 
 
 def run(ns: argparse.Namespace) -> int:
-    from crp_stream.cli import CliError
 
     key = os.environ.get(ns.key_env, "")
     if not key:
@@ -72,10 +72,7 @@ def run(ns: argparse.Namespace) -> int:
         raise CliError(f"{ns.file}: not UTF-8 text") from None
     signed = kept = 0
     out = sys.stdout
-    try:
-        lines = list(json_lines(text, ns.file))
-    except ReplayError as exc:
-        raise CliError(str(exc)) from None
+    lines = list(json_lines(text, ns.file))
     for _where, line, obj in lines:
         result = sign_line(obj, ns.source, key)
         if result is None:
@@ -89,4 +86,4 @@ def run(ns: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_command", "claimed_source", "raw_value", "run", "sign_line"]
+__all__ = ["claimed_source", "raw_value", "register", "run", "sign_line"]

@@ -1,26 +1,22 @@
-"""``crp-stream replay``: the whole pipeline on fresh embedded backends, driven by a JSONL file.
+"""The replay line format: one JSON object a line, ``{"topic", "key", "ts", "value"[, "headers"]}``.
 
-Each line's ``ts`` is that record's log-append time, and the latest ``ts`` seen is "now". Every
-output record is written in log order; the same input gives the same bytes (ids are derived).
-A line may carry ``"headers": {"name": "value"}`` (e.g. ``crp-signature``); they reach the handlers.
+``ts`` is the record's log-append time (RFC 3339); ``value`` is an object (compact JSON bytes) or a
+string (those exact bytes); ``headers`` maps names to text values (e.g. ``crp-signature``).
 """
 
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeAlias
 
-from crp_stream.config import Settings
 from crp_stream.processors.base import dt_to_us, rfc3339
 
 
-class ReplayError(ValueError):
-    pass
+class ReplayFormatError(ValueError):
+    """A replay line that cannot be read; the message names the file and line."""
 
 
 Headers: TypeAlias = tuple[tuple[str, bytes], ...]
@@ -43,13 +39,13 @@ def format_line(topic: str, key: str | None, ts_us: int, value: bytes, headers: 
 
 def parse_ts(text: Any, where: str) -> int:
     if not isinstance(text, str):
-        raise ReplayError(f"{where}: ts is missing or not a string")
+        raise ReplayFormatError(f"{where}: ts is missing or not a string")
     try:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise ReplayError(f"{where}: ts {text!r} is not an RFC 3339 time") from None
+        raise ReplayFormatError(f"{where}: ts {text!r} is not an RFC 3339 time") from None
     if dt.tzinfo is None:
-        raise ReplayError(f"{where}: ts {text!r} has no time zone")
+        raise ReplayFormatError(f"{where}: ts {text!r} has no time zone")
     return dt_to_us(dt)
 
 
@@ -58,7 +54,7 @@ def parse_headers(raw: Any, where: str) -> Headers:
     if raw is None:
         return ()
     if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
-        raise ReplayError(f"{where}: headers must be an object of string values")
+        raise ReplayFormatError(f"{where}: headers must be an object of string values")
     return tuple((str(k), v.encode("utf-8")) for k, v in raw.items())
 
 
@@ -78,9 +74,9 @@ def json_lines(text: str, origin: str) -> Iterator[tuple[str, str, dict[str, Any
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ReplayError(f"{where}: not a JSON line: {exc.msg}") from None
+            raise ReplayFormatError(f"{where}: not a JSON line: {exc.msg}") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("topic"), str) or "value" not in obj:
-            raise ReplayError(f"{where}: expected an object with topic, key, ts and value")
+            raise ReplayFormatError(f"{where}: expected an object with topic, key, ts and value")
         yield where, line, obj
 
 
@@ -89,7 +85,7 @@ def read_replay(path: Path) -> list[ReplayRecord]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ReplayError(f"{path}: {exc.strerror}") from None
+        raise ReplayFormatError(f"{path}: {exc.strerror}") from None
     for where, _line, obj in json_lines(text, str(path)):
         key = obj.get("key")
         headers = parse_headers(obj.get("headers"), where)
@@ -97,44 +93,3 @@ def read_replay(path: Path) -> list[ReplayRecord]:
         head = (obj["topic"], None if key is None else str(key), ts, raw_value(obj["value"]))
         records.append((*head, headers) if headers else head)
     return records
-
-
-def replay_records(records: list[ReplayRecord], settings: Settings, workdir: Path) -> list[str]:
-    from crp_stream.fabric.fabric import Fabric
-    from crp_stream.processors import all_handlers
-    from crp_stream.runtime.embedded import EmbeddedRuntime
-    from crp_stream.runtime.log import EmbeddedLog
-
-    settings = replace(settings, data_dir=workdir, database_url=None, qdrant=None, broker=None)
-    now = {"ts": 0}
-    fabric = Fabric(settings)
-    log_ = EmbeddedLog(settings.log_path, lambda: now["ts"])
-    lines: list[str] = []
-
-    def collect(rec: Any) -> None:
-        lines.append(format_line(settings.base_topic(rec.topic), rec.key, rec.ts_us, rec.value))
-
-    rt = EmbeddedRuntime(fabric, log_, all_handlers(), on_output=collect)
-    try:
-        for topic, key, ts, raw, *rest in records:
-            now["ts"] = max(now["ts"], ts)
-            rt.publish(topic, key, raw, ts_us=now["ts"], headers=rest[0] if rest else ())
-            rt.run_until_idle()
-    finally:
-        fabric.close()
-        log_.close()
-    return lines
-
-
-def replay_file(src: Path, dst: Path, settings: Settings) -> dict[str, int]:
-    try:
-        records = read_replay(src)
-    except ReplayError as exc:
-        from crp_stream.cli import CliError
-
-        raise CliError(str(exc)) from None
-    with tempfile.TemporaryDirectory(prefix="crp-replay-") as tmp:
-        lines = replay_records(records, settings, Path(tmp))
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    dst.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    return {"inputs": len(records), "outputs": len(lines)}

@@ -20,12 +20,12 @@ import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from aiokafka.partitioner import murmur2
 
 from crp_stream.config import Settings
 from crp_stream.core.drift import claim_key
+from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import Output
 from crp_stream.processors.dispatch import ID_HEADER
 
@@ -51,7 +51,9 @@ def partition_for(key: str, partitions: int) -> int:
     return int(murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % partitions
 
 
-def route(outputs: Sequence[Output], uow: Any, settings: Settings, partitions: Mapping[str, int]) -> list[Routed]:
+def route(
+    outputs: Sequence[Output], uow: UnitOfWork, settings: Settings, partitions: Mapping[str, int]
+) -> list[Routed]:
     """Physical topic and partition of each output, in emission order. Runs inside the transaction."""
     claims = _fact_claims([o for o in outputs if o.topic == FACTS], uow)
     routed = []
@@ -62,7 +64,7 @@ def route(outputs: Sequence[Output], uow: Any, settings: Settings, partitions: M
     return routed
 
 
-def _fact_claims(outputs: Sequence[Output], uow: Any) -> dict[str, str]:
+def _fact_claims(outputs: Sequence[Output], uow: UnitOfWork) -> dict[str, str]:
     """record_id -> claim key, for the ``crp.facts`` outputs whose fact has subject and attribute."""
     named: dict[str, tuple[str, str]] = {}
     lookup: dict[str, list[str]] = {}
@@ -87,13 +89,13 @@ def outbox_key(group: str, base_topic: str, partition: int) -> str:
     return f"{OUTBOX_PREFIX}{group}:{base_topic}:{partition}"
 
 
-def save_outbox(uow: Any, key: str, routed: Sequence[Routed]) -> None:
+def save_outbox(uow: UnitOfWork, key: str, routed: Sequence[Routed]) -> None:
     rows = [[r.topic, r.partition, base64.b64encode(r.key).decode(), base64.b64encode(r.value).decode(),
              r.record_id] for r in routed]
     uow.repo.set_meta(key, json.dumps(rows, separators=(",", ":")))
 
 
-def load_outbox(uow: Any, key: str) -> list[Routed]:
+def load_outbox(uow: UnitOfWork, key: str) -> list[Routed]:
     raw = uow.repo.get_meta(key)
     if not raw:
         return []

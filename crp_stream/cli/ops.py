@@ -15,20 +15,22 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, get_args
 
+from crp_stream import events
+from crp_stream.cli.base import CliError, Parser, add_common, settings_of
 from crp_stream.config import Settings
 from crp_stream.events import AuditType, Command
+from crp_stream.runtime.embedded import open_runtime
 
 SHORT_ID = 12
 AUDIT_TYPES: tuple[str, ...] = get_args(AuditType)
 
 
-def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
-    """Register the operator commands on the top-level sub-parser."""
-    from crp_stream.cli import _Parser
+def register(sub: Any) -> None:
+    """The operator commands on the top-level sub-parser."""
 
     def leaf(parent: Any, name: str, help_: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = parent.add_parser(name, help=help_)
-        common(p)
+        add_common(p)
         p.add_argument("--json", action="store_true", help="machine-readable output")
         return p
 
@@ -38,14 +40,14 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
         p.add_argument("--reason", help="why (written into the audit event)")
 
     rf = sub.add_parser("refresh", help="refresh requests filed against stale high-trust sources")
-    rsub = rf.add_subparsers(dest="ops_cmd", required=True, parser_class=_Parser)
+    rsub = rf.add_subparsers(dest="ops_cmd", required=True, parser_class=Parser)
     p = leaf(rsub, "list", "list refresh requests")
     p.add_argument("--status", choices=["open", "resolved", "all"], default="all")
     leaf(rsub, "show", "show one refresh request").add_argument("id", metavar="ID")
     act(leaf(rsub, "resolve", "resolve a refresh request (operator command resolve_refresh)"))
 
     qr = sub.add_parser("quarantine", help="quarantine candidates (poisoning review)")
-    qsub = qr.add_subparsers(dest="ops_cmd", required=True, parser_class=_Parser)
+    qsub = qr.add_subparsers(dest="ops_cmd", required=True, parser_class=Parser)
     p = leaf(qsub, "list", "list quarantine candidates")
     p.add_argument("--status", choices=["pending", "confirmed", "released", "all"], default="all")
     leaf(qsub, "show", "show one candidate, its facts and its history").add_argument("id", metavar="ID")
@@ -53,15 +55,18 @@ def add_commands(sub: Any, common: Callable[[argparse.ArgumentParser], None]) ->
     act(leaf(qsub, "release", "return a candidate's (or a fact's) quarantined facts to active "
                               "(release_quarantine)"))
 
+    rf.set_defaults(handler=dispatch)
+    qr.set_defaults(handler=dispatch)
     au = sub.add_parser("audit", help="the audit log")
-    asub = au.add_subparsers(dest="ops_cmd", required=True, parser_class=_Parser)
+    au.set_defaults(handler=dispatch)
+    asub = au.add_subparsers(dest="ops_cmd", required=True, parser_class=Parser)
     p = leaf(asub, "tail", "the latest audit events, oldest first")
     p.add_argument("--type", dest="audit_type", metavar="T", help=f"one of: {', '.join(AUDIT_TYPES)}")
     p.add_argument("--limit", type=int, default=20)
 
 
-def dispatch(ns: argparse.Namespace, settings: Settings) -> int:
-    from crp_stream.cli import CliError
+def dispatch(ns: argparse.Namespace) -> int:
+    settings = settings_of(ns)
 
     handlers: dict[tuple[str, str], Callable[[argparse.Namespace, Settings], int]] = {
         ("refresh", "list"): _refresh_list, ("refresh", "show"): _refresh_show,
@@ -99,7 +104,6 @@ def _repo(settings: Settings) -> Iterator[Any]:
 
 
 def _resolve_id(kind: str, wanted: str, ids: Sequence[str]) -> str | None:
-    from crp_stream.cli import CliError
 
     if wanted in ids:
         return wanted
@@ -170,7 +174,6 @@ def _refresh_list(ns: argparse.Namespace, settings: Settings) -> int:
 
 
 def _find_refresh(repo: Any, wanted: str) -> dict[str, Any]:
-    from crp_stream.cli import CliError
 
     rid = _resolve_id("refresh request", wanted, [r["request_id"] for r in repo.refresh_requests()])
     req = repo.refresh_request(rid) if rid else None
@@ -194,7 +197,6 @@ def _refresh_show(ns: argparse.Namespace, settings: Settings) -> int:
 
 
 def _refresh_resolve(ns: argparse.Namespace, settings: Settings) -> int:
-    from crp_stream.cli import CliError
 
     with _repo(settings) as repo:
         req = _find_refresh(repo, ns.id)
@@ -243,7 +245,6 @@ def _find_candidate(repo: Any, wanted: str) -> dict[str, Any] | None:
 
 
 def _quarantine_show(ns: argparse.Namespace, settings: Settings) -> int:
-    from crp_stream.cli import CliError
 
     with _repo(settings) as repo:
         cand = _find_candidate(repo, ns.id)
@@ -273,7 +274,6 @@ def _quarantine_show(ns: argparse.Namespace, settings: Settings) -> int:
 
 
 def _quarantine_confirm(ns: argparse.Namespace, settings: Settings) -> int:
-    from crp_stream.cli import CliError
 
     with _repo(settings) as repo:
         cand = _find_candidate(repo, ns.id)
@@ -291,7 +291,6 @@ def _quarantine_confirm(ns: argparse.Namespace, settings: Settings) -> int:
 
 
 def _quarantine_release(ns: argparse.Namespace, settings: Settings) -> int:
-    from crp_stream.cli import CliError
 
     with _repo(settings) as repo:
         cand = _find_candidate(repo, ns.id)
@@ -320,13 +319,12 @@ def _quarantine_release(ns: argparse.Namespace, settings: Settings) -> int:
 def _command(ns: argparse.Namespace, settings: Settings, command: Command, target_id: str, key: str) -> None:
     """Publish the command, run the embedded runtime until idle, and fail with the handler's reason
     if the command was dead-lettered."""
-    from crp_stream import cli, events
     from crp_stream.core.ids import derive_id
 
     actor = ns.actor.strip()
     if not actor:
-        raise cli.CliError("--actor: must name who decides")
-    rt = cli.open_embedded(settings)
+        raise CliError("--actor: must name who decides")
+    rt = open_runtime(settings)
     try:
         dead = settings.topic("crp.deadletter")
         ends = rt.log.end_offsets()
@@ -342,7 +340,7 @@ def _command(ns: argparse.Namespace, settings: Settings, command: Command, targe
             except ValueError:
                 continue
             if isinstance(value, dict) and command_id in str(value.get("raw", "")):
-                raise cli.CliError(f"{command} {target_id}: rejected: {value.get('reason')}")
+                raise CliError(f"{command} {target_id}: rejected: {value.get('reason')}")
     finally:
         rt.fabric.close()
         rt.log.close()
@@ -382,7 +380,6 @@ def _audit_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _audit_tail(ns: argparse.Namespace, settings: Settings) -> int:
-    from crp_stream.cli import CliError
 
     if ns.audit_type and ns.audit_type not in AUDIT_TYPES:
         raise CliError(f"--type: {ns.audit_type!r} is not an audit type ({', '.join(AUDIT_TYPES)})")

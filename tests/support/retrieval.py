@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from crp_stream.config import Settings
-from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.base import dt_to_us
-from crp_stream.runtime.replay import replay_records
+from crp_stream.runtime.embedded import open_fabric
+from crp_stream.testing import replay as replay_records
 
 MODEL = "test-model"
 DIM = 32
@@ -190,7 +190,7 @@ def by_text(env: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def session_row(tmp_path: Path, session: str = "s", **kw: Any) -> dict[str, Any] | None:
     s = replace(settings(**kw), data_dir=tmp_path, database_url=None, qdrant=None, broker=None)
-    fabric = Fabric(s)
+    fabric = open_fabric(s)
     try:
         with fabric.unit_of_work() as uow:
             return uow.repo.get_session(session)

@@ -11,7 +11,7 @@
   database commit, in the vector reconciliation...); D is drawn from the work left, so every point fits.
 - ``run_with_kills(command, progress, plan)``: start the worker command, SIGKILL it at each point,
   restart it, and finally let it run to completion. ``command`` and ``progress`` are all that tie it
-  to a runtime: the embedded one polls its log file; the Kafka worker (``tests/kafka_pipelines.py``)
+  to a runtime: the embedded one polls its log file; the Kafka worker (``tests/support/kafka_pipelines.py``)
   counts records committed in its fabric plus outputs read, and is stopped by ``until_done``.
 - ``compare_outputs``: outputs by record id, in order per topic; a duplicate (if the runtime's
   guarantee allows one) must carry an id already seen with the same value.
@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from crp_stream.processors.base import dt_to_us
+from crp_stream.runtime.embedded import open_runtime
 
 MODEL = "crash-model"
 DIM = 16
@@ -373,7 +374,7 @@ def compare_outputs(expected: Outputs, actual: Outputs, allow_duplicates: bool =
 
 def seed_log(data: Path, inputs: list[Input]) -> None:
     """Write the inputs into a fresh embedded log with their own append times."""
-    from crp_stream.runtime.log import Append, EmbeddedLog
+    from crp_stream.runtime.embedded.log import Append, EmbeddedLog
 
     log_ = EmbeddedLog(data / "log.sqlite", lambda: 0)
     log_.append([Append(topic, key, raw, ts_us=ts) for topic, key, ts, raw in inputs])
@@ -388,19 +389,15 @@ def embedded_settings(data: Path, database_url: str | None = None) -> Any:
 
 def discover_embedded(tmp: Path) -> Callable[[list[Input]], tuple[list[str], list[str]]]:
     """``build_scenario``'s ``discover`` on the embedded runtime, in-process."""
-    from crp_stream.fabric.fabric import Fabric
-    from crp_stream.processors import all_handlers
-    from crp_stream.runtime.embedded import EmbeddedRuntime
-    from crp_stream.runtime.log import EmbeddedLog
 
     def run(inputs: list[Input]) -> tuple[list[str], list[str]]:
         data = tmp / f"discover-{len(inputs)}"
         seed_log(data, inputs)
         s = embedded_settings(data)
-        fabric = Fabric(s)
-        log_ = EmbeddedLog(s.log_path, lambda: 0)
+        rt = open_runtime(s, clock=lambda: 0)
+        fabric, log_ = rt.fabric, rt.log
         try:
-            EmbeddedRuntime(fabric, log_, all_handlers()).run_until_idle()
+            rt.run_until_idle()
             with fabric.unit_of_work() as uow:
                 return ([r["request_id"] for r in uow.repo.refresh_requests()],
                         [c["candidate_id"] for c in uow.repo.candidates()])
@@ -414,12 +411,12 @@ def discover_embedded(tmp: Path) -> Callable[[list[Input]], tuple[list[str], lis
 def embedded_snapshot(data: Path, database_url: str | None = None) -> dict[str, Any]:
     """Tables, vector index and output topics of an embedded data directory."""
     from crp_stream.events import OUTPUT_TOPICS
-    from crp_stream.fabric.fabric import Fabric
-    from crp_stream.runtime.log import EmbeddedLog
+    from crp_stream.runtime.embedded import open_fabric
+    from crp_stream.runtime.embedded.log import EmbeddedLog
     from crp_stream.runtime.projections import outputs_snapshot, tables_snapshot, vectors_snapshot
 
     s = embedded_settings(data, database_url)
-    fabric = Fabric(s)
+    fabric = open_fabric(s)
     log_ = EmbeddedLog(s.log_path, lambda: 0)
     try:
         snap: dict[str, Any] = tables_snapshot(fabric.engine)
@@ -433,5 +430,5 @@ def embedded_snapshot(data: Path, database_url: str | None = None) -> dict[str, 
 
 def cli_command(data: Path, *extra: str) -> list[str]:
     """The embedded worker; ``CRP_BATCH_SIZE`` in its environment sets how often it commits."""
-    return [sys.executable, "-m", "crp_stream.cli", "run", "--until-idle", "--data", str(data),
+    return [sys.executable, "-m", "crp_stream", "run", "--until-idle", "--data", str(data),
             "--embedder", f"precomputed:{MODEL}", "--log-level", "WARNING", *extra]
