@@ -79,6 +79,7 @@ class Fabric:
         if migrate:
             db.upgrade(self.engine)
         self.vectors = vectors or open_vector_index(settings.vectors)
+        self.vectors.enable_ann(settings.ann_min_points, settings.ann_max_points)
         self.embedder = make_embedder(settings.embedder)
         self._model_checked = False
         self.graph = GraphCache()  # similarity edges, shared by every request of this process

@@ -156,6 +156,7 @@ class EdgeVectorIndex(VectorIndex):
         shutil.rmtree(self._path, ignore_errors=True)
         self._dim = None
         self._fact_of.clear()
+        self._ann_reset()
         self._results.clear()
         self._expiring = None
 
@@ -245,6 +246,24 @@ class EdgeVectorIndex(VectorIndex):
                 if record.payload and isinstance(record.vector, list):
                     out[str(record.payload[F_FACT_ID])] = np.asarray(record.vector, dtype=np.float32)
         return out
+
+    def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
+        if self._dim is None:
+            return []
+        shard = self._live()
+        out: list[tuple[str, Vector, str, float | None]] = []
+        offset: qe.PointId | None = None
+        while True:
+            records, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=_BATCH, with_payload=True,
+                                                            with_vector=True))
+            for r in records:
+                p = r.payload or {}
+                if F_FACT_ID in p and isinstance(r.vector, list):
+                    exp = p.get(F_EXPIRES_AT)
+                    out.append((str(p[F_FACT_ID]), np.asarray(r.vector, dtype=np.float32), str(p[F_STATUS]),
+                                None if exp is None else float(exp)))
+            if offset is None:
+                return sorted(out, key=lambda x: x[0])
 
     def count(self) -> int:
         if self._dim is None:

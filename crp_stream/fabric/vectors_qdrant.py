@@ -139,6 +139,7 @@ class QdrantVectorIndex(VectorIndex):
         if client.collection_exists(self._collection):
             client.delete_collection(self._collection)
         self._dim = None
+        self._ann_reset()
 
     # ---- writes -------------------------------------------------------------------------------------
 
@@ -210,6 +211,24 @@ class QdrantVectorIndex(VectorIndex):
                 if record.payload and isinstance(record.vector, list):
                     out[str(record.payload[F_FACT_ID])] = np.asarray(record.vector, dtype=np.float32)
         return out
+
+    def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
+        if self._dim is None:
+            return []
+        client = self._live()
+        out: list[tuple[str, Vector, str, float | None]] = []
+        offset: models.ExtendedPointId | None = None
+        while True:
+            records, offset = client.scroll(self._collection, limit=_BATCH, offset=offset, with_payload=True,
+                                            with_vectors=True)
+            for r in records:
+                p = r.payload or {}
+                if F_FACT_ID in p and isinstance(r.vector, list):
+                    exp = p.get(F_EXPIRES_AT)
+                    out.append((str(p[F_FACT_ID]), np.asarray(r.vector, dtype=np.float32), str(p[F_STATUS]),
+                                None if exp is None else float(exp)))
+            if offset is None:
+                return sorted(out, key=lambda x: x[0])
 
     def count(self) -> int:
         if self._dim is None:
