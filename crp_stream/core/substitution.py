@@ -136,7 +136,7 @@ def _stem(word: str) -> str:
 def _negation_only(sa: tuple[str, ...], sb: tuple[str, ...]) -> bool:
     """Do two differing spans differ only by a negation? One side holds a negator ("did not use" /
     "used", "do not live" / "live", "is not" / "is"), or a negative prefix ("impossible" / "possible")."""
-    if len(sa) == len(sb) == 1:
+    if len(sa) == len(sb) == 1 and not {sa[0], sb[0]} & _NEGATORS:
         a, b = sa[0], sb[0]
         return any(a == p + b or b == p + a for p in _NEG_PREFIXES)
     neg_a, neg_b = (sum(t in _NEGATORS for t in x) for x in (sa, sb))
@@ -149,6 +149,21 @@ def _negation_only(sa: tuple[str, ...], sb: tuple[str, ...]) -> bool:
     ca, cb = core(sa), core(sb)
     return len(ca) == len(cb) and all(x == y or (min(len(x), len(y)) >= 4 and (x.startswith(y) or y.startswith(x)))
                                       for x, y in zip(ca, cb, strict=True))
+
+
+_Op = tuple[str, int, int, int, int]
+
+
+def _merge_close(ops: list[_Op], gap: int = 2) -> list[_Op]:
+    """Edits at most ``gap`` equal tokens apart are one replacement: "The University of Texas at
+    Austin" / "Texas Tech University" aligns "texas" inside both names, which is still one name."""
+    out: list[_Op] = []
+    for op in ops:
+        if out and op[1] - out[-1][2] <= gap and op[3] - out[-1][4] <= gap:
+            prev = out.pop()
+            op = ("replace", prev[1], op[2], prev[3], op[4])
+        out.append(op)
+    return [("replace" if (i2 > i1 and j2 > j1) else t, i1, i2, j1, j2) for t, i1, i2, j1, j2 in out]
 
 
 _FUNCTION = frozenset({"the", "a", "an", "in", "on", "at", "of", "for", "by", "to", "from", "with", "and", "or",
@@ -179,7 +194,7 @@ def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substituti
     if la == lb:
         return None
     all_ops = SequenceMatcher(None, la, lb, autojunk=False).get_opcodes()
-    ops = [op for op in all_ops if op[0] != "equal"]
+    ops = _merge_close([op for op in all_ops if op[0] != "equal"])
     shared = sum(i2 - i1 for tag, i1, i2, _, _ in all_ops if tag == "equal")
     if len(ops) == 1 and _negation_only(la[ops[0][1]:ops[0][2]], lb[ops[0][3]:ops[0][4]]):
         _, i1, i2, j1, j2 = ops[0]
@@ -192,7 +207,7 @@ def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substituti
         return None
     (sa, sb), = spans
     # a longer name is still one value inside a long copied passage ("The University of Texas at Austin")
-    limit = max(max_span, min(2 * max_span, shared // 6))
+    limit = max(max_span, min(2 * max_span, shared // 5))
     if not (1 <= len(sa) <= limit and 1 <= len(sb) <= limit):
         return None
     _, i1, i2, j1, j2 = ops[0]

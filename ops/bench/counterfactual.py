@@ -138,6 +138,8 @@ def poisonedrag(datasets: Path, n: int) -> list[QSet]:
         if not adv:
             continue
         true = [[_swap(t, wrong, right)] for t in adv]
+        if any(t == [a] for t, a in zip(true, adv, strict=True)):
+            continue  # the answer is not spelled out ("yes"/"no"): no swapped copy to find
         others = [_swap(t, str(o["incorrect answer"]), str(o["correct answer"]))
                   for _, o in items[i + 1:i + 5] + items[:max(0, i + 5 - len(items))]
                   for t in o["adv_texts"][:1]]
