@@ -23,6 +23,8 @@ API
 - ``slot_claim(a, b, same_source) -> tuple[str, str, str] | None``: (template key, value of a,
   value of b) of a conflicting pair; the arbiter's text-claim key and values.
 - ``near_copy_pairs(texts, sources, inside=None) -> set[(i, j)]``: cross-source candidate pairs.
+- ``admit_copies(texts, sources, keep) -> list[bool]``: the relevance gate's mask, plus conflicting
+  copies of kept statements.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ SLOT = "\x00slot"
 MAX_SPAN = 3
 #: Shared tokens from which a subject-position swap between two sources reads as a copy.
 LONG_REMAINDER = 10
+#: Shared tokens from which a statement is a copied passage: a lower-case word swapped in it is a value.
+COPIED_PASSAGE = 25
 
 _TOKEN = re.compile(r"\d[\d,.]*\d%?|\d%?|\w+(?:['’.\-]\w+)*\.?", re.UNICODE)
 _NEGATORS = frozenset({"not", "no", "never", "n't"})
@@ -219,9 +223,11 @@ def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substituti
         kind = NUMBER_CHANGED
     elif not num_a and not num_b and all(any(_entity_like(t) for t in o) for o in (oa[i1:i2], ob[j1:j2])):
         kind = ENTITY_SUBSTITUTED
+    elif not num_a and not num_b and shared >= COPIED_PASSAGE:
+        kind = ENTITY_SUBSTITUTED  # one word swapped in a copied passage ("director" -> "architect")
     else:
-        # lower-case words ("director" / "producer") may both hold, and a name for a date is two
-        # different statements, not two values of one slot
+        # in a sentence, lower-case words ("director" / "producer") may both hold, and a name for a
+        # date is two different statements, not two values of one slot
         return None
     slotted: list[str] = []
     pos = 0
@@ -296,4 +302,24 @@ def near_copy_pairs(texts: Sequence[str], sources: Sequence[str], inside: int | 
             union = len(a | b)
             if union and len(a & b) >= min_overlap * union:
                 out.add((i, j))
+    return out
+
+
+def admit_copies(texts: Sequence[str], sources: Sequence[str], keep: Sequence[bool]) -> list[bool]:
+    """Issue 14 with SPEC-024 §2.6's relevance gate: a statement the gate drops joins the candidates
+    when it is a copy, from another source, of one the gate kept and the two conflict (one span
+    swapped). Otherwise a true statement just under the gate leaves its swapped copy alone in the
+    envelope, uncontested; with it, SPEC-027 §2 arbitration sees both."""
+    out = list(keep)
+    kept = [i for i, k in enumerate(keep) if k]
+    sets = [_token_set(t) for t in texts]
+    for j, k in enumerate(keep):
+        if k or not sources[j]:
+            continue
+        for i in kept:
+            if sources[i] == sources[j] or len(sets[i] & sets[j]) < 0.6 * len(sets[i] | sets[j]):
+                continue
+            if copied_statement_conflict(texts[i], texts[j], same_source=False) is not None:
+                out[j] = True
+                break
     return out

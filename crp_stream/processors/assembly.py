@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from crp_stream.core import cdgr, cdr, conflicts, exits, ngram, recency
+from crp_stream.core import cdgr, cdr, conflicts, exits, ngram, recency, substitution
 from crp_stream.core.calibration import Thresholds
 from crp_stream.processors.graph_walk import LoadedEdges
 from crp_stream.processors.session import SubQueryState, vec_from_json
@@ -89,6 +89,9 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
     ids, rows, vecs = _fetch(uow, sorted(found), dim)
     rel = cdr.relevance(vecs, query_vec) if ids else np.zeros(0)
     keep = cdr.relevance_gate(rel, min_relevance)
+    # issue 14: a kept statement's swapped copy (or the true one it copies) is arbitrated, not gated
+    keep = np.asarray(substitution.admit_copies([r["text"] for r in rows], [r["source"] for r in rows],
+                                                keep.tolist()), dtype=bool)
     ids = [i for i, ok in zip(ids, keep, strict=True) if ok]
     vecs = vecs[keep]
     rows = [r for r, ok in zip(rows, keep, strict=True) if ok]
