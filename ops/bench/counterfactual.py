@@ -244,8 +244,15 @@ def sets_of(name: str, datasets: Path, n: int) -> Iterator[QSet]:
 def run(datasets: Path, n: int, names: list[str], budget: int = 5) -> dict[tuple[str, str], Tally]:
     cache = EmbeddingCache("arbiter-counterfactual")
     results: dict[tuple[str, str], Tally] = {}
+    from crp_stream.core.conflicts import FactView, values_conflict
+
     for name in names:
         sets = list(sets_of(name, datasets, n))
+        pairs = [(a, b) for s in sets for da, db in zip(s.true_docs, s.poison_docs, strict=True)
+                 for a, b in zip(da, db, strict=True) if a != b]
+        read = sum(1 for a, b in pairs if values_conflict(FactView("t", a, source="official_docs"),
+                                                          FactView("p", b, source="community_notes")))
+        print(f"{name}: {read}/{len(pairs)} swapped statement pairs read as contradictions (text rules alone)")
         for order in ORDERS:
             tally = Tally()
             for s in sets:
