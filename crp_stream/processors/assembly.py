@@ -13,6 +13,7 @@ import numpy as np
 
 from crp_stream.core import cdgr, cdr, conflicts, exits, ngram, recency, substitution
 from crp_stream.core.calibration import Thresholds
+from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.graph_walk import LoadedEdges
 from crp_stream.processors.session import SubQueryState, vec_from_json
 
@@ -68,7 +69,7 @@ class Selection:
         return sum(1 for r in self.resolutions if not r["tie"]) + self.unresolved
 
 
-def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budget: int, now_us: int,
+def gather(uow: UnitOfWork, query_vec: np.ndarray, residual: list[SubQueryState], budget: int, now_us: int,
            min_relevance: float, coverage: tuple[np.ndarray, np.ndarray], blacklist: frozenset[str],
            branch_scoped: bool = False) -> Candidates:
     """SPEC-027 §4 steps 1-2: top-K by similarity (quarantined/expired excluded), gate, CDR scores.
@@ -108,7 +109,7 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
     return c
 
 
-def _fetch(uow: Any, fact_ids: list[str], dim: int) -> tuple[list[str], list[dict[str, Any]], np.ndarray]:
+def _fetch(uow: UnitOfWork, fact_ids: list[str], dim: int) -> tuple[list[str], list[dict[str, Any]], np.ndarray]:
     """Rows and vectors of the facts that exist, have a vector and are not excluded, in the given order."""
     ids, rows, vecs = uow.fabric.facts.candidates(uow.repo, uow.vectors, fact_ids)
     keep = [i for i, r in enumerate(rows) if r["status"] not in EXCLUDED]
@@ -171,7 +172,7 @@ def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]
     return sorted(reps), members
 
 
-def select(uow: Any, c: Candidates, eligible: list[int], budget: int, policy: Any, th: Thresholds,
+def select(uow: UnitOfWork, c: Candidates, eligible: list[int], budget: int, policy: Any, th: Thresholds,
            exclude: set[str]) -> Selection:
     """SPEC-025 §2 (anchors + connectors) and SPEC-027 §2 (arbitration, with refill).
 
@@ -203,7 +204,7 @@ def select(uow: Any, c: Candidates, eligible: list[int], budget: int, policy: An
     return sel
 
 
-def _connectors(uow: Any, c: Candidates, sel: Selection, slots: int, policy: Any, th: Thresholds,
+def _connectors(uow: UnitOfWork, c: Candidates, sel: Selection, slots: int, policy: Any, th: Thresholds,
                 exclude: set[str]) -> list[tuple[int, list[str], float, float]]:
     if slots <= 0 or not sel.anchors:
         return []
@@ -239,7 +240,7 @@ def _connectors(uow: Any, c: Candidates, sel: Selection, slots: int, policy: Any
     return [(idx[t], useful[cand[t]][1], float(bridge[t]), float(scores[t])) for t in top]
 
 
-def _append_outside(uow: Any, c: Candidates, fact_ids: list[str]) -> None:
+def _append_outside(uow: UnitOfWork, c: Candidates, fact_ids: list[str]) -> None:
     """Connectors below the relevance gate join the candidates (SPEC-025 §2.5: their floor is 0.30)."""
     add, rows, vecs = _fetch(uow, fact_ids, c.vecs.shape[1])
     if add:

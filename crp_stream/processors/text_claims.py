@@ -12,32 +12,33 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from crp_stream.core.conflicts import FactView, values_conflict
 from crp_stream.core.ids import derive_id
 from crp_stream.core.substitution import slot_claim
+from crp_stream.fabric.fabric import UnitOfWork
+from crp_stream.fabric.rows import FactRow
 
 SIM_PREFIX = "sim:"
 LABEL_MAX = 1000
 _WS = re.compile(r"\s+")
 
 
-def is_text_fact(row: dict[str, Any]) -> bool:
+def is_text_fact(row: FactRow) -> bool:
     return not row.get("subject") or not row.get("attribute")
 
 
-def _view(row: dict[str, Any]) -> FactView:
+def _view(row: FactRow) -> FactView:
     return FactView(fact_id=row["fact_id"], text=row["text"], source=row["source"],
                     source_type=row["source_type"], trust=float(row["trust"]), status=row["status"],
                     epoch_seconds=row["epoch_us"] / 1e6)
 
 
-def _threshold(uow: Any) -> float:
+def _threshold(uow: UnitOfWork) -> float:
     return float(uow.fabric.thresholds().contradiction_threshold)
 
 
-def assign_text_claim(uow: Any, row: dict[str, Any]) -> str | None:
+def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
     """The claim of a newly recorded text fact, writing its key on the new members; None if no claim.
 
     Peers are its graph neighbours above the contradiction threshold, and (issue 14) any neighbour
@@ -76,13 +77,13 @@ def label(text: str) -> str:
     return norm[:LABEL_MAX]
 
 
-def text_values(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+def text_values(rows: Sequence[FactRow]) -> dict[str, str]:
     """fact_id -> value label: each fact joins the first (earliest) class it does not contradict.
 
     A class that differs from the earliest one in one span is labelled by that span (issue 14: the
     claim's slot, e.g. "facebook" / "apple"); otherwise by its earliest statement."""
     labels = _text_classes(rows)
-    reps: dict[str, dict[str, Any]] = {}
+    reps: dict[str, FactRow] = {}
     for r in sorted(rows, key=lambda r: (r["epoch_us"], r["fact_id"])):
         reps.setdefault(labels[r["fact_id"]], r)
     names = list(reps)
@@ -100,7 +101,7 @@ def text_values(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
     return {fid: rename.get(name, name) for fid, name in labels.items()}
 
 
-def _text_classes(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
+def _text_classes(rows: Sequence[FactRow]) -> dict[str, str]:
     ordered = sorted(rows, key=lambda r: (r["epoch_us"], r["fact_id"]))
     classes: list[tuple[FactView, str]] = []
     out: dict[str, str] = {}
@@ -120,7 +121,7 @@ def _text_classes(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
-def claim_text(rows: Sequence[dict[str, Any]]) -> str:
+def claim_text(rows: Sequence[FactRow]) -> str:
     """A readable subject for a text claim: its earliest statement."""
     first = min(rows, key=lambda r: (r["epoch_us"], r["fact_id"]))
     return label(first["text"])

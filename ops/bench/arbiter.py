@@ -16,7 +16,7 @@
   fabric (``counterfactual.py``: a counterfactual generator over HotpotQA, PoisonedRAG, ConflictQA),
   poison earlier / later / later from two partitions, against flat top-5.
 
-    .venv/bin/python ops/bench/arbiter.py [--facts 100000] [--claims 300] [--questions 100] [--only NAME]
+    .venv/bin/python -m ops.bench.arbiter [--facts 100000] [--claims 300] [--questions 100] [--only NAME]
 """
 
 from __future__ import annotations
@@ -25,15 +25,10 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from _common import DEFAULT_DATASETS, scratch
 
 from crp_stream import events
 from crp_stream.config import Settings
@@ -42,6 +37,7 @@ from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.arbiter import ArbiterHandler
 from crp_stream.processors.base import Record, us_to_dt
 from crp_stream.processors.dispatch import apply_record
+from ops.bench._common import DEFAULT_DATASETS, scratch
 
 DAY = 86_400 * 1_000_000
 T0 = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
@@ -223,8 +219,7 @@ def drift(n_claims: int, window_days: float | None, seed: int = 11) -> None:
 
 
 def poisoning(n_questions: int, datasets: Path) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import Pipeline
+    from ops.bench._common import Pipeline
 
     data: dict[str, Any] = {}
     for name in ("nq", "hotpotqa", "msmarco"):
@@ -289,7 +284,7 @@ def poisoning(n_questions: int, datasets: Path) -> None:
 
 def free_text(n: int, datasets: Path, names: list[str]) -> None:
     """Issue 14: copies of a trusted statement with one span swapped (ops/bench/counterfactual.py)."""
-    import counterfactual as cf
+    from ops.bench import counterfactual as cf
 
     pairs, flagged, by_copy, examples = cf.different_facts(datasets)
     print(f"different facts (HotpotQA sentence pairs of different articles, each article its own source): "

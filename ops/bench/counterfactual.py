@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import MINILM_PRECOMPUTED, EmbeddingCache, Pipeline, document, scratch, window_request
+from ops.bench._common import MINILM_PRECOMPUTED, EmbeddingCache, Pipeline, document, scratch, window_request
 
 DAY = 86_400 * 1_000_000
 T0 = 1_767_225_600_000_000 + 400 * DAY

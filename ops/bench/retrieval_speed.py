@@ -1,8 +1,8 @@
 """Envelope assembly latency, in process (no broker), against flat top-K from the same index.
 
-    .venv/bin/python ops/bench/retrieval_speed.py                        # 10k and 100k facts, 200 requests
-    .venv/bin/python ops/bench/retrieval_speed.py --sizes 2000 --requests 50   # quick
-    .venv/bin/python ops/bench/retrieval_speed.py --sizes 100000 --profile     # + cProfile of CDGR
+    .venv/bin/python -m ops.bench.retrieval_speed                        # 10k and 100k facts, 200 requests
+    .venv/bin/python -m ops.bench.retrieval_speed --sizes 2000 --requests 50   # quick
+    .venv/bin/python -m ops.bench.retrieval_speed --sizes 100000 --profile     # + cProfile of CDGR
 
 The fabric holds clustered random 384-d unit vectors: topics of 500 facts, each made of 10 sub-topics
 of ~50 facts (same sub-topic cosine ~0.67, same topic ~0.42, other topics ~0), in documents of 50
@@ -45,7 +45,6 @@ import pstats
 import re
 import shutil
 import statistics
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -55,10 +54,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import CACHE_DIR, T0_US, Pipeline, code_version, percentile, scratch, vec
 
 from crp_stream import events
 from crp_stream.config import Settings
@@ -74,6 +69,8 @@ from crp_stream.processors import assembly
 from crp_stream.processors.base import Record
 from crp_stream.processors.dispatch import apply_record
 from crp_stream.processors.retrieval import RetrievalHandler
+from crp_stream.runtime.embedded import open_fabric
+from ops.bench._common import CACHE_DIR, T0_US, Pipeline, code_version, percentile, scratch, vec
 
 MODEL = "bench"
 CORPUS_VERSION = 1  # bump when make_corpus or the build changes: cached built fabrics are keyed by it
@@ -166,7 +163,7 @@ def _direct_edges(corpus: Corpus, ids: list[str], edge_k: int, threshold: float)
 
 
 def build_direct(corpus: Corpus, workdir: Path) -> Fabric:
-    fabric = Fabric(Settings(data_dir=workdir, embedder=f"precomputed:{MODEL}"))
+    fabric = open_fabric(Settings(data_dir=workdir, embedder=f"precomputed:{MODEL}"))
     th = fabric.thresholds()
     n = len(corpus.texts)
     ids = [derive_id("fact", "bench", f"doc-{d}", str(pos), str(i))
@@ -433,7 +430,7 @@ def bench(n: int, requests: int, budget: int, n_sub: int, ingest: str, cold: boo
           seed: int, rebuild: bool, reuse: bool, vary_query: bool) -> None:
     with prepared(n, seed, ingest, rebuild, reuse) as (tmp, corpus, how):
         settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}")
-        fabric = Fabric(settings)
+        fabric = open_fabric(settings)
         with fabric.unit_of_work() as uow:
             edges = uow.repo.edge_count()
         print(f"{n:,} facts in {len(corpus.docs)} documents, {edges:,} similarity edges; {how}; "

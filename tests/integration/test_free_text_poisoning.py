@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.arbiter_harness import DAY_US, NOW_US, Pipeline, rec
+from tests.support.arbiter import DAY_US, NOW_US, Pipeline, rec
 
 SETS = json.loads((Path(__file__).resolve().parents[1] / "data" / "free_text_sets.json").read_text())
 TRUST = {"official_docs": 0.8, "community_notes": 0.3, "forum_posts": 0.3, "newswire": 0.5}

@@ -4,7 +4,7 @@ running (same process), says that the broker is unreachable and that it retries 
 outputs equal those of a reference worker fed the same inputs.
 
 A dedicated broker (``ops/kafka`` on free ports, its own run directory) so that the shared one is not
-disturbed. Both workers read the same input topics, one input at a time (``tests/kafka_pipelines.py``).
+disturbed. Both workers read the same input topics, one input at a time (``tests/support/kafka_pipelines.py``).
 To put the outage in the middle of a record's work, not between two inputs, the tested worker is
 frozen (SIGSTOP) while the reference settles the input, then thawed until it has committed something
 of it, frozen again while the broker stops, and thawed against a broker that is gone. The reference is
@@ -18,15 +18,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.crash_harness import Input, build_scenario
-from tests.kafka_harness import REPO, Kafka, free_port, unique_prefix
-from tests.kafka_pipelines import Clock, Pacer, Pipeline, compare
+from tests.support.crash import Input, build_scenario
+from tests.support.kafka import REPO, Kafka, free_port, unique_prefix
+from tests.support.kafka_pipelines import Clock, Pacer, Pipeline, compare
+from tests.support.services import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres, pytest.mark.heavy]
 
@@ -62,14 +62,6 @@ def log_lines(path: Path) -> list[str]:
         if line.startswith("{"):
             out.append(str(json.loads(line)["msg"]))
     return out
-
-
-def wait_until(what: str, condition: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.002)
 
 
 def test_broker_restart_mid_stream_worker_keeps_running_and_loses_nothing(

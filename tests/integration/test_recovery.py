@@ -16,11 +16,11 @@ from sqlalchemy.exc import DataError, OperationalError
 
 from crp_stream.config import Settings
 from crp_stream.events import OUTPUT_TOPICS
-from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors import all_handlers
 from crp_stream.runtime import embedded
-from crp_stream.runtime.embedded import EmbeddedRuntime
-from crp_stream.runtime.log import Append, EmbeddedLog
+from crp_stream.runtime.embedded import open_fabric
+from crp_stream.runtime.embedded.log import Append, EmbeddedLog
+from crp_stream.runtime.embedded.runtime import EmbeddedRuntime
 from crp_stream.runtime.projections import differences, outputs_snapshot, tables_snapshot, vectors_snapshot
 
 MODEL = "rec-model"
@@ -62,7 +62,7 @@ def request(session: str, q: list[float]) -> Input:
 class World:
     def __init__(self, path: Path, **kw: Any):
         self.settings = Settings(data_dir=path, embedder=f"precomputed:{MODEL}", **kw)
-        self.fabric = Fabric(self.settings)
+        self.fabric = open_fabric(self.settings)
         self.log = EmbeddedLog(self.settings.log_path, lambda: 0)
         self.ts = T0
 

@@ -16,10 +16,10 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from crp_stream.config import Settings
-from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors import all_handlers
-from crp_stream.runtime.embedded import EmbeddedRuntime
-from crp_stream.runtime.log import EmbeddedLog
+from crp_stream.runtime.embedded import open_fabric
+from crp_stream.runtime.embedded.log import EmbeddedLog
+from crp_stream.runtime.embedded.runtime import EmbeddedRuntime
 
 MODEL = "vu-model"
 T0 = 1_790_000_000 * 1_000_000
@@ -93,7 +93,7 @@ def committed(db_path: Path) -> dict[str, Any]:
 def test_nothing_is_acknowledged_until_the_vector_write_succeeds(tmp_path: Path, fail_on: set[str],
                                                                  apply_first: bool) -> None:
     s = Settings(data_dir=tmp_path, embedder=f"precomputed:{MODEL}")
-    fabric = Fabric(s)
+    fabric = open_fabric(s)
     log_ = EmbeddedLog(s.log_path, lambda: T0)
     first = EmbeddedRuntime(fabric, log_, all_handlers())
     first.publish("crp.documents", "vendor_docs", doc(0), ts_us=T0)
