@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from ops.bench._common import MINILM_PRECOMPUTED, EmbeddingCache, Pipeline, document, scratch, window_request
 
 DAY = 86_400 * 1_000_000
