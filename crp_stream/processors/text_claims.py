@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from crp_stream.core.conflicts import FactView, values_conflict
 from crp_stream.core.ids import derive_id
+from crp_stream.core.substitution import slot_claim
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.rows import FactRow
 
@@ -38,19 +39,29 @@ def _threshold(uow: UnitOfWork) -> float:
 
 
 def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
-    """The claim of a newly recorded text fact, writing its key on the new members; None if no claim."""
+    """The claim of a newly recorded text fact, writing its key on the new members; None if no claim.
+
+    Peers are its graph neighbours above the contradiction threshold, and (issue 14) any neighbour
+    from another source that is a copy of it with one span swapped (``core.substitution.slot_claim``:
+    a swapped name can lower the cosine of a short sentence). A claim found by a slot is keyed by its
+    template ("{} acquired instagram"), so every copy of the statement joins the same claim."""
     fid = row["fact_id"]
     threshold = _threshold(uow)
-    near = {f: w for f, w in uow.repo.adjacency([fid]).get(fid, {}).items() if w > threshold and f != fid}
-    if not near:
+    adjacent = {f: w for f, w in uow.repo.adjacency([fid]).get(fid, {}).items() if f != fid}
+    if not adjacent:
         return None
-    peers = [r for r in uow.repo.facts_by_ids(near).values()
-             if is_text_fact(r) and (r["claim_key"] is None or str(r["claim_key"]).startswith(SIM_PREFIX))]
+    rows = [r for r in uow.repo.facts_by_ids(adjacent).values()
+            if is_text_fact(r) and (r["claim_key"] is None or str(r["claim_key"]).startswith(SIM_PREFIX))]
+    slots = {r["fact_id"]: slot_claim(row["text"], r["text"], r["source"] == row["source"]) for r in rows}
+    peers = [r for r in rows if adjacent[r["fact_id"]] > threshold or slots[r["fact_id"]] is not None]
     if not peers:
         return None
     existing = sorted({str(p["claim_key"]) for p in peers if p["claim_key"]})
+    templates = sorted({s[0] for s in slots.values() if s is not None})
     if existing:
         key = existing[0]
+    elif templates:
+        key = SIM_PREFIX + derive_id("text-claim", templates[0])
     else:
         mine = _view(row)
         if not any(values_conflict(mine, _view(p)) for p in peers):
@@ -67,7 +78,30 @@ def label(text: str) -> str:
 
 
 def text_values(rows: Sequence[FactRow]) -> dict[str, str]:
-    """fact_id -> value label: each fact joins the first (earliest) class it does not contradict."""
+    """fact_id -> value label: each fact joins the first (earliest) class it does not contradict.
+
+    A class that differs from the earliest one in one span is labelled by that span (issue 14: the
+    claim's slot, e.g. "facebook" / "apple"); otherwise by its earliest statement."""
+    labels = _text_classes(rows)
+    reps: dict[str, FactRow] = {}
+    for r in sorted(rows, key=lambda r: (r["epoch_us"], r["fact_id"])):
+        reps.setdefault(labels[r["fact_id"]], r)
+    names = list(reps)
+    rename: dict[str, str] = {}
+    if len(names) > 1:
+        first = reps[names[0]]
+        for name in names[1:]:
+            other = reps[name]
+            found = slot_claim(first["text"], other["text"], first["source"] == other["source"])
+            if found is not None:
+                rename.setdefault(names[0], found[1] or "(affirmed)")
+                rename[name] = found[2] or "(affirmed)"
+    if len(set(rename.values())) != len(rename):
+        rename = {}  # two classes would share a label: keep the statements
+    return {fid: rename.get(name, name) for fid, name in labels.items()}
+
+
+def _text_classes(rows: Sequence[FactRow]) -> dict[str, str]:
     ordered = sorted(rows, key=lambda r: (r["epoch_us"], r["fact_id"]))
     classes: list[tuple[FactView, str]] = []
     out: dict[str, str] = {}

@@ -12,6 +12,10 @@
   embedder): envelopes serving the poisoned answer without a contest note (goal 0), candidates,
   false quarantines.
 
+- free-text (issue 14): a trusted statement and a copy with one span swapped, per question its own
+  fabric (``counterfactual.py``: a counterfactual generator over HotpotQA, PoisonedRAG, ConflictQA),
+  poison earlier / later / later from two partitions, against flat top-5.
+
     .venv/bin/python -m ops.bench.arbiter [--facts 100000] [--claims 300] [--questions 100] [--only NAME]
 """
 
@@ -278,6 +282,23 @@ def poisoning(n_questions: int, datasets: Path) -> None:
         print(f"{label:<52} {served_poison:>17} {noted:>9} {len(cands):>10} {false_q + false_cand:>8} {kinds}")
 
 
+def free_text(n: int, datasets: Path, names: list[str]) -> None:
+    """Issue 14: copies of a trusted statement with one span swapped (ops/bench/counterfactual.py)."""
+    from ops.bench import counterfactual as cf
+
+    pairs, flagged, by_copy, examples = cf.different_facts(datasets)
+    print(f"different facts (HotpotQA sentence pairs of different articles, each article its own source): "
+          f"{pairs} pairs, {flagged} read as contradictions, {by_copy} of them by the copy rule")
+    for e in examples:
+        print(f"    e.g. {e}")
+    print(f"free text: {n} sets per generator; each set its own fabric, one window of 5 facts; poison "
+          f"30 days earlier / later / later from two partitions. Columns: share of sets")
+    t0 = time.perf_counter()
+    cf.print_header()
+    cf.run(datasets, n, names)
+    print(f"free text: done in {time.perf_counter() - t0:.0f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--facts", type=int, default=100_000)
@@ -285,8 +306,12 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=100)
     ap.add_argument("--windows", default="none,30,7", help="agreement windows (days) for the drift run")
     ap.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
-    ap.add_argument("--only", choices=["throughput", "drift", "poisoning"])
+    ap.add_argument("--only", choices=["throughput", "drift", "poisoning", "free-text"])
+    ap.add_argument("--sets", default="counterfactual,poisonedrag,conflictqa",
+                    help="free-text question sets (ops/bench/counterfactual.py)")
     args = ap.parse_args()
+    if args.only in (None, "free-text"):
+        free_text(args.questions, args.datasets, args.sets.split(","))
     if args.only in (None, "poisoning"):
         poisoning(args.questions, args.datasets)
     if args.only in (None, "drift"):

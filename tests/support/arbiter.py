@@ -28,7 +28,8 @@ def iso(us: int) -> str:
 
 
 def settings(tmp_path: Path, **kw: Any) -> Settings:
-    return Settings(data_dir=tmp_path, embedder="hashing", trust=dict(TRUST), **kw)
+    trust = kw.pop("trust", dict(TRUST))
+    return Settings(data_dir=tmp_path, embedder="hashing", trust=trust, **kw)
 
 
 def document(source: str, source_type: str, event_id: str, value: str, *, document_id: str | None = None,

@@ -8,8 +8,8 @@ from sqlalchemy import inspect
 
 from crp_stream.config import Settings
 from crp_stream.fabric import db
-from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors import all_handlers
+from crp_stream.runtime.embedded import open_fabric
 from crp_stream.runtime.embedded.log import EmbeddedLog
 from crp_stream.runtime.embedded.runtime import EmbeddedRuntime, system_clock
 from crp_stream.runtime.rebuild import RebuildResult, drop_projections, restore_audit, saved_rows, snapshot, verified
@@ -25,7 +25,7 @@ def rebuild(settings: Settings, verify: bool) -> RebuildResult:
     meta_rows, audit_rows = saved_rows(engine)
     ends_before = log_.end_offsets()
     drop_projections(engine, meta_rows, settings)
-    fabric = Fabric(settings, engine=engine, migrate=False)
+    fabric = open_fabric(settings, engine=engine, migrate=False)
     try:
         fabric.vectors.delete_all()
         rt = EmbeddedRuntime(fabric, log_, all_handlers(), rederive=True)
