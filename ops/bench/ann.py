@@ -84,7 +84,8 @@ def main() -> None:
         assert ann_ready is not None
         print(f"ANN build from the index: {build:.1f} s ({len(corpus) / build:,.0f} points/s), "
               f"memory {ann_ready.memory_bytes() / 2**20:.0f} MiB")
-        print(f"{'k':>5} {'recall':>7} {'exact p50':>10} {'exact p99':>10} {'ann p50':>8} {'ann p99':>8} {'speed-up':>9}")
+        head = ("k", "recall", "exact p50", "exact p99", "ann p50", "ann p99", "speed-up")
+        print("{:>5} {:>7} {:>10} {:>10} {:>8} {:>8} {:>9}".format(*head))
         for k in args.k:
             exact._ann, exact._ann_min = None, None  # exact search
             want, lat_exact = timed(exact, queries, k)

@@ -70,6 +70,7 @@ from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import apply_record, internal_error_output
 from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, route, save_outbox
 from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
+from crp_stream.runtime.kafka.startup import wait_for_services
 from crp_stream.runtime.kafka.topics import bootstrap_servers, ensure_topics
 from crp_stream.runtime.kafka.watch import BrokerWatch, RateLimit
 from crp_stream.runtime.transient import is_transient
@@ -489,8 +490,20 @@ def run_worker(settings: Settings, groups: Sequence[str] | str | None = None,
     limit = RateLimit()  # the clients log every reconnect attempt; BrokerWatch says what matters
     for handler in logging.getLogger().handlers:
         handler.addFilter(limit)
-    worker = KafkaWorker(settings, parse_groups(groups), after_commit=after_commit)
-    return asyncio.run(worker.run())
+    chosen = parse_groups(groups)
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop.set)
+        if not await wait_for_services(settings, stop):
+            return 0
+        worker = KafkaWorker(settings, chosen, after_commit=after_commit)
+        return await worker.run(stop)
+
+    return asyncio.run(main())
 
 
 __all__ = ["GROUPS", "KafkaWorker", "open_fabric", "parse_groups", "run_worker"]
