@@ -90,7 +90,9 @@ class Fabric:
     def unit_of_work(self) -> Iterator[UnitOfWork]:
         try:
             with self.engine.begin() as conn:
-                yield UnitOfWork(Repository(conn), self)
+                repo = Repository(conn)
+                yield UnitOfWork(repo, self)
+                repo.flush()
         except BaseException:
             self.facts.clear()  # it may hold rows this transaction wrote and did not commit
             raise
