@@ -100,7 +100,7 @@ class AnnCache:
         fetch = min(n, math.ceil(limit / fraction * 1.5) + 16)
         codes = np.asarray([*(_STATUS_CODES[s] for s in excluded), _REPLACED], dtype=np.uint8)
         q = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
-        params = faiss.SearchParametersHNSW()
+        params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]  # missing from its stubs
         params.efSearch = max(EXPANSION_SEARCH, fetch)
         sims, slots = self.index.search(q, fetch, params=params)
         drop = self._slot_of.get(exclude_id) if exclude_id is not None else None
