@@ -103,6 +103,16 @@ def payload_of(item: VectorItem) -> dict[str, Any]:
     }
 
 
+def scanned_point(payload: dict[str, Any] | None, vector: Any) -> tuple[str, Vector, str, float | None] | None:
+    """A backend's stored point as ``_scan`` yields it, or None when it is not one of ours."""
+    p = payload or {}
+    if F_FACT_ID not in p or not isinstance(vector, list):
+        return None
+    exp = p.get(F_EXPIRES_AT)
+    expires = None if exp is None else float(exp)
+    return str(p[F_FACT_ID]), np.asarray(vector, dtype=np.float32), str(p[F_STATUS]), expires
+
+
 def _reject(fact_id: str, vector: npt.NDArray[np.float64], dim: int) -> NoReturn:
     """Raise the precise reason why ``vector`` of ``fact_id`` cannot be indexed."""
     try:

@@ -40,6 +40,7 @@ from crp_stream.fabric.vectors import (
     Constraint,
     Vector,
     VectorIndex,
+    scanned_point,
 )
 
 SHARD_DIR: Final = "edge-shard"
@@ -256,12 +257,7 @@ class EdgeVectorIndex(VectorIndex):
         while True:
             records, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=_BATCH, with_payload=True,
                                                             with_vector=True))
-            for r in records:
-                p = r.payload or {}
-                if F_FACT_ID in p and isinstance(r.vector, list):
-                    exp = p.get(F_EXPIRES_AT)
-                    out.append((str(p[F_FACT_ID]), np.asarray(r.vector, dtype=np.float32), str(p[F_STATUS]),
-                                None if exp is None else float(exp)))
+            out.extend(x for r in records if (x := scanned_point(r.payload, r.vector)) is not None)
             if offset is None:
                 return sorted(out, key=lambda x: x[0])
 

@@ -28,6 +28,7 @@ from crp_stream.fabric.vectors import (
     Constraint,
     Vector,
     VectorIndex,
+    scanned_point,
 )
 
 DEFAULT_COLLECTION: Final = "crp_facts"
@@ -221,12 +222,7 @@ class QdrantVectorIndex(VectorIndex):
         while True:
             records, offset = client.scroll(self._collection, limit=_BATCH, offset=offset, with_payload=True,
                                             with_vectors=True)
-            for r in records:
-                p = r.payload or {}
-                if F_FACT_ID in p and isinstance(r.vector, list):
-                    exp = p.get(F_EXPIRES_AT)
-                    out.append((str(p[F_FACT_ID]), np.asarray(r.vector, dtype=np.float32), str(p[F_STATUS]),
-                                None if exp is None else float(exp)))
+            out.extend(x for r in records if (x := scanned_point(r.payload, r.vector)) is not None)
             if offset is None:
                 return sorted(out, key=lambda x: x[0])
 

@@ -3,36 +3,23 @@ starts when they come back (it used to give up after 60 s)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.support.kafka import REPO, WorkerProcess, unique_prefix
-from tests.support.services import Cluster, free_port, require_env, wait_until
+from tests.support.kafka import WorkerProcess, unique_prefix
+from tests.support.services import Cluster, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres, pytest.mark.heavy]
 
 
 def test_worker_started_with_broker_and_database_down_waits_then_starts(
-    tmp_path: Path, cluster: tuple[Cluster, str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, cluster: tuple[Cluster, str], private_broker: Callable[[str], None]
 ) -> None:
-    require_env("CRP_TEST_KAFKA")  # the suite's broker must be configured: fail, never skip
     pg, url = cluster
     pg.stop()
-    port = free_port()
-    controller = next(p for p in iter(free_port, None) if p != port)
-    env = {**os.environ, "CRP_KAFKA_PORT": str(port), "CRP_KAFKA_CONTROLLER_PORT": str(controller),
-           "CRP_KAFKA_RUN": str(tmp_path / "kafka"), "CRP_PYTHON": sys.executable}
-
-    def kafka(command: str) -> None:
-        done = subprocess.run([str(REPO / "ops" / "kafka"), command], env=env, capture_output=True, text=True,
-                              timeout=300)
-        assert done.returncode == 0, f"ops/kafka {command}: {done.stdout}{done.stderr}"
-
-    monkeypatch.setenv("CRP_TEST_KAFKA", f"127.0.0.1:{port}")
+    kafka = private_broker  # not started yet
     worker = WorkerProcess(tmp_path, unique_prefix("boot"), url, name="boot").start()
     try:
         wait_until("/health: degraded, waiting for broker and database",
