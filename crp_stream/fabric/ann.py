@@ -11,6 +11,7 @@ when too few candidates survive, the caller falls back to exact search.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -38,6 +39,7 @@ class AnnCache:
         self.index = faiss.IndexHNSWFlat(dim, CONNECTIVITY, faiss.METRIC_INNER_PRODUCT)
         self.index.hnsw.efConstruction = EXPANSION_ADD
         self.index.hnsw.efSearch = EXPANSION_SEARCH
+        faiss.omp_set_num_threads(1)  # a request's few queries: OpenMP workers would only spin (2 cores)
         self._slot_of: dict[str, int] = {}
         self._fact: list[str] = []  # by slot, the order of the writes
         self._status = np.zeros(max(capacity, 1), dtype=np.uint8)
@@ -68,12 +70,11 @@ class AnnCache:
         self._fact.extend(fact_ids)
         self._status[start:need] = [_STATUS_CODES[s] for s in statuses]
         self._expires[start:need] = [math.inf if e is None else float(e) for e in expires]
-        before = faiss.omp_get_max_threads()
-        faiss.omp_set_num_threads(threads or before)
+        faiss.omp_set_num_threads(threads or os.cpu_count() or 1)
         try:
             self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
         finally:
-            faiss.omp_set_num_threads(before)
+            faiss.omp_set_num_threads(1)
 
     def set_status(self, fact_ids: Iterable[str], status: str) -> None:
         slots = [self._slot_of[f] for f in fact_ids if f in self._slot_of]
