@@ -82,8 +82,8 @@ class Fabric:
         self.vectors.enable_ann(settings.ann_min_points, settings.ann_max_points)
         self.embedder = make_embedder(settings.embedder)
         self._model_checked = False
-        self.graph = GraphCache()  # similarity edges, shared by every request of this process
-        self.facts = FactCache()  # candidates' fixed columns and vectors, likewise
+        self.graph = GraphCache(settings.cache_graph_nodes)  # similarity edges, shared by every request
+        self.facts = FactCache(settings.cache_facts)  # candidates' fixed columns and vectors, likewise
         self._stored_thresholds: dict[str, dict[str, float]] = {}  # model -> calibrate --store values
 
     @contextmanager
