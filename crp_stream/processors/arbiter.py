@@ -35,6 +35,8 @@ from crp_stream.core.drift import (
     verdict_fingerprint,
 )
 from crp_stream.core.ids import derive_id
+from crp_stream.fabric.fabric import UnitOfWork
+from crp_stream.fabric.rows import FactRow
 from crp_stream.processors import effects, text_claims
 from crp_stream.processors.base import Emitter, Handler, Record, dt_to_us, us_to_dt
 from crp_stream.processors.effects import CANDIDATES, REFRESH, audit, change_status, chunks, short
@@ -45,7 +47,7 @@ ARBITER = "arbiter"
 AUTO_POLICY = "auto-quarantine policy"
 
 
-def claim_records(rows: Sequence[dict[str, Any]], text_claim: bool) -> list[ClaimRecord]:
+def claim_records(rows: Sequence[FactRow], text_claim: bool) -> list[ClaimRecord]:
     """Fabric rows -> drift records: the epoch is the log-append time, the value normalised."""
     values = text_claims.text_values(rows) if text_claim else {}
     out = []
@@ -128,11 +130,12 @@ def verdict_details(verdict: Verdict, views: Sequence[PartitionView]) -> dict[st
     }
 
 
-class ArbiterHandler(Handler):
+class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     group = ARBITER
     topics = ("crp.facts",)
 
-    def handle(self, event: Any, record: Record, uow: Any, out: Emitter) -> None:
+    def handle(self, event: events.FactRecorded | events.FactStatusChanged, record: Record, uow: UnitOfWork,
+               out: Emitter) -> None:
         if not isinstance(event, events.FactRecorded | events.FactStatusChanged):
             return
         # event time of the change: a new fact's epoch; a status change's time (the arbiter's own carry
@@ -154,7 +157,7 @@ class ArbiterHandler(Handler):
         self.evaluate(str(key), record, uow, out, as_of)
 
     # --------------------------------------------------------------------------------------------
-    def evaluate(self, key: str, record: Record, uow: Any, out: Emitter, as_of: int) -> Verdict | None:
+    def evaluate(self, key: str, record: Record, uow: UnitOfWork, out: Emitter, as_of: int) -> Verdict | None:
         """Re-evaluate one claim as of ``as_of`` (µs); act only when its verdict's fingerprint changed."""
         stored = uow.repo.get_claim(key)
         if stored is not None:  # never judged as of an earlier time than it already was (status changes
@@ -190,7 +193,7 @@ class ArbiterHandler(Handler):
         return verdict
 
     @staticmethod
-    def _names(rows: Sequence[dict[str, Any]], text_claim: bool) -> tuple[str, str]:
+    def _names(rows: Sequence[FactRow], text_claim: bool) -> tuple[str, str]:
         if text_claim:
             return text_claims.claim_text(rows), "statement"
         named = [r for r in rows if r["subject"] and r["attribute"]]
@@ -299,7 +302,7 @@ class ArbiterHandler(Handler):
                                          cause_id=cid)
 
 
-def quarantine_candidate(uow: Any, out: Emitter, candidate_id: str, source: str, fact_ids: Sequence[str],
+def quarantine_candidate(uow: UnitOfWork, out: Emitter, candidate_id: str, source: str, fact_ids: Sequence[str],
                          at_us: int, actor: str, reason: str | None, cause_id: str) -> list[str]:
     """Quarantine a candidate's facts (operator confirm or the opt-in auto policy) and audit it."""
     changed = change_status(uow, out, fact_ids, "quarantined", reason or f"quarantine confirmed by {actor}",
@@ -317,9 +320,8 @@ def quarantine_candidate(uow: Any, out: Emitter, candidate_id: str, source: str,
 class _Ctx:
     """What one evaluation's effects need, passed once."""
 
-    def __init__(self, uow: Any, out: Emitter, record: Record, key: str, subject: str, attribute: str,
-                 verdict: Verdict, fingerprint: str, details: dict[str, Any], rows: Sequence[dict[str, Any]],
-                 as_of: int):
+    def __init__(self, uow: UnitOfWork, out: Emitter, record: Record, key: str, subject: str, attribute: str,
+                 verdict: Verdict, fingerprint: str, details: dict[str, Any], rows: Sequence[FactRow], as_of: int):
         self.uow = uow
         self.out = out
         self.record = record

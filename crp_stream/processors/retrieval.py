@@ -14,8 +14,10 @@ import numpy as np
 from crp_stream import events
 from crp_stream.core import cdgr, cdr, conflicts, exits, fanout, ngram, packing, recency
 from crp_stream.core.ids import derive_id
+from crp_stream.events import Rejected
+from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors import assembly
-from crp_stream.processors.base import Emitter, Handler, Record, Rejected, us_to_dt
+from crp_stream.processors.base import Emitter, Handler, Record, us_to_dt
 from crp_stream.processors.session import (
     CoverageEntry,
     SessionState,
@@ -32,18 +34,19 @@ AUDIT = "crp.audit"
 ONBOARDING_HINT = "ingest-more-documents-for-continued-quality"
 
 
-class RetrievalHandler(Handler):
+class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
     group = "retrieval"
     topics = ("crp.window.requests", "crp.window.reports")
 
-    def handle(self, event: Any, record: Record, uow: Any, out: Emitter) -> None:
-        if record.topic == "crp.window.requests":
+    def handle(self, event: events.WindowRequested | events.WindowReported, record: Record, uow: UnitOfWork,
+               out: Emitter) -> None:
+        if isinstance(event, events.WindowRequested):
             self._request(event, record, uow, out)
         else:
             self._report(event, record, uow, out)
 
     # embeddings -------------------------------------------------------------------------------
-    def _vectors(self, uow: Any, texts: list[str], given: list[list[float] | None], fields: list[str],
+    def _vectors(self, uow: UnitOfWork, texts: list[str], given: list[list[float] | None], fields: list[str],
                  model: str | None) -> list[np.ndarray]:
         emb = uow.embedder
         fabric_model = uow.repo.get_meta("embedding_model") or emb.model_id
@@ -77,7 +80,7 @@ class RetrievalHandler(Handler):
         return [v for v in out if v is not None]
 
     # requests ---------------------------------------------------------------------------------
-    def _request(self, ev: Any, record: Record, uow: Any, out: Emitter) -> None:
+    def _request(self, ev: events.WindowRequested, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         row = uow.repo.get_session(ev.session_id)
         if uow.repo.get_meta("embedding_model") is None:
             raise Rejected("the fabric holds no facts yet: nothing to retrieve (publish documents first)")
@@ -166,7 +169,7 @@ class RetrievalHandler(Handler):
         if status == exits.CKF_EXHAUSTED:
             h["CRP-Onboarding-Hint"] = ONBOARDING_HINT
 
-    def _select_branches(self, uow: Any, ev: Any, th: Any, branches: list[assembly.Candidates]
+    def _select_branches(self, uow: UnitOfWork, ev: Any, th: Any, branches: list[assembly.Candidates]
                          ) -> tuple[list[assembly.Selection], list[dict[str, Any]]]:
         """Select every branch's facts so that no fact is in two branches (SPEC-027 §1.3, §1.6).
 
@@ -231,7 +234,7 @@ class RetrievalHandler(Handler):
         owner = fanout.assign_shared_facts(m)
         return {f: int(owner[col[f]]) for f in all_ids}
 
-    def _new_session(self, ev: Any, uow: Any) -> SessionState:
+    def _new_session(self, ev: events.WindowRequested, uow: UnitOfWork) -> SessionState:
         subs = ev.sub_queries or []
         vecs = self._vectors(uow, [s.text for s in subs], [s.embedding for s in subs],
                              [f"sub_queries[{i}].embedding" for i in range(len(subs))], ev.embedding_model)
@@ -241,7 +244,7 @@ class RetrievalHandler(Handler):
         return SessionState(session_id=ev.session_id, embedding_model=model, max_windows=ev.max_windows,
                             sub_queries=sq, residual=[s.id for s in sq])
 
-    def _envelope(self, uow: Any, ev: Any, record: Record, out: Emitter, state: SessionState,
+    def _envelope(self, uow: UnitOfWork, ev: Any, record: Record, out: Emitter, state: SessionState,
                   c: assembly.Candidates, sel: assembly.Selection, part: list[SubQueryState], branch: int | None,
                   partitions: int | None) -> tuple[dict[str, Any], np.ndarray]:
         anchors = sel.anchors
@@ -303,7 +306,7 @@ class RetrievalHandler(Handler):
             env["partition"] = [s.id for s in part]
         return env, ratios
 
-    def _audit_conflicts(self, uow: Any, ev: Any, record: Record, out: Emitter, sel: assembly.Selection,
+    def _audit_conflicts(self, uow: UnitOfWork, ev: Any, record: Record, out: Emitter, sel: assembly.Selection,
                          branch: int | None) -> None:
         for res in sel.resolutions:
             kind: Literal["CONTRADICTION_UNRESOLVED", "CONTRADICTION_RESOLVED"] = (
@@ -324,7 +327,7 @@ class RetrievalHandler(Handler):
             out.emit(AUDIT, ev.session_id, events.encode(msg), record_id=eid)
 
     # reports ----------------------------------------------------------------------------------
-    def _report(self, ev: Any, record: Record, uow: Any, out: Emitter) -> None:
+    def _report(self, ev: events.WindowReported, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         row = uow.repo.get_session(ev.session_id)
         if row is None:
             raise Rejected(f"session_id: {ev.session_id!r} is unknown (no window was requested)")
@@ -374,7 +377,7 @@ class RetrievalHandler(Handler):
             self._fan_in(uow, state, win, ev.window, record, out)
         self._save(uow, state, record)
 
-    def _fan_in(self, uow: Any, state: SessionState, win: WindowState, window: int, record: Record,
+    def _fan_in(self, uow: UnitOfWork, state: SessionState, win: WindowState, window: int, record: Record,
                 out: Emitter) -> None:
         """SPEC-027 §1.6 / SPEC-024 §7.2: merge every branch's report into the session, then check the
         loop exits (§6) for this window; an exit closes the window with a closing envelope."""
@@ -421,7 +424,7 @@ class RetrievalHandler(Handler):
             out.emit(AUDIT, state.session_id, events.encode(msg), record_id=eid)
 
     @staticmethod
-    def _residual_done(uow: Any, state: SessionState, win: WindowState, now_us: int) -> bool:
+    def _residual_done(uow: UnitOfWork, state: SessionState, win: WindowState, now_us: int) -> bool:
         """SPEC-024 §6 Exit 1: the Residual Set is empty or holds only marginal items, those whose best
         live fact is below the window's relevance gate (``exits.marginal_residual``)."""
         residual = state.residual_states()
@@ -433,7 +436,7 @@ class RetrievalHandler(Handler):
         gate = win.min_relevance if win.min_relevance is not None else uow.fabric.thresholds(uow.repo).min_relevance
         return exits.residual_done(exits.marginal_residual(best, gate))
 
-    def _save(self, uow: Any, state: SessionState, record: Record) -> None:
+    def _save(self, uow: UnitOfWork, state: SessionState, record: Record) -> None:
         uow.repo.put_session(state.session_id, state.embedding_model, state.reported, state.max_windows,
                              state.to_json(), record.ts_us)
 

@@ -16,22 +16,49 @@ from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "scenarios" / "mixed_large.jsonl"
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
-SUBJECTS = [("payments api", "rate limit", "rps", [400, 800, 1200]),
-            ("search api", "timeout", "ms", [250, 500, 900]),
-            ("ingress", "max body size", "MiB", [8, 16, 32]),
-            ("etcd", "quota", "GiB", [2, 4, 8]),
-            ("scheduler", "batch size", "pods", [50, 100, 200])]
-TOPICS = ["pods", "services", "ingress controllers", "network policies", "etcd snapshots", "node pressure",
-          "rolling updates", "service meshes", "dns caching", "image pulls", "quotas", "autoscaling"]
+SUBJECTS = [
+    ("payments api", "rate limit", "rps", [400, 800, 1200]),
+    ("search api", "timeout", "ms", [250, 500, 900]),
+    ("ingress", "max body size", "MiB", [8, 16, 32]),
+    ("etcd", "quota", "GiB", [2, 4, 8]),
+    ("scheduler", "batch size", "pods", [50, 100, 200]),
+]
+TOPICS = [
+    "pods",
+    "services",
+    "ingress controllers",
+    "network policies",
+    "etcd snapshots",
+    "node pressure",
+    "rolling updates",
+    "service meshes",
+    "dns caching",
+    "image pulls",
+    "quotas",
+    "autoscaling",
+]
 # one source per trust level: a tie in trust is broken by the newest record, which depends on the order
 # the arbiter sees the facts in (docs/kafka.md, "Limits")
-SOURCES = [("vendor_docs", "official"), ("platform_docs", "official"), ("cilium_blog", "news"),
-           ("community_notes", "community"), ("legacy_wiki", "unverified")]
+SOURCES = [
+    ("vendor_docs", "official"),
+    ("platform_docs", "official"),
+    ("cilium_blog", "news"),
+    ("community_notes", "community"),
+    ("legacy_wiki", "unverified"),
+]
 
 
 def sentence(rng: random.Random, topic: str) -> str:
-    verbs = ["depends on", "is limited by", "interacts with", "is configured through", "is monitored with",
-             "fails over to", "is throttled by", "is cached by"]
+    verbs = [
+        "depends on",
+        "is limited by",
+        "interacts with",
+        "is configured through",
+        "is monitored with",
+        "fails over to",
+        "is throttled by",
+        "is cached by",
+    ]
     other = rng.choice([t for t in TOPICS if t != topic])
     return f"In this cluster {topic} {rng.choice(verbs)} {other} during {rng.choice(['peak', 'night', 'batch'])} load."
 
@@ -59,18 +86,43 @@ def build(seed: int = 13) -> list[dict[str, object]]:
             if rng.random() < 0.5:
                 subj, attr, unit, values = rng.choice(SUBJECTS)
                 v = values[0] if source in ("vendor_docs", "platform_docs") else rng.choice(values)
-                facts.append({"text": f"The {subj} {attr} is {v} {unit}.", "subject": subj, "attribute": attr,
-                              "value": str(v), "unit": unit})
-            add("crp.documents", source, {"event_id": f"m-doc-{n_doc}", "source": source, "source_type": stype,
-                                          "document_id": f"m-doc-{n_doc}", "facts": facts})
+                facts.append(
+                    {
+                        "text": f"The {subj} {attr} is {v} {unit}.",
+                        "subject": subj,
+                        "attribute": attr,
+                        "value": str(v),
+                        "unit": unit,
+                    }
+                )
+            add(
+                "crp.documents",
+                source,
+                {
+                    "event_id": f"m-doc-{n_doc}",
+                    "source": source,
+                    "source_type": stype,
+                    "document_id": f"m-doc-{n_doc}",
+                    "facts": facts,
+                },
+            )
         elif r < 0.70:
             n_tel += 1
             subj, attr, unit, values = rng.choice(SUBJECTS)
             v = values[min(2, step // 50)]  # the true value drifts over the scenario
-            add("crp.telemetry", "field_telemetry", {
-                "event_id": f"m-tel-{n_tel}", "source": "field_telemetry",
-                "observed_at": t.strftime("%Y-%m-%dT%H:%M:%SZ"), "subject": subj, "attribute": attr,
-                "value": str(v), "unit": unit})
+            add(
+                "crp.telemetry",
+                "field_telemetry",
+                {
+                    "event_id": f"m-tel-{n_tel}",
+                    "source": "field_telemetry",
+                    "observed_at": t.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "subject": subj,
+                    "attribute": attr,
+                    "value": str(v),
+                    "unit": unit,
+                },
+            )
         elif r < 0.75:
             add("crp.documents", "broken", rng.choice(['{"event_id": ', '"not an object"', '{"source": "x"}']))
         else:
@@ -80,9 +132,14 @@ def build(seed: int = 13) -> list[dict[str, object]]:
                 w = sessions[sid]
                 branches = [0, 1] if sid == "m-s-fan" and w == 1 else [None]
                 for b in branches:
-                    value = {"session_id": sid, "window": w, "addressed": [{"id": f"q{w}", "words": 120}],
-                             "output_text": f"Window {w} wrote about {TOPICS[w]} and {TOPICS[w + 1]} in depth today.",
-                             "completeness": 0.3 * w, "safety_budget": 0.9}
+                    value = {
+                        "session_id": sid,
+                        "window": w,
+                        "addressed": [{"id": f"q{w}", "words": 120}],
+                        "output_text": f"Window {w} wrote about {TOPICS[w]} and {TOPICS[w + 1]} in depth today.",
+                        "completeness": 0.3 * w,
+                        "safety_budget": 0.9,
+                    }
                     if b is not None:
                         value["branch"] = b
                         value["addressed"] = [{"id": f"q{2 * b + 1}", "depth": 0.6}]
@@ -90,23 +147,56 @@ def build(seed: int = 13) -> list[dict[str, object]]:
                 sessions[sid] = w + 1
                 if w == 3:  # the last window's report closes the session (limit-reached)
                     continue
-                add("crp.window.requests", sid, {"request_id": f"{sid}-w{w + 1}", "session_id": sid,
-                                                 "window": w + 1, "query": {"text": f"How do {TOPICS[w]} behave?"},
-                                                 "fact_budget": 8, "policy": {"min_relevance": 0.05}})
+                add(
+                    "crp.window.requests",
+                    sid,
+                    {
+                        "request_id": f"{sid}-w{w + 1}",
+                        "session_id": sid,
+                        "window": w + 1,
+                        "query": {"text": f"How do {TOPICS[w]} behave?"},
+                        "fact_budget": 8,
+                        "policy": {"min_relevance": 0.05},
+                    },
+                )
             elif len(sessions) < 8:
                 sid = "m-s-fan" if len(sessions) == 3 else f"m-s-{len(sessions)}"
                 topic = rng.choice(TOPICS)
-                subs = [{"id": f"q{i}", "text": f"{TOPICS[(TOPICS.index(topic) + i) % len(TOPICS)]} limits",
-                         "expected_words": 200} for i in range(1, 5)]
+                subs = [
+                    {
+                        "id": f"q{i}",
+                        "text": f"{TOPICS[(TOPICS.index(topic) + i) % len(TOPICS)]} limits",
+                        "expected_words": 200,
+                    }
+                    for i in range(1, 5)
+                ]
                 sessions[sid] = 1
-                add("crp.window.requests", sid, {"request_id": f"{sid}-w1", "session_id": sid, "window": 1,
-                                                 "query": {"text": f"How do {topic} fail under load?"},
-                                                 "sub_queries": subs, "fact_budget": 8, "max_windows": 3,
-                                                 "policy": {"min_relevance": 0.05},
-                                                 "fanout": 2 if sid == "m-s-fan" else 1})
+                add(
+                    "crp.window.requests",
+                    sid,
+                    {
+                        "request_id": f"{sid}-w1",
+                        "session_id": sid,
+                        "window": 1,
+                        "query": {"text": f"How do {topic} fail under load?"},
+                        "sub_queries": subs,
+                        "fact_budget": 8,
+                        "max_windows": 3,
+                        "policy": {"min_relevance": 0.05},
+                        "fanout": 2 if sid == "m-s-fan" else 1,
+                    },
+                )
         if step == 100:
-            add("crp.operator.commands", "legacy_wiki", {"command_id": "m-cmd-1", "command": "release_quarantine",
-                                                         "target_id": "no-such-candidate", "actor": "ops"})
+            add(
+                "crp.operator.commands",
+                "legacy_wiki",
+                {
+                    "command_id": "m-cmd-1",
+                    "command": "release_quarantine",
+                    "target_id": "no-such-candidate",
+                    "actor": "ops",
+                },
+            )
     return recs
 
 

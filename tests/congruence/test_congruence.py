@@ -5,7 +5,7 @@ including a window request at once, so that the request races the documents, tel
 commands published before it; then the test waits for that request's answer, as a generator waits for
 its envelope before it asks for the next window. Records are one broker millisecond apart
 (LogAppendTime has millisecond resolution: records of one millisecond on different partitions have no
-order, so "the same input" would not be defined). The event-time barrier (``runtime/kafka_barrier``)
+order, so "the same input" would not be defined). The event-time barrier (``runtime/kafka/barrier.py``)
 is what makes this hold: with ``CRP_BARRIER_WAIT=0`` the envelopes differ.
 ``tests/integration/test_kafka_barrier.py`` also produces the sample with no gap at all and compares
 its envelope.
@@ -49,14 +49,13 @@ from typing import Any
 import pytest
 
 from crp_stream.config import Settings, parse_pairs
-from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors import all_handlers
 from crp_stream.processors.base import dt_to_us
-from crp_stream.runtime.embedded import EmbeddedRuntime
-from crp_stream.runtime.log import EmbeddedLog
-from crp_stream.runtime.replay import read_replay
-from tests.conftest import fresh_postgres_url
-from tests.kafka_harness import (
+from crp_stream.replay_format import read_replay
+from crp_stream.runtime.embedded import open_fabric
+from crp_stream.runtime.embedded.log import EmbeddedLog
+from crp_stream.runtime.embedded.runtime import EmbeddedRuntime
+from tests.support.kafka import (
     OUTPUT_TOPICS,
     JavaProducer,
     Kafka,
@@ -65,6 +64,7 @@ from tests.kafka_harness import (
     unique_prefix,
     wait_quiescent,
 )
+from tests.support.services import fresh_postgres_url
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -172,7 +172,7 @@ def run_embedded(records: list[Input], stamps: list[int], tmp: Path, embedder: s
     settings = Settings(data_dir=tmp / "embedded", embedder=embedder,
                         trust={k: float(v) for k, v in parse_pairs("trust", TRUST).items()})
     now = {"ts": 0, "step": 0}
-    fabric = Fabric(settings)
+    fabric = open_fabric(settings)
     log_ = EmbeddedLog(settings.log_path, lambda: now["ts"])
     outputs: list[Out] = []
 

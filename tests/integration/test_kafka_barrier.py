@@ -11,23 +11,40 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import fresh_postgres_url
-from tests.kafka_harness import OUTPUT_TOPICS, Kafka, WorkerProcess, java_produce, unique_prefix, wait_quiescent
+from tests.support.kafka import OUTPUT_TOPICS, Kafka, WorkerProcess, java_produce, unique_prefix, wait_quiescent
+from tests.support.services import fresh_postgres_url
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
 
 def _doc(event_id: str, value: str) -> dict[str, object]:
-    return {"event_id": event_id, "source": "vendor_docs", "source_type": "official", "document_id": event_id,
-            "facts": [{"text": f"The upstream api rate limit is {value} rps.", "subject": "upstream api",
-                       "attribute": "rate limit", "value": value, "unit": "rps"}]}
+    return {
+        "event_id": event_id,
+        "source": "vendor_docs",
+        "source_type": "official",
+        "document_id": event_id,
+        "facts": [
+            {
+                "text": f"The upstream api rate limit is {value} rps.",
+                "subject": "upstream api",
+                "attribute": "rate limit",
+                "value": value,
+                "unit": "rps",
+            }
+        ],
+    }
 
 
 def _request(window: int = 1) -> dict[str, object]:
-    return {"request_id": f"r-{window}", "session_id": "s", "window": window,
-            "query": {"text": "What is the upstream api rate limit?"},
-            "sub_queries": [{"id": "q1", "text": "upstream api rate limit"}], "fact_budget": 5,
-            "policy": {"min_relevance": 0.05}}
+    return {
+        "request_id": f"r-{window}",
+        "session_id": "s",
+        "window": window,
+        "query": {"text": "What is the upstream api rate limit?"},
+        "sub_queries": [{"id": "q1", "text": "upstream api rate limit"}],
+        "fact_budget": 5,
+        "policy": {"min_relevance": 0.05},
+    }
 
 
 def test_a_request_whose_inputs_are_not_ingested_in_time_is_served_with_the_lag(tmp_path: Path) -> None:
@@ -42,10 +59,15 @@ def test_a_request_whose_inputs_are_not_ingested_in_time_is_served_with_the_lag(
         kafka.tap(OUTPUT_TOPICS)
         kafka.produce("crp.documents", "vendor_docs", _doc("d0", "1000"))  # the fabric's first fact
         wait_quiescent(kafka, db, groups=("ingest", "arbiter"))
-        java_produce([(kafka.physical("crp.documents"), str(d["source"]), _json(d)) for d in _fillers(40)]
-                     + [(kafka.physical("crp.window.requests"), "s", _json(_request()))])
-        [env] = [r.json for r in kafka.wait_for(lambda rs: any(r.topic == "crp.envelopes" for r in rs),
-                                                what="the envelope") if r.topic == "crp.envelopes"]
+        java_produce(
+            [(kafka.physical("crp.documents"), str(d["source"]), _json(d)) for d in _fillers(40)]
+            + [(kafka.physical("crp.window.requests"), "s", _json(_request()))]
+        )
+        [env] = [
+            r.json
+            for r in kafka.wait_for(lambda rs: any(r.topic == "crp.envelopes" for r in rs), what="the envelope")
+            if r.topic == "crp.envelopes"
+        ]
         lag = env["headers"]["CRP-Context-Fabric-Lag"]
         assert isinstance(lag, int) and lag >= 0
         assert env["facts"]  # served, with what the fabric had
@@ -56,9 +78,16 @@ def test_a_request_whose_inputs_are_not_ingested_in_time_is_served_with_the_lag(
 
 
 def _fillers(n: int) -> list[dict[str, object]]:
-    return [{"event_id": f"f{i}", "source": f"notes_{i}", "source_type": "community", "document_id": f"f{i}",
-             "facts": [{"text": f"Backup note {i}: volume snapshots of shard {i} rotate weekly."}]}
-            for i in range(n)]
+    return [
+        {
+            "event_id": f"f{i}",
+            "source": f"notes_{i}",
+            "source_type": "community",
+            "document_id": f"f{i}",
+            "facts": [{"text": f"Backup note {i}: volume snapshots of shard {i} rotate weekly."}],
+        }
+        for i in range(n)
+    ]
 
 
 def test_a_request_waits_for_the_document_published_just_before_it(tmp_path: Path) -> None:
@@ -71,11 +100,18 @@ def test_a_request_waits_for_the_document_published_just_before_it(tmp_path: Pat
     try:
         w.wait_ready()
         kafka.tap(("crp.envelopes",))
-        java_produce([(kafka.physical("crp.documents"), str(d["source"]), _json(d)) for d in _fillers(40)]
-                     + [(kafka.physical("crp.documents"), "vendor_docs", _json(_doc("d1", "1000"))),
-                        (kafka.physical("crp.window.requests"), "s", _json(_request()))])
-        [env] = [r.json for r in kafka.wait_for(lambda rs: any(r.topic == "crp.envelopes" for r in rs),
-                                                what="the envelope") if r.topic == "crp.envelopes"]
+        java_produce(
+            [(kafka.physical("crp.documents"), str(d["source"]), _json(d)) for d in _fillers(40)]
+            + [
+                (kafka.physical("crp.documents"), "vendor_docs", _json(_doc("d1", "1000"))),
+                (kafka.physical("crp.window.requests"), "s", _json(_request())),
+            ]
+        )
+        [env] = [
+            r.json
+            for r in kafka.wait_for(lambda rs: any(r.topic == "crp.envelopes" for r in rs), what="the envelope")
+            if r.topic == "crp.envelopes"
+        ]
         assert "CRP-Context-Fabric-Lag" not in env["headers"]
         texts = {f["text"] for f in env["facts"]}
         assert "The upstream api rate limit is 1000 rps." in texts  # the last document before the request
@@ -95,15 +131,19 @@ def test_the_sample_produced_with_no_gap_gives_the_embedded_envelope(tmp_path: P
     db = fresh_postgres_url()
     kafka = Kafka(prefix)
     # the default embedder, as in the report (the hashing one passes no fact through the gate)
-    w = WorkerProcess(tmp_path, prefix, db, embedder="default",
-                      env={"CRP_TRUST": TRUST, "CRP_BARRIER_WAIT": "60"}).start()
+    w = WorkerProcess(
+        tmp_path, prefix, db, embedder="default", env={"CRP_TRUST": TRUST, "CRP_BARRIER_WAIT": "60"}
+    ).start()
     try:
         w.wait_ready(timeout=180.0)
         kafka.tap(("crp.envelopes",))
         sent = java_produce([(kafka.physical(t), k, raw) for t, k, _ts, raw in records])
         stamps = [ts * 1000 for _p, _o, ts in sent]
-        [env] = [r for r in kafka.wait_for(lambda rs: any(r.topic == "crp.envelopes" for r in rs),
-                                           what="the envelope") if r.topic == "crp.envelopes"]
+        [env] = [
+            r
+            for r in kafka.wait_for(lambda rs: any(r.topic == "crp.envelopes" for r in rs), what="the envelope")
+            if r.topic == "crp.envelopes"
+        ]
         assert w.metric("crp_barrier_timeouts_total") == 0
     finally:
         w.stop()

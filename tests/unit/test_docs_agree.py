@@ -9,15 +9,30 @@ ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "crp_stream"
 
 # core functions the README names as the rule: the pipeline must call each one
-RULES = ("update_residual_set", "recency_penalised_count", "coverage_partitions_header", "depth_from_words",
-         "report_depth", "marginal_residual", "residual_done", "ngram_guard_diagnostic", "hard_expired")
+RULES = (
+    "update_residual_set",
+    "recency_penalised_count",
+    "coverage_partitions_header",
+    "depth_from_words",
+    "report_depth",
+    "marginal_residual",
+    "residual_done",
+    "ngram_guard_diagnostic",
+    "hard_expired",
+)
 
 
 def _callers(name: str) -> list[Path]:
     pattern = re.compile(rf"\b{name}\(")
-    return [p for p in PKG.rglob("*.py") if p.name != "__init__.py" and pattern.search(p.read_text())
-            and not (p.parent.name == "core" and f"def {name}(" in p.read_text()
-                     and len(pattern.findall(p.read_text())) == 1)]
+    return [
+        p
+        for p in PKG.rglob("*.py")
+        if p.name != "__init__.py"
+        and pattern.search(p.read_text())
+        and not (
+            p.parent.name == "core" and f"def {name}(" in p.read_text() and len(pattern.findall(p.read_text())) == 1
+        )
+    ]
 
 
 def test_every_named_core_rule_is_called_by_the_pipeline() -> None:
@@ -27,7 +42,7 @@ def test_every_named_core_rule_is_called_by_the_pipeline() -> None:
 
 def test_the_configuration_table_lists_agreement_window_and_the_barrier() -> None:
     readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("## Configuration"):]
+    table = readme[readme.index("## Configuration") :]
     assert "CRP_AGREEMENT_WINDOW" in table
     assert "CRP_BARRIER_WAIT" in table
 

@@ -6,8 +6,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from crp_stream.runtime.kafka_barrier import caught_up
-from crp_stream.runtime.kafka_sessions import SessionSequencer
+from crp_stream.runtime.kafka.barrier import caught_up
+from crp_stream.runtime.kafka.sessions import SessionSequencer
 
 REQ, REP = "p.window.requests", "p.window.reports"
 

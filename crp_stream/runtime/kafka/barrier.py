@@ -1,0 +1,159 @@
+"""The event-time barrier of the Kafka worker: a window request is answered once the fabric reflects
+every input appended at or before the request's log-append time (docs/kafka.md, "Event-time barrier").
+
+Kafka orders records per partition only, and ingest is slower than a request, so without a barrier a
+request overtakes the documents and telemetry published just before it. Like Kafka Streams'
+``max.task.idle.ms`` (a task waits, bounded, for its other input partitions before it processes a
+record with a later timestamp), the retrieval worker holds a request until, for every partition of
+``crp.documents``, ``crp.telemetry`` and ``crp.operator.commands``, the owning group has committed (and,
+for this worker's own partitions, produced the outputs of) every record with a timestamp <= the
+request's; then until the arbiter has applied every ``crp.facts`` record those caused (what was on
+``crp.facts`` at that moment, twice, so the arbiter's own status changes fed back are included); and
+until the reports of the session's partition appended before it were applied. The per-partition
+target is ``offsets_for_times(ts + 1)`` (the first offset stamped later; the end offset if none):
+LogAppendTime has millisecond resolution, so records stamped in the same millisecond as the request
+are treated as before it. The wait is bounded (``barrier_wait``); on timeout the envelope is served
+anyway with ``CRP-Context-Fabric-Lag`` and the ``crp_barrier_timeouts`` metric.
+
+The barrier only reads offsets: it holds no lock, and ingest runs while a request waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+log = logging.getLogger("crp_stream.kafka")
+
+INGEST_TOPICS = {"crp.documents": "ingest", "crp.telemetry": "ingest", "crp.operator.commands": "operator"}
+FACTS = ("crp.facts", "arbiter")
+REPORTS = ("crp.window.reports", "retrieval")
+POLL_S = 0.01
+T = TypeVar("T")
+
+# (group, contract topic, partitions) -> {partition: the group's position (next offset to apply)}
+Positions = Callable[[str, str, Sequence[int]], Awaitable[Mapping[int, int]]]
+
+
+def caught_up(positions: Mapping[int, int], targets: Mapping[int, int]) -> bool:
+    """Every partition's position has reached its target offset (a partition never seen is at 0)."""
+    return all(positions.get(p, 0) >= t for p, t in targets.items())
+
+
+class EventTimeBarrier:
+    """Offsets and timestamps of the input partitions, read with a group-less consumer."""
+
+    def __init__(
+        self,
+        servers: str,
+        topic: Callable[[str], str],
+        partitions: Mapping[str, int],
+        positions: Positions,
+        wait_s: float,
+    ):
+        self.servers = servers
+        self.topic = topic  # contract name -> the broker's topic name
+        self.partitions = partitions
+        self.positions = positions
+        self.wait_s = wait_s
+        self._consumer: AIOKafkaConsumer | None = None
+        self._met: dict[str, int] = {}  # per scope: the latest stamp whose barrier was met
+
+    async def start(self) -> None:
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.servers, group_id=None, enable_auto_commit=False)
+        await consumer.start()
+        # assigned (so their metadata is kept) and paused (nothing is fetched): only offsets are read
+        tps = [tp for base in (*INGEST_TOPICS, FACTS[0], REPORTS[0]) for tp in self._tps(base)]
+        consumer.assign(tps)
+        consumer.pause(*tps)
+        self._consumer = consumer
+
+    async def stop(self) -> None:
+        if self._consumer is not None:
+            await self._consumer.stop()
+            self._consumer = None
+
+    def _tps(self, base: str, only: Iterable[int] | None = None) -> list[TopicPartition]:
+        parts = range(self.partitions.get(base, 0)) if only is None else only
+        return [TopicPartition(self.topic(base), p) for p in parts]
+
+    async def _targets_at(self, tps: list[TopicPartition], ts_ms: int, deadline: float) -> dict[int, int]:
+        """Per partition: the first offset stamped after ``ts_ms`` (or the end offset: none is)."""
+        assert self._consumer is not None
+        if not tps:
+            return {}
+        found = await _bounded(self._consumer.offsets_for_times({tp: ts_ms + 1 for tp in tps}), deadline)
+        missing = [tp for tp in tps if found.get(tp) is None]
+        ends = await _bounded(self._consumer.end_offsets(missing), deadline) if missing else {}
+        return {tp.partition: (found[tp].offset if found.get(tp) is not None else ends[tp]) for tp in tps}
+
+    async def _ends(self, tps: list[TopicPartition], deadline: float) -> dict[int, int]:
+        assert self._consumer is not None
+        ends = await _bounded(self._consumer.end_offsets(tps), deadline) if tps else {}
+        return {tp.partition: ends[tp] for tp in tps}
+
+    async def _until(self, group: str, base: str, targets: Mapping[int, int], deadline: float) -> bool:
+        parts = sorted(p for p, t in targets.items() if t > 0)
+        while True:
+            if caught_up(await self.positions(group, base, parts), targets):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(POLL_S)
+
+    async def wait(self, ts_ms: int, partition: int | None, scope: str = "request") -> int | None:
+        """Wait until the fabric reflects every input stamped <= ``ts_ms``; None when it does, else the
+        lag in ms (from the request's log-append time to now) once ``wait_s`` ran out.
+
+        ``partition``: the request's partition, whose ``crp.window.reports`` partition holds its session's
+        reports (same key, same partition count). ``scope``: ``request`` (everything above), ``command``
+        (an operator command: documents, telemetry and their arbitration) or ``arbiter`` (a crp.facts
+        record: documents and telemetry ingested, so a claim is judged on every record stamped before)."""
+        if ts_ms <= self._met.get(scope, -1):  # watermarks only move forward
+            return None
+        deadline = time.monotonic() + self.wait_s
+        try:
+            ok = await self._wait(ts_ms, partition, deadline, scope)
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError:
+            ok = False
+        except Exception as exc:  # offsets unavailable (broker away): serve, and say so
+            log.warning("event-time barrier: %s: %s; serving without it", type(exc).__name__, exc)
+            ok = False
+        if ok:
+            self._met[scope] = max(self._met.get(scope, -1), ts_ms)
+            return None
+        return max(0, round(time.time() * 1000) - ts_ms)
+
+    async def _wait(self, ts_ms: int, partition: int | None, deadline: float, scope: str) -> bool:
+        for base, group in INGEST_TOPICS.items():
+            if scope != "request" and group == "operator":
+                continue
+            if not await self._until(group, base, await self._targets_at(self._tps(base), ts_ms, deadline), deadline):
+                return False
+        if partition is not None:
+            reports = await self._targets_at(self._tps(REPORTS[0], [partition]), ts_ms, deadline)
+            if not await self._until(REPORTS[1], REPORTS[0], reports, deadline):
+                return False
+        if scope == "arbiter":
+            return True
+        # what those inputs caused on crp.facts, then what the arbiter's own changes caused
+        for _ in range(2):
+            ends = await self._ends(self._tps(FACTS[0]), deadline)
+            if not await self._until(FACTS[1], FACTS[0], ends, deadline):
+                return False
+        return True
+
+
+async def _bounded(aw: Awaitable[T], deadline: float) -> T:
+    """An offsets query never outlasts the request's wait (a broker away blocks them for 40 s)."""
+    return await asyncio.wait_for(aw, max(0.05, deadline - time.monotonic()))
+
+
+__all__ = ["EventTimeBarrier", "caught_up"]

@@ -1,0 +1,262 @@
+"""Per-session order for the Kafka retrieval group, with the event-time barrier in front of requests.
+
+A session's window requests and reports arrive on two topics (same key, same partition number), so
+Kafka gives no order between them. Each session gets a queue ordered by log-append time (a report
+stamped in the same millisecond as a request goes first: a report never answers a later request).
+A report at the head is applied at once; a request at the head waits for the barrier
+(``barrier``), while reports that sort before it are still applied. Sessions are independent:
+one waiting request holds back only the records of its own session that come after it, never the rest
+of its partition, and never ingest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from crp_stream.processors.base import AnyHandler
+from crp_stream.runtime.kafka.barrier import EventTimeBarrier
+
+if TYPE_CHECKING:
+    from crp_stream.runtime.kafka.worker import KafkaWorker
+
+log = logging.getLogger("crp_stream.kafka")
+
+
+@dataclass(order=True)
+class Item:
+    sort: tuple[int, int, int]  # (log-append ms, 0 report / 1 request, offset)
+    event: Any = field(compare=False)
+    request: bool = field(compare=False)
+    partition: int = field(compare=False)
+
+
+class SessionSequencer:
+    def __init__(
+        self,
+        requests_topic: str,
+        process: Callable[[Any, int | None], Awaitable[None]],
+        barrier: Callable[[int, int], Coroutine[Any, Any, int | None]],
+        on_error: Callable[[BaseException], None],
+    ):
+        self.requests_topic = requests_topic  # the broker's name of crp.window.requests
+        self.process = process  # (event, fabric lag ms or None) -> applied, produced and acked
+        self.barrier = barrier  # (log-append ms, partition) -> None when met, else the lag in ms
+        self.on_error = on_error
+        self.queues: dict[bytes, list[Item]] = {}
+        self.wake: dict[bytes, asyncio.Event] = {}
+        self.tasks: dict[bytes, asyncio.Task[None]] = {}
+
+    def offer(self, event: Any) -> None:
+        m = event.message
+        request = m.topic == self.requests_topic
+        ts_ms = round((m.timestamp or 0.0) * 1000)  # faust gives seconds
+        item = Item((ts_ms, int(request), int(m.offset)), event, request, int(m.partition))
+        session = bytes(m.key or b"")
+        bisect.insort(self.queues.setdefault(session, []), item)
+        self.wake.setdefault(session, asyncio.Event()).set()
+        if session not in self.tasks:
+            task = asyncio.create_task(self._drain(session), name=f"crp-session-{session[:40]!r}")
+            self.tasks[session] = task
+            task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.on_error(task.exception())  # type: ignore[arg-type]
+
+    def drop(self, topic: str, partition: int) -> None:
+        """A revoked partition's queued records go to its next owner (they were not acknowledged)."""
+        for q in self.queues.values():
+            q[:] = [i for i in q if (i.event.message.topic, i.event.message.partition) != (topic, partition)]
+        for wake in self.wake.values():
+            wake.set()
+
+    @property
+    def waiting(self) -> int:
+        return sum(len(q) for q in self.queues.values())
+
+    async def _drain(self, session: bytes) -> None:
+        q = self.queues[session]
+        wait: asyncio.Task[int | None] | None = None
+        waiting_for: Item | None = None
+        try:
+            while q:
+                head = q[0]
+                if not head.request:
+                    q.pop(0)
+                    await self.process(head.event, None)
+                    continue
+                if wait is None or waiting_for is not head:
+                    if wait is not None:
+                        wait.cancel()
+                    wait = asyncio.create_task(self.barrier(head.sort[0], head.partition))
+                    waiting_for = head
+                wake = self.wake[session]
+                wake.clear()
+                woken = asyncio.create_task(wake.wait())
+                await asyncio.wait({wait, woken}, return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+                if wait.done():
+                    lag = wait.result()
+                    wait, waiting_for = None, None
+                    if head in q:  # not dropped by a revocation meanwhile
+                        q.remove(head)
+                        await self.process(head.event, lag)
+                # else: a record was queued; if it sorts before the request it is applied first
+        finally:
+            if wait is not None:
+                wait.cancel()
+            if not q:
+                self.queues.pop(session, None)
+                self.wake.pop(session, None)
+            self.tasks.pop(session, None)
+
+    async def stop(self) -> None:
+        tasks = list(self.tasks.values())
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(BaseException):
+                await t
+
+
+class WorkerBarrier:
+    """The Kafka worker's side of the barrier: sequencing, positions and low-watermark commits."""
+
+    def __init__(self, worker: KafkaWorker):
+        self.w = worker
+        self.barrier: EventTimeBarrier | None = None
+        self.sequencer: SessionSequencer | None = None
+        self.inflight: dict[tuple[str, str, int], set[int]] = {}
+        self.received: dict[tuple[str, str, int], int] = {}
+        self.locks: dict[tuple[str, str, int], asyncio.Lock] = {}
+        self._db_positions: dict[str, tuple[float, dict[tuple[str, int], int]]] = {}
+
+    def sequence(self, h: AnyHandler, event: Any) -> None:
+        w = self.w
+        m = event.message
+        slot = (h.group, w.settings.base_topic(m.topic), m.partition)
+        self.inflight.setdefault(slot, set()).add(m.offset)
+        self.received[slot] = max(self.received.get(slot, -1), m.offset)
+        if self.sequencer is None:
+
+            async def process(ev: Any, lag: int | None) -> None:
+                await w.handle_message(h, ev.message, lag)
+                ev.ack()
+
+            def crash(exc: BaseException) -> None:
+                log.error("retrieval: a session's records failed: %s: %s", type(exc).__name__, exc)
+                if w.app is not None:
+                    w.app._crash(exc)
+
+            self.sequencer = SessionSequencer(w.settings.topic("crp.window.requests"), process, self.wait, crash)
+        self.sequencer.offer(event)
+
+    async def start(self) -> None:
+        """Before the agents run (so no request finds it half started); only when the barrier is on."""
+        w = self.w
+        if w.settings.barrier_wait <= 0 or not {"retrieval", "operator", "arbiter"} & set(w.groups):
+            return
+        barrier = EventTimeBarrier(w.servers, w.settings.topic, w.partitions, self.positions, w.settings.barrier_wait)
+        await barrier.start()
+        self.barrier = barrier
+
+    async def wait(self, ts_ms: int, partition: int | None, scope: str = "request") -> int | None:
+        w = self.w
+        if self.barrier is None:
+            return None
+        t0 = time.perf_counter()
+        lag = await self.barrier.wait(ts_ms, partition, scope)
+        w.metrics.barrier.observe(time.perf_counter() - t0)
+        if lag is not None:
+            w.metrics.barrier_timeouts.inc()
+            log.warning(
+                "%s stamped %d applied before the event-time barrier was met (lag %d ms)",
+                {"request": "window request", "command": "operator command"}.get(scope, "crp.facts record"),
+                ts_ms,
+                lag,
+            )
+        return lag
+
+    async def positions(self, group: str, base: str, parts: Sequence[int]) -> dict[int, int]:
+        """Where ``group`` stands on ``base``: this worker's own position (outputs acknowledged) for the
+        partitions it holds, else the offset committed in the fabric (another worker's)."""
+        w = self.w
+        out = {p: w._committed[(group, base, p)] for p in parts if (group, base, p) in w._committed}
+        rest = [p for p in parts if p not in out]
+        if rest:
+            at, offsets = self._db_positions.get(group, (0.0, {}))
+            if time.monotonic() - at > 0.05:
+
+                def read() -> dict[tuple[str, int], int]:
+                    with w.fabric.unit_of_work() as uow:
+                        return dict(uow.repo.offsets(group))
+
+                offsets = await w._retry(read, f"barrier: offsets of {group}")
+                self._db_positions[group] = (time.monotonic(), offsets)
+            out.update({p: offsets.get((base, p), 0) for p in rest})
+        return out
+
+    async def before(self, group: str, m: Any) -> None:
+        """On their own agents (ingest keeps going): an operator command acts on what was recorded and
+        arbitrated before it; the arbiter judges a fact once every input stamped before it is ingested
+        (ingest runs ahead across partitions, in fetch order, not in time order)."""
+        scope = {"operator": "command", "arbiter": "arbiter"}.get(group)
+        if scope is None or self.barrier is None or not m.timestamp:
+            return
+        if scope == "arbiter" and self.w.settings.base_topic(m.topic) != "crp.facts":
+            return
+        await self.wait(self._event_ms(m) if scope == "arbiter" else round(m.timestamp * 1000), None, scope)
+
+    @staticmethod
+    def _event_ms(m: Any) -> int:
+        """A crp.facts record's event time: the epoch of the fact it records (a status change's time)."""
+        try:
+            value = json.loads(m.value)
+            at = value.get("epoch") or value.get("at")
+            return int(datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp() * 1000)
+        except (ValueError, TypeError, AttributeError):
+            return round(float(m.timestamp) * 1000)
+
+    def commit_to(self, slot: tuple[str, str, int], offset: int) -> int:
+        """The offset to commit once ``offset`` is applied: in log order the next one; with records
+        applied out of order, the lowest one still waiting."""
+        inflight = self.inflight.get(slot)
+        if inflight is None:
+            return offset + 1
+        rest = [o for o in inflight if o != offset]
+        return min(rest) if rest else max(self.received.get(slot, offset), offset) + 1
+
+    def forget(self, topic: str, partition: int) -> None:
+        base = self.w.settings.base_topic(topic)
+        for slot in [s for s in self.inflight if s[1:] == (base, partition)]:
+            self.inflight.pop(slot, None)
+            self.received.pop(slot, None)
+        if self.sequencer is not None:
+            self.sequencer.drop(topic, partition)
+
+    def lock(self, slot: tuple[str, str, int]) -> asyncio.Lock:
+        return self.locks.setdefault(slot, asyncio.Lock())
+
+    def applied(self, slot: tuple[str, str, int], offset: int) -> None:
+        inflight = self.inflight.get(slot)
+        if inflight is not None:
+            inflight.discard(offset)
+
+    async def stop(self) -> None:
+        if self.sequencer is not None:
+            await self.sequencer.stop()
+        if self.barrier is not None:
+            with contextlib.suppress(Exception):
+                await self.barrier.stop()
+
+
+__all__ = ["SessionSequencer", "WorkerBarrier"]
