@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Literal
@@ -408,6 +408,25 @@ def quarantine_eligible(verdict: Verdict) -> bool:
         and verdict.corroborating_partitions == 0
         and bool(verdict.suspect_fact_ids)
     )
+
+
+def lagging_behind_refresh(verdict: Verdict, history: Sequence[ClaimRecord]) -> Verdict:
+    """Drift seed, "never quarantine on divergence alone" (docs/arbiter.md, "The lagging rule"): a
+    POISONING_CANDIDATE whose divergent value the high-trust source itself asserted before its newest
+    record is a lower-trust source that has not caught up with the high-trust refresh (drift in the
+    other direction), not an injection: the verdict becomes CONSENSUS_OK and no candidate is filed.
+    Serving is unaffected either way (the high-trust value wins), so replaying an old value gains nothing.
+    """
+    if verdict.kind != POISONING_CANDIDATE or verdict.divergent_value is None:
+        return verdict
+    previous = {r.value for r in history
+                if r.source == verdict.high_trust_source and r.epoch < verdict.high_trust_epoch}
+    if verdict.divergent_value not in previous:
+        return verdict
+    return replace(verdict, kind=CONSENSUS_OK, suspect_fact_ids=(), reason=(
+        f"{verdict.high_trust_source} says {verdict.high_trust_value!r}; {', '.join(verdict.divergent_sources)} "
+        f"still say {verdict.divergent_value!r}, which {verdict.high_trust_source} itself asserted before its "
+        f"newest record: the lower-trust source lags behind a refresh, not poisoning; no candidate"))
 
 
 def verdict_fingerprint(verdict: Verdict) -> str:

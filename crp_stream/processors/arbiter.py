@@ -17,7 +17,6 @@ from typing import Any
 
 from crp_stream import events
 from crp_stream.core.drift import (
-    CONSENSUS_OK,
     COUNTED_STATUSES,
     DRIFT_UNDETERMINED,
     POISONING_CANDIDATE,
@@ -28,6 +27,7 @@ from crp_stream.core.drift import (
     claim_key,
     claim_verdict,
     known_at,
+    lagging_behind_refresh,
     normalise_value,
     partition_views,
     quarantine_eligible,
@@ -82,7 +82,7 @@ def choose_verdict(views: Sequence[PartitionView], claim: str,
     verdict is preferred: a stale high-trust value must never be served because another divergent
     value happens to be asserted by more partitions. ``history`` (every record of the claim) lets
     ``lagging`` tell a slow low-trust source from poisoning."""
-    base = lagging(claim_verdict(views, claim=claim), history)
+    base = lagging_behind_refresh(claim_verdict(views, claim=claim), history)
     if base.kind == STALE_HIGH_TRUST or not base.other_divergent_values:
         return base
     for value in base.other_divergent_values:
@@ -93,23 +93,6 @@ def choose_verdict(views: Sequence[PartitionView], claim: str,
                            if x is not None and x != value)
             return replace(verdict, other_divergent_values=others)
     return base
-
-
-def lagging(verdict: Verdict, history: Sequence[ClaimRecord]) -> Verdict:
-    """A POISONING_CANDIDATE whose divergent value the high-trust source itself asserted before its
-    newest record is a lower-trust source that has not caught up with the high-trust refresh (drift
-    in the other direction), not an injection: no candidate is filed. Serving is unaffected either
-    way (the high-trust value wins), so an attacker gains nothing by replaying an old value."""
-    if verdict.kind != POISONING_CANDIDATE or verdict.divergent_value is None:
-        return verdict
-    previous = {r.value for r in history
-                if r.source == verdict.high_trust_source and r.epoch < verdict.high_trust_epoch}
-    if verdict.divergent_value not in previous:
-        return verdict
-    return replace(verdict, kind=CONSENSUS_OK, suspect_fact_ids=(), reason=(
-        f"{verdict.high_trust_source} says {verdict.high_trust_value!r}; {', '.join(verdict.divergent_sources)} "
-        f"still say {verdict.divergent_value!r}, which {verdict.high_trust_source} itself asserted before its "
-        f"newest record: the lower-trust source lags behind a refresh, not poisoning; no candidate"))
 
 
 def _iso(epoch: float | None) -> str | None:
