@@ -93,3 +93,21 @@ def test_dropped_partition_records_are_not_applied() -> None:
         await asyncio.sleep(0.01)
 
     assert [(k, o) for k, o, _ in _run(script)] == [("t", 8)]
+
+
+def test_the_committed_offset_is_the_lowest_record_not_yet_applied() -> None:
+    """Requests applied out of log order: the fabric's offset never passes a record still waiting."""
+    from types import SimpleNamespace
+
+    from crp_stream.runtime.kafka.sessions import WorkerBarrier
+
+    rb = WorkerBarrier(SimpleNamespace())  # type: ignore[arg-type]
+    slot = ("retrieval", "crp.window.requests", 0)
+    assert rb.commit_to(slot, 7) == 8  # a partition not sequenced: the next offset
+    rb.inflight[slot] = {3, 4, 5}
+    rb.received[slot] = 5
+    assert rb.commit_to(slot, 4) == 3  # 3 still waits
+    rb.applied(slot, 4)
+    assert rb.commit_to(slot, 3) == 5
+    rb.applied(slot, 3)
+    assert rb.commit_to(slot, 5) == 6  # everything received is applied
