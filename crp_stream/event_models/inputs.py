@@ -66,6 +66,10 @@ class DocumentPublished(Event):
     source_type: SourceType
     trust: Fraction | None = None
     document_id: Id | None = None
+    # Optional structure (issue 11): the title names the document (facts embed as "title: sentence"
+    # and other documents' facts that name it link to it); the section is kept with its facts.
+    title: Label | None = None
+    section: Label | None = None
     modified_at: Time | None = None
     ttl: Ttl | None = None
     embedding_model: Id | None = None

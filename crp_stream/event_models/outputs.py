@@ -25,6 +25,7 @@ from crp_stream.event_models.common import (
     Part,
     Reason,
     Role,
+    Via,
     Scalar,
     SourceType,
     Text,
@@ -89,6 +90,10 @@ class EnvelopeFact(Part):
     modified_at: Time
     support: int = Field(ge=1)
     bridges: Ids | None = None
+    # Why the fact is here (issue 11): found by vector similarity, or reached over a graph edge of
+    # that kind; ``rank`` orders the facts by expected value (1 = best), whatever the packed order.
+    via: Via | None = None
+    rank: int | None = Field(default=None, ge=1)
 
 
 class EnvelopeAssembled(OutputEvent):

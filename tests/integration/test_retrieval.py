@@ -359,8 +359,9 @@ def _chain_records(policy: dict[str, Any], gram: list[list[float]] = CHAIN_GRAM)
     vec = from_gram(CHAIN_NAMES, gram)
     # A and D share importance and relevance; A gets a hair more importance so the order is fixed
     facts = [fact(CHAIN_TEXT[n], vec[n], importance=1.0 if n == "A" else 0.99) for n in CHAIN_TEXT]
+    # one document per fact: the graph is the similarity edges alone (no adjacency between them)
     return [
-        doc("chain", facts),
+        *(doc(f"chain-{n}", [f]) for n, f in zip(CHAIN_TEXT, facts, strict=True)),
         request(1, T0 + 1, query=vec["q"], subs=[sub("why", vec["q"])], fact_budget=4, policy=policy),
     ]
 
@@ -377,12 +378,15 @@ def test_cdgr_includes_below_gate_connectors_between_the_anchors_they_bridge(tmp
         f = env["facts"][order.index(n)]
         assert f["relevance"] == pytest.approx(0.40, abs=1e-5)  # below the 0.55 gate
         assert sorted(f["bridges"]) == sorted([ids[CHAIN_TEXT["A"]], ids[CHAIN_TEXT["D"]]])
-        # bridge value 1 pair x 0.7 edge strength; score = bridge x novelty x recency x max(rel, 0.30)
-        assert f["score"] == pytest.approx(0.7 * 0.40, abs=1e-5)
+        # SPEC-025 §6: a connector's estimate (CDR score + PageRank term) beats the anchor it
+        # displaced: F1, CDR score 0.99 x 0.60 and no graph mass (no edge reaches it)
+        assert f["score"] > 0.99 * 0.60
+        assert f["via"] == "similarity"
+    assert [f["rank"] for f in env["facts"]] == [1, 3, 4, 2]  # seeds A, D first; then B, C by estimate
     h = env["headers"]
     assert h["CRP-Context-Connectors-Included"] == "2/4"
-    assert h["CRP-Context-Bridge-Score"] == pytest.approx(0.7, abs=1e-5)
-    assert h["CRP-Context-Graph-Hops"] == 2
+    assert h["CRP-Context-Bridge-Score"] == pytest.approx(0.7, abs=1e-5)  # 1 pair x 0.7 edge strength
+    assert h["CRP-Context-Graph-Hops"] == 1  # B and C are one edge from an anchor; a 2nd hop found nothing new
     assert h["CRP-Context-Mode"] == "cdgr"
 
 
