@@ -21,7 +21,8 @@ API
   (-1: not reached) and the depth actually walked (SPEC-025 §5.1).
 - ``seed_weights(scores, temperature=0.05) -> NDArray``: softmax of the anchors' CDR scores.
 - ``personalized_pagerank(n, src, dst, weight, seed, damping=0.5, iterations=30) -> NDArray``.
-- ``connector_estimate(cdr_score, ppr, graph_weight=0.4) -> NDArray``: CDR score + weight × PPR / max.
+- ``connector_estimate(cdr_score, ppr, factor, graph_weight=0.6) -> NDArray``: CDR score + factor ×
+  weight × PPR / max (``factor``: the CDR score's non-relevance terms).
 - ``admit_connectors(anchor_estimates, connector_estimates, fixed, slots) -> (anchors kept, connectors)``.
 """
 
@@ -37,7 +38,7 @@ MIN_TITLE_CHARS = 4  # "It", "The": too short to name a document rather than to 
 MAX_TITLE_WORDS = 8
 DAMPING = 0.5  # HippoRAG's: half the mass restarts at the seeds at each step
 ITERATIONS = 30  # 0.5^30 < 1e-9: converged far below the precision the estimates are compared at
-GRAPH_WEIGHT = 0.4
+GRAPH_WEIGHT = 0.6  # tuned on HotpotQA dev100 (0.4: -0.007 SP recall@10); see docs/benchmarks.md
 SEED_TEMPERATURE = 0.05
 
 _PAREN = re.compile(r"\s*\([^()]*\)\s*$")
@@ -74,9 +75,7 @@ def names_title(text: str, key: str) -> bool:
     return f" {key} " in f" {words} "
 
 
-def walk_levels(
-    seeds: ArrayLike, src: ArrayLike, dst: ArrayLike, max_hops: int
-) -> tuple[NDArray[np.int64], int]:
+def walk_levels(seeds: ArrayLike, src: ArrayLike, dst: ArrayLike, max_hops: int) -> tuple[NDArray[np.int64], int]:
     """SPEC-025 §2.3/§5.1: breadth-first levels from the seeds over ``src -> dst`` edges, up to
     ``max_hops`` (1-3). Returns the level of every int (0 for seeds, -1 when not reached) and the
     depth actually walked: the deepest level that reached a new fact (0 when none did)."""
@@ -115,8 +114,13 @@ def seed_weights(scores: ArrayLike, temperature: float = SEED_TEMPERATURE) -> ND
 
 
 def personalized_pagerank(
-    n: int, src: ArrayLike, dst: ArrayLike, weight: ArrayLike, seed: ArrayLike,
-    damping: float = DAMPING, iterations: int = ITERATIONS,
+    n: int,
+    src: ArrayLike,
+    dst: ArrayLike,
+    weight: ArrayLike,
+    seed: ArrayLike,
+    damping: float = DAMPING,
+    iterations: int = ITERATIONS,
 ) -> NDArray[np.float64]:
     """Personalised PageRank over ``n`` nodes: ``r = (1 - damping) p + damping · r T``, ``T`` the
     edges' weights normalised per source, ``p`` the normalised seed. Mass that reaches a node with
@@ -140,16 +144,23 @@ def personalized_pagerank(
 
 
 def connector_estimate(
-    cdr_score: ArrayLike, ppr: ArrayLike, graph_weight: float = GRAPH_WEIGHT
+    cdr_score: ArrayLike, ppr: ArrayLike, factor: ArrayLike, graph_weight: float = GRAPH_WEIGHT
 ) -> NDArray[np.float64]:
-    """The expected worth of a fact to the window, in CDR-score units: its CDR score plus
-    ``graph_weight`` × its PageRank relative to the best-visited fact. Anchors and connectors get
-    the same estimate, so the two can be compared slot by slot (``admit_connectors``)."""
+    """The expected worth of a fact to the window, in CDR-score units: the graph adds to relevance.
+
+    SPEC-027 §3.3 writes the CDR score as ``factor × max(relevance, pull)`` with ``factor =
+    importance × novelty × recency × (1 − ngram_penalty)``; here the fact's PageRank relative to the
+    best-visited fact, times ``graph_weight``, joins its relevance:
+    ``cdr_score + factor × graph_weight × ppr / max(ppr)``. A fact already covered or already quoted
+    keeps its penalty, however central it is. Anchors and connectors get the same estimate, so the
+    two can be compared slot by slot (``admit_connectors``).
+    """
     c = np.asarray(cdr_score, dtype=np.float64)
     r = np.asarray(ppr, dtype=np.float64)
+    f = np.asarray(factor, dtype=np.float64)
     top = float(r.max(initial=0.0))
     rel = r / top if top > 0.0 else np.zeros_like(r)
-    return np.asarray(c + graph_weight * rel, dtype=np.float64)
+    return np.asarray(c + f * graph_weight * rel, dtype=np.float64)
 
 
 def admit_connectors(
@@ -175,6 +186,13 @@ def admit_connectors(
 
 
 __all__ = [
-    "EDGE_KINDS", "admit_connectors", "connector_estimate", "mention_spans", "names_title",
-    "personalized_pagerank", "seed_weights", "title_key", "walk_levels",
+    "EDGE_KINDS",
+    "admit_connectors",
+    "connector_estimate",
+    "mention_spans",
+    "names_title",
+    "personalized_pagerank",
+    "seed_weights",
+    "title_key",
+    "walk_levels",
 ]

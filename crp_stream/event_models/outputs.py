@@ -25,12 +25,12 @@ from crp_stream.event_models.common import (
     Part,
     Reason,
     Role,
-    Via,
     Scalar,
     SourceType,
     Text,
     Time,
     Ttl,
+    Via,
     require_type,
 )
 

@@ -77,7 +77,8 @@ class Selection:
 
 def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budget: int, now_us: int,
            min_relevance: float, coverage: tuple[np.ndarray, np.ndarray], blacklist: frozenset[str],
-           branch_scoped: bool = False, query_text: str = "") -> Candidates:
+           branch_scoped: bool = False, query_text: str = "", task: list[SubQueryState] | None = None
+           ) -> Candidates:
     """SPEC-027 §4 steps 1-2: top-K by similarity (quarantined/expired excluded), gate, CDR scores.
 
     ``branch_scoped``: ``residual`` is one fan-out branch's partition (SPEC-027 §1.3: "relevant to
@@ -85,9 +86,11 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
     Residual Set is then the whole task, "not specific"; a partition is specific, so its pull
     applies from window 1 on, which is what lets the branches' scores tell their facts apart.
 
-    The relevance gate (SPEC-024 §2.6) passes a fact relevant to the question or to an open
-    sub-query: a sub-query's probe finds facts for its hop, and a hop unlike the question would
-    otherwise never pass (issue 11: the residual pull is gated by the sub-query that pulls).
+    The relevance gate (SPEC-024 §2.6) passes a fact relevant to the question or to one of the
+    task's sub-queries (``task``; the Residual Set when not given): a sub-query's probe finds facts
+    for its hop, and a hop unlike the question would otherwise never pass (issue 11: the residual
+    pull is gated by the sub-query that pulls). Only open sub-queries pull (the score is unchanged);
+    an addressed one still vouches that its facts belong to the task.
     """
     k = max(4 * budget, 50)
     now_s = now_us / 1e6
@@ -100,7 +103,9 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
     ids, rows, vecs = _fetch(uow, sorted(found), dim)
     res_vecs = np.stack([vec_from_json(s.embedding) for s in residual]) if residual else np.zeros((0, dim))
     rel = cdr.relevance(vecs, query_vec) if ids else np.zeros(0)
-    keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(vecs, res_vecs)), min_relevance)
+    gate_subs = residual if task is None else task
+    gate_vecs = np.stack([vec_from_json(s.embedding) for s in gate_subs]) if gate_subs else np.zeros((0, dim))
+    keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(vecs, gate_vecs)), min_relevance)
     ids = [i for i, ok in zip(ids, keep, strict=True) if ok]
     vecs = vecs[keep]
     rows = [r for r, ok in zip(rows, keep, strict=True) if ok]

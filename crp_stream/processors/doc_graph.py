@@ -15,6 +15,7 @@ its meta (``embedding_text``) at its first write.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from crp_stream.core import graph_rank
@@ -36,14 +37,15 @@ def record_convention(uow: Any) -> None:
         uow.repo.set_meta(EMBEDDING_TEXT_KEY, EMBEDDING_TEXT)
 
 
-def structure_edges(uow: Any, event: Any, document_id: str | None, fact_ids: list[str],
-                    texts: dict[str, str]) -> set[str]:
+def structure_edges(
+    uow: Any, event: Any, document_id: str | None, fact_ids: list[str], texts: dict[str, str]
+) -> set[str]:
     """Write the adjacency and mention edges of one document; returns every endpoint (to invalidate).
 
     ``fact_ids`` are the document's facts by position (new and already known); ``texts`` the texts
     of the new ones, the only ones matched against the known titles.
     """
-    edges: list[tuple[str, str, float]] = [(a, b, STRUCTURE_WEIGHT) for a, b in zip(fact_ids, fact_ids[1:])]
+    edges: list[tuple[str, str, float]] = [(a, b, STRUCTURE_WEIGHT) for a, b in pairwise(fact_ids)]
     if edges:
         uow.repo.add_edges(edges, kind="adjacency")
     touched = {x for a, b, _w in edges for x in (a, b)}

@@ -84,12 +84,25 @@ def walk(uow: Any, c: Any, seed_idx: list[int], named: list[str], max_hops: int)
         into = np.flatnonzero((ed == i) & (lv[es] == lv[i] - 1))
         best = max(into.tolist(), key=lambda e: (r[es[e]], -es[e]))
         via[ids[i]] = graph_rank.EDGE_KINDS[int(ek[best])]
-    return Walk(depth=depth, ppr=dict(zip(ids, r.tolist(), strict=True)),
-                level=dict(zip(ids, lv.tolist(), strict=True)), via=via)
+    return Walk(
+        depth=depth,
+        ppr=dict(zip(ids, r.tolist(), strict=True)),
+        level=dict(zip(ids, lv.tolist(), strict=True)),
+        via=via,
+    )
 
 
-def choose(uow: Any, c: Any, sel: Any, live: list[int], n_anchor: int, budget: int, policy: Any,
-           exclude: set[str], append_outside: Any) -> None:
+def choose(
+    uow: Any,
+    c: Any,
+    sel: Any,
+    live: list[int],
+    n_anchor: int,
+    budget: int,
+    policy: Any,
+    exclude: set[str],
+    append_outside: Any,
+) -> None:
     """Fill ``sel`` (anchors, connectors, rank, via, hops) for the live CDR order ``live``."""
     seeds = live[:n_anchor]
     slots = budget - len(seeds)
@@ -115,14 +128,22 @@ def choose(uow: Any, c: Any, sel: Any, live: list[int], n_anchor: int, budget: i
     conn = [index[f] for f in sorted(w.ppr) if f in index and f not in exclude and index[f] not in in_order]
     ppr_live = np.asarray([w.ppr.get(c.ids[i], 0.0) for i in live], dtype=np.float64)
     ppr_conn = np.asarray([w.ppr[c.ids[i]] for i in conn], dtype=np.float64)
-    both = graph_rank.connector_estimate(np.concatenate([c.score[live], c.score[conn]]),
-                                         np.concatenate([ppr_live, ppr_conn]))
-    est_live, est_conn = both[: len(live)], both[len(live):]
+    idx = live + conn
+    factor = (
+        np.asarray([c.rows[i]["importance"] for i in idx], dtype=np.float64)
+        * c.novelty[idx]
+        * c.recency[idx]
+        * (1.0 - c.penalty[idx])
+    )
+    both = graph_rank.connector_estimate(c.score[idx], np.concatenate([ppr_live, ppr_conn]), factor)
+    est_live, est_conn = both[: len(live)], both[len(live) :]
     keep, admitted = graph_rank.admit_connectors(est_live, est_conn, len(seeds), slots)
     sel.anchors = [live[p] for p in keep]
     chosen_conn = [conn[p] for p in admitted]
-    contested = sorted([(-float(est_live[p]), 0, live[p]) for p in keep[len(seeds):]]
-                       + [(-float(est_conn[p]), 1, conn[p]) for p in admitted])
+    contested = sorted(
+        [(-float(est_live[p]), 0, live[p]) for p in keep[len(seeds) :]]
+        + [(-float(est_conn[p]), 1, conn[p]) for p in admitted]
+    )
     sel.rank = {i: r + 1 for r, i in enumerate(seeds)}
     sel.rank.update({i: len(seeds) + r + 1 for r, (_e, _k, i) in enumerate(contested)})
     sel.hops = w.depth
@@ -131,8 +152,9 @@ def choose(uow: Any, c: Any, sel: Any, live: list[int], n_anchor: int, budget: i
     sel.connectors = _bridging(uow, c, sel.anchors, chosen_conn, est)
 
 
-def _bridging(uow: Any, c: Any, anchors: list[int], conns: list[int], est: dict[int, float]
-              ) -> list[tuple[int, list[str], float, float]]:
+def _bridging(
+    uow: Any, c: Any, anchors: list[int], conns: list[int], est: dict[int, float]
+) -> list[tuple[int, list[str], float, float]]:
     """SPEC-025 §2.4 for the admitted connectors: bridge value and the anchors each bridges (or, when
     it bridges no pair, the anchors it has an edge to), for packing (§2.6) and the headers (§5.3)."""
     if not conns:

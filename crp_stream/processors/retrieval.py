@@ -108,7 +108,8 @@ class RetrievalHandler(Handler):
         blacklist = frozenset(state.blacklist)
         fanned = len(partitions) > 1
         branches = [assembly.gather(uow, qvec, part, ev.fact_budget, record.ts_us, min_rel, coverage, blacklist,
-                                    branch_scoped=fanned, query_text=ev.query.text) for part in partitions]
+                                    branch_scoped=fanned, query_text=ev.query.text, task=state.sub_queries)
+                    for part in partitions]
         sels, shared = self._select_branches(uow, ev, th, branches)
         window_state = WindowState(request_id=ev.request_id, branches=len(partitions),
                                    partitions=[[s.id for s in p] for p in partitions], fact_ids=[])
