@@ -49,30 +49,33 @@ def title_key(title: str | None) -> str | None:
     """Issue 11 (documents keep their structure): the words a text must contain to name a document.
 
     A trailing disambiguation in parentheses is dropped ("Michael Jackson (writer)" is named as
-    "Michael Jackson"); words are kept with their case (titles are names; "bridge" is not "Bridge").
-    None when nothing of at least MIN_TITLE_CHARS characters remains.
+    "michael jackson"); words are lowercased (queries and titles disagree on case: "I Can'T See
+    Myself Leaving You"). None when nothing of at least MIN_TITLE_CHARS characters remains.
     """
     if not title:
         return None
     words = _WORD.findall(_PAREN.sub("", title))
-    key = " ".join(words)
+    key = " ".join(words).lower()
     if len(key) < MIN_TITLE_CHARS or len(words) > MAX_TITLE_WORDS:
         return None
     return key
 
 
 def mention_spans(text: str, max_words: int = MAX_TITLE_WORDS) -> list[str]:
-    """Every run of 1..max_words consecutive words of ``text``, joined by one space, sorted and
-    unique: the keys under which the titles a text names are looked up (``title_key`` form)."""
+    """Every run of 1..max_words consecutive words of ``text``, lowercased, joined by one space,
+    sorted and unique: the keys under which the titles a text names are looked up (``title_key``).
+    A one-word span counts only where the text capitalises it: "Bridge" may be a name, "bridge" is
+    a word."""
     words = _WORD.findall(text)
-    spans = {" ".join(words[i : i + n]) for n in range(1, max_words + 1) for i in range(len(words) - n + 1)}
+    low = [w.lower() for w in words]
+    spans = {" ".join(low[i : i + n]) for n in range(2, max_words + 1) for i in range(len(words) - n + 1)}
+    spans |= {low[i] for i, w in enumerate(words) if w[:1].isupper() or w[:1].isdigit()}
     return sorted(s for s in spans if len(s) >= MIN_TITLE_CHARS)
 
 
 def names_title(text: str, key: str) -> bool:
-    """True when ``text`` contains the words of ``key`` consecutively (``title_key`` form)."""
-    words = " ".join(_WORD.findall(text))
-    return f" {key} " in f" {words} "
+    """True when ``text`` names the title ``key`` (``title_key`` form), as ``mention_spans`` reads it."""
+    return key in set(mention_spans(text, max(len(key.split()), 1)))
 
 
 def walk_levels(seeds: ArrayLike, src: ArrayLike, dst: ArrayLike, max_hops: int) -> tuple[NDArray[np.int64], int]:

@@ -273,10 +273,10 @@ class Repository:
 
     def facts_containing(self, needle: str, limit: int) -> list[tuple[str, str, str, str | None]]:
         """``(fact_id, text, source, document_id)`` of active facts whose text contains ``needle``
-        (case-insensitively on SQLite: the caller checks the exact words), in id order."""
+        (case-insensitively: the caller checks the words), in id order."""
         pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         q = (select(t.facts.c.fact_id, t.facts.c.text, t.facts.c.source, t.facts.c.document_id)
-             .where(t.facts.c.text.like(pattern, escape="\\") & (t.facts.c.status == "active"))
+             .where(t.facts.c.text.ilike(pattern, escape="\\") & (t.facts.c.status == "active"))
              .order_by(t.facts.c.fact_id).limit(limit))
         return [(r[0], r[1], r[2], r[3]) for r in self.conn.execute(q)]
 

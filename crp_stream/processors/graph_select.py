@@ -140,12 +140,11 @@ def choose(
     keep, admitted = graph_rank.admit_connectors(est_live, est_conn, len(seeds), slots)
     sel.anchors = [live[p] for p in keep]
     chosen_conn = [conn[p] for p in admitted]
-    contested = sorted(
-        [(-float(est_live[p]), 0, live[p]) for p in keep[len(seeds) :]]
-        + [(-float(est_conn[p]), 1, conn[p]) for p in admitted]
+    # rank: every fact by its estimate (a consumer that cuts the envelope short cuts by expected worth)
+    ranked = sorted(
+        [(-float(est_live[p]), 0, p, live[p]) for p in keep] + [(-float(est_conn[p]), 1, p, conn[p]) for p in admitted]
     )
-    sel.rank = {i: r + 1 for r, i in enumerate(seeds)}
-    sel.rank.update({i: len(seeds) + r + 1 for r, (_e, _k, i) in enumerate(contested)})
+    sel.rank = {i: r + 1 for r, (_e, _k, _p, i) in enumerate(ranked)}
     sel.hops = w.depth
     sel.via = {i: w.via.get(c.ids[i], "similarity") for i in chosen_conn}
     est = {conn[p]: float(est_conn[p]) for p in admitted}

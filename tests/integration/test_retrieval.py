@@ -390,15 +390,29 @@ def test_cdgr_includes_below_gate_connectors_between_the_anchors_they_bridge(tmp
     assert h["CRP-Context-Mode"] == "cdgr"
 
 
-def test_connectors_of_anchors_already_linked_directly_have_no_bridge_value(tmp_path: Path) -> None:
-    """SPEC-025 §2.4: with a direct A-D edge, B and C link nothing that is not linked already."""
+@pytest.mark.parametrize("direct", [False, True])
+def test_a_connector_displaces_only_an_anchor_it_outscores(tmp_path: Path, direct: bool) -> None:
+    """SPEC-025 §6 by construction: CDGR keeps CDR's seeds, and each connector it admits has an
+    estimate above the CDR score of every anchor of CDR's envelope it displaced (with or without a
+    direct A-D edge, which takes B's and C's bridge value away but not their PageRank)."""
     gram = [row[:] for row in CHAIN_GRAM]
-    gram[1][4] = gram[4][1] = 0.65  # A-D is now a similarity edge
-    gram[1][3] = gram[3][1] = gram[2][4] = gram[4][2] = 0.5  # (still no A-C or B-D edge)
-    out = run(_chain_records({"connector_budget": 0.5}, gram), tmp_path, edge_threshold=0.6)
-    env = out.envelope(1)
-    assert [f["role"] for f in env["facts"]] == ["anchor"] * 4
-    assert set(by_text(env)) == {CHAIN_TEXT[n] for n in ("A", "D", "F1", "F2")}
+    if direct:
+        gram[1][4] = gram[4][1] = 0.65  # A-D is now a similarity edge
+        gram[1][3] = gram[3][1] = gram[2][4] = gram[4][2] = 0.5  # (still no A-C or B-D edge)
+    off = run(_chain_records({"graph_retrieval": "off", "connector_budget": 0.5}, gram), tmp_path / "off",
+              edge_threshold=0.6).envelope(1)
+    on = run(_chain_records({"connector_budget": 0.5}, gram), tmp_path / "on", edge_threshold=0.6).envelope(1)
+    cdr = {f["fact_id"]: f["score"] for f in off["facts"]}
+    seeds = sorted(cdr, key=lambda f: -cdr[f])[:2]
+    kept = {f["fact_id"] for f in on["facts"]}
+    assert set(seeds) <= kept
+    displaced = [cdr[f] for f in cdr if f not in kept]
+    connectors = [f["score"] for f in on["facts"] if f["role"] == "connector"]
+    assert len(displaced) == len(connectors)
+    assert all(c > d for c in connectors for d in displaced)
+    # B and C enter without the A-D edge; with it, part of the walk's mass goes A <-> D directly and
+    # only one of them still beats the filler it would displace
+    assert len(connectors) == (1 if direct else 2)
 
 
 def test_graph_retrieval_off_gives_no_connectors(tmp_path: Path) -> None:
