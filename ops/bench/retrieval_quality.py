@@ -128,6 +128,7 @@ def hotpotqa(datasets: Path, n: int, run: Run, budgets: Sequence[int]) -> dict[s
     res: dict[str, dict[int, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     audit_total: Counter[str] = Counter()
     via_total: Counter[str] = Counter()
+    swaps: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     t0 = time.perf_counter()
     for qi, row in enumerate(rows):
         paras = [(title, [s.strip() for s in sents]) for title, sents in row["context"]]
@@ -159,6 +160,7 @@ def hotpotqa(datasets: Path, n: int, run: Run, budgets: Sequence[int]) -> dict[s
                                   title=title)
                 where.update({fid: (j, ks[p]) for fid, p in pos.items()})
             for b in budgets:
+                sets: dict[bool, set[tuple[int, int]]] = {}
                 for graph in (False, True):
                     sid = f"hq{qi}-b{b}-{'on' if graph else 'off'}"
                     req = window_request(sid, sid, 1, row["question"], run.v(qv),
@@ -172,11 +174,20 @@ def hotpotqa(datasets: Path, n: int, run: Run, budgets: Sequence[int]) -> dict[s
                     name = "CDGR (graph on)" if graph else "CDR (graph off)"
                     res[name][b].append(_sp(row, gold, got, len(env["facts"]), len(conns),
                                             sum(1 for c in conns if c in gold)))
+                    sets[graph] = got
+                # SPEC-025 §6 checked fact by fact: what CDGR admitted against what it displaced from CDR
+                swaps[b][0] += len(sets[True] - sets[False])
+                swaps[b][1] += len((sets[True] - sets[False]) & gold)
+                swaps[b][2] += len((sets[False] - sets[True]) & gold)
             pipe.close()
         if (qi + 1) % 10 == 0:
             log(f"  hotpotqa {qi + 1}/{len(rows)} questions, {time.perf_counter() - t0:.0f} s")
     print_hotpot(rows, res, budgets, audit_total, cache)
     print("  connectors by via: " + ", ".join(f"{k} {v}" for k, v in sorted(via_total.items())))
+    for b in budgets:
+        n, won, lost = swaps[b]
+        print(f"  budget {b}: CDGR replaced {n} of CDR's facts; supporting among those it took in: {won}, "
+              f"among those it let go: {lost}")
     return res
 
 
