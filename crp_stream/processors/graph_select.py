@@ -23,14 +23,31 @@ import numpy as np
 from crp_stream.core import cdgr, graph_rank
 
 NAMED_SEED_SHARE = 0.5
+OUTSIDE_PER_SLOT = 4
 
 
 @dataclass
 class Walk:
     depth: int
     ppr: dict[str, float]  # every fact of the walked ball
-    level: dict[str, int]
-    via: dict[str, str]  # how each reached fact was first reached
+    ids: list[str]  # the ball, in fact-id order (the local index)
+    level: np.ndarray  # per local index
+    rank: np.ndarray  # PageRank per local index
+    edges: tuple[np.ndarray, np.ndarray, np.ndarray]  # (src, dst, kind) local, (src, dst) order
+    named: frozenset[str]
+
+    def via(self, fact_id: str) -> str:
+        """How a reached fact was reached: ``mention`` for a lead the query names; else the kind of
+        the edge into it from the fact one level up with the most PageRank."""
+        if fact_id in self.named:
+            return "mention"
+        i = self.ids.index(fact_id)
+        es, ed, ek = self.edges
+        into = np.flatnonzero((ed == i) & (self.level[es] == self.level[i] - 1)).tolist()
+        if not into:
+            return "similarity"
+        best = max(into, key=lambda e: (self.rank[es[e]], -es[e]))
+        return graph_rank.EDGE_KINDS[int(ek[best])]
 
 
 def named_leads(uow: Any, query_text: str) -> list[str]:
@@ -79,16 +96,14 @@ def walk(uow: Any, c: Any, seed_idx: list[int], named: list[str], max_hops: int)
     for f in extra:
         seed[pos[f]] += NAMED_SEED_SHARE * top
     r = graph_rank.personalized_pagerank(n, es, ed, ew, seed)
-    via: dict[str, str] = {f: "mention" for f in extra}
-    for i in np.flatnonzero(lv > 0).tolist():  # the parent edge: from the best-ranked fact a level up
-        into = np.flatnonzero((ed == i) & (lv[es] == lv[i] - 1))
-        best = max(into.tolist(), key=lambda e: (r[es[e]], -es[e]))
-        via[ids[i]] = graph_rank.EDGE_KINDS[int(ek[best])]
     return Walk(
         depth=depth,
         ppr=dict(zip(ids, r.tolist(), strict=True)),
-        level=dict(zip(ids, lv.tolist(), strict=True)),
-        via=via,
+        ids=ids,
+        level=lv,
+        rank=r,
+        edges=(es, ed, ek),
+        named=frozenset(extra),
     )
 
 
@@ -118,8 +133,13 @@ def choose(
         cached = c.walks[key] = walk(uow, c, seeds, c.named, policy.max_hops)
     w = cached
     index = {f: i for i, f in enumerate(c.ids)}
-    outside = sorted(f for f in w.ppr if f not in index and f not in exclude)
-    if outside:  # reached facts outside the candidate set join it, scored by CDR (below the gate too)
+    # Reached facts outside the candidate set join it, scored by CDR (below the gate too): those with
+    # the most PageRank, OUTSIDE_PER_SLOT per connector slot. Outside the candidates a fact's CDR
+    # score is low (below the gate, or past every probe's top K), so its graph term decides, and a
+    # ball of thousands is not read row by row to rank its tail.
+    outside = [f for f in w.ppr if f not in index and f not in exclude]
+    outside = sorted(sorted(outside, key=lambda f: (-w.ppr[f], f))[: OUTSIDE_PER_SLOT * slots])
+    if outside:
         append_outside(uow, c, outside)
         index = {f: i for i, f in enumerate(c.ids)}
     # connectors: reached facts that are not in the CDR order (the order's own facts compete as
@@ -146,7 +166,7 @@ def choose(
     )
     sel.rank = {i: r + 1 for r, (_e, _k, _p, i) in enumerate(ranked)}
     sel.hops = w.depth
-    sel.via = {i: w.via.get(c.ids[i], "similarity") for i in chosen_conn}
+    sel.via = {i: w.via(c.ids[i]) for i in chosen_conn}
     est = {conn[p]: float(est_conn[p]) for p in admitted}
     sel.connectors = _bridging(uow, c, sel.anchors, chosen_conn, est)
 
