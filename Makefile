@@ -1,8 +1,17 @@
 # Shortcuts for the scripts under ops/ (each also runs on its own).
-.PHONY: setup test test-integration services-start services-stop services-status compose-config ci
+.PHONY: setup lint format test test-integration services-start services-stop services-status compose-config ci
 
 setup:            ## .venv with crp-stream[test] (idempotent)
 	ops/setup
+
+lint: setup       ## ruff format --check, ruff check, mypy --strict (what CI runs before the tests)
+	.venv/bin/ruff format --check crp_stream tests ops migrations
+	.venv/bin/ruff check crp_stream tests ops migrations
+	.venv/bin/mypy
+
+format: setup     ## apply ruff's formatting and safe fixes
+	.venv/bin/ruff format crp_stream tests ops migrations
+	.venv/bin/ruff check --fix crp_stream tests ops migrations
 
 test: setup       ## the whole suite against real PostgreSQL and Kafka (started if needed)
 	ops/test -q

@@ -1,4 +1,4 @@
-"""Write the JSON Schema of every event to ``schemas/v1/<EventName>.json`` from the models.
+"""Write the JSON Schema of every event to ``schemas/v1/<EventName>.json``, and docs/contract.md, from the models.
 
     python -m crp_stream.schemas_gen            # (re)write the files
     python -m crp_stream.schemas_gen --check    # exit 1 if a checked-in file differs
@@ -14,12 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from crp_stream import contract_doc
 from crp_stream.events import EVENT_MODELS
 
 SCHEMA_VERSION = "v1"
 ID_BASE = f"https://crp-stream/schemas/{SCHEMA_VERSION}/"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "schemas" / SCHEMA_VERSION
+CONTRACT_DOC = Path(__file__).resolve().parent.parent / "docs" / "contract.md"
 
 
 def schema_for(name: str) -> dict[str, Any]:
@@ -43,6 +45,9 @@ def generate(out_dir: Path = DEFAULT_DIR) -> list[Path]:
         path = out_dir / f"{name}.json"
         path.write_text(render(name), encoding="utf-8")
         written.append(path)
+    if out_dir == DEFAULT_DIR:
+        CONTRACT_DOC.write_text(contract_doc.render(), encoding="utf-8")
+        written.append(CONTRACT_DOC)
     return written
 
 
@@ -53,6 +58,10 @@ def stale(out_dir: Path = DEFAULT_DIR) -> list[str]:
         path = out_dir / f"{name}.json"
         if not path.exists() or path.read_text(encoding="utf-8") != render(name):
             out.append(name)
+    if out_dir == DEFAULT_DIR and (
+        not CONTRACT_DOC.exists() or CONTRACT_DOC.read_text(encoding="utf-8") != contract_doc.render()
+    ):
+        out.append("docs/contract.md")
     return out
 
 

@@ -12,7 +12,10 @@ API
 - ``fact_authority(fact) -> float``: ``authority`` of one ``FactView``.
 - ``resolve_contradiction(a, b) -> Resolution`` (§2.3/§2.5).
 - ``same_claim_duplicates(facts, vecs, threshold=0.97) -> list[list[int]]``: partition into same-value groups.
-- ``detect_envelope_contradictions(facts, vecs, pair_threshold=0.85) -> list[(i, j, pattern)]`` (§2.2).
+- ``detect_envelope_contradictions(facts, vecs, pair_threshold=0.85, inside=None) -> list[(i, j, pattern)]``
+  (§2.2); ``inside``: only pairs touching the first n facts (the envelope) against the rest.
+- ``stale_statement_contest(demoted, live) -> bool`` (§2.5, issue 14): a stale free-text statement
+  against a weaker fresher one is a tie.
 - ``unresolved_conflict_note(a_text, b_text) -> str`` (§2.5).
 - ``arbitrate_contradictions(facts, contradictions) -> Arbitration``: all pairs resolved at once.
 - ``conflicts_resolved_header(detected, unresolved) -> str`` (§2.4/§2.5): ``"n"`` or ``"n; unresolved=m"``.
@@ -29,6 +32,8 @@ from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from crp_stream.core.substitution import copied_statement_conflict, near_copy_pairs
 
 NUMBER_CHANGED = "NUMBER_CHANGED"
 ENTITY_SUBSTITUTED = "ENTITY_SUBSTITUTED"
@@ -242,6 +247,15 @@ def _structured_pattern(va: _Val, vb: _Val) -> str | None:
     return NUMBER_CHANGED if "num" in (va[0], vb[0]) else ENTITY_SUBSTITUTED
 
 
+def _statement_conflict(a: FactView, b: FactView) -> str | None:
+    """The text rules: ``_text_conflict``, then, between different sources, a copied statement with one
+    span swapped (``core.substitution.copied_statement_conflict``, issue 14)."""
+    found = _text_conflict(a.text, b.text)
+    if found is not None or not a.source or not b.source or a.source == b.source:
+        return found
+    return copied_statement_conflict(a.text, b.text, same_source=False)
+
+
 def values_conflict(a: FactView, b: FactView) -> str | None:
     """SPEC-027 §2.2: do two facts assert different values for the same attribute, and by which pattern?
 
@@ -250,11 +264,13 @@ def values_conflict(a: FactView, b: FactView) -> str | None:
     Otherwise text heuristics (SPEC-005 §3b applied pairwise): same text but a different number (unit
     aware: "1000 rps" == "1 krps"); a negation ("not", "no", "never", "n't", "cannot", disabled vs
     enabled) in exactly one; or one substituted span of <= 3 tokens with a capitalised/alphanumeric token
-    after the predicate's verb (a name swapped in subject position means another subject).
+    after the predicate's verb (a name swapped in subject position means another subject). Between
+    two sources, a near-copy differing in one span is also read (issue 14): a subject swapped in a
+    statement that shares a long remainder or a uniqueness predicate is a copy with its answer swapped.
     """
     ka, kb, va, vb = _claim_key(a), _claim_key(b), _structured_value(a), _structured_value(b)
     if ka is None or kb is None or va is None or vb is None:
-        return None if (ka is not None and kb is not None and ka != kb) else _text_conflict(a.text, b.text)
+        return None if (ka is not None and kb is not None and ka != kb) else _statement_conflict(a, b)
     return _structured_pattern(va, vb) if ka == kb else None
 
 
@@ -301,17 +317,34 @@ class Resolution:
     authority_suppressed: float
 
 
+def stale_statement_contest(demoted: FactView, live: FactView) -> bool:
+    """SPEC-027 §2.5 with the drift seed's Decision Boundary rule 3 (issue 14 goal 2): a free-text
+    statement the arbiter marked ``stale`` (STALE_HIGH_TRUST: two later partitions assert another
+    value) against a fresher statement of LOWER authority is not decided: both are served with the
+    §2.5 note. Two later partitions rule out poisoning only if epochs cannot be spoofed (the seed's
+    accepted trade); a copied sentence with its answer swapped is exactly what such an attacker
+    writes, so the envelope hands the conflict to the model instead of silently swapping the answer.
+    Structured readings (subject/attribute/value, e.g. the seed's 47 telemetry records) keep the
+    seed's effect: the fresher value is served alone."""
+    if demoted.status != "stale" or live.status in DEMOTED_STATUSES:
+        return False
+    if _structured_value(demoted) is not None or _structured_value(live) is not None:
+        return False
+    return fact_authority(live) < fact_authority(demoted)
+
+
 def resolve_contradiction(a: FactView, b: FactView) -> Resolution:
     """SPEC-027 §2.3/§2.5: keep the higher-authority fact, suppress the other; equal authority -> tie.
 
     A demoted fact (status stale/superseded/expired/quarantined) loses to a non-demoted one whatever its
-    trust. Authorities within 1e-9 tie: neither is suppressed (§2.5). Symmetric in its arguments.
+    trust, except in a ``stale_statement_contest`` (a tie). Authorities within 1e-9 tie: neither is
+    suppressed (§2.5). Symmetric in its arguments.
     """
     aa, ab = fact_authority(a), fact_authority(b)
     da, db = a.status in DEMOTED_STATUSES, b.status in DEMOTED_STATUSES
-    if da != db:
+    if da != db and not stale_statement_contest(*((a, b) if da else (b, a))):
         return Resolution(b, a, False, ab, aa) if da else Resolution(a, b, False, aa, ab)
-    if abs(aa - ab) <= AUTHORITY_TIE_EPSILON:
+    if da != db or abs(aa - ab) <= AUTHORITY_TIE_EPSILON:
         first, second = (a, b) if a.fact_id <= b.fact_id else (b, a)
         return Resolution(first, second, True, fact_authority(first), fact_authority(second))
     return Resolution(a, b, False, aa, ab) if aa > ab else Resolution(b, a, False, ab, aa)
@@ -356,7 +389,7 @@ def _same_claim(a: FactView, b: FactView) -> bool:
     if ka is not None and kb is not None and (ka != kb or (va is not None and vb is not None)):
         return ka == kb and va is not None and vb is not None and _structured_pattern(va, vb) is None
     same_numbers = _same_numbers(_claim_tokens(a.text)[2], _claim_tokens(b.text)[2])
-    return same_numbers and _text_conflict(a.text, b.text) is None
+    return same_numbers and _statement_conflict(a, b) is None
 
 
 @lru_cache(maxsize=100_000, typed=True)
@@ -411,20 +444,27 @@ def same_claim_duplicates(
 
 
 def detect_envelope_contradictions(
-    facts: Sequence[FactView], vecs: ArrayLike, pair_threshold: float = DEFAULT_PAIR_THRESHOLD
+    facts: Sequence[FactView], vecs: ArrayLike, pair_threshold: float = DEFAULT_PAIR_THRESHOLD,
+    inside: int | None = None,
 ) -> list[tuple[int, int, str]]:
     """SPEC-027 §2.2: pairs ``(i, j, pattern)``, i < j, of selected facts that contradict each other.
 
     A pair is checked when cosine > pair_threshold (0.85) or, whatever the cosine, when both facts
-    carry the same (subject, attribute); it is reported when ``values_conflict`` finds a pattern.
+    carry the same (subject, attribute) or come from different sources and share most of their
+    words (``near_copy_pairs``, issue 14); it is reported when ``values_conflict`` finds a pattern.
+    With ``inside`` = n, facts from index n on are candidates outside the envelope: only their pairs
+    with the first n are checked (a copy the envelope left out is still found).
     """
     candidates = _pairs_above(vecs, len(facts), pair_threshold, strict=True)
+    candidates |= near_copy_pairs([f.text for f in facts], [f.source for f in facts], inside)
     by_key: dict[tuple[str, str] | None, list[int]] = {}
     for i, f in enumerate(facts):
         by_key.setdefault(_claim_key(f), []).append(i)
     by_key.pop(None, None)
     for members in by_key.values():
         candidates.update((i, j) for x, i in enumerate(members) for j in members[x + 1 :])
+    if inside is not None:
+        candidates = {(i, j) for i, j in candidates if i < inside}
     found = ((i, j, values_conflict(facts[i], facts[j])) for i, j in sorted(candidates))
     return [(i, j, p) for i, j, p in found if p is not None]
 

@@ -2,7 +2,7 @@
 
 Implements seed ``002_ce3d030fd7bbcd69.txt`` (drift vs. poisoning, freshness dominance) as pure
 functions; issue 4 wires them to ``crp.facts``. No I/O, no clocks: every epoch comes from the caller
-and is the record's LOG-APPEND time (CONTRACT.md), never a payload field.
+and is the record's LOG-APPEND time (docs/contract.md), never a payload field.
 
 API
 ---

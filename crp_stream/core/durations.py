@@ -1,4 +1,4 @@
-"""ISO 8601 durations of the event contract (CONTRACT.md: "Durations are ISO 8601 (P1Y, P30D, PT6H)
+"""ISO 8601 durations of the event contract (docs/contract.md: "Durations are ISO 8601 (P1Y, P30D, PT6H)
 or the string "none" (never expires)").
 
 Pure stdlib. A duration is returned in seconds as a float; ``None`` means never (SPEC-027 §3.5,
@@ -44,7 +44,7 @@ _EXAMPLES = 'e.g. P1Y, P30D, PT6H, P1DT2H, or "none"'
 
 
 def parse_duration(text: str) -> float | None:
-    """CONTRACT.md durations: ISO 8601 text -> seconds; ``"none"`` -> ``None`` (never expires, SPEC-027 §3.5).
+    """docs/contract.md durations: ISO 8601 text -> seconds; ``"none"`` -> ``None`` (never expires, SPEC-027 §3.5).
 
     Years are 365 days and months 30 days. A negative duration raises ``ValueError``, as does any
     text outside the grammar in the module docstring; the message quotes the text (truncated).
@@ -71,7 +71,7 @@ def parse_duration(text: str) -> float | None:
 
 
 def format_duration(seconds: float | None) -> str:
-    """CONTRACT.md durations: seconds -> canonical ISO 8601 text; ``None`` -> ``"none"``.
+    """docs/contract.md durations: seconds -> canonical ISO 8601 text; ``None`` -> ``"none"``.
 
     Only exact units are written (days, hours, minutes, seconds to the microsecond), never years or
     months, so ``format_duration(parse_duration("P1Y")) == "P365D"`` and ``parse_duration`` of the

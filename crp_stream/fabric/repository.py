@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
-from sqlalchemy import BigInteger, Connection, Text, cast, func, select, update
+from sqlalchemy import BigInteger, Connection, Text, func, select, update
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects import postgresql, sqlite
 
 from crp_stream.fabric import tables as t
+from crp_stream.fabric.rows import AuditRow, CandidateRow, ClaimRow, FactRow, RefreshRow, SessionRow, SourceRow
 
 FACTS_GENERATION = "facts_generation"
 
@@ -22,8 +24,16 @@ class Repository:
     def __init__(self, conn: Connection):
         self.conn = conn
         self._dialect = conn.dialect.name
+        # processed ids of this transaction, written by ``flush`` in one statement before it commits
+        self._marks: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def _insert_ignore(self, table: Any, rows: Sequence[dict[str, Any]], keys: Sequence[str]) -> None:
+    def flush(self) -> None:
+        """Write what this repository buffered (processed ids); the unit of work calls it before commit."""
+        if self._marks:
+            self.conn.execute(t.processed_events.insert(), list(self._marks.values()))
+            self._marks.clear()
+
+    def _insert_ignore(self, table: Any, rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> None:
         if not rows:
             return
         mod = postgresql if self._dialect == "postgresql" else sqlite
@@ -48,7 +58,7 @@ class Repository:
         self._insert_ignore(t.meta, [{"key": key, "value": "0"}], ["key"])
         value = t.meta.c.value
         stmt = (update(t.meta).where(t.meta.c.key == key)
-                .values(value=cast(cast(value, BigInteger) + 1, Text)).returning(value))
+                .values(value=sql_cast(sql_cast(value, BigInteger) + 1, Text)).returning(value))
         return int(self.conn.execute(stmt).scalar_one())
 
     # offsets and idempotency ------------------------------------------------------------------
@@ -69,16 +79,17 @@ class Repository:
             )
 
     def processed_hash(self, consumer: str, event_id: str) -> str | None:
+        pending = self._marks.get((consumer, event_id))
+        if pending is not None:
+            return str(pending["content_hash"])
         rows = self._select_where(("content_hash",), "processed_events",
                                   (("consumer", consumer), ("event_id", event_id)))
         return rows[0][0] if rows else None
 
     def mark_processed(self, consumer: str, event_id: str, content_hash: str, topic: str, offset: int) -> None:
-        self.conn.execute(
-            t.processed_events.insert().values(
-                consumer=consumer, event_id=event_id, content_hash=content_hash, topic=topic, offset=offset
-            )
-        )
+        """Buffered until ``flush``: a batch writes its processed ids in one statement."""
+        self._marks[(consumer, event_id)] = {"consumer": consumer, "event_id": event_id,
+                                             "content_hash": content_hash, "topic": topic, "offset": offset}
 
     # sources ----------------------------------------------------------------------------------
     def touch_source(self, source: str, source_type: str, trust: float, at_us: int) -> None:
@@ -93,8 +104,9 @@ class Repository:
                 )
             )
 
-    def sources(self) -> list[dict[str, Any]]:
-        return [dict(r._mapping) for r in self.conn.execute(select(t.sources).order_by(t.sources.c.source))]
+    def sources(self) -> list[SourceRow]:
+        q = select(t.sources).order_by(t.sources.c.source)
+        return [cast(SourceRow, dict(r._mapping)) for r in self.conn.execute(q)]
 
     # facts ------------------------------------------------------------------------------------
     def existing_fact_ids(self, fact_ids: Sequence[str]) -> set[str]:
@@ -106,16 +118,16 @@ class Repository:
             out.update(self.conn.execute(select(t.facts.c.fact_id).where(t.facts.c.fact_id.in_(chunk))).scalars())
         return out
 
-    def insert_facts(self, rows: Sequence[dict[str, Any]]) -> None:
+    def insert_facts(self, rows: Sequence[FactRow]) -> None:
         self._insert_ignore(t.facts, rows, ["fact_id"])
 
-    def facts_by_ids(self, fact_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    def facts_by_ids(self, fact_ids: Iterable[str]) -> dict[str, FactRow]:
         ids = sorted(set(fact_ids))
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, FactRow] = {}
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             for r in self.conn.execute(select(t.facts).where(t.facts.c.fact_id.in_(chunk))):
-                out[r.fact_id] = dict(r._mapping)
+                out[r.fact_id] = cast(FactRow, dict(r._mapping))
         return out
 
     def _select_in(self, columns: Sequence[str], table: str, key: str, ids: Sequence[str]) -> list[Any]:
@@ -153,27 +165,28 @@ class Repository:
         """``{fact_id: status}`` of the given facts that exist."""
         return dict(self._select_in(("fact_id", "status"), "facts", "fact_id", fact_ids))
 
-    def fact_rows(self, fact_ids: Sequence[str], fields: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def fact_rows(self, fact_ids: Sequence[str], fields: Sequence[str]) -> dict[str, FactRow]:
         """Like ``facts_by_ids``, only the named columns (``fact_id`` among them)."""
         if not set(fields) <= set(t.facts.c.keys()):
             raise ValueError(f"not columns of facts: {sorted(set(fields) - set(t.facts.c.keys()))}")
         at = list(fields).index("fact_id")
-        return {r[at]: dict(zip(fields, r, strict=True)) for r in self._select_in(fields, "facts", "fact_id", fact_ids)}
+        found = self._select_in(fields, "facts", "fact_id", fact_ids)
+        return {r[at]: cast(FactRow, dict(zip(fields, r, strict=True))) for r in found}
 
-    def facts_for_claim(self, claim_key: str) -> list[dict[str, Any]]:
+    def facts_for_claim(self, claim_key: str) -> list[FactRow]:
         q = select(t.facts).where(t.facts.c.claim_key == claim_key).order_by(t.facts.c.epoch_us, t.facts.c.fact_id)
-        return [dict(r._mapping) for r in self.conn.execute(q)]
+        return [cast(FactRow, dict(r._mapping)) for r in self.conn.execute(q)]
 
-    def document_facts(self, source: str, document_id: str) -> list[dict[str, Any]]:
+    def document_facts(self, source: str, document_id: str) -> list[FactRow]:
         q = (select(t.facts.c.fact_id, t.facts.c.position, t.facts.c.status)
              .where((t.facts.c.source == source) & (t.facts.c.document_id == document_id)))
-        return [dict(r._mapping) for r in self.conn.execute(q)]
+        return [cast(FactRow, dict(r._mapping)) for r in self.conn.execute(q)]
 
-    def set_fact_status(self, fact_ids: Sequence[str], status: str) -> int | None:
+    def set_fact_status(self, fact_ids: Sequence[str], status: str) -> int:
         """The only write of ``facts.status``; it moves the meta counter ``facts_generation``, by which
         a cache of statuses in any process sees that statuses changed, and returns its new value."""
         if not fact_ids:
-            return None
+            raise ValueError("set_fact_status: no fact ids")
         self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(status=status))
         return self.increment_meta(FACTS_GENERATION)
 
@@ -199,22 +212,15 @@ class Repository:
 
     # similarity graph -------------------------------------------------------------------------
     def add_edges(self, edges: Sequence[tuple[str, str, float]], kind: str = "similarity") -> None:
-        """Both directions of each edge. A similarity edge never replaces an edge already there; a
-        structural one (adjacency, mention) replaces a similarity edge of the same pair."""
+        """Both directions of each edge of ``kind``; an edge already there is kept as it is. A pair can
+        have one edge of each kind (similar and adjacent facts)."""
         rows: list[dict[str, Any]] = []
         for a, b, w in edges:
             if a == b:
                 continue
             rows.append({"src": a, "dst": b, "weight": float(w), "kind": kind})
             rows.append({"src": b, "dst": a, "weight": float(w), "kind": kind})
-        if kind == "similarity" or not rows:
-            self._insert_ignore(t.edges, rows, ["src", "dst"])
-            return
-        mod = postgresql if self._dialect == "postgresql" else sqlite
-        stmt = mod.insert(t.edges)
-        stmt = stmt.on_conflict_do_update(index_elements=["src", "dst"],
-                                          set_={"weight": stmt.excluded.weight, "kind": stmt.excluded.kind})
-        self.conn.execute(stmt, sorted(rows, key=lambda r: (r["src"], r["dst"])))
+        self._insert_ignore(t.edges, rows, ["src", "dst", "kind"])
 
     def prune_similarity(self, fact_ids: Iterable[str], k: int) -> list[tuple[str, str]]:
         """SPEC-025 §1.3: each given fact keeps its ``k`` strongest similarity edges (weight, then
@@ -227,7 +233,8 @@ class Repository:
                 by_src.setdefault(src, []).append((-float(w), dst))
         drop = [(src, dst) for src in sorted(by_src) for _w, dst in sorted(by_src[src])[k:]]
         for src, dst in drop:
-            self.conn.execute(t.edges.delete().where((t.edges.c.src == src) & (t.edges.c.dst == dst)))
+            self.conn.execute(t.edges.delete().where((t.edges.c.src == src) & (t.edges.c.dst == dst)
+                                                     & (t.edges.c.kind == "similarity")))
         return drop
 
     def adjacency(self, fact_ids: Iterable[str]) -> dict[str, dict[str, float]]:
@@ -248,9 +255,10 @@ class Repository:
         return [(r[0], r[1], r[2], r[3])
                 for r in self._select_in(("src", "dst", "weight", "kind"), "edges", "src", fact_ids)]
 
-    def edge_count(self) -> int:
-        """Edge rows over 2 (each edge is stored in both directions until pruning drops one)."""
-        return int(self.conn.execute(select(func.count()).select_from(t.edges)).scalar_one()) // 2
+    def edge_count(self, kind: str = "similarity") -> int:
+        """Edges of ``kind``: rows over 2 (each edge is stored in both directions until pruning drops one)."""
+        q = select(func.count()).select_from(t.edges).where(t.edges.c.kind == kind)
+        return int(self.conn.execute(q).scalar_one()) // 2
 
     # documents (issue 11) ---------------------------------------------------------------------
     def put_document(self, source: str, document_id: str, title: str | None, title_key: str | None,
@@ -281,14 +289,14 @@ class Repository:
         return [(r[0], r[1], r[2], r[3]) for r in self.conn.execute(q)]
 
     # sessions ---------------------------------------------------------------------------------
-    def get_session(self, session_id: str) -> dict[str, Any] | None:
+    def get_session(self, session_id: str) -> SessionRow | None:
         cols = list(t.sessions.c.keys())
         rows = self._select_where(cols, "sessions", (("session_id", session_id),))
         if not rows:
             return None
         row = dict(zip(cols, rows[0], strict=True))
         row["state"] = json.loads(row["state"])
-        return row
+        return cast(SessionRow, row)
 
     def put_session(self, session_id: str, embedding_model: str, window_count: int, max_windows: int,
                     state: dict[str, Any], at_us: int) -> None:
@@ -312,14 +320,14 @@ class Repository:
             ["event_id"],
         )
 
-    def audit(self, audit_type: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+    def audit(self, audit_type: str | None = None, limit: int = 100) -> list[AuditRow]:
         q = select(t.audit_log).order_by(t.audit_log.c.seq.desc()).limit(limit)
         if audit_type:
             q = q.where(t.audit_log.c.audit_type == audit_type)
         rows = [dict(r._mapping) for r in self.conn.execute(q)]
         for r in rows:
             r["details"] = json.loads(r["details"])
-        return list(reversed(rows))
+        return [cast(AuditRow, r) for r in reversed(rows)]
 
     # refresh requests and quarantine candidates ------------------------------------------------
     def put_refresh(self, request_id: str, claim_key: str, source: str, payload: dict[str, Any], at_us: int) -> bool:
@@ -332,7 +340,7 @@ class Repository:
             payload=canonical_json(payload), created_at_us=at_us))
         return True
 
-    def refresh_requests(self, status: str | None = None) -> list[dict[str, Any]]:
+    def refresh_requests(self, status: str | None = None) -> list[RefreshRow]:
         q = select(t.refresh_requests).order_by(t.refresh_requests.c.created_at_us, t.refresh_requests.c.request_id)
         if status:
             q = q.where(t.refresh_requests.c.status == status)
@@ -354,7 +362,7 @@ class Repository:
             payload=canonical_json(payload), created_at_us=at_us))
         return True
 
-    def candidates(self, status: str | None = None) -> list[dict[str, Any]]:
+    def candidates(self, status: str | None = None) -> list[CandidateRow]:
         tbl = t.quarantine_candidates
         q = select(tbl).order_by(tbl.c.created_at_us, tbl.c.candidate_id)
         if status:
@@ -366,24 +374,24 @@ class Repository:
         self.conn.execute(update(tbl).where(tbl.c.candidate_id == candidate_id)
                           .values(status=status, decided_at_us=at_us, decided_by=by))
 
-    def refresh_request(self, request_id: str) -> dict[str, Any] | None:
+    def refresh_request(self, request_id: str) -> RefreshRow | None:
         tbl = t.refresh_requests
         r = self.conn.execute(select(tbl).where(tbl.c.request_id == request_id)).first()
         return _decoded(r._mapping) if r else None
 
-    def refresh_requests_for_claim(self, claim_key: str, status: str | None = None) -> list[dict[str, Any]]:
+    def refresh_requests_for_claim(self, claim_key: str, status: str | None = None) -> list[RefreshRow]:
         tbl = t.refresh_requests
         q = select(tbl).where(tbl.c.claim_key == claim_key).order_by(tbl.c.created_at_us, tbl.c.request_id)
         if status:
             q = q.where(tbl.c.status == status)
         return [_decoded(r._mapping) for r in self.conn.execute(q)]
 
-    def candidate(self, candidate_id: str) -> dict[str, Any] | None:
+    def candidate(self, candidate_id: str) -> CandidateRow | None:
         tbl = t.quarantine_candidates
         r = self.conn.execute(select(tbl).where(tbl.c.candidate_id == candidate_id)).first()
         return _decoded(r._mapping) if r else None
 
-    def candidates_for_claim(self, claim_key: str) -> list[dict[str, Any]]:
+    def candidates_for_claim(self, claim_key: str) -> list[CandidateRow]:
         tbl = t.quarantine_candidates
         q = select(tbl).where(tbl.c.claim_key == claim_key).order_by(tbl.c.created_at_us, tbl.c.candidate_id)
         return [_decoded(r._mapping) for r in self.conn.execute(q)]
@@ -398,7 +406,7 @@ class Repository:
             self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(claim_key=claim_key))
 
     # claims (arbiter state) -------------------------------------------------------------------
-    def get_claim(self, claim_key: str) -> dict[str, Any] | None:
+    def get_claim(self, claim_key: str) -> ClaimRow | None:
         r = self.conn.execute(select(t.claims).where(t.claims.c.claim_key == claim_key)).first()
         return _decoded(r._mapping, "details") if r else None
 
@@ -410,7 +418,8 @@ class Repository:
             self.conn.execute(t.claims.insert().values(claim_key=claim_key, **values))
 
 
-def _decoded(mapping: Any, field: str = "payload") -> dict[str, Any]:
+def _decoded(mapping: Any, field: str = "payload") -> Any:
+    """A row with its JSON column ``field`` decoded (the caller names the row's type)."""
     row = dict(mapping)
     row[field] = json.loads(row[field])
     return row

@@ -74,7 +74,7 @@ edges = Table(
     Column("src", ID, primary_key=True),
     Column("dst", ID, primary_key=True),
     Column("weight", Float, nullable=False),
-    Column("kind", String(16), nullable=False, server_default="similarity"),  # core.graph_rank.EDGE_KINDS
+    Column("kind", String(16), primary_key=True, server_default="similarity"),  # core.graph_rank.EDGE_KINDS
 )
 
 # Documents with a title or section (issue 11): a text that names a title links to the lead fact.

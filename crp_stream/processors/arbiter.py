@@ -34,6 +34,8 @@ from crp_stream.core.drift import (
     verdict_fingerprint,
 )
 from crp_stream.core.ids import derive_id
+from crp_stream.fabric.fabric import UnitOfWork
+from crp_stream.fabric.rows import FactRow
 from crp_stream.processors import effects, text_claims
 from crp_stream.processors.base import Emitter, Handler, Record, us_to_dt
 from crp_stream.processors.effects import CANDIDATES, REFRESH, audit, change_status, chunks, short
@@ -44,7 +46,7 @@ ARBITER = "arbiter"
 AUTO_POLICY = "auto-quarantine policy"
 
 
-def claim_records(rows: Sequence[dict[str, Any]], text_claim: bool) -> list[ClaimRecord]:
+def claim_records(rows: Sequence[FactRow], text_claim: bool) -> list[ClaimRecord]:
     """Fabric rows -> drift records: the epoch is the log-append time, the value normalised."""
     values = text_claims.text_values(rows) if text_claim else {}
     out = []
@@ -127,11 +129,12 @@ def verdict_details(verdict: Verdict, views: Sequence[PartitionView]) -> dict[st
     }
 
 
-class ArbiterHandler(Handler):
+class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     group = ARBITER
     topics = ("crp.facts",)
 
-    def handle(self, event: Any, record: Record, uow: Any, out: Emitter) -> None:
+    def handle(self, event: events.FactRecorded | events.FactStatusChanged, record: Record, uow: UnitOfWork,
+               out: Emitter) -> None:
         if not isinstance(event, events.FactRecorded | events.FactStatusChanged):
             return
         if isinstance(event, events.FactRecorded) and event.subject and event.attribute:
@@ -150,7 +153,7 @@ class ArbiterHandler(Handler):
         self.evaluate(str(key), record, uow, out)
 
     # --------------------------------------------------------------------------------------------
-    def evaluate(self, key: str, record: Record, uow: Any, out: Emitter) -> Verdict | None:
+    def evaluate(self, key: str, record: Record, uow: UnitOfWork, out: Emitter) -> Verdict | None:
         """Re-evaluate one claim; act only when its verdict's fingerprint changed."""
         rows = uow.repo.facts_for_claim(key)
         text_claim = key.startswith(text_claims.SIM_PREFIX)
@@ -181,7 +184,7 @@ class ArbiterHandler(Handler):
         return verdict
 
     @staticmethod
-    def _names(rows: Sequence[dict[str, Any]], text_claim: bool) -> tuple[str, str]:
+    def _names(rows: Sequence[FactRow], text_claim: bool) -> tuple[str, str]:
         if text_claim:
             return text_claims.claim_text(rows), "statement"
         named = [r for r in rows if r["subject"] and r["attribute"]]
@@ -290,7 +293,7 @@ class ArbiterHandler(Handler):
                                          cause_id=cid)
 
 
-def quarantine_candidate(uow: Any, out: Emitter, candidate_id: str, source: str, fact_ids: Sequence[str],
+def quarantine_candidate(uow: UnitOfWork, out: Emitter, candidate_id: str, source: str, fact_ids: Sequence[str],
                          at_us: int, actor: str, reason: str | None, cause_id: str) -> list[str]:
     """Quarantine a candidate's facts (operator confirm or the opt-in auto policy) and audit it."""
     changed = change_status(uow, out, fact_ids, "quarantined", reason or f"quarantine confirmed by {actor}",
@@ -308,8 +311,8 @@ def quarantine_candidate(uow: Any, out: Emitter, candidate_id: str, source: str,
 class _Ctx:
     """What one evaluation's effects need, passed once."""
 
-    def __init__(self, uow: Any, out: Emitter, record: Record, key: str, subject: str, attribute: str,
-                 verdict: Verdict, fingerprint: str, details: dict[str, Any], rows: Sequence[dict[str, Any]]):
+    def __init__(self, uow: UnitOfWork, out: Emitter, record: Record, key: str, subject: str, attribute: str,
+                 verdict: Verdict, fingerprint: str, details: dict[str, Any], rows: Sequence[FactRow]):
         self.uow = uow
         self.out = out
         self.record = record

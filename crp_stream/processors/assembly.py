@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from crp_stream.core import cdgr, cdr, conflicts, exits, ngram, recency
+from crp_stream.core import cdgr, cdr, conflicts, exits, ngram, recency, substitution
 from crp_stream.core.calibration import Thresholds
+from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors import graph_select
 from crp_stream.processors.graph_walk import LoadedEdges
 from crp_stream.processors.session import SubQueryState, vec_from_json
@@ -75,7 +76,7 @@ class Selection:
         return sum(1 for r in self.resolutions if not r["tie"]) + self.unresolved
 
 
-def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budget: int, now_us: int,
+def gather(uow: UnitOfWork, query_vec: np.ndarray, residual: list[SubQueryState], budget: int, now_us: int,
            min_relevance: float, coverage: tuple[np.ndarray, np.ndarray], blacklist: frozenset[str],
            branch_scoped: bool = False, query_text: str = "", task: list[SubQueryState] | None = None
            ) -> Candidates:
@@ -106,6 +107,9 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
     gate_subs = residual if task is None else task
     gate_vecs = np.stack([vec_from_json(s.embedding) for s in gate_subs]) if gate_subs else np.zeros((0, dim))
     keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(vecs, gate_vecs)), min_relevance)
+    # issue 14: a kept statement's swapped copy (or the true one it copies) is arbitrated, not gated
+    keep = np.asarray(substitution.admit_copies([r["text"] for r in rows], [r["source"] for r in rows],
+                                                keep.tolist()), dtype=bool)
     ids = [i for i, ok in zip(ids, keep, strict=True) if ok]
     vecs = vecs[keep]
     rows = [r for r, ok in zip(rows, keep, strict=True) if ok]
@@ -121,7 +125,7 @@ def gather(uow: Any, query_vec: np.ndarray, residual: list[SubQueryState], budge
     return c
 
 
-def _fetch(uow: Any, fact_ids: list[str], dim: int) -> tuple[list[str], list[dict[str, Any]], np.ndarray]:
+def _fetch(uow: UnitOfWork, fact_ids: list[str], dim: int) -> tuple[list[str], list[dict[str, Any]], np.ndarray]:
     """Rows and vectors of the facts that exist, have a vector and are not excluded, in the given order."""
     ids, rows, vecs = uow.fabric.facts.candidates(uow.repo, uow.vectors, fact_ids)
     keep = [i for i, r in enumerate(rows) if r["status"] not in EXCLUDED]
@@ -184,7 +188,7 @@ def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]
     return sorted(reps), members
 
 
-def select(uow: Any, c: Candidates, eligible: list[int], budget: int, policy: Any, th: Thresholds,
+def select(uow: UnitOfWork, c: Candidates, eligible: list[int], budget: int, policy: Any, th: Thresholds,
            exclude: set[str]) -> Selection:
     """SPEC-025 §2 (anchors + connectors, ``graph_select``) and SPEC-027 §2 (arbitration, with refill).
 
@@ -207,30 +211,47 @@ def select(uow: Any, c: Candidates, eligible: list[int], budget: int, policy: An
         else:
             sel.anchors = live[:budget]
             sel.rank = {i: r + 1 for r, i in enumerate(sel.anchors)}
-        if not _arbitrate(c, sel, th):
+        if not _arbitrate(c, sel, th, order):
             break
     _tie_notes(c, sel)
     return sel
 
 
-def _append_outside(uow: Any, c: Candidates, fact_ids: list[str]) -> None:
+def _append_outside(uow: UnitOfWork, c: Candidates, fact_ids: list[str]) -> None:
     """Connectors below the relevance gate join the candidates (SPEC-025 §2.5: their floor is 0.30)."""
     add, rows, vecs = _fetch(uow, fact_ids, c.vecs.shape[1])
     if add:
         _extend(c, add, rows, vecs)
 
 
-def _arbitrate(c: Candidates, sel: Selection, th: Thresholds) -> bool:
-    """SPEC-027 §2.2-§2.5 over the selected facts; returns True when slots were freed (refill)."""
+def _arbitrate(c: Candidates, sel: Selection, th: Thresholds, order: list[int]) -> bool:
+    """SPEC-027 §2.2-§2.5 over the selected facts; returns True when the selection must change.
+
+    The selected facts are also checked against the candidates left out (issue 14): a left-out fact
+    that beats a selected one, or ties with it (§2.5), is moved up in ``order`` next to it, so the
+    next round serves it (and suppresses or notes the selected one) instead of a copy with its
+    answer swapped standing alone in the envelope.
+    """
     chosen = sel.chosen()
-    views = [c.views[i] for i in chosen]
-    pairs = conflicts.detect_envelope_contradictions(views, c.vecs[chosen], th.contradiction_threshold)
-    pairs = [(i, j, p) for i, j, p in pairs if _new_pair(sel, c, chosen[i], chosen[j])]
-    if not pairs:
+    taken = set(chosen)
+    pool = chosen + [i for i in order if i not in taken and i not in sel.suppressed]
+    views = [c.views[i] for i in pool]
+    pairs = conflicts.detect_envelope_contradictions(views, c.vecs[pool], th.contradiction_threshold,
+                                                     inside=len(chosen))
+    pairs = [(i, j, p) for i, j, p in pairs if _new_pair(sel, c, pool[i], pool[j])]
+    inside = [(i, j, p) for i, j, p in pairs if j < len(chosen)]
+    promote: list[tuple[int, int]] = []  # (left-out fact, the selected fact it contests)
+    for i, j, p in pairs:
+        if j >= len(chosen):
+            r = conflicts.resolve_contradiction(views[i], views[j])
+            if r.tie or r.kept is views[j]:
+                inside.append((i, j, p))
+                promote.append((pool[j], pool[i]))
+    if not inside:
         return False
-    arb = conflicts.arbitrate_contradictions(views, pairs)
+    arb = conflicts.arbitrate_contradictions(views, sorted(inside))
     for i, j, pattern, r in arb.resolutions:
-        a, b = chosen[i], chosen[j]
+        a, b = pool[i], pool[j]
         sel.resolutions.append({
             "pair": (c.ids[a], c.ids[b]), "tie": r.tie, "pattern": pattern,
             "kept": r.kept.fact_id, "suppressed": r.suppressed.fact_id,
@@ -238,9 +259,13 @@ def _arbitrate(c: Candidates, sel: Selection, th: Thresholds) -> bool:
             "authority_suppressed": round(float(r.authority_suppressed), 6),
             "texts": (r.kept.text, r.suppressed.text),
         })
-    lost = {chosen[i] for i in arb.suppressed}
+    lost = {pool[i] for i in arb.suppressed}
     sel.suppressed |= lost
-    return bool(lost)
+    for out, contested in promote:
+        if out not in sel.suppressed and out in order:
+            order.remove(out)
+            order.insert(order.index(contested) if contested in order else 0, out)
+    return bool(lost) or bool(promote)
 
 
 def _tie_notes(c: Candidates, sel: Selection) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from crp_stream.core.ids import derive_id
 
@@ -54,26 +54,24 @@ class Emitter:
         return rid
 
 
-class Rejected(Exception):
-    """A record that cannot be applied; ``reason`` goes to the dead-letter topic verbatim."""
-
-    def __init__(self, reason: str, audit_type: str = "EVENT_REJECTED", details: dict[str, Any] | None = None):
-        super().__init__(reason)
-        self.reason = reason
-        self.audit_type = audit_type
-        self.details = details or {}
+E_contra = TypeVar("E_contra", contravariant=True)
 
 
-class Handler(ABC):
+class Handler(ABC, Generic[E_contra]):
+    """A stream's worker; ``E_contra`` is the union of the events of its ``topics``."""
+
     group: str
     topics: tuple[str, ...]
 
     @abstractmethod
-    def handle(self, event: Any, record: Record, uow: UnitOfWork, out: Emitter) -> None:
+    def handle(self, event: E_contra, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         """Apply one decoded event. Raise ``Rejected`` for bad input; any other error is retried."""
 
-    def bind(self, fabric: Fabric) -> None:  # noqa: B027 - optional hook
+    def bind(self, fabric: Fabric) -> None:
         """Called once by the runtime before the first record."""
+
+
+AnyHandler = Handler[Any]  # a runtime's list of handlers: each is offered only its own topics' events
 
 
 def us_to_dt(us: int) -> datetime:

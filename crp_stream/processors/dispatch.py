@@ -13,7 +13,8 @@ from typing import Any, cast
 
 from crp_stream import events
 from crp_stream.core.ids import derive_id
-from crp_stream.processors.base import Emitter, Handler, Output, Record, Rejected, rfc3339
+from crp_stream.fabric.fabric import UnitOfWork
+from crp_stream.processors.base import AnyHandler, Emitter, Output, Record, rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def idempotency_key(event: Any, record: Record) -> str:
 
 
 def _dead(out: Emitter, record: Record, reason: str, audit_type: str = "EVENT_REJECTED",
-          details: dict[str, Any] | None = None, uow: Any = None) -> None:
+          details: dict[str, Any] | None = None, uow: UnitOfWork | None = None) -> None:
     at = record.at
     rejected = events.deadletter(record.topic, record.key, record.value, reason, at)
     out.emit(DEADLETTER, record.key or "", events.encode(rejected))
@@ -61,7 +62,7 @@ def _dead(out: Emitter, record: Record, reason: str, audit_type: str = "EVENT_RE
     out.emit(AUDIT, record.key or record.topic, events.encode(audit), record_id=audit_id)
 
 
-def apply_record(handler: Handler, record: Record, uow: Any) -> list[Output]:
+def apply_record(handler: AnyHandler, record: Record, uow: UnitOfWork) -> list[Output]:
     """Decode ``record`` and apply it with ``handler``; bad input becomes a dead-letter output."""
     out = Emitter(cause=derive_id(handler.group, record_cause(record)))
     if b"u0000" in record.value and _NUL_ESCAPE.search(record.value):
@@ -89,7 +90,7 @@ def apply_record(handler: Handler, record: Record, uow: Any) -> list[Output]:
     try:
         with uow.repo.conn.begin_nested():
             handler.handle(event, record, uow, out)
-    except Rejected as exc:
+    except events.Rejected as exc:
         out.outputs.clear()
         _dead(out, record, exc.reason, exc.audit_type, exc.details, uow=uow)
         return out.outputs  # not marked processed: a corrected record may reuse the id
@@ -98,7 +99,7 @@ def apply_record(handler: Handler, record: Record, uow: Any) -> list[Output]:
     return out.outputs
 
 
-def internal_error_output(handler: Handler, record: Record, exc: BaseException) -> list[Output]:
+def internal_error_output(handler: AnyHandler, record: Record, exc: BaseException) -> list[Output]:
     """A record that keeps failing for a non-transient reason is dead-lettered, never retried forever."""
     out = Emitter(cause=derive_id(handler.group, record_cause(record)))
     reason = f"internal error in {handler.group}: {type(exc).__name__}: {str(exc)[:200]}"

@@ -11,7 +11,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from crp_stream import events
-from crp_stream.event_models.common import AuditType, FactStatus
+from crp_stream.events import AuditType, FactStatus
+from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import Emitter, us_to_dt
 
 FACTS = "crp.facts"
@@ -27,7 +28,7 @@ def short(text: str, limit: int = REASON_MAX) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def audit(uow: Any, out: Emitter, event_id: str, audit_type: AuditType, key: str, at_us: int,
+def audit(uow: UnitOfWork, out: Emitter, event_id: str, audit_type: AuditType, key: str, at_us: int,
           details: dict[str, Any]) -> bool:
     """Append an audit record and emit it on ``crp.audit``; False (and nothing emitted) if already there."""
     if uow.repo.audit_exists(event_id):
@@ -39,7 +40,7 @@ def audit(uow: Any, out: Emitter, event_id: str, audit_type: AuditType, key: str
     return True
 
 
-def change_status(uow: Any, out: Emitter, fact_ids: Sequence[str], status: FactStatus, reason: str,
+def change_status(uow: UnitOfWork, out: Emitter, fact_ids: Sequence[str], status: FactStatus, reason: str,
                   at_us: int, cause_id: str | None, from_statuses: Iterable[str]) -> list[str]:
     """Move the facts currently in ``from_statuses`` to ``status``: fabric row, vector payload and a
     ``FactStatusChanged`` on ``crp.facts``. Returns the ids that changed, sorted."""

@@ -85,7 +85,7 @@ def walk(uow: Any, c: Any, seed_idx: list[int], named: list[str], max_hops: int)
     s_ok[inside] = (level[g.src[inside]] >= 0) & (level[g.src[inside]] < max_hops) & (level[g.dst[inside]] >= 0)
     es, ed = local[g.src[s_ok]], local[g.dst[s_ok]]
     ew, ek = g.weight[s_ok], g.kind[s_ok]
-    e_order = np.lexsort((ed, es))
+    e_order = np.lexsort((ek, ed, es))  # canonical: sums run in the same order on every store
     es, ed, ew, ek = es[e_order], ed[e_order], ew[e_order], ek[e_order]
     seed = np.zeros(n, dtype=np.float64)
     w = graph_rank.seed_weights(c.score[seed_idx]) if seed_idx else np.zeros(0)

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from crp_stream.fabric.fabric import UnitOfWork
+
 GRAPH_GENERATION = "graph_generation"
 
 
@@ -31,7 +33,7 @@ class LoadedEdges:
     kind: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
     cache: Any = None  # the fabric's GraphCache, from ``bind``
 
-    def bind(self, uow: Any) -> None:
+    def bind(self, uow: UnitOfWork) -> None:
         """On the first read of this request: is the fabric's graph cache still the stored graph?"""
         if self.cache is None:
             self.cache = uow.fabric.graph
@@ -44,7 +46,7 @@ class LoadedEdges:
         names = self.cache.names
         return [names[i] for i in ints]
 
-    def load(self, uow: Any, ints: Iterable[int]) -> None:
+    def load(self, uow: UnitOfWork, ints: Iterable[int]) -> None:
         """Append every edge of the given facts not loaded yet (through the bound graph cache)."""
         todo = sorted(set(ints) - self.loaded)
         if not todo:

@@ -19,9 +19,13 @@ from crp_stream.core.drift import claim_key
 from crp_stream.core.durations import format_duration, parse_duration
 from crp_stream.core.ids import derive_id
 from crp_stream.core.sentences import split_sentences
+from crp_stream.events import Rejected
+from crp_stream.events.common import SourceType
+from crp_stream.fabric.fabric import UnitOfWork
+from crp_stream.fabric.rows import FactRow
 from crp_stream.fabric.vectors import VectorItem
 from crp_stream.processors import doc_graph
-from crp_stream.processors.base import Emitter, Handler, Record, Rejected, dt_to_us, rfc3339, us_to_dt
+from crp_stream.processors.base import Emitter, Handler, Record, dt_to_us, rfc3339, us_to_dt
 from crp_stream.processors.provenance import admit
 
 log = logging.getLogger(__name__)
@@ -45,17 +49,18 @@ class _Draft:
     extra: dict[str, Any] | None
 
 
-class IngestHandler(Handler):
+class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]):
     group = "ingest"
     topics = ("crp.documents", "crp.telemetry")
 
-    def handle(self, event: Any, record: Record, uow: Any, out: Emitter) -> None:
+    def handle(self, event: events.DocumentPublished | events.TelemetryObserved, record: Record, uow: UnitOfWork,
+               out: Emitter) -> None:
         # Provenance first: an unproven source is dead-lettered, or ingested as ``unproven``.
         admission = admit(event, record, uow, out)
         event = admission.event
-        if record.topic == "crp.telemetry":
+        if isinstance(event, events.TelemetryObserved):
             kind = "telemetry"
-            source_type = "telemetry"
+            source_type: SourceType = "telemetry"
             drafts = [self._telemetry_draft(event, uow)]
             modified_us = dt_to_us(event.observed_at)
             document_id = None
@@ -74,7 +79,7 @@ class IngestHandler(Handler):
         fresh = [(d, v) for d, v in zip(drafts, vectors, strict=True) if d.fact_id not in existing]
         if not fresh:
             return
-        rows = []
+        rows: list[FactRow] = []
         items = []
         for d, vec in fresh:
             expires_us = None
@@ -114,7 +119,7 @@ class IngestHandler(Handler):
         uow.repo.touch_source(event.source, source_type, trust, epoch_us)
         for row in rows:
             fact = events.FactRecorded(
-                fact_id=row["fact_id"], source=row["source"], source_type=row["source_type"],
+                fact_id=row["fact_id"], source=row["source"], source_type=source_type,
                 trust=row["trust"], epoch=record.at, modified_at=us_to_dt(row["modified_at_us"]),
                 ttl=next(d.ttl_text for d, _ in fresh if d.fact_id == row["fact_id"]), text=row["text"],
                 importance=row["importance"], subject=row["subject"], attribute=row["attribute"],
@@ -131,7 +136,7 @@ class IngestHandler(Handler):
             out.emit(FACTS, fid, events.encode(change))
 
     # drafts -----------------------------------------------------------------------------------
-    def _ttl(self, uow: Any, source_type: str, *candidates: str | None) -> tuple[float | None, str]:
+    def _ttl(self, uow: UnitOfWork, source_type: str, *candidates: str | None) -> tuple[float | None, str]:
         for c in candidates:
             if c is not None:
                 try:
@@ -141,7 +146,7 @@ class IngestHandler(Handler):
         default = uow.settings.ttl_by_type.get(source_type)
         return default, "none" if default is None else format_duration(default)
 
-    def _document_drafts(self, event: Any, uow: Any) -> list[_Draft]:
+    def _document_drafts(self, event: Any, uow: UnitOfWork) -> list[_Draft]:
         doc = event.document_id or event.event_id
         drafts: list[_Draft] = []
         if event.facts:
@@ -165,7 +170,7 @@ class IngestHandler(Handler):
             ))
         return drafts
 
-    def _telemetry_draft(self, event: Any, uow: Any) -> _Draft:
+    def _telemetry_draft(self, event: Any, uow: UnitOfWork) -> _Draft:
         ttl_s, ttl_text = self._ttl(uow, "telemetry")
         value = str(event.value)
         text = event.text or f"{event.subject} {event.attribute} is {value}{' ' + event.unit if event.unit else ''}"
@@ -175,7 +180,7 @@ class IngestHandler(Handler):
             ttl_text=ttl_text, vector=event.embedding, extra=None,
         )
 
-    def _vectors(self, event: Any, drafts: list[_Draft], uow: Any) -> list[np.ndarray]:
+    def _vectors(self, event: Any, drafts: list[_Draft], uow: UnitOfWork) -> list[np.ndarray]:
         emb = uow.embedder
         model = getattr(event, "embedding_model", None)
         given = [d.vector is not None for d in drafts]
@@ -213,7 +218,7 @@ class IngestHandler(Handler):
         doc_graph.record_convention(uow)
         return [v for v in vecs if v is not None]
 
-    def _superseded(self, uow: Any, source: str, document_id: str | None, drafts: list[_Draft]) -> set[str]:
+    def _superseded(self, uow: UnitOfWork, source: str, document_id: str | None, drafts: list[_Draft]) -> set[str]:
         if document_id is None:
             return set()
         positions = {d.position for d in drafts}
@@ -223,7 +228,7 @@ class IngestHandler(Handler):
             if f["position"] in positions and f["fact_id"] not in new_ids and f["status"] == "active"
         }
 
-    def _edges(self, uow: Any, items: list[VectorItem]) -> list[tuple[str, str, float]]:
+    def _edges(self, uow: UnitOfWork, items: list[VectorItem]) -> list[tuple[str, str, float]]:
         """SPEC-025 §1.3: the K nearest neighbours with cosine >= the edge threshold, one batched query."""
         th = uow.fabric.thresholds()
         hits = uow.vectors.neighbours_many([it.vector for it in items], th.edge_k, th.edge_threshold,

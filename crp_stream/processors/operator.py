@@ -8,25 +8,28 @@ command that cannot apply is rejected with the reason (dead-letter plus EVENT_RE
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from crp_stream import events
 from crp_stream.core.ids import derive_id
+from crp_stream.events import Rejected
+from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.arbiter import quarantine_candidate
-from crp_stream.processors.base import Emitter, Handler, Record, Rejected
+from crp_stream.processors.base import Emitter, Handler, Record
 from crp_stream.processors.effects import audit, change_status
 
 
-def _by(row: dict[str, Any], field: str) -> str:
+def _by(row: Mapping[str, Any], field: str) -> str:
     who = row.get(field)
     return f" by {who}" if who else ""
 
 
-class OperatorHandler(Handler):
+class OperatorHandler(Handler[events.OperatorCommand]):
     group = "operator"
     topics = ("crp.operator.commands",)
 
-    def handle(self, event: Any, record: Record, uow: Any, out: Emitter) -> None:
+    def handle(self, event: events.OperatorCommand, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         if not isinstance(event, events.OperatorCommand):
             return
         actor = event.actor.strip()
@@ -39,7 +42,9 @@ class OperatorHandler(Handler):
         else:
             self._release(event, actor, record, uow, out)
 
-    def _resolve_refresh(self, cmd: Any, actor: str, record: Record, uow: Any, out: Emitter) -> None:
+    def _resolve_refresh(
+        self, cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfWork, out: Emitter
+    ) -> None:
         req = uow.repo.refresh_request(cmd.target_id)
         if req is None:
             raise Rejected(f"target_id: no refresh request {cmd.target_id!r}")
@@ -57,7 +62,7 @@ class OperatorHandler(Handler):
                   "reason": cmd.reason, "command_id": cmd.command_id,
               })
 
-    def _confirm(self, cmd: Any, actor: str, record: Record, uow: Any, out: Emitter) -> None:
+    def _confirm(self, cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         cand = uow.repo.candidate(cmd.target_id)
         if cand is None:
             raise Rejected(f"target_id: no quarantine candidate {cmd.target_id!r}")
@@ -67,7 +72,7 @@ class OperatorHandler(Handler):
         quarantine_candidate(uow, out, cmd.target_id, cand["source"], cand["payload"]["fact_ids"],
                              record.ts_us, actor=actor, reason=cmd.reason, cause_id=cmd.command_id)
 
-    def _release(self, cmd: Any, actor: str, record: Record, uow: Any, out: Emitter) -> None:
+    def _release(self, cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         cand = uow.repo.candidate(cmd.target_id)
         if cand is not None:
             if cand["status"] == "released":

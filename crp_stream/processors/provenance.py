@@ -20,7 +20,9 @@ from typing import Any
 
 from crp_stream.core.ids import derive_id
 from crp_stream.core.provenance import SIGNATURE_HEADER, source_is_proven
-from crp_stream.processors.base import Emitter, Record, Rejected
+from crp_stream.events import Rejected
+from crp_stream.fabric.fabric import UnitOfWork
+from crp_stream.processors.base import Emitter, Record
 from crp_stream.processors.effects import audit
 
 UNPROVEN_SOURCE = "unproven"
@@ -32,7 +34,7 @@ class Admission:
     trust: float | None  # the trust to record instead of the configured one, or None
 
 
-def admit(event: Any, record: Record, uow: Any, out: Emitter) -> Admission:
+def admit(event: Any, record: Record, uow: UnitOfWork, out: Emitter) -> Admission:
     """Check the claimed source's signature; dead-letter (raise) or downgrade an unproven record."""
     settings = uow.settings
     keys = settings.signing_keys

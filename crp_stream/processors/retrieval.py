@@ -14,8 +14,10 @@ import numpy as np
 from crp_stream import events
 from crp_stream.core import cdgr, conflicts, exits, fanout, ngram, packing
 from crp_stream.core.ids import derive_id
+from crp_stream.events import Rejected
+from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors import assembly
-from crp_stream.processors.base import Emitter, Handler, Record, Rejected, us_to_dt
+from crp_stream.processors.base import Emitter, Handler, Record, us_to_dt
 from crp_stream.processors.session import (
     CoverageEntry,
     SessionState,
@@ -32,18 +34,19 @@ AUDIT = "crp.audit"
 ONBOARDING_HINT = "ingest-more-documents-for-continued-quality"
 
 
-class RetrievalHandler(Handler):
+class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
     group = "retrieval"
     topics = ("crp.window.requests", "crp.window.reports")
 
-    def handle(self, event: Any, record: Record, uow: Any, out: Emitter) -> None:
-        if record.topic == "crp.window.requests":
+    def handle(self, event: events.WindowRequested | events.WindowReported, record: Record, uow: UnitOfWork,
+               out: Emitter) -> None:
+        if isinstance(event, events.WindowRequested):
             self._request(event, record, uow, out)
         else:
             self._report(event, record, uow, out)
 
     # embeddings -------------------------------------------------------------------------------
-    def _vectors(self, uow: Any, texts: list[str], given: list[list[float] | None], fields: list[str],
+    def _vectors(self, uow: UnitOfWork, texts: list[str], given: list[list[float] | None], fields: list[str],
                  model: str | None) -> list[np.ndarray]:
         emb = uow.embedder
         fabric_model = uow.repo.get_meta("embedding_model") or emb.model_id
@@ -77,7 +80,7 @@ class RetrievalHandler(Handler):
         return [v for v in out if v is not None]
 
     # requests ---------------------------------------------------------------------------------
-    def _request(self, ev: Any, record: Record, uow: Any, out: Emitter) -> None:
+    def _request(self, ev: events.WindowRequested, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         row = uow.repo.get_session(ev.session_id)
         if uow.repo.get_meta("embedding_model") is None:
             raise Rejected("the fabric holds no facts yet: nothing to retrieve (publish documents first)")
@@ -126,7 +129,7 @@ class RetrievalHandler(Handler):
         state.windows[str(ev.window)] = window_state
         self._save(uow, state, record)
 
-    def _select_branches(self, uow: Any, ev: Any, th: Any, branches: list[assembly.Candidates]
+    def _select_branches(self, uow: UnitOfWork, ev: Any, th: Any, branches: list[assembly.Candidates]
                          ) -> tuple[list[assembly.Selection], list[dict[str, Any]]]:
         """Select every branch's facts so that no fact is in two branches (SPEC-027 §1.3, §1.6).
 
@@ -191,7 +194,7 @@ class RetrievalHandler(Handler):
         owner = fanout.assign_shared_facts(m)
         return {f: int(owner[col[f]]) for f in all_ids}
 
-    def _new_session(self, ev: Any, uow: Any) -> SessionState:
+    def _new_session(self, ev: events.WindowRequested, uow: UnitOfWork) -> SessionState:
         subs = ev.sub_queries or []
         vecs = self._vectors(uow, [s.text for s in subs], [s.embedding for s in subs],
                              [f"sub_queries[{i}].embedding" for i in range(len(subs))], ev.embedding_model)
@@ -201,7 +204,7 @@ class RetrievalHandler(Handler):
         return SessionState(session_id=ev.session_id, embedding_model=model, max_windows=ev.max_windows,
                             sub_queries=sq, residual=[s.id for s in sq])
 
-    def _envelope(self, uow: Any, ev: Any, record: Record, out: Emitter, state: SessionState,
+    def _envelope(self, uow: UnitOfWork, ev: Any, record: Record, out: Emitter, state: SessionState,
                   c: assembly.Candidates, sel: assembly.Selection, part: list[SubQueryState], branch: int | None,
                   partitions: int | None) -> dict[str, Any]:
         anchors = sel.anchors
@@ -267,7 +270,7 @@ class RetrievalHandler(Handler):
             env["partition"] = [s.id for s in part]
         return env
 
-    def _audit_conflicts(self, uow: Any, ev: Any, record: Record, out: Emitter, sel: assembly.Selection,
+    def _audit_conflicts(self, uow: UnitOfWork, ev: Any, record: Record, out: Emitter, sel: assembly.Selection,
                          branch: int | None) -> None:
         for res in sel.resolutions:
             kind: Literal["CONTRADICTION_UNRESOLVED", "CONTRADICTION_RESOLVED"] = (
@@ -288,7 +291,7 @@ class RetrievalHandler(Handler):
             out.emit(AUDIT, ev.session_id, events.encode(msg), record_id=eid)
 
     # reports ----------------------------------------------------------------------------------
-    def _report(self, ev: Any, record: Record, uow: Any, out: Emitter) -> None:
+    def _report(self, ev: events.WindowReported, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         row = uow.repo.get_session(ev.session_id)
         if row is None:
             raise Rejected(f"session_id: {ev.session_id!r} is unknown (no window was requested)")
@@ -342,7 +345,7 @@ class RetrievalHandler(Handler):
             state.reported = max(state.reported, ev.window)
         self._save(uow, state, record)
 
-    def _save(self, uow: Any, state: SessionState, record: Record) -> None:
+    def _save(self, uow: UnitOfWork, state: SessionState, record: Record) -> None:
         uow.repo.put_session(state.session_id, state.embedding_model, state.reported, state.max_windows,
                              state.to_json(), record.ts_us)
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from crp_stream.fabric.rows import SessionRow
+
 Embedding = str | list[float]  # base64 of float32 little-endian; a float list in older states
 
 
@@ -33,7 +35,7 @@ class SubQueryState:
     text: str
     label: str
     embedding: Embedding
-    expected_words: int | None = None
+    expected_words: list[str] | None = None  # SubQuery.expected_words, as given
 
 
 @dataclass
@@ -104,7 +106,7 @@ class SessionState:
         }
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> SessionState:
+    def from_row(cls, row: SessionRow) -> SessionState:
         st = row["state"]
         return cls(
             session_id=row["session_id"],

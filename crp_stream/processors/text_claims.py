@@ -12,44 +12,56 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from crp_stream.core.conflicts import FactView, values_conflict
 from crp_stream.core.ids import derive_id
+from crp_stream.core.substitution import slot_claim
+from crp_stream.fabric.fabric import UnitOfWork
+from crp_stream.fabric.rows import FactRow
 
 SIM_PREFIX = "sim:"
 LABEL_MAX = 1000
 _WS = re.compile(r"\s+")
 
 
-def is_text_fact(row: dict[str, Any]) -> bool:
+def is_text_fact(row: FactRow) -> bool:
     return not row.get("subject") or not row.get("attribute")
 
 
-def _view(row: dict[str, Any]) -> FactView:
+def _view(row: FactRow) -> FactView:
     return FactView(fact_id=row["fact_id"], text=row["text"], source=row["source"],
                     source_type=row["source_type"], trust=float(row["trust"]), status=row["status"],
                     epoch_seconds=row["epoch_us"] / 1e6)
 
 
-def _threshold(uow: Any) -> float:
+def _threshold(uow: UnitOfWork) -> float:
     return float(uow.fabric.thresholds().contradiction_threshold)
 
 
-def assign_text_claim(uow: Any, row: dict[str, Any]) -> str | None:
-    """The claim of a newly recorded text fact, writing its key on the new members; None if no claim."""
+def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
+    """The claim of a newly recorded text fact, writing its key on the new members; None if no claim.
+
+    Peers are its graph neighbours above the contradiction threshold, and (issue 14) any neighbour
+    from another source that is a copy of it with one span swapped (``core.substitution.slot_claim``:
+    a swapped name can lower the cosine of a short sentence). A claim found by a slot is keyed by its
+    template ("{} acquired instagram"), so every copy of the statement joins the same claim."""
     fid = row["fact_id"]
     threshold = _threshold(uow)
-    near = {f: w for f, w in uow.repo.adjacency([fid]).get(fid, {}).items() if w > threshold and f != fid}
-    if not near:
+    adjacent = {f: w for f, w in uow.repo.adjacency([fid]).get(fid, {}).items() if f != fid}
+    if not adjacent:
         return None
-    peers = [r for r in uow.repo.facts_by_ids(near).values()
-             if is_text_fact(r) and (r["claim_key"] is None or str(r["claim_key"]).startswith(SIM_PREFIX))]
+    rows = [r for r in uow.repo.facts_by_ids(adjacent).values()
+            if is_text_fact(r) and (r["claim_key"] is None or str(r["claim_key"]).startswith(SIM_PREFIX))]
+    slots = {r["fact_id"]: slot_claim(row["text"], r["text"], r["source"] == row["source"]) for r in rows}
+    peers = [r for r in rows if adjacent[r["fact_id"]] > threshold or slots[r["fact_id"]] is not None]
     if not peers:
         return None
     existing = sorted({str(p["claim_key"]) for p in peers if p["claim_key"]})
+    templates = sorted({s[0] for s in slots.values() if s is not None})
     if existing:
         key = existing[0]
+    elif templates:
+        key = SIM_PREFIX + derive_id("text-claim", templates[0])
     else:
         mine = _view(row)
         if not any(values_conflict(mine, _view(p)) for p in peers):
@@ -65,8 +77,31 @@ def label(text: str) -> str:
     return norm[:LABEL_MAX]
 
 
-def text_values(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
-    """fact_id -> value label: each fact joins the first (earliest) class it does not contradict."""
+def text_values(rows: Sequence[FactRow]) -> dict[str, str]:
+    """fact_id -> value label: each fact joins the first (earliest) class it does not contradict.
+
+    A class that differs from the earliest one in one span is labelled by that span (issue 14: the
+    claim's slot, e.g. "facebook" / "apple"); otherwise by its earliest statement."""
+    labels = _text_classes(rows)
+    reps: dict[str, FactRow] = {}
+    for r in sorted(rows, key=lambda r: (r["epoch_us"], r["fact_id"])):
+        reps.setdefault(labels[r["fact_id"]], r)
+    names = list(reps)
+    rename: dict[str, str] = {}
+    if len(names) > 1:
+        first = reps[names[0]]
+        for name in names[1:]:
+            other = reps[name]
+            found = slot_claim(first["text"], other["text"], first["source"] == other["source"])
+            if found is not None:
+                rename.setdefault(names[0], found[1] or "(affirmed)")
+                rename[name] = found[2] or "(affirmed)"
+    if len(set(rename.values())) != len(rename):
+        rename = {}  # two classes would share a label: keep the statements
+    return {fid: rename.get(name, name) for fid, name in labels.items()}
+
+
+def _text_classes(rows: Sequence[FactRow]) -> dict[str, str]:
     ordered = sorted(rows, key=lambda r: (r["epoch_us"], r["fact_id"]))
     classes: list[tuple[FactView, str]] = []
     out: dict[str, str] = {}
@@ -86,7 +121,7 @@ def text_values(rows: Sequence[dict[str, Any]]) -> dict[str, str]:
     return out
 
 
-def claim_text(rows: Sequence[dict[str, Any]]) -> str:
+def claim_text(rows: Sequence[FactRow]) -> str:
     """A readable subject for a text claim: its earliest statement."""
     first = min(rows, key=lambda r: (r["epoch_us"], r["fact_id"]))
     return label(first["text"])

@@ -1,8 +1,4 @@
-"""Rebuild the projections (database, vector index) from the embedded log: ``crp-stream rebuild``.
-
-The topics are the source of truth: the projections are dropped and the log's input topics replayed
-into them (docs/reliability.md). The CLI in ``crp_stream/cli_rebuild.py`` only checks and prints.
-"""
+"""What both runtimes' rebuilds share: keep what the log cannot re-derive, drop, compare (docs/reliability.md)."""
 
 from __future__ import annotations
 
@@ -17,11 +13,8 @@ from sqlalchemy import inspect, select
 from crp_stream.config import Settings
 from crp_stream.fabric import db
 from crp_stream.fabric import tables as t
-from crp_stream.fabric.fabric import DIM_KEY, MODEL_KEY, THRESHOLDS_PREFIX, Fabric, open_vector_index
-from crp_stream.processors import all_handlers
+from crp_stream.fabric.fabric import DIM_KEY, MODEL_KEY, THRESHOLDS_PREFIX, open_vector_index
 from crp_stream.runtime import projections
-from crp_stream.runtime.embedded import EmbeddedRuntime, system_clock
-from crp_stream.runtime.log import EmbeddedLog
 
 log = logging.getLogger("crp_stream.rebuild")
 
@@ -36,34 +29,6 @@ class RebuildResult:
     digest: str | None = None  # of the rebuilt projections, when verified
 
 
-def rebuild(settings: Settings, verify: bool) -> RebuildResult:
-    """Drop and re-derive the projections; with ``verify``, compare them with the dropped ones."""
-    log_ = EmbeddedLog(settings.log_path, system_clock)
-    engine = db.make_engine(settings.database)
-    before: dict[str, Any] = {}
-    if verify and "facts" in inspect(engine).get_table_names():
-        before = _snapshot(engine, settings)
-    meta_rows, audit_rows = saved_rows(engine)
-    ends_before = log_.end_offsets()
-    drop_projections(engine, meta_rows, settings)
-    fabric = Fabric(settings, engine=engine, migrate=False)
-    try:
-        fabric.vectors.delete_all()
-        rt = EmbeddedRuntime(fabric, log_, all_handlers(), rederive=True)
-        rt.journal.clear()
-        n = rt.run_until_idle()
-        rt.finish_rederive()
-        restored = restore_audit(fabric, audit_rows)
-        fabric.vectors.flush()
-        rt.journal.close()
-    finally:
-        fabric.close()
-    grown = {tp: end - ends_before.get(tp, 0) for tp, end in log_.end_offsets().items()
-             if end != ends_before.get(tp, 0)}
-    log_.close()
-    return verified(RebuildResult(sum(rt.stats.processed.values()), n, grown, restored), before, settings)
-
-
 def verified(result: RebuildResult, before: dict[str, Any], settings: Settings,
              take: Callable[[Any, Settings], dict[str, Any]] | None = None) -> RebuildResult:
     """With a snapshot taken before the drop, compare the rebuilt projections with it (``--verify``);
@@ -71,7 +36,7 @@ def verified(result: RebuildResult, before: dict[str, Any], settings: Settings,
     if before:
         engine = db.make_engine(settings.database)
         try:
-            after = (take or _snapshot)(engine, settings)
+            after = (take or snapshot)(engine, settings)
         finally:
             engine.dispose()
         result.differences = projections.differences(before, after)
@@ -102,7 +67,7 @@ def drop_projections(engine: Any, meta_rows: list[dict[str, Any]], settings: Set
             conn.execute(t.meta.insert().values(**row))
 
 
-def _snapshot(engine: Any, settings: Settings) -> dict[str, Any]:
+def snapshot(engine: Any, settings: Settings) -> dict[str, Any]:
     snap: dict[str, Any] = projections.tables_snapshot(engine)
     vectors = open_vector_index(settings.vectors)
     try:
@@ -124,4 +89,4 @@ def restore_audit(fabric: Any, old_rows: list[dict[str, Any]]) -> int:
     return restored
 
 
-__all__ = ["RebuildResult", "drop_projections", "rebuild", "restore_audit", "saved_rows"]
+__all__ = ["RebuildResult", "drop_projections", "restore_audit", "saved_rows", "snapshot", "verified"]

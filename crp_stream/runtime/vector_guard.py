@@ -23,6 +23,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from crp_stream.fabric.fabric import Fabric
+from crp_stream.fabric.vectors import Constraint, Vector, VectorIndex, VectorItem
+
 log = logging.getLogger(__name__)
 
 HIDDEN = "quarantined"  # excluded from search and from similarity neighbours
@@ -76,27 +79,72 @@ def _guarded(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
-class GuardedVectors:
-    """Wraps a ``VectorIndex``: journals writes before they happen, reports failures as transient."""
+class GuardedVectors(VectorIndex):
+    """A ``VectorIndex`` over another: journals writes before they happen, reports failures as transient.
 
-    def __init__(self, inner: Any, journal: VectorJournal):
+    The port's shared logic (validation, ranking, ties) runs here; each backend hook is the inner
+    index's, guarded."""
+
+    def __init__(self, inner: VectorIndex, journal: VectorJournal):
         self.inner = inner
         self.journal = journal
 
-    def upsert(self, items: Sequence[Any]) -> None:
+    @property
+    def dim(self) -> int | None:
+        dim: int | None = _guarded("dim", lambda: self.inner.dim)()
+        return dim
+
+    def ensure(self, dim: int) -> None:
+        _guarded("ensure", self.inner.ensure)(dim)
+
+    def upsert(self, items: Sequence[VectorItem]) -> None:
         self.journal.add([it.fact_id for it in items])
-        _guarded("upsert", self.inner.upsert)(items)
+        super().upsert(items)
 
     def set_status(self, fact_ids: Sequence[str], status: str) -> None:
         self.journal.add(list(fact_ids))
-        _guarded("set_status", self.inner.set_status)(fact_ids, status)
+        super().set_status(fact_ids, status)
 
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self.inner, name)
-        return _guarded(name, attr) if callable(attr) else attr
+    def _upsert(self, ids: list[str], vectors: Vector, payloads: list[dict[str, Any]]) -> None:
+        _guarded("upsert", self.inner._upsert)(ids, vectors, payloads)
+
+    def _set_status(self, fact_ids: list[str], status: str) -> None:
+        _guarded("set_status", self.inner._set_status)(fact_ids, status)
+
+    def _query(self, query: Vector, limit: int, where: Constraint, min_score: float | None) -> list[tuple[str, float]]:
+        return _guarded("query", self.inner._query)(query, limit, where, min_score)  # type: ignore[no-any-return]
+
+    def _query_many(
+        self, queries: Vector, limit: int, where: Constraint, min_score: float | None
+    ) -> list[list[tuple[str, float]]]:
+        return _guarded("query", self.inner._query_many)(queries, limit, where, min_score)  # type: ignore[no-any-return]
+
+    def get_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
+        return _guarded("get_vectors", self.inner.get_vectors)(fact_ids)  # type: ignore[no-any-return]
+
+    def count(self) -> int:
+        return int(_guarded("count", self.inner.count)())
+
+    def delete_all(self) -> None:
+        _guarded("delete_all", self.inner.delete_all)()
+        self._ann_reset()
+
+    def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
+        try:
+            return self.inner._scan()
+        except (NotImplementedError, *_CALLER_ERRORS):
+            raise
+        except Exception as exc:
+            raise VectorUnavailable(f"vector index scan failed: {type(exc).__name__}: {exc}") from exc
+
+    def flush(self) -> None:
+        _guarded("flush", self.inner.flush)()
+
+    def close(self) -> None:
+        self.inner.close()
 
 
-def reconcile(fabric: Any, journal: VectorJournal) -> int:
+def reconcile(fabric: Fabric, journal: VectorJournal) -> int:
     """Put every journaled point back to the committed state; returns how many were touched."""
     ids = journal.ids()
     if not ids:
@@ -110,6 +158,7 @@ def reconcile(fabric: Any, journal: VectorJournal) -> int:
     for status, group in sorted(by_status.items()):
         _guarded("set_status", inner.set_status)(group, status)
     _guarded("flush", inner.flush)()
+    fabric.vectors._ann_reset()  # it saw the undone writes: rebuilt from the index on the next search
     log.info("vector index: %d points written by an uncommitted batch put back to the committed state "
              "(%d hidden until redone)", len(ids), sum(1 for f in ids if f not in rows))
     journal.clear()

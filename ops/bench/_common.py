@@ -1,7 +1,7 @@
 """Shared helpers of the retrieval benchmarks (ops/bench/retrieval_speed.py, retrieval_quality.py).
 
-- ``Pipeline``: what ``runtime.replay.replay_records`` does (fresh fabric + embedded log + every
-  handler), kept open so a benchmark can publish a record, read the outputs, and publish the next.
+- ``Pipeline``: ``crp_stream.testing.Pipeline`` on a fresh fabric, one record a millisecond from
+  ``T0_US``; a benchmark sends a record, reads the outputs, and sends the next.
 - ``EmbeddingCache``: the default embedder's vectors of dataset texts, cached under
   ``~/.cache/crp-stream/bench`` (override: CRP_BENCH_CACHE) so reruns skip embedding.
 """
@@ -19,12 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from crp_stream import testing
 from crp_stream.config import Settings
 from crp_stream.fabric.embedders import DEFAULT_MODEL_ID
-from crp_stream.fabric.fabric import Fabric
-from crp_stream.processors import all_handlers
-from crp_stream.runtime.embedded import EmbeddedRuntime
-from crp_stream.runtime.log import EmbeddedLog, LogRecord
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATASETS = REPO.parent / "shared" / "datasets"
@@ -130,25 +127,26 @@ class Rejected(RuntimeError):
     pass
 
 
-class Pipeline:
-    """A fresh fabric under ``workdir`` driven through the embedded runtime, record by record."""
+class Pipeline(testing.Pipeline):
+    """``crp_stream.testing.Pipeline`` on a fresh fabric under ``workdir``, one record a millisecond."""
 
     def __init__(self, workdir: Path, embedder: str = MINILM_PRECOMPUTED, **settings: Any):
-        self.settings = Settings(data_dir=workdir, embedder=embedder, **settings)
-        self.now = T0_US
-        self.fabric = Fabric(self.settings)
-        self.log = EmbeddedLog(self.settings.log_path, lambda: self.now)
-        self._out: list[LogRecord] = []
-        self.rt = EmbeddedRuntime(self.fabric, self.log, all_handlers(), on_output=self._out.append)
+        super().__init__(Settings(data_dir=workdir, embedder=embedder, **settings), clock=testing.ManualClock(T0_US))
 
-    def publish(self, topic: str, key: str | None, value: dict[str, Any],
-                step_us: int = 1_000) -> list[tuple[str, dict[str, Any]]]:
+    @property
+    def now(self) -> int:
+        return self.clock.now_us
+
+    @now.setter
+    def now(self, ts_us: int) -> None:
+        self.clock.now_us = ts_us
+
+    def publish(  # type: ignore[override]  # the benchmarks read decoded (topic, value) pairs
+        self, topic: str, key: str | None, value: dict[str, Any], step_us: int = 1_000
+    ) -> list[tuple[str, dict[str, Any]]]:
         """Append one record ``step_us`` after the previous, run every handler, return the outputs."""
-        self.now += step_us
-        self._out.clear()
-        self.rt.publish(topic, key, json.dumps(value, separators=(",", ":")).encode(), ts_us=self.now)
-        self.rt.run_until_idle()
-        return [(self.settings.base_topic(o.topic), json.loads(o.value)) for o in self._out]
+        outs = super().publish(topic, key, value, ts_us=self.clock.now_us + step_us)
+        return [(self.settings.base_topic(o.topic), json.loads(o.value)) for o in outs]
 
     def request(self, value: dict[str, Any]) -> dict[str, Any]:
         """Publish a window request and return its envelope; a dead-lettered request raises."""
@@ -165,9 +163,6 @@ class Pipeline:
         if dead:
             raise Rejected(f"window report {value['session_id']}/{value['window']} rejected: {dead}")
 
-    def close(self) -> None:
-        self.fabric.close()
-        self.log.close()
 
 
 def document(event_id: str, source: str, facts: Sequence[tuple[str, np.ndarray | None]],

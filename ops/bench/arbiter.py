@@ -12,7 +12,11 @@
   embedder): envelopes serving the poisoned answer without a contest note (goal 0), candidates,
   false quarantines.
 
-    .venv/bin/python ops/bench/arbiter.py [--facts 100000] [--claims 300] [--questions 100] [--only NAME]
+- free-text (issue 14): a trusted statement and a copy with one span swapped, per question its own
+  fabric (``counterfactual.py``: a counterfactual generator over HotpotQA, PoisonedRAG, ConflictQA),
+  poison earlier / later / later from two partitions, against flat top-5.
+
+    .venv/bin/python -m ops.bench.arbiter [--facts 100000] [--claims 300] [--questions 100] [--only NAME]
 """
 
 from __future__ import annotations
@@ -21,15 +25,10 @@ import argparse
 import json
 import random
 import statistics
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from _common import DEFAULT_DATASETS, scratch
 
 from crp_stream import events
 from crp_stream.config import Settings
@@ -38,6 +37,7 @@ from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.arbiter import ArbiterHandler
 from crp_stream.processors.base import Record, us_to_dt
 from crp_stream.processors.dispatch import apply_record
+from ops.bench._common import DEFAULT_DATASETS, scratch
 
 DAY = 86_400 * 1_000_000
 T0 = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z
@@ -219,8 +219,7 @@ def drift(n_claims: int, window_days: float | None, seed: int = 11) -> None:
 
 
 def poisoning(n_questions: int, datasets: Path) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _common import Pipeline
+    from ops.bench._common import Pipeline
 
     data: dict[str, Any] = {}
     for name in ("nq", "hotpotqa", "msmarco"):
@@ -283,6 +282,23 @@ def poisoning(n_questions: int, datasets: Path) -> None:
         print(f"{label:<52} {served_poison:>17} {noted:>9} {len(cands):>10} {false_q + false_cand:>8} {kinds}")
 
 
+def free_text(n: int, datasets: Path, names: list[str]) -> None:
+    """Issue 14: copies of a trusted statement with one span swapped (ops/bench/counterfactual.py)."""
+    from ops.bench import counterfactual as cf
+
+    pairs, flagged, by_copy, examples = cf.different_facts(datasets)
+    print(f"different facts (HotpotQA sentence pairs of different articles, each article its own source): "
+          f"{pairs} pairs, {flagged} read as contradictions, {by_copy} of them by the copy rule")
+    for e in examples:
+        print(f"    e.g. {e}")
+    print(f"free text: {n} sets per generator; each set its own fabric, one window of 5 facts; poison "
+          f"30 days earlier / later / later from two partitions. Columns: share of sets")
+    t0 = time.perf_counter()
+    cf.print_header()
+    cf.run(datasets, n, names)
+    print(f"free text: done in {time.perf_counter() - t0:.0f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--facts", type=int, default=100_000)
@@ -290,8 +306,12 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=100)
     ap.add_argument("--windows", default="none,30,7", help="agreement windows (days) for the drift run")
     ap.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
-    ap.add_argument("--only", choices=["throughput", "drift", "poisoning"])
+    ap.add_argument("--only", choices=["throughput", "drift", "poisoning", "free-text"])
+    ap.add_argument("--sets", default="counterfactual,poisonedrag,conflictqa",
+                    help="free-text question sets (ops/bench/counterfactual.py)")
     args = ap.parse_args()
+    if args.only in (None, "free-text"):
+        free_text(args.questions, args.datasets, args.sets.split(","))
     if args.only in (None, "poisoning"):
         poisoning(args.questions, args.datasets)
     if args.only in (None, "drift"):

@@ -1,8 +1,8 @@
 """Embedder candidates: speed, install size, quality and dimension, side by side (issue 2 §5).
 
-    .venv/bin/python ops/bench/embedders.py                      # the table
-    .venv/bin/python ops/bench/embedders.py --st-python /tmp/venv-st/bin/python
-    .venv/bin/python ops/bench/embedders.py --calibrate          # thresholds for the default model
+    .venv/bin/python -m ops.bench.embedders                      # the table
+    .venv/bin/python -m ops.bench.embedders --st-python /tmp/venv-st/bin/python
+    .venv/bin/python -m ops.bench.embedders --calibrate          # thresholds for the default model
 
 Each candidate runs in its own subprocess (so thread settings and heavy imports do not leak), once with
 one thread and once with the library's default; ratios are against the baseline (the chosen default,
@@ -231,7 +231,6 @@ EmbedFn = Callable[[Sequence[str]], np.ndarray]
 
 
 def _load_minilm_int8(threads: int | None) -> tuple[EmbedFn, int]:
-    sys.path.insert(0, str(REPO))
     from crp_stream.fabric.embedders import OnnxMiniLMEmbedder
 
     emb = OnnxMiniLMEmbedder(threads=threads)
@@ -283,7 +282,6 @@ def _load_chapek(threads: int | None) -> tuple[EmbedFn, int]:
 
 
 def _load_hashing(threads: int | None) -> tuple[EmbedFn, int]:
-    sys.path.insert(0, str(REPO))
     from crp_stream.fabric.embedders import HashingEmbedder
 
     emb = HashingEmbedder(384)
@@ -510,7 +508,6 @@ def _q(x: np.ndarray) -> str:
 
 
 def calibrate(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(REPO))
     from crp_stream.fabric.embedders import SEED_THRESHOLDS, OnnxMiniLMEmbedder
 
     emb = OnnxMiniLMEmbedder()

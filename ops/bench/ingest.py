@@ -6,14 +6,13 @@ every other handler, similarity edges included). The baseline, measured in the s
 storage cost of the same facts: one bulk SQL insert plus one qdrant-edge upsert, no pipeline.
 Also times one batch of the default embedder.
 
-    .venv/bin/python ops/bench/ingest.py --sizes 10000 100000 [--postgres postgresql+psycopg://...]
+    .venv/bin/python -m ops.bench.ingest --sizes 10000 100000 [--postgres postgresql+psycopg://...]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import time
 from dataclasses import replace
@@ -21,14 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
 from crp_stream.config import Settings
-from crp_stream.fabric.fabric import Fabric
 from crp_stream.fabric.vectors import VectorItem
-from crp_stream.processors import all_handlers
-from crp_stream.runtime.embedded import EmbeddedRuntime
-from crp_stream.runtime.log import Append, EmbeddedLog
+from crp_stream.runtime.embedded import open_fabric, open_runtime
+from crp_stream.runtime.embedded.log import Append
 
 DIM = 384
 MODEL = "bench-384"
@@ -52,16 +47,15 @@ def documents(vecs: np.ndarray, per_doc: int) -> list[bytes]:
 
 
 def run_pipeline(settings: Settings, docs: list[bytes], n: int) -> float:
-    fabric = Fabric(settings)
     clock = [1_790_000_000_000_000]
 
     def tick() -> int:
         clock[0] += 1000
         return clock[0]
 
-    log = EmbeddedLog(settings.log_path, tick)
+    rt = open_runtime(settings, clock=tick)
+    fabric, log = rt.fabric, rt.log
     log.append([Append(settings.topic("crp.documents"), "k", raw) for raw in docs])
-    rt = EmbeddedRuntime(fabric, log, all_handlers())
     t0 = time.perf_counter()
     rt.run_until_idle()
     elapsed = time.perf_counter() - t0
@@ -74,7 +68,7 @@ def run_pipeline(settings: Settings, docs: list[bytes], n: int) -> float:
 
 
 def run_baseline(settings: Settings, vecs: np.ndarray) -> float:
-    fabric = Fabric(settings)
+    fabric = open_fabric(settings)
     rows = [{"fact_id": f"f{i}", "source": "s", "source_type": "official", "trust": 0.8, "importance": 1.0,
              "epoch_us": 1, "modified_at_us": 1, "ttl_s": None, "expires_at_us": None, "text": f"fact {i}",
              "subject": None, "attribute": None, "value": None, "unit": None, "claim_key": None, "status": "active",

@@ -76,7 +76,7 @@ class Worker:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRP_")}
         env["CRP_TOPIC_PREFIX"] = prefix
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "crp_stream.cli", "worker", "--broker", args.broker, "--database", database,
+            [sys.executable, "-m", "crp_stream", "worker", "--broker", args.broker, "--database", database,
              "--qdrant", qdrant, "--embedder", f"precomputed:{MODEL}", "--groups", groups, "--partitions",
              str(args.partitions), "--metrics-port", str(self.port), "--data", str(logdir / f"data-{name}"),
              "--log-level", "WARNING"],

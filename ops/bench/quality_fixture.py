@@ -10,16 +10,11 @@ titled document), quantised to int8 (x 127; the test renormalises them).
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import DEFAULT_DATASETS, REPO, EmbeddingCache
-
 from crp_stream.processors.doc_graph import embedding_text
+from ops.bench._common import DEFAULT_DATASETS, REPO, EmbeddingCache
 
 QUESTIONS = 10
 

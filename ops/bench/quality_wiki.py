@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import CACHE_DIR, EmbeddingCache, Pipeline, scratch, window_request
 
 from crp_stream.core.sentences import split_sentences
 from crp_stream.processors.doc_graph import embedding_text
+from ops.bench._common import CACHE_DIR, EmbeddingCache, Pipeline, scratch, window_request
 
 FABRIC_VERSION = "v2"  # v2: titled documents, "title: sentence" vectors, typed edges (issue 11)
 

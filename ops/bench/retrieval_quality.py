@@ -1,10 +1,10 @@
 """Retrieval quality through the real pipeline: multi-hop recall (HotpotQA, 2WikiMultiHopQA) and
 novelty across windows (MuSiQue), each against flat baselines computed in the same run.
 
-    .venv/bin/python ops/bench/retrieval_quality.py all                      # everything, default sizes
-    .venv/bin/python ops/bench/retrieval_quality.py hotpotqa --questions 10  # quick
-    .venv/bin/python ops/bench/retrieval_quality.py 2wiki --questions 1000   # HippoRAG's full set (~20 min)
-    .venv/bin/python ops/bench/retrieval_quality.py musique --budget 5
+    .venv/bin/python -m ops.bench.retrieval_quality all                      # everything, default sizes
+    .venv/bin/python -m ops.bench.retrieval_quality hotpotqa --questions 10  # quick
+    .venv/bin/python -m ops.bench.retrieval_quality 2wiki --questions 1000   # HippoRAG's full set (~20 min)
+    .venv/bin/python -m ops.bench.retrieval_quality musique --budget 5
 
 Datasets are read from ``--datasets`` (default ``../shared/datasets`` next to the repository), never
 copied. Texts are embedded once with the default embedder (all-MiniLM-L6-v2, int8 ONNX) and cached in
@@ -51,9 +51,9 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import (
+from crp_stream.core.sentences import split_sentences
+from crp_stream.processors.doc_graph import embedding_text
+from ops.bench._common import (
     DEFAULT_DATASETS,
     MINILM_PRECOMPUTED,
     EmbeddingCache,
@@ -63,10 +63,7 @@ from _common import (
     scratch,
     window_request,
 )
-from quality_wiki import wiki2
-
-from crp_stream.core.sentences import split_sentences
-from crp_stream.processors.doc_graph import embedding_text
+from ops.bench.quality_wiki import wiki2
 
 BUDGETS = (5, 10, 20)
 

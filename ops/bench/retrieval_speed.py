@@ -1,8 +1,8 @@
 """Envelope assembly latency, in process (no broker), against flat top-K from the same index.
 
-    .venv/bin/python ops/bench/retrieval_speed.py                        # 10k and 100k facts, 200 requests
-    .venv/bin/python ops/bench/retrieval_speed.py --sizes 2000 --requests 50   # quick
-    .venv/bin/python ops/bench/retrieval_speed.py --sizes 100000 --profile     # + cProfile of CDGR
+    .venv/bin/python -m ops.bench.retrieval_speed                        # 10k and 100k facts, 200 requests
+    .venv/bin/python -m ops.bench.retrieval_speed --sizes 2000 --requests 50   # quick
+    .venv/bin/python -m ops.bench.retrieval_speed --sizes 100000 --profile     # + cProfile of CDGR
 
 The fabric holds clustered random 384-d unit vectors: topics of 500 facts, each made of 10 sub-topics
 of ~50 facts (same sub-topic cosine ~0.67, same topic ~0.42, other topics ~0), in documents of 50
@@ -45,7 +45,6 @@ import pstats
 import re
 import shutil
 import statistics
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -56,10 +55,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from _common import CACHE_DIR, T0_US, Pipeline, code_version, percentile, scratch, vec
 
 from crp_stream import events
 from crp_stream.config import Settings
@@ -75,6 +70,8 @@ from crp_stream.processors import assembly, graph_select
 from crp_stream.processors.base import Record
 from crp_stream.processors.dispatch import apply_record
 from crp_stream.processors.retrieval import RetrievalHandler
+from crp_stream.runtime.embedded import open_fabric
+from ops.bench._common import CACHE_DIR, T0_US, Pipeline, code_version, percentile, scratch, vec
 
 MODEL = "bench"
 CORPUS_VERSION = 2  # bump when make_corpus or the build changes: cached built fabrics are keyed by it
@@ -167,7 +164,7 @@ def _direct_edges(corpus: Corpus, ids: list[str], edge_k: int, threshold: float)
 
 
 def build_direct(corpus: Corpus, workdir: Path) -> Fabric:
-    fabric = Fabric(Settings(data_dir=workdir, embedder=f"precomputed:{MODEL}"))
+    fabric = open_fabric(Settings(data_dir=workdir, embedder=f"precomputed:{MODEL}"))
     th = fabric.thresholds()
     n = len(corpus.texts)
     ids = [derive_id("fact", "bench", f"doc-{d}", str(pos), str(i))
@@ -440,11 +437,26 @@ def prepared(n: int, seed: int, ingest: str, rebuild: bool, reuse: bool = False)
         yield tmp, corpus, how
 
 
+def rss_mib() -> float:
+    """Resident memory of this process (fabric, caches, ANN index), from /proc."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def bench(n: int, requests: int, budget: int, n_sub: int, ingest: str, cold: bool, profile: bool,
-          seed: int, rebuild: bool, reuse: bool, vary_query: bool) -> None:
+          seed: int, rebuild: bool, reuse: bool, vary_query: bool, ann_min: int) -> None:
     with prepared(n, seed, ingest, rebuild, reuse) as (tmp, corpus, how):
-        settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}")
-        fabric = Fabric(settings)
+        settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}", ann_min_points=ann_min)
+        fabric = open_fabric(settings)
+        t0 = time.perf_counter()
+        ann = fabric.vectors.ann()  # as both runtimes do at start-up
+        if ann is not None:
+            print(f"ANN cache built from the index in {time.perf_counter() - t0:.1f} s "
+                  f"(~{ann.memory_bytes() / 2**20:.0f} MiB); candidates come from it", flush=True)
+        else:
+            print("ANN cache off (fabric below ann_min_points): exact search", flush=True)
         with fabric.unit_of_work() as uow:
             edges = uow.repo.edge_count()
         print(f"{n:,} facts in {len(corpus.docs)} documents, {edges:,} similarity edges; {how}; "
@@ -468,7 +480,7 @@ def bench(n: int, requests: int, budget: int, n_sub: int, ingest: str, cold: boo
             if cold:
                 runner.session(passes[2], s, f"cold-{i}", True, stages[passes[2]], cold=True)
         report_size(n, runner, stages, passes)
-        print(f"  load average after: {os.getloadavg()[0]:.1f}")
+        print(f"  load average after: {os.getloadavg()[0]:.1f}; RSS of this process {rss_mib():.0f} MiB")
         g = fabric.graph
         print(f"  graph cache after the run: {len(g):,} facts, hit rate {g.hits / max(1, g.hits + g.misses):.0%}, "
               f"{g.loads} SQL loads; fact cache {len(fabric.facts):,} facts, hit rate "
@@ -498,11 +510,13 @@ def main() -> None:
                     help="reuse a fabric another commit built (when ingest is unchanged)")
     ap.add_argument("--vary-query", action="store_true",
                     help="a new query vector every window (default: the session's query in every window)")
+    ap.add_argument("--ann-min-points", type=int, default=Settings().ann_min_points,
+                    help="the ANN cache serves fabrics of at least this many facts (a huge value: exact search)")
     a = ap.parse_args()
     print(f"crp-stream {code_version()}")
     for n in (int(x) for x in a.sizes.split(",")):
         bench(n, a.requests, a.budget, a.sub_queries, a.ingest, not a.no_cold, a.profile, a.seed, a.rebuild,
-              a.reuse_fabric, a.vary_query)
+              a.reuse_fabric, a.vary_query, a.ann_min_points)
 
 
 if __name__ == "__main__":

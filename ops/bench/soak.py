@@ -1,9 +1,9 @@
 """Soak test of the embedded runtime (issue 6 "Load"): sustained mixed traffic, figures each minute;
 and ``--sweep``: the largest fabric and the most concurrent sessions held with envelope p99 < 25 ms.
 
-    .venv/bin/python ops/bench/soak.py --minutes 1                  # quick
-    .venv/bin/python ops/bench/soak.py --minutes 10 --rate 60 --json soak.json
-    .venv/bin/python ops/bench/soak.py --sweep --sizes 1000,2000,5000,10000,20000 --sessions 1,2,4,8,16,32
+    .venv/bin/python -m ops.bench.soak --minutes 1                  # quick
+    .venv/bin/python -m ops.bench.soak --minutes 10 --rate 60 --json soak.json
+    .venv/bin/python -m ops.bench.soak --sweep --sizes 1000,2000,5000,10000,20000 --sessions 1,2,4,8,16,32
 
 A producer thread appends to the embedded log at ``--rate`` records/s: documents (``--facts`` facts
 each, clustered random ``--dim``-d vectors, ``--embedder precomputed``), telemetry observations on 50
@@ -37,14 +37,11 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import code_version, percentile, scratch
-
 from crp_stream.config import Settings
-from crp_stream.fabric.fabric import Fabric
-from crp_stream.processors import all_handlers
-from crp_stream.runtime.embedded import EmbeddedRuntime, system_clock
-from crp_stream.runtime.log import Append, EmbeddedLog, LogRecord
+from crp_stream.runtime.embedded import open_runtime
+from crp_stream.runtime.embedded.log import Append, EmbeddedLog, LogRecord
+from crp_stream.runtime.embedded.runtime import system_clock
+from ops.bench._common import code_version, percentile, scratch
 
 MODEL = "soak"
 
@@ -178,8 +175,6 @@ def main() -> int:
 
 def run(args: argparse.Namespace, data: Path) -> int:
     settings = Settings(data_dir=data, embedder=f"precomputed:{MODEL}", batch_size=args.batch_size)
-    fabric = Fabric(settings)
-    log_ = EmbeddedLog(settings.log_path, system_clock)
     sent: dict[str, float] = {}
     latencies: list[float] = []
     follow: queue.Queue[tuple[str, int]] = queue.Queue()
@@ -201,7 +196,8 @@ def run(args: argparse.Namespace, data: Path) -> int:
             else:
                 open_sessions.discard(session)
 
-    rt = EmbeddedRuntime(fabric, log_, all_handlers(), on_output=on_output, batch_size=args.batch_size)
+    rt = open_runtime(settings, on_output=on_output)
+    fabric, log_ = rt.fabric, rt.log
     gc.collect()  # as `crp-stream run` does at start-up
     gc.freeze()
     if args.preload:

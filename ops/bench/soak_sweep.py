@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import percentile, vec
 from retrieval_speed import MODEL, Session, make_sessions, prepared
 
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import Fabric
-from crp_stream.processors import all_handlers
-from crp_stream.runtime.embedded import EmbeddedRuntime, system_clock
-from crp_stream.runtime.log import Append, EmbeddedLog, LogRecord
+from crp_stream.runtime.embedded import open_runtime
+from crp_stream.runtime.embedded.log import Append, EmbeddedLog, LogRecord
+from crp_stream.runtime.embedded.runtime import EmbeddedRuntime, system_clock
+from ops.bench._common import percentile, vec
 
 WARMUP = 30
 
@@ -209,9 +209,8 @@ def sweep(args: argparse.Namespace) -> int:
     for n in sizes:
         with prepared(n, 7, "auto", False, args.reuse_fabric) as (tmp, corpus, _how):
             settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}", batch_size=args.batch_size)
-            fabric = Fabric(settings)
-            log_ = EmbeddedLog(settings.log_path, system_clock)
-            rt = EmbeddedRuntime(fabric, log_, all_handlers(), batch_size=args.batch_size)
+            rt = open_runtime(settings)
+            fabric, log_ = rt.fabric, rt.log
             rt.run_until_idle()
             gc.collect()  # as `crp-stream run` does at start-up
             gc.freeze()

@@ -1,7 +1,7 @@
 """Benchmark of the vector port: filtered top-50 query latency, qdrant-edge vs qdrant-client local mode.
 
-    .venv/bin/python ops/bench/vectors.py                   # 20k and 100k points, 384-d
-    .venv/bin/python ops/bench/vectors.py --points 5000     # quick
+    .venv/bin/python -m ops.bench.vectors                   # 20k and 100k points, 384-d
+    .venv/bin/python -m ops.bench.vectors --points 5000     # quick
 
 Both backends go through the same port code (``VectorIndex.search``: status not quarantined/expired/
 superseded AND unexpired at ``now``), on the same random L2-normalised vectors and payloads: a third of

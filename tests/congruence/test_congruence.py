@@ -42,14 +42,14 @@ from typing import Any
 import pytest
 
 from crp_stream.config import Settings, parse_pairs
-from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors import all_handlers
 from crp_stream.processors.base import dt_to_us
-from crp_stream.runtime.embedded import EmbeddedRuntime
-from crp_stream.runtime.log import EmbeddedLog
-from crp_stream.runtime.replay import read_replay
-from tests.conftest import fresh_postgres_url
-from tests.kafka_harness import OUTPUT_TOPICS, Kafka, WorkerProcess, unique_prefix, wait_quiescent
+from crp_stream.replay_format import read_replay
+from crp_stream.runtime.embedded import open_fabric
+from crp_stream.runtime.embedded.log import EmbeddedLog
+from crp_stream.runtime.embedded.runtime import EmbeddedRuntime
+from tests.support.kafka import OUTPUT_TOPICS, Kafka, WorkerProcess, unique_prefix, wait_quiescent
+from tests.support.services import fresh_postgres_url
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -115,7 +115,7 @@ def run_embedded(records: list[Input], stamps: list[int], tmp: Path) -> list[Out
     settings = Settings(data_dir=tmp / "embedded", embedder=EMBEDDER,
                         trust={k: float(v) for k, v in parse_pairs("trust", TRUST).items()})
     now = {"ts": 0, "step": 0}
-    fabric = Fabric(settings)
+    fabric = open_fabric(settings)
     log_ = EmbeddedLog(settings.log_path, lambda: now["ts"])
     outputs: list[Out] = []
 

@@ -68,6 +68,8 @@ def test_offsets_and_processed_ids_commit_with_the_transaction(engine: Engine) -
         repo.commit_offset("g", "t", 0, 5)
         repo.commit_offset("g", "t", 0, 6)
         repo.mark_processed("g", "event_id:e1", "h1", "t", 4)
+        assert repo.processed_hash("g", "event_id:e1") == "h1"  # buffered, seen by this transaction
+        repo.flush()  # what Fabric.unit_of_work does before it commits
     with engine.begin() as conn:
         repo = Repository(conn)
         assert repo.offsets("g") == {("t", 0): 6}
@@ -163,7 +165,7 @@ def test_narrow_fact_reads_statuses_rows_and_edge_rows(engine: Engine) -> None:
         assert repo.fact_statuses(["b", "a", "zz", "a"]) == {"a": "active", "b": "stale"}
         rows = repo.fact_rows(["b", "zz"], ("fact_id", "text", "subject", "value"))
         assert rows == {"b": {"fact_id": "b", "text": "text b", "subject": "svc", "value": "5"}}
-        assert sorted(repo.edge_rows(["b"])) == [("b", "a", 0.7), ("b", "c", 0.65)]
+        assert sorted(repo.edge_rows(["b"])) == [("b", "a", 0.7, "similarity"), ("b", "c", 0.65, "similarity")]
         assert repo.edge_rows([]) == []
 
 

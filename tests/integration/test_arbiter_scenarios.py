@@ -7,7 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from arbiter_harness import (
+
+from crp_stream.testing import replay as replay_records
+from tests.support.arbiter import (
     DAY_US,
     NOW_US,
     Pipeline,
@@ -17,8 +19,6 @@ from arbiter_harness import (
     settings,
     telemetry,
 )
-
-from crp_stream.runtime.replay import replay_records
 
 
 @pytest.fixture

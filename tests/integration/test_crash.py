@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from crp_stream.runtime.projections import differences
-from tests.conftest import fresh_postgres_url
-from tests.crash_harness import (
+from tests.support.crash import (
     Input,
     KillPlan,
     build_scenario,
@@ -24,8 +23,9 @@ from tests.crash_harness import (
     run_with_kills,
     seed_log,
 )
-from tests.crash_harness import embedded_snapshot as snapshot
-from tests.crash_harness import sqlite_log_size as log_size
+from tests.support.crash import embedded_snapshot as snapshot
+from tests.support.crash import sqlite_log_size as log_size
+from tests.support.services import fresh_postgres_url
 
 pytestmark = pytest.mark.heavy
 

@@ -29,10 +29,10 @@ from hypothesis import strategies as st
 from crp_stream import events
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import Fabric
-from crp_stream.processors import all_handlers
-from crp_stream.runtime.embedded import EmbeddedRuntime
-from crp_stream.runtime.log import EmbeddedLog
-from tests.conftest import fresh_postgres_url
+from crp_stream.runtime.embedded import open_runtime
+from crp_stream.runtime.embedded.log import EmbeddedLog
+from crp_stream.runtime.embedded.runtime import EmbeddedRuntime
+from tests.support.services import fresh_postgres_url
 
 MODEL = "fuzz-model"
 DIM = 8
@@ -319,9 +319,8 @@ class Fuzz:
 def make_fuzz(tmp_path: Path, database_url: str | None = None) -> Fuzz:
     s = Settings(data_dir=tmp_path, database_url=database_url, embedder=f"precomputed:{MODEL}",
                  max_record_bytes=MAX_BYTES, max_facts_per_document=50, batch_size=500)
-    fabric = Fabric(s)
-    log_ = EmbeddedLog(s.log_path, lambda: 1_900_000_000_000_000)
-    fuzz = Fuzz(EmbeddedRuntime(fabric, log_, all_handlers(), batch_size=500), log_, fabric)
+    rt = open_runtime(s, clock=lambda: 1_900_000_000_000_000)
+    fuzz = Fuzz(rt, rt.log, rt.fabric)
     fuzz.rt.publish(DOC, "seed", json.dumps(fuzz.valid_doc(0)).encode())  # fixes the fabric's dimension
     fuzz.rt.run_until_idle()
     return fuzz

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from crp_stream.config import Settings
-from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.base import rfc3339
-from crp_stream.runtime.replay import replay_records
+from crp_stream.runtime.embedded import open_fabric
+from crp_stream.testing import replay as replay_records
 
 DAY_US = 86_400 * 1_000_000
 T0 = 1_790_000_000 * 1_000_000  # a fixed log-append time
@@ -40,7 +40,7 @@ def run(tmp_path: Path, records: list[tuple[str, str | None, int, bytes]], **set
 
 def facts_table(tmp_path: Path) -> list[dict[str, Any]]:
     s = Settings(data_dir=tmp_path / "run", embedder=f"precomputed:{MODEL}")
-    fabric = Fabric(s)
+    fabric = open_fabric(s)
     try:
         with fabric.unit_of_work() as uow:
             return uow.repo.all_facts()
@@ -120,7 +120,7 @@ def test_similarity_edges_are_kept_for_neighbours_above_threshold(tmp_path: Path
     raw = doc("e", [{"text": "a", "embedding": vec(1, 0.1)}, {"text": "b", "embedding": vec(1, 0.2)},
                     {"text": "c", "embedding": vec(0, 0, 1)}])
     run(tmp_path, [("crp.documents", "s", T0, raw)], edge_threshold=0.6)
-    fabric = Fabric(Settings(data_dir=tmp_path / "run", embedder=f"precomputed:{MODEL}"))
+    fabric = open_fabric(Settings(data_dir=tmp_path / "run", embedder=f"precomputed:{MODEL}"))
     try:
         with fabric.unit_of_work() as uow:
             assert uow.repo.edge_count() == 1

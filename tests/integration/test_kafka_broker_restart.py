@@ -4,7 +4,7 @@ running (same process), says that the broker is unreachable and that it retries 
 outputs equal those of a reference worker fed the same inputs.
 
 A dedicated broker (``ops/kafka`` on free ports, its own run directory) so that the shared one is not
-disturbed. Both workers read the same input topics, one input at a time (``tests/kafka_pipelines.py``).
+disturbed. Both workers read the same input topics, one input at a time (``tests/support/kafka_pipelines.py``).
 To put the outage in the middle of a record's work, not between two inputs, the tested worker is
 frozen (SIGSTOP) while the reference settles the input, then thawed until it has committed something
 of it, frozen again while the broker stops, and thawed against a broker that is gone. The reference is
@@ -16,17 +16,15 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.crash_harness import Input, build_scenario
-from tests.kafka_harness import REPO, Kafka, free_port, unique_prefix
-from tests.kafka_pipelines import Clock, Pacer, Pipeline, compare
+from tests.support.crash import Input, build_scenario
+from tests.support.kafka import Kafka, unique_prefix
+from tests.support.kafka_pipelines import Clock, Pacer, Pipeline, compare
+from tests.support.services import wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres, pytest.mark.heavy]
 
@@ -36,24 +34,10 @@ INPUTS = 100
 
 
 @pytest.fixture
-def broker_ops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
-    """A broker of this test's own: ``ops("stop")`` / ``ops("start")``; CRP_TEST_KAFKA points at it."""
-    port = free_port()
-    controller = next(p for p in iter(free_port, None) if p != port)
-    env = {**os.environ, "CRP_KAFKA_PORT": str(port), "CRP_KAFKA_CONTROLLER_PORT": str(controller),
-           "CRP_KAFKA_RUN": str(tmp_path / "kafka"), "CRP_PYTHON": sys.executable}
-
-    def ops(command: str) -> None:
-        done = subprocess.run([str(REPO / "ops" / "kafka"), command], env=env, capture_output=True, text=True,
-                              timeout=300)
-        assert done.returncode == 0, f"ops/kafka {command}: {done.stdout}{done.stderr}"
-
-    ops("start")
-    monkeypatch.setenv("CRP_TEST_KAFKA", f"127.0.0.1:{port}")
-    try:
-        yield ops
-    finally:
-        ops("stop")
+def broker_ops(private_broker: Callable[[str], None]) -> Callable[[str], None]:
+    """This test's own broker, started."""
+    private_broker("start")
+    return private_broker
 
 
 def log_lines(path: Path) -> list[str]:
@@ -62,14 +46,6 @@ def log_lines(path: Path) -> list[str]:
         if line.startswith("{"):
             out.append(str(json.loads(line)["msg"]))
     return out
-
-
-def wait_until(what: str, condition: Callable[[], bool], timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.002)
 
 
 def test_broker_restart_mid_stream_worker_keeps_running_and_loses_nothing(

@@ -5,7 +5,7 @@ edges, sessions, audit log, refresh requests, quarantine candidates, claims, pro
 offsets, meta), the vector index (points and status) and every output topic (by derived record id; an
 at-least-once duplicate only with the same id and content).
 
-Both workers read the same input topics, paced one input at a time (``tests/kafka_pipelines.py`` says
+Both workers read the same input topics, paced one input at a time (``tests/support/kafka_pipelines.py`` says
 why), each with its own output topics, consumer group and database. The killed worker uses static group
 membership (``CRP_INSTANCE_ID``), so a restart takes its partitions back without waiting for the
 broker to expire the dead member's session.
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.crash_harness import Input, KillPlan, build_scenario, run_with_kills
-from tests.kafka_harness import Kafka, unique_prefix
-from tests.kafka_pipelines import Clock, Pacer, Pipeline, compare
+from tests.support.crash import Input, KillPlan, build_scenario, run_with_kills
+from tests.support.kafka import Kafka, unique_prefix
+from tests.support.kafka_pipelines import Clock, Pacer, Pipeline, compare
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres, pytest.mark.heavy]
 

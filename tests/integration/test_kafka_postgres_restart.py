@@ -3,7 +3,7 @@ running (same process), logs the transient error and its backoff, and loses noth
 and outputs equal those of a reference worker fed the same inputs on the shared server.
 
 The tested worker's database is a dedicated cluster (``ops/postgres`` on a free port, see
-``test_postgres_restart.py``); inputs are paced one at a time (``tests/kafka_pipelines.py``), and the
+``test_postgres_restart.py``); inputs are paced one at a time (``tests/support/kafka_pipelines.py``), and the
 input published during the outage is settled by the reference while the tested worker retries it.
 """
 
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.crash_harness import Input, build_scenario
-from tests.integration.test_postgres_restart import Cluster, cluster  # noqa: F401 - the fixture
-from tests.kafka_harness import Kafka, unique_prefix
-from tests.kafka_pipelines import Clock, Pacer, Pipeline, compare
+from tests.support.crash import Input, build_scenario
+from tests.support.kafka import Kafka, unique_prefix
+from tests.support.kafka_pipelines import Clock, Pacer, Pipeline, compare
+from tests.support.services import Cluster
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres, pytest.mark.heavy]
 
@@ -33,7 +33,7 @@ def retries(log_path: Path) -> list[str]:
     return [str(m) for m in lines if "transient error" in str(m)]
 
 
-def test_postgres_restart_with_a_record_in_hand_loses_nothing(cluster: tuple[Cluster, str],  # noqa: F811
+def test_postgres_restart_with_a_record_in_hand_loses_nothing(cluster: tuple[Cluster, str],
                                                                tmp_path: Path) -> None:
     pg, url = cluster
     phase_a: list[Input] = []

@@ -1,7 +1,7 @@
 """``crp-stream rebuild`` on Kafka (issue 6): the projections are dropped and rebuilt by replaying the
 topics from offset 0; the rebuilt state equals the live state, nothing is produced again, and a worker
 started afterwards has nothing to redo. The live run is the crash scenario through one worker, one
-input at a time (``tests/kafka_pipelines.py``)."""
+input at a time (``tests/support/kafka_pipelines.py``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from crp_stream import cli
-from tests.crash_harness import MODEL, build_scenario
-from tests.kafka_harness import Kafka, broker, unique_prefix
-from tests.kafka_pipelines import GROUP_OF, Clock, Pacer, Pipeline, compare
+from tests.support.crash import MODEL, build_scenario
+from tests.support.kafka import Kafka, broker, unique_prefix
+from tests.support.kafka_pipelines import GROUP_OF, Clock, Pacer, Pipeline, compare
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres, pytest.mark.heavy]
 

@@ -19,8 +19,8 @@ from aiokafka.structs import OffsetAndMetadata
 from sqlalchemy import text
 
 from crp_stream.fabric.db import make_engine
-from tests.conftest import fresh_postgres_url
-from tests.kafka_harness import Consumed, Kafka, WorkerProcess, partitions, servers, unique_prefix, wait_quiescent
+from tests.support.kafka import Consumed, Kafka, WorkerProcess, partitions, servers, unique_prefix, wait_quiescent
+from tests.support.services import fresh_postgres_url, wait_until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 
@@ -168,8 +168,8 @@ def test_redelivery_changes_nothing_duplicate_publish_and_group_offset_reset(env
     w2 = env.worker("second")
     w2.wait_ready()
     inputs = 3 + len([r for r in k.snapshot() if r.topic == "crp.facts"])
-    deadline_ok = _wait_metric(w2, "crp_records_redelivered_skipped_total", inputs)
-    assert deadline_ok, w2.metrics()
+    wait_until(f"{inputs} redelivered records skipped",
+               lambda: w2.metric("crp_records_redelivered_skipped_total") >= inputs, 60.0, 0.3)
     wait_quiescent(k, env.db)
     assert fabric_state(env.db) == before
     assert len(k.snapshot()) == outputs_before  # not one output record more
@@ -177,7 +177,7 @@ def test_redelivery_changes_nothing_duplicate_publish_and_group_offset_reset(env
 
 
 def test_crash_between_commit_and_produce_loses_no_output(env: SimpleNamespace) -> None:
-    w = env.worker("dies", env={"CRP_TEST_EXIT_AFTER_COMMIT": "1"})
+    w = env.worker("dies", exit_after_commit=1)
     w.wait_ready()
     k = env.kafka
     k.tap()
@@ -264,21 +264,12 @@ def _reset_group_offsets(k: Kafka, suffix: str, topics: tuple[str, ...]) -> None
     k._run(go())
 
 
-def _wait_metric(w: WorkerProcess, name: str, at_least: float, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if w.metric(name) >= at_least:
-            return True
-        time.sleep(0.3)
-    return False
-
-
 def test_worker_serves_metrics_and_health_and_logs_json(shared: SimpleNamespace) -> None:
     k = shared.kafka
     k.produce("crp.telemetry", "metrics_probe", b"[]")
     k.wait_for(lambda rs: any(r.topic == "crp.deadletter" and r.key == "metrics_probe" for r in rs),
                what="the dead letter")
-    assert _wait_metric(shared.worker, "crp_verdicts_total", 1)
+    wait_until("crp_verdicts_total >= 1", lambda: shared.worker.metric("crp_verdicts_total") >= 1, 60.0, 0.3)
     text_ = shared.worker.metrics()
     for name in ("crp_envelope_assembly_seconds_bucket", "crp_records_processed_total", "crp_consumer_lag",
                  "crp_verdicts_total"):

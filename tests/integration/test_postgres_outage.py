@@ -16,13 +16,10 @@ from typing import Any
 import pytest
 from sqlalchemy.engine import make_url
 
-from crp_stream.processors import all_handlers
-from crp_stream.runtime.embedded import EmbeddedRuntime
-from crp_stream.runtime.log import EmbeddedLog
 from crp_stream.runtime.projections import differences
-from tests.conftest import fresh_postgres_url
-from tests.crash_harness import build_scenario, discover_embedded, embedded_settings, embedded_snapshot, seed_log
-from tests.crash_harness import sqlite_log_size as log_size
+from tests.support.crash import build_scenario, discover_embedded, embedded_settings, embedded_snapshot, seed_log
+from tests.support.crash import sqlite_log_size as log_size
+from tests.support.services import fresh_postgres_url
 
 pytestmark = pytest.mark.postgres
 
@@ -88,13 +85,13 @@ class Proxy:
 
 
 def run_embedded(data: Path, url: str, until: Any = None) -> None:
-    from crp_stream.fabric.fabric import Fabric
+    from crp_stream.runtime.embedded import open_runtime
 
     s = embedded_settings(data, url)
-    fabric = Fabric(s)
-    log_ = EmbeddedLog(s.log_path, lambda: 0)
+    rt = open_runtime(s, clock=lambda: 0, batch_size=20)
+    fabric, log_ = rt.fabric, rt.log
     try:
-        EmbeddedRuntime(fabric, log_, all_handlers(), batch_size=20).run_until_idle()
+        rt.run_until_idle()
     finally:
         fabric.close()
         log_.close()

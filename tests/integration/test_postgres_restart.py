@@ -6,66 +6,20 @@ which terminates the worker's connections, then the cluster starts again on the 
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
 
 from crp_stream.runtime.projections import differences
-from tests.conftest import fresh_postgres_url
-from tests.crash_harness import build_scenario, discover_embedded, embedded_snapshot, seed_log
-from tests.crash_harness import sqlite_log_size as log_size
 from tests.integration.test_postgres_outage import run_embedded
+from tests.support.crash import build_scenario, discover_embedded, embedded_snapshot, seed_log
+from tests.support.crash import sqlite_log_size as log_size
+from tests.support.services import Cluster, fresh_postgres_url
 
 pytestmark = [pytest.mark.postgres, pytest.mark.heavy]
-
-OPS = Path(__file__).resolve().parents[2] / "ops" / "postgres"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Cluster:
-    """A private PostgreSQL cluster driven through ``ops/postgres``."""
-
-    def __init__(self, port: int):
-        self.env = {**os.environ, "CRP_PG_PORT": str(port)}
-
-    def _ops(self, action: str) -> str:
-        done = subprocess.run(["bash", str(OPS), action], env=self.env, capture_output=True, text=True,
-                              timeout=180)
-        assert done.returncode == 0, f"ops/postgres {action}: {done.stderr.strip()}"
-        return done.stdout.strip()
-
-    def start(self) -> str:
-        return self._ops("start")
-
-    def stop(self) -> None:
-        self._ops("stop")
-
-    def reset(self) -> None:
-        self._ops("reset")
-
-
-@pytest.fixture
-def cluster() -> Iterator[tuple[Cluster, str]]:
-    fresh_postgres_url()  # the test suite's server must be configured: fail, never skip, without it
-    pg = Cluster(free_port())
-    url = pg.start()
-    try:
-        yield pg, url
-    finally:
-        pg.reset()
-
 
 def test_postgres_restart_mid_stream_loses_nothing(cluster: tuple[Cluster, str], tmp_path: Path,
                                                    caplog: pytest.LogCaptureFixture) -> None:

@@ -18,7 +18,7 @@ import pytest
 
 from crp_stream.config import Settings
 from crp_stream.fabric.embedders import DEFAULT_MODEL_ID
-from crp_stream.runtime.replay import replay_records
+from crp_stream.testing import replay as replay_records
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 T0 = 1_767_225_600_000_000

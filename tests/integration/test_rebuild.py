@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from crp_stream import cli
-from crp_stream.runtime.log import Append, EmbeddedLog
+from crp_stream.runtime.embedded.log import Append, EmbeddedLog
 from crp_stream.runtime.projections import differences
-from tests.conftest import fresh_postgres_url
-from tests.crash_harness import MODEL, Input, build_scenario, discover_embedded, embedded_snapshot, seed_log
-from tests.crash_harness import sqlite_log_size as log_size
+from tests.support.crash import MODEL, Input, build_scenario, discover_embedded, embedded_snapshot, seed_log
+from tests.support.crash import sqlite_log_size as log_size
+from tests.support.services import fresh_postgres_url
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +68,10 @@ def test_rebuild_keeps_audit_rows_it_cannot_derive_and_ignores_stale_derivations
     seed_log(data, scenario[:60])
     assert crp(data, None, "run", "--until-idle") == 0
     # what an older version of the code wrote: an audit row, and a crp.facts record, neither re-derived
-    from crp_stream.fabric.fabric import Fabric
-    from tests.crash_harness import embedded_settings
+    from crp_stream.runtime.embedded import open_fabric
+    from tests.support.crash import embedded_settings
 
-    fabric = Fabric(embedded_settings(data))
+    fabric = open_fabric(embedded_settings(data))
     with fabric.unit_of_work() as uow:
         uow.repo.append_audit("old-audit-row", "DRIFT_UNDETERMINED", 1, "k", {"by": "an older version"})
     fabric.close()

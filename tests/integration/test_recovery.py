@@ -16,12 +16,13 @@ from sqlalchemy.exc import DataError, OperationalError
 
 from crp_stream.config import Settings
 from crp_stream.events import OUTPUT_TOPICS
-from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors import all_handlers
-from crp_stream.runtime import embedded
-from crp_stream.runtime.embedded import EmbeddedRuntime
-from crp_stream.runtime.log import Append, EmbeddedLog
+from crp_stream.runtime.embedded import open_fabric
+from crp_stream.runtime.embedded import runtime as embedded_runtime
+from crp_stream.runtime.embedded.log import Append, EmbeddedLog
+from crp_stream.runtime.embedded.runtime import EmbeddedRuntime
 from crp_stream.runtime.projections import differences, outputs_snapshot, tables_snapshot, vectors_snapshot
+from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal
 
 MODEL = "rec-model"
 DIM = 8
@@ -62,7 +63,7 @@ def request(session: str, q: list[float]) -> Input:
 class World:
     def __init__(self, path: Path, **kw: Any):
         self.settings = Settings(data_dir=path, embedder=f"precomputed:{MODEL}", **kw)
-        self.fabric = Fabric(self.settings)
+        self.fabric = open_fabric(self.settings)
         self.log = EmbeddedLog(self.settings.log_path, lambda: 0)
         self.ts = T0
 
@@ -88,7 +89,10 @@ class World:
         with pytest.raises(Crash):
             self.runtime().run_until_idle()
         self.log.sync = real  # type: ignore[method-assign]
-        self.fabric.vectors = self.fabric.vectors.inner  # the next process opens the index afresh
+        old = self.fabric.vectors
+        assert isinstance(old, GuardedVectors)
+        old.journal.close()  # the next process opens the index and its journal afresh
+        self.fabric.vectors = GuardedVectors(old.inner, VectorJournal(old.journal.path))
 
     def snapshot(self) -> dict[str, Any]:
         snap: dict[str, Any] = tables_snapshot(self.fabric.engine)
@@ -166,7 +170,7 @@ def test_vector_writes_of_an_uncommitted_batch_are_undone(tmp_path: Path, monkey
     env = [json.loads(v) for _, _, v in want["outputs"]["crp.envelopes"]]
     assert "Alpha routes packets." in [f["text"] for f in env[0]["facts"]]  # served before the supersede
     assert differences(want, crashed(tmp_path, [first, second], "fixed")) == []
-    monkeypatch.setattr(embedded, "reconcile", lambda fabric, journal: journal.clear())
+    monkeypatch.setattr(embedded_runtime, "reconcile", lambda fabric, journal: journal.clear())
     assert differences(want, crashed(tmp_path, [first, second], "unfixed")) != []  # the test can fail
 
 
@@ -187,7 +191,7 @@ def test_transient_database_errors_are_retried_and_lose_nothing(tmp_path: Path, 
         real(self, *args)
 
     monkeypatch.setattr(Repository, "commit_offset", flaky)
-    monkeypatch.setattr(embedded.time, "sleep", lambda s: None)
+    monkeypatch.setattr(embedded_runtime.time, "sleep", lambda s: None)
     with caplog.at_level(logging.WARNING, "crp_stream.runtime"):
         w.runtime().run_until_idle()
     try:

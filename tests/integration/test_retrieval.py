@@ -12,7 +12,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from retrieval_harness import (
+
+from crp_stream.core import ngram
+from tests.support.retrieval import (
     DAY_US,
     DIM,
     MODEL,
@@ -34,8 +36,6 @@ from retrieval_harness import (
     sub,
     unit,
 )
-
-from crp_stream.core import ngram
 
 # --- window 1: CDR score, the relevance gate, excluded facts -----------------------------------------
 

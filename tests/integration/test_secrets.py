@@ -17,7 +17,7 @@ import pytest
 
 from crp_stream import redaction
 from crp_stream.config import load_settings
-from crp_stream.runtime.log import EmbeddedLog
+from crp_stream.runtime.embedded.log import EmbeddedLog
 
 DB_PASSWORD = "s3cretPW"
 SIGNING_KEY_A = "SigK3y-vendor-abcdef"
@@ -31,7 +31,7 @@ def crp(args: list[str], tmp_path: Path, **env: str) -> subprocess.CompletedProc
     full = {k: v for k, v in os.environ.items() if not k.startswith("CRP_")}
     full.update(CRP_SIGNING_KEYS=f"vendor_docs={SIGNING_KEY_A},field_telemetry={SIGNING_KEY_B}",
                 CRP_KAFKA_SASL_PASSWORD=SASL_PASSWORD, **env)
-    return subprocess.run([sys.executable, "-m", "crp_stream.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "crp_stream", *args], capture_output=True, text=True,
                           env=full, cwd=tmp_path, timeout=120)
 
 

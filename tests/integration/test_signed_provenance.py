@@ -13,9 +13,10 @@ import pytest
 from crp_stream import cli
 from crp_stream.config import Settings
 from crp_stream.core.provenance import SIGNATURE_HEADER, sign_value
-from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.base import rfc3339
-from crp_stream.runtime.replay import ReplayRecord, replay_records
+from crp_stream.replay_format import ReplayRecord
+from crp_stream.runtime.embedded import open_fabric
+from crp_stream.testing import replay as replay_records
 
 MODEL = "prov-model"
 T0 = 1_790_000_000 * 1_000_000
@@ -57,7 +58,7 @@ def of(out: list[dict[str, Any]], topic: str) -> list[dict[str, Any]]:
 
 
 def facts(tmp_path: Path) -> list[dict[str, Any]]:
-    fabric = Fabric(Settings(data_dir=tmp_path / "run", embedder=f"precomputed:{MODEL}"))
+    fabric = open_fabric(Settings(data_dir=tmp_path / "run", embedder=f"precomputed:{MODEL}"))
     try:
         with fabric.unit_of_work() as uow:
             return uow.repo.all_facts()
@@ -66,7 +67,7 @@ def facts(tmp_path: Path) -> list[dict[str, Any]]:
 
 
 def audit_rows(tmp_path: Path) -> list[dict[str, Any]]:
-    fabric = Fabric(Settings(data_dir=tmp_path / "run", embedder=f"precomputed:{MODEL}"))
+    fabric = open_fabric(Settings(data_dir=tmp_path / "run", embedder=f"precomputed:{MODEL}"))
     try:
         with fabric.unit_of_work() as uow:
             return uow.repo.audit()
@@ -162,7 +163,7 @@ def test_epoch_is_the_append_time_through_publish_and_run(tmp_path: Path, monkey
     data = tmp_path / "run"
     assert cli.main(["publish", "--data", str(data), str(src)]) == 0
     assert cli.main(["run", "--until-idle", "--data", str(data), "--embedder", f"precomputed:{MODEL}"]) == 0
-    from crp_stream.runtime.log import EmbeddedLog
+    from crp_stream.runtime.embedded.log import EmbeddedLog
 
     log_ = EmbeddedLog(data / "log.sqlite", lambda: 0)
     appended = next(log_.iter_topic("crp.documents")).ts_us
@@ -209,7 +210,7 @@ def test_sign_command_output_replays_as_proven(tmp_path: Path, monkeypatch: pyte
     assert cli.main(["publish", "--data", str(data), str(signed_file)]) == 0
     assert cli.main(["run", "--until-idle", "--data", str(data), "--embedder", f"precomputed:{MODEL}"]) == 0
     assert VENDOR_KEY not in "".join(capsys.readouterr())
-    from crp_stream.runtime.log import EmbeddedLog
+    from crp_stream.runtime.embedded.log import EmbeddedLog
 
     log_ = EmbeddedLog(data / "log.sqlite", lambda: 0)
     sources = [json.loads(r.value)["source"] for r in log_.iter_topic("crp.facts")]

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-from retrieval_harness import DIM, T0, Q, doc, fact, from_gram, rel_vec, request, run, settings, sub
 
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import Fabric
-from crp_stream.runtime.replay import replay_records
+from crp_stream.testing import replay as replay_records
+from tests.support.retrieval import DIM, T0, Q, doc, fact, from_gram, rel_vec, request, run, settings, sub
 
 
 def _edges(tmp_path: Path, **kw: Any) -> list[tuple[str, str, float, str]]:
@@ -121,7 +121,10 @@ def test_adjacency_and_mention_edges_in_either_order(tmp_path: Path) -> None:
                           fact("Nothing about her here.", v[5])], ts=T0 + 2)
     out = run([before, titled, after], tmp_path, edge_threshold=0.9)
     ids = _fact_ids_by_text(out)
-    kinds = {(s, d): k for s, d, _w, k in _edges(tmp_path, edge_threshold=0.9)}
+    kinds: dict[tuple[str, str], str] = {}
+    for s, d, _w, k in _edges(tmp_path, edge_threshold=0.9):
+        assert (s, d) not in kinds  # orthogonal facts: no pair is also a similarity edge here
+        kinds[(s, d)] = k
     lead = ids["She was born in 1815."]
     assert kinds[(lead, ids["She wrote the first program."])] == "adjacency"
     assert kinds[(ids["She wrote the first program."], ids["She died in 1852."])] == "adjacency"

@@ -16,10 +16,11 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from crp_stream.config import Settings
-from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors import all_handlers
-from crp_stream.runtime.embedded import EmbeddedRuntime
-from crp_stream.runtime.log import EmbeddedLog
+from crp_stream.runtime.embedded import open_fabric
+from crp_stream.runtime.embedded.log import EmbeddedLog
+from crp_stream.runtime.embedded.runtime import EmbeddedRuntime
+from crp_stream.runtime.vector_guard import GuardedVectors
 
 MODEL = "vu-model"
 T0 = 1_790_000_000 * 1_000_000
@@ -29,11 +30,17 @@ class QdrantDown(Exception):
     """What a client raises when the server is gone (not a ConnectionError subclass on purpose)."""
 
 
+# The backend hooks behind each call of the port (GuardedVectors calls the inner index's hooks).
+HOOKS = {"upsert": {"_upsert"}, "set_status": {"_set_status"}, "search": {"_query", "_query_many"},
+         "search_many": {"_query", "_query_many"}, "get_vectors": {"get_vectors"}}
+
+
 class Flaky:
-    """A VectorIndex whose ``fail_on`` calls raise for the next ``failures`` calls."""
+    """A VectorIndex backend whose ``fail_on`` calls raise for the next ``failures`` calls."""
 
     def __init__(self, inner: Any, fail_on: set[str], failures: int, check: Any, apply_first: bool = False):
-        self.inner, self.fail_on, self.failures = inner, fail_on, failures
+        self.inner, self.failures = inner, failures
+        self.fail_on = {hook for name in fail_on for hook in HOOKS[name]}
         self.check, self.apply_first = check, apply_first
         self.calls: dict[str, int] = {}
 
@@ -93,7 +100,7 @@ def committed(db_path: Path) -> dict[str, Any]:
 def test_nothing_is_acknowledged_until_the_vector_write_succeeds(tmp_path: Path, fail_on: set[str],
                                                                  apply_first: bool) -> None:
     s = Settings(data_dir=tmp_path, embedder=f"precomputed:{MODEL}")
-    fabric = Fabric(s)
+    fabric = open_fabric(s)
     log_ = EmbeddedLog(s.log_path, lambda: T0)
     first = EmbeddedRuntime(fabric, log_, all_handlers())
     first.publish("crp.documents", "vendor_docs", doc(0), ts_us=T0)
@@ -107,7 +114,9 @@ def test_nothing_is_acknowledged_until_the_vector_write_succeeds(tmp_path: Path,
         assert now == before, "an offset or a fact was committed while the vector index was failing"
 
     flaky = Flaky(fabric.vectors.inner, fail_on, failures=6, check=check, apply_first=apply_first)
-    fabric.vectors = flaky  # type: ignore[assignment]
+    guarded = fabric.vectors
+    assert isinstance(guarded, GuardedVectors)
+    fabric.vectors = GuardedVectors(flaky, guarded.journal)  # type: ignore[arg-type]
     rt = EmbeddedRuntime(fabric, log_, all_handlers())
     for i in (1, 2):
         rt.publish("crp.documents", "vendor_docs", doc(i), ts_us=T0 + i)

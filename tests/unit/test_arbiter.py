@@ -71,8 +71,18 @@ def test_text_values_group_non_conflicting_statements() -> None:
             row("c", "c", None, 3.0, text=base.format(250)), row("d", "v", None, 4.0, text=base.format(1000))]
     values = text_values(rows)
     assert values["a"] == values["d"] != values["b"] == values["c"]
-    assert "1000" in values["a"] and "250" in values["b"]
-    assert claim_text(rows) == values["a"]
+    assert (values["a"], values["b"]) == ("1000", "250")  # issue 14: the claim's slot, not the sentence
+    assert claim_text(rows) == base.format(1000).lower()
+
+
+def test_text_values_name_the_swapped_subject_of_a_copied_statement() -> None:
+    base = "{} collected 39 medals in 2018, the largest haul by any country in a single Winter Olympics."
+    rows = [row("a", "official", None, 1.0, text=base.format("Norway")),
+            row("b", "community", None, 2.0, text=base.format("U.S."))]
+    assert text_values(rows) == {"a": "norway", "b": "u.s."}
+    other = [row("x", "official", None, 1.0, text="X was born in 1950."),
+             row("y", "community", None, 2.0, text="Y was born in 1950.")]
+    assert len(set(text_values(other).values())) == 1  # another subject, not another value
 
 
 def test_effect_helpers_bound_sizes() -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from crp_stream import events
 from crp_stream.config import Settings
-from crp_stream.runtime.replay import replay_records
+from crp_stream.testing import replay as replay_records
 
 ROOT = Path(__file__).resolve().parents[2] / "crp_stream"
 SQL = re.compile(r"\b(UPDATE|DELETE\s+FROM|TRUNCATE(\s+TABLE)?|REPLACE\s+INTO|INSERT\s+OR\s+REPLACE\s+INTO)"
@@ -96,10 +96,8 @@ def test_repository_offers_no_audit_mutation() -> None:
 
 
 def test_audit_log_only_grows_through_a_scenario(tmp_path: Path) -> None:
-    import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-    from arbiter_harness import NOW_US, Pipeline, seed_incident
+    from tests.support.arbiter import NOW_US, Pipeline, seed_incident
 
     p = Pipeline(tmp_path)
     try:

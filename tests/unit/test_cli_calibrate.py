@@ -15,8 +15,9 @@ from crp_stream import cli
 from crp_stream.config import Settings
 from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric.embedders import CALIBRATED_THRESHOLDS, DEFAULT_MODEL_ID
-from crp_stream.fabric.fabric import Fabric, thresholds_key
-from crp_stream.runtime.replay import replay_records
+from crp_stream.fabric.fabric import thresholds_key
+from crp_stream.runtime.embedded import open_fabric
+from crp_stream.testing import replay as replay_records
 
 DIM = 64
 N_FACTS = 40
@@ -56,7 +57,7 @@ def _json(capsys: pytest.CaptureFixture[str], data: Path, model: str, *extra: st
 
 def _thresholds(data: Path, model: str, **settings: Any) -> Thresholds:
     s = replace(Settings(embedder=f"precomputed:{model}", **settings), data_dir=data)
-    fabric = Fabric(s)
+    fabric = open_fabric(s)
     try:
         return fabric.thresholds()
     finally:
@@ -124,7 +125,7 @@ def test_store_saves_the_thresholds_and_the_fabric_uses_them(
     assert r["stored"] is True
     assert r["current"]["min_relevance"] == pytest.approx(0.6625)
     assert set(r["sources"].values()) == {"stored", "setting"}
-    fabric = Fabric(replace(Settings(embedder="precomputed:m"), data_dir=data))
+    fabric = open_fabric(replace(Settings(embedder="precomputed:m"), data_dir=data))
     try:
         with fabric.unit_of_work() as uow:
             saved = json.loads(uow.repo.get_meta(thresholds_key("m")) or "{}")

@@ -32,10 +32,10 @@ def _tele(eid: str, subject: str, value: str, at: int) -> dict[str, Any]:
 
 def _prepare(data: Path) -> None:
     """A stale-high-trust claim ("billing api") and a poisoning candidate ("search api")."""
-    from crp_stream.fabric.fabric import Fabric
     from crp_stream.processors import all_handlers
-    from crp_stream.runtime.embedded import EmbeddedRuntime
-    from crp_stream.runtime.log import EmbeddedLog
+    from crp_stream.runtime.embedded import open_fabric
+    from crp_stream.runtime.embedded.log import EmbeddedLog
+    from crp_stream.runtime.embedded.runtime import EmbeddedRuntime
 
     inputs = [
         ("crp.documents", _doc("vendor_docs", "official", "v-billing", "billing api", "1000"), NOW - 90 * DAY),
@@ -45,7 +45,7 @@ def _prepare(data: Path) -> None:
         ("crp.documents", _doc("vendor_docs", "official", "v-search", "search api", "10"), NOW - 2 * DAY),
     ]
     settings = Settings(data_dir=data, embedder="hashing", trust=TRUST)
-    fabric = Fabric(settings)
+    fabric = open_fabric(settings)
     clock = {"now": 0}  # outputs are appended at the time of the input that caused them, as in replay
     log = EmbeddedLog(settings.log_path, lambda: clock["now"])
     rt = EmbeddedRuntime(fabric, log, all_handlers())
@@ -181,8 +181,8 @@ def test_empty_data_dir(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
 
 
 def test_ids_resolve_by_unique_prefix() -> None:
-    from crp_stream.cli import CliError
-    from crp_stream.cli_ops import _resolve_id
+    from crp_stream.cli.base import CliError
+    from crp_stream.cli.ops import _resolve_id
 
     ids = ["abc123", "abd456", "xyz"]
     assert _resolve_id("x", "abc", ids) == "abc123"

@@ -186,13 +186,28 @@ def test_current_official_beats_stale_legacy_decisively() -> None:
 
 
 def test_stale_status_loses_whatever_its_trust() -> None:
-    stale = fv("s", "x", source_type="regulatory", trust=1.0, status="stale")
-    weak = fv("w", "y", source_type="unverified", trust=0.1, recency=0.3, importance=0.1)
+    key = {"subject": "api", "attribute": "limit"}
+    stale = fv("s", "x", source_type="regulatory", trust=1.0, status="stale", value="1000", **key)
+    weak = fv("w", "y", source_type="unverified", trust=0.1, recency=0.3, importance=0.1, value="250", **key)
     r = resolve_contradiction(stale, weak)
     assert (r.kept.fact_id, r.suppressed.fact_id, r.tie) == ("w", "s", False)
     assert r.authority_kept < r.authority_suppressed
     both = resolve_contradiction(stale, fv("t", "z", source_type="official", status="stale"))
     assert both.kept.fact_id == "s"
+
+
+def test_stale_free_text_statement_against_a_weaker_fresher_one_is_a_tie() -> None:
+    """Issue 14 goal 2: two later partitions made the trusted sentence stale; both are served, noted."""
+    stale = fv("s", "Facebook acquired Instagram in 2012.", source="vendor", trust=0.8, status="stale")
+    fresh = fv("p", "Apple acquired Instagram in 2012.", source="blog", source_type="community", trust=0.3)
+    for a, b in ((stale, fresh), (fresh, stale)):
+        r = resolve_contradiction(a, b)
+        assert r.tie and {r.kept.fact_id, r.suppressed.fact_id} == {"s", "p"}
+    stronger = fresh._replace(source_type="official", trust=1.0)  # fresher AND stronger: it wins
+    r = resolve_contradiction(stale, stronger)
+    assert (r.kept.fact_id, r.tie) == ("p", False)
+    arb = arbitrate_contradictions([stale, fresh], [(0, 1, ENTITY_SUBSTITUTED)])
+    assert arb.suppressed == () and len(arb.notes) == 1
 
 
 def test_exact_tie_within_epsilon_is_unresolved_and_order_independent() -> None:

@@ -1,4 +1,4 @@
-"""Unit tests for crp_stream.core.durations (CONTRACT.md durations: ISO 8601 or "none")."""
+"""Unit tests for crp_stream.core.durations (docs/contract.md durations: ISO 8601 or "none")."""
 
 from __future__ import annotations
 

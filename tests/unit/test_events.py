@@ -1,5 +1,5 @@
 """Unit tests for crp_stream.events: edge validation with reasons that name the field, canonical
-encoding, round trips with unknown fields, and dead letters (CONTRACT.md; issue 2 and 3 "Bad input")."""
+encoding, round trips with unknown fields, and dead letters (docs/contract.md; issue 2 and 3 "Bad input")."""
 
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ from crp_stream.config import ConfigError, Settings
 from crp_stream.core.drift import claim_key
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.base import Output
-from crp_stream.runtime.kafka import GROUPS, parse_groups
-from crp_stream.runtime.kafka_delivery import Routed, load_outbox, outbox_key, partition_for, route, save_outbox
-from crp_stream.runtime.kafka_topics import ALL_TOPICS, bootstrap_servers
-from crp_stream.runtime.metrics import Metrics
+from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, partition_for, route, save_outbox
+from crp_stream.runtime.kafka.metrics import Metrics
+from crp_stream.runtime.kafka.topics import ALL_TOPICS, bootstrap_servers
+from crp_stream.runtime.kafka.worker import GROUPS, parse_groups
 
 PARTS = {t: 8 for t in ALL_TOPICS}
 
@@ -126,8 +126,8 @@ def test_a_rollback_whose_vector_reset_failed_is_reconciled_before_the_next_atte
     from sqlalchemy.exc import OperationalError
 
     from crp_stream.processors.base import Record
-    from crp_stream.runtime import kafka
-    from crp_stream.runtime.kafka import KafkaWorker
+    from crp_stream.runtime.kafka import worker as kafka
+    from crp_stream.runtime.kafka.worker import KafkaWorker
 
     worker = KafkaWorker(Settings(data_dir=tmp_path, embedder="hashing:16", broker="kafka://127.0.0.1:1"),
                          ("ingest",))

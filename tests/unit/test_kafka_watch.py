@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from crp_stream.runtime.kafka_topics import bootstrap_servers
-from crp_stream.runtime.kafka_watch import BrokerWatch, RateLimit
-from tests.kafka_harness import free_port
+from crp_stream.runtime.kafka.topics import bootstrap_servers
+from crp_stream.runtime.kafka.watch import BrokerWatch, RateLimit
+from tests.support.kafka import free_port
 
 
 def record(name: str, msg: str, level: int = logging.ERROR) -> logging.LogRecord:

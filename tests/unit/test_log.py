@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crp_stream.runtime.log import Append, EmbeddedLog
+from crp_stream.runtime.embedded.log import Append, EmbeddedLog
 
 
 def test_offsets_are_dense_per_topic_and_survive_reopen(tmp_path: Path) -> None:

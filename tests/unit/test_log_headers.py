@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from crp_stream.runtime.log import Append, EmbeddedLog
-from crp_stream.runtime.replay import format_line, read_replay
+from crp_stream.replay_format import format_line, read_replay
+from crp_stream.runtime.embedded.log import Append, EmbeddedLog
 
 
 def test_headers_round_trip_including_binary_values(tmp_path: Path) -> None:

@@ -217,3 +217,17 @@ def test_input_without_type_passes_both() -> None:
     assert not list(validator("DocumentPublished").iter_errors(sample))
     decoded = events.decode_input("crp.documents", json.dumps(sample).encode())
     assert isinstance(decoded, events.DocumentPublished)
+
+
+def test_contract_doc_is_generated_from_the_models() -> None:
+    """docs/contract.md is rendered from the models; an added field shows up there once regenerated."""
+    from crp_stream import contract_doc
+
+    assert schemas_gen.CONTRACT_DOC.read_text(encoding="utf-8") == contract_doc.render(), (
+        "docs/contract.md is stale: run python -m crp_stream.schemas_gen"
+    )
+    text = contract_doc.render()
+    for name in events.EVENT_MODELS:
+        assert f"## {name}" in text
+    for topic in events.TOPICS:
+        assert f"`{topic}`" in text

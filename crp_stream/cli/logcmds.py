@@ -1,0 +1,149 @@
+"""``crp-stream publish | tail | status``: write to, read from and summarise the embedded log and fabric."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from crp_stream.cli.base import CliError, add_common, read_text, settings_of
+from crp_stream.config import Settings
+from crp_stream.fabric.fabric import Fabric
+from crp_stream.processors import HANDLER_GROUPS
+from crp_stream.replay_format import Headers, format_line, json_lines, parse_headers, raw_value
+from crp_stream.runtime.embedded import Append, EmbeddedLog, open_fabric, system_clock
+
+Publish = Callable[..., Any]
+
+
+def register(sub: Any) -> None:
+    pb = sub.add_parser("publish", help="publish replay-format lines (FILE) or JSON values (TOPIC FILE)")
+    add_common(pb)
+    pb.add_argument("args", nargs="+", metavar="[TOPIC] FILE")
+    pb.add_argument("--key", help="record key when publishing JSON values to a TOPIC")
+    pb.set_defaults(handler=publish)
+
+    tl = sub.add_parser("tail", help="print a topic's records as replay-format lines")
+    add_common(tl)
+    tl.add_argument("topic")
+    tl.add_argument("--from-beginning", action="store_true")
+    tl.add_argument("--follow", action="store_true")
+    tl.add_argument("--limit", type=int, default=None)
+    tl.set_defaults(handler=tail)
+
+    st = sub.add_parser("status", help="facts by source and status, model id, topics and offsets")
+    add_common(st)
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(handler=status)
+
+
+def publish_lines(publish: Publish, text: str, origin: str) -> int:
+    """Publish replay-format lines; their ``ts`` is ignored, the log stamps the time."""
+    n = 0
+    for where, _line, obj in json_lines(text, origin):
+        headers = parse_headers(obj.get("headers"), where)
+        publish(obj["topic"], obj.get("key"), raw_value(obj["value"]), headers=headers)
+        n += 1
+    return n
+
+
+def publish(ns: argparse.Namespace) -> int:
+    settings = settings_of(ns)
+    log_ = EmbeddedLog(settings.log_path, system_clock)
+    if len(ns.args) == 1:
+        path = Path(ns.args[0])
+
+        def append(topic: str, key: str | None, raw: bytes, headers: Headers = ()) -> None:
+            log_.append([Append(settings.topic(topic), key, raw, headers=headers)])
+
+        n = publish_lines(append, read_text(path), str(path))
+    elif len(ns.args) == 2:
+        topic, path = ns.args[0], Path(ns.args[1])
+        text = read_text(path)
+        try:
+            single = text.lstrip().startswith("{") and "\n{" not in text.strip()
+            values = [json.loads(text)] if single else [json.loads(x) for x in text.splitlines() if x.strip()]
+        except json.JSONDecodeError as exc:
+            raise CliError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}") from None
+        for v in values:
+            key = ns.key or (
+                v.get("source") or v.get("session_id") or v.get("target_id") if isinstance(v, dict) else None
+            )
+            log_.append([Append(settings.topic(topic), key, json.dumps(v, ensure_ascii=False).encode())])
+        n = len(values)
+    else:
+        raise CliError("publish takes FILE (replay lines) or TOPIC FILE (JSON values)")
+    print(f"published {n} records", file=sys.stderr)
+    return 0
+
+
+def tail(ns: argparse.Namespace) -> int:
+    settings = settings_of(ns)
+    log_ = EmbeddedLog(settings.log_path, system_clock)
+    topic = settings.topic(ns.topic)
+    ends = log_.end_offsets()
+    start = 0 if ns.from_beginning else max(0, ends.get(topic, 0) - (ns.limit or 10))
+    shown = 0
+    while True:
+        for rec in log_.iter_topic(topic, start):
+            line = format_line(settings.base_topic(rec.topic), rec.key, rec.ts_us, rec.value, rec.headers)
+            sys.stdout.write(line + "\n")
+            start = rec.offset + 1
+            shown += 1
+            if ns.limit and shown >= ns.limit and not ns.follow:
+                return 0
+        sys.stdout.flush()
+        if not ns.follow:
+            return 0
+        time.sleep(0.5)
+
+
+def status(ns: argparse.Namespace) -> int:
+    settings = settings_of(ns)
+    fabric = open_fabric(settings)
+    log_ = EmbeddedLog(settings.log_path, system_clock)
+    try:
+        if ns.json:
+            print(json.dumps(status_dict(fabric, log_, settings), indent=2, sort_keys=True))
+        else:
+            print_status(fabric, log_, settings, out=sys.stdout)
+    finally:
+        fabric.close()
+    return 0
+
+
+def status_dict(fabric: Fabric, log_: EmbeddedLog, settings: Settings) -> dict[str, Any]:
+    with fabric.unit_of_work() as uow:
+        counts = uow.repo.fact_counts()
+        model = uow.repo.get_meta("embedding_model")
+        edges = uow.repo.edge_count()
+        offsets = {g: {f"{t}": o for (t, _p), o in uow.repo.offsets(g).items()} for g in HANDLER_GROUPS}
+    by_source: dict[str, dict[str, int]] = {}
+    for source, state, n in counts:
+        by_source.setdefault(source, {})[state] = n
+    return {
+        "embedding_model": model,
+        "embedder": fabric.embedder.model_id,
+        "facts": by_source,
+        "similarity_edges": edges,
+        "vectors": fabric.vectors.count(),
+        "topics": {settings.base_topic(t): n for t, n in log_.end_offsets().items()},
+        "consumer_offsets": offsets,
+    }
+
+
+def print_status(fabric: Fabric, log_: EmbeddedLog, settings: Settings, out: IO[str] = sys.stderr) -> None:
+    s = status_dict(fabric, log_, settings)
+    print(f"fabric: model={s['embedding_model'] or '(none yet)'} vectors={s['vectors']} "
+          f"similarity_edges={s['similarity_edges']}", file=out)
+    print(f"{'source':<28} {'status':<12} {'facts':>7}", file=out)
+    for source, by_status in sorted(s["facts"].items()):
+        for state, n in sorted(by_status.items()):
+            print(f"{source:<28} {state:<12} {n:>7}", file=out)
+    print(f"{'topic':<28} {'end offset':>10}", file=out)
+    for topic, n in sorted(s["topics"].items()):
+        print(f"{topic:<28} {n:>10}", file=out)

@@ -1,0 +1,31 @@
+"""``crp-stream worker``: the handlers as a Kafka worker (faust-streaming); workers in a group share the load."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from crp_stream.cli.base import CliError, add_common, settings_of
+from crp_stream.processors import HANDLER_GROUPS
+
+
+def register(sub: Any) -> None:
+    wk = sub.add_parser("worker", help="run the handlers as a Kafka worker (faust-streaming); N workers share the load")
+    add_common(wk)
+    wk.add_argument("--broker", help="kafka://HOST:PORT[,HOST:PORT] (env CRP_BROKER)")
+    wk.add_argument("--groups", default=",".join(HANDLER_GROUPS),
+                    help="handler groups this worker runs (default: all): " + ",".join(HANDLER_GROUPS))
+    wk.add_argument("--partitions", type=int, help="partitions of the topics it creates (env CRP_PARTITIONS)")
+    wk.add_argument("--metrics-port", type=int, help="serve /metrics and /health on this port (env CRP_METRICS_PORT)")
+    wk.add_argument("--instance-id", help="static consumer-group membership: unique per worker, stable across its "
+                    "restarts (env CRP_INSTANCE_ID)")
+    wk.set_defaults(handler=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    settings = settings_of(ns)
+    if not settings.broker:
+        raise CliError("worker: --broker kafka://HOST:PORT (or CRP_BROKER) is required")
+    from crp_stream.runtime.kafka.worker import run_worker  # faust loads only for this command
+
+    return run_worker(settings, ns.groups)

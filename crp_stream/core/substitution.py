@@ -1,0 +1,325 @@
+"""Near-duplicate statements that differ in one span (issue 14): a copied statement with its answer swapped.
+
+SPEC-027 §2.2 names the contradiction patterns (NUMBER_CHANGED, ENTITY_SUBSTITUTED, NEGATION_FLIP);
+the drift seed (``002_ce3d030fd7bbcd69.txt``, Core Distinction) needs a claim to compare partitions
+on. For free text both come from a token-level alignment of two statements: everything identical
+but one span (the same substitution wherever it recurs, e.g. a name repeated twice) or one negator.
+The span is the claim's *slot*; the rest, with the slot marked, is its *template*.
+
+A swap in the predicate ("X was acquired by Facebook / by Apple") is a conflict whoever wrote it.
+A swap in subject position ("Norway / U.S. collected 39 medals") is a conflict only when it looks
+like a copy of another partition's statement, not another fact in a shared phrasing ("X / Y was born
+in 1950"): the two statements come from different sources AND they share a long identical remainder
+or a uniqueness predicate ("the largest", "the first", "acquired", "won"), which only one subject
+can hold.
+
+API
+---
+- ``Substitution``: the aligned difference (template, the two span texts, kind, shared tokens,
+  whether the slot sits before the predicate's verb).
+- ``aligned_substitution(a, b, max_span=3) -> Substitution | None``.
+- ``uniqueness_predicate(template) -> bool``.
+- ``copied_statement_conflict(a, b, same_source) -> str | None``: the pattern, or None.
+- ``slot_claim(a, b, same_source) -> tuple[str, str, str] | None``: (template key, value of a,
+  value of b) of a conflicting pair; the arbiter's text-claim key and values.
+- ``near_copy_pairs(texts, sources, inside=None) -> set[(i, j)]``: cross-source candidate pairs.
+- ``admit_copies(texts, sources, keep) -> list[bool]``: the relevance gate's mask, plus conflicting
+  copies of kept statements.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from difflib import SequenceMatcher
+from functools import lru_cache
+from typing import NamedTuple
+
+NUMBER_CHANGED = "NUMBER_CHANGED"
+ENTITY_SUBSTITUTED = "ENTITY_SUBSTITUTED"
+NEGATION_FLIP = "NEGATION_FLIP"
+
+SLOT = "\x00slot"
+#: Longest span (tokens per side) read as one substituted value: "United States" / "Norway".
+MAX_SPAN = 3
+#: Shared tokens from which a subject-position swap between two sources reads as a copy.
+LONG_REMAINDER = 10
+#: Shared tokens from which a statement is a copied passage: a lower-case word swapped in it is a value.
+COPIED_PASSAGE = 25
+
+_TOKEN = re.compile(r"\d[\d,.]*\d%?|\d%?|\w+(?:['’.\-]\w+)*\.?", re.UNICODE)
+_NEGATORS = frozenset({"not", "no", "never", "n't"})
+# Verbs that open a predicate; other verbs are recognised by their -s/-ed ending (lower-case only).
+_PREDICATE_VERBS = frozenset({
+    "is", "are", "was", "were", "be", "been", "being", "am", "has", "have", "had", "do", "does", "did",
+    "can", "could", "will", "would", "shall", "should", "may", "might", "must", "use", "run", "ran",
+    "become", "became", "remain", "remains", "stay", "stays", "hold", "holds", "held", "keep", "kept",
+    "listen", "default", "point", "map", "go", "went", "win", "won", "lead", "led", "make", "made",
+    "bought", "sold", "wrote", "built", "took", "gave", "got", "beat", "paid", "owns", "own",
+})
+# Predicates only one subject can hold at a time: superlatives, firsts, acquisitions, victories.
+_UNIQUE_WORDS = frozenset({
+    "first", "only", "sole", "last", "largest", "biggest", "smallest", "highest", "lowest", "most",
+    "least", "oldest", "youngest", "longest", "shortest", "fastest", "best", "worst", "record",
+    "acquired", "acquisition", "bought", "purchased", "won", "wins", "winner", "champion", "founded",
+    "founder", "invented", "inventor", "discovered", "created", "creator", "directed", "director",
+    "capital", "headquartered", "ceo", "president", "owner", "owns", "owned",
+})
+
+
+class Substitution(NamedTuple):
+    """The one difference of two aligned statements (lower-cased tokens; spans in original spelling)."""
+
+    template: tuple[str, ...]
+    span_a: str
+    span_b: str
+    kind: str
+    shared: int
+    before_predicate: bool
+
+
+@lru_cache(maxsize=50_000)
+def _tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(lower-cased tokens, original tokens); "isn't" -> "is" + "n't", trailing dots dropped."""
+    low: list[str] = []
+    orig: list[str] = []
+    for m in _TOKEN.finditer(text.replace("’", "'")):
+        w = m.group(0)
+        w = w if re.fullmatch(r"(?:[A-Za-z]\.)+", w) else w.rstrip(".")  # keep "U.S.", drop a full stop
+        if not w:
+            continue
+        lw = w.lower()
+        if lw.endswith("n't") and len(lw) > 3:
+            base = {"can't": "can", "won't": "will", "shan't": "shall"}.get(lw, lw[:-3])
+            low += [base, "n't"]
+            orig += [w, ""]
+        elif lw == "cannot":
+            low += ["can", "n't"]
+            orig += [w, ""]
+        else:
+            low.append(lw.replace(",", "") if lw[:1].isdigit() else lw)
+            orig.append(w)
+    return tuple(low), tuple(orig)
+
+
+def _join(words: tuple[str, ...]) -> str:
+    return " ".join(w for w in words if w)
+
+
+def _entity_like(token: str) -> bool:
+    return token[:1].isupper() or any(c.isdigit() for c in token) or any(c.isupper() for c in token[1:])
+
+
+def _has_predicate(prefix: tuple[str, ...], orig: tuple[str, ...]) -> bool:
+    for k, (low, word) in enumerate(zip(prefix, orig, strict=False)):
+        if low in _PREDICATE_VERBS:
+            return True
+        if k > 0 and word.islower() and len(low) > 3 and low.endswith(("s", "ed")) and not low.endswith("ss"):
+            return True
+    return False
+
+
+_DO = frozenset({"do", "does", "did"})
+_ARTICLES = frozenset({"a", "an", "any", "some"})  # "there is no warthog" / "there is a warthog"
+_MODALS = dict.fromkeys(("can", "could", "will", "would", "may", "might", "shall", "should"), "\x00modal")
+_NEG_PREFIXES = ("un", "im", "in", "ir", "il", "non", "dis")
+
+
+def _stem(word: str) -> str:
+    """Crude verb stem, only to match "did not use" with "used": has/had -> have, -ed/-es/-s dropped."""
+    if word in ("has", "had", "having"):
+        return "have"
+    if word in ("could", "can"):
+        return "can"
+    for suffix in ("ed", "es", "s", "d"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def _negation_only(sa: tuple[str, ...], sb: tuple[str, ...]) -> bool:
+    """Do two differing spans differ only by a negation? One side holds a negator ("did not use" /
+    "used", "do not live" / "live", "is not" / "is"), or a negative prefix ("impossible" / "possible")."""
+    if len(sa) == len(sb) == 1 and not {sa[0], sb[0]} & _NEGATORS:
+        a, b = sa[0], sb[0]
+        return any(a == p + b or b == p + a for p in _NEG_PREFIXES)
+    neg_a, neg_b = (sum(t in _NEGATORS for t in x) for x in (sa, sb))
+    if neg_a + neg_b != 1 or len(sa) + len(sb) > 6:
+        return False
+
+    def core(x: tuple[str, ...]) -> list[str]:
+        return [_MODALS.get(t, _stem(t)) for t in x if t not in _NEGATORS and t not in _DO and t not in _ARTICLES]
+
+    ca, cb = core(sa), core(sb)
+    return len(ca) == len(cb) and all(x == y or (min(len(x), len(y)) >= 4 and (x.startswith(y) or y.startswith(x)))
+                                      for x, y in zip(ca, cb, strict=True))
+
+
+_Op = tuple[str, int, int, int, int]
+
+
+def _merge_close(ops: list[_Op], gap: int = 2) -> list[_Op]:
+    """Edits at most ``gap`` equal tokens apart are one replacement: "The University of Texas at
+    Austin" / "Texas Tech University" aligns "texas" inside both names, which is still one name."""
+    out: list[_Op] = []
+    for op in ops:
+        if out and op[1] - out[-1][2] <= gap and op[3] - out[-1][4] <= gap:
+            prev = out.pop()
+            op = ("replace", prev[1], op[2], prev[3], op[4])
+        out.append(op)
+    return [("replace" if (i2 > i1 and j2 > j1) else t, i1, i2, j1, j2) for t, i1, i2, j1, j2 in out]
+
+
+_FUNCTION = frozenset({"the", "a", "an", "in", "on", "at", "of", "for", "by", "to", "from", "with", "and", "or",
+                       "as", "after", "before", "since", "during", "its", "his", "her", "their", "this", "that"})
+
+
+def _subject_position(prefix: tuple[str, ...], orig: tuple[str, ...]) -> bool:
+    """Is a slot after ``prefix`` the statement's subject? No verb before it (``_has_predicate``) and
+    at most one lower-case content word ("The 1984-85 team", "In 2018, Norway"), whereas "The
+    anchors on Rede Globo speak Chinese" has opened its predicate with a verb the list lacks."""
+    if _has_predicate(prefix, orig):
+        return False
+    content = [t for t, o in zip(prefix, orig, strict=False) if o.islower() and t not in _FUNCTION and len(t) > 2]
+    return len(content) < 2
+
+
+@lru_cache(maxsize=50_000)
+def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substitution | None:
+    """Issue 14 (SPEC-027 §2.2 patterns on free text): the one span in which two statements differ.
+
+    Token-level alignment (``difflib``, no junk heuristic): every difference must be the same
+    replacement of 1..``max_span`` tokens by 1..``max_span`` tokens (a name swapped wherever it
+    occurs), or one negator ("not", "no", "never", "n't") present in only one statement. Anything else
+    (two different edits, a reworded clause) is not one substitution: None. Identical statements: None.
+    """
+    la, oa = _tokens(a)
+    lb, ob = _tokens(b)
+    if la == lb:
+        return None
+    all_ops = SequenceMatcher(None, la, lb, autojunk=False).get_opcodes()
+    ops = _merge_close([op for op in all_ops if op[0] != "equal"])
+    shared = sum(i2 - i1 for tag, i1, i2, _, _ in all_ops if tag == "equal")
+    if len(ops) == 1 and _negation_only(la[ops[0][1]:ops[0][2]], lb[ops[0][3]:ops[0][4]]):
+        _, i1, i2, j1, j2 = ops[0]
+        template = (*la[:i1], SLOT, *la[i2:])
+        return Substitution(template, _join(oa[i1:i2]), _join(ob[j1:j2]), NEGATION_FLIP, shared, False)
+    if not ops or any(op[0] != "replace" for op in ops):
+        return None
+    spans = {(la[i1:i2], lb[j1:j2]) for _, i1, i2, j1, j2 in ops}
+    if len(spans) != 1:
+        return None
+    (sa, sb), = spans
+    # a longer name is still one value inside a long copied passage ("The University of Texas at Austin")
+    limit = max(max_span, min(2 * max_span, shared // 5))
+    if not (1 <= len(sa) <= limit and 1 <= len(sb) <= limit):
+        return None
+    _, i1, i2, j1, j2 = ops[0]
+    span_a, span_b = _join(oa[i1:i2]), _join(ob[j1:j2])
+    num_a, num_b = (any(t[:1].isdigit() for t in s) for s in (sa, sb))
+    if any(t in _NEGATORS for t in sa + sb):
+        return None  # a negator plus other changed words: not one clean flip
+    elif num_a and num_b:
+        kind = NUMBER_CHANGED
+    elif not num_a and not num_b and all(any(_entity_like(t) for t in o) for o in (oa[i1:i2], ob[j1:j2])):
+        kind = ENTITY_SUBSTITUTED
+    elif not num_a and not num_b and shared >= COPIED_PASSAGE:
+        kind = ENTITY_SUBSTITUTED  # one word swapped in a copied passage ("director" -> "architect")
+    else:
+        # in a sentence, lower-case words ("director" / "producer") may both hold, and a name for a
+        # date is two different statements, not two values of one slot
+        return None
+    slotted: list[str] = []
+    pos = 0
+    for _, x1, x2, _, _ in ops:
+        slotted += [*la[pos:x1], SLOT]
+        pos = x2
+    slotted += la[pos:]
+    return Substitution(tuple(slotted), span_a, span_b, kind, shared, _subject_position(la[:i1], oa[:i1]))
+
+
+def uniqueness_predicate(template: tuple[str, ...]) -> bool:
+    """Issue 14: does the shared statement hold a predicate only one subject can hold ("the largest",
+    "the first", "acquired", "won")? Superlatives after "the" ("the tallest") count too."""
+    for k, t in enumerate(template):
+        if t in _UNIQUE_WORDS:
+            return True
+        if k > 0 and template[k - 1] == "the" and len(t) > 4 and t.endswith("est"):
+            return True
+    return False
+
+
+def copied_statement_conflict(a: str, b: str, same_source: bool) -> str | None:
+    """Issue 14 with SPEC-027 §2.2: the pattern by which one statement contradicts a near-copy of it.
+
+    A substitution after the predicate's verb is a contradiction (as ``core.conflicts`` reads it). One
+    in subject position is a contradiction only between different sources, and only when the
+    statements share >= ``LONG_REMAINDER`` tokens or a uniqueness predicate: a copy of another
+    partition's statement with its answer swapped, not a second fact in a common phrasing ("X was born
+    in 1950" / "Y was born in 1950").
+    """
+    sub = aligned_substitution(a, b)
+    if sub is None:
+        return None
+    if not sub.before_predicate:
+        return sub.kind
+    if same_source:
+        return None
+    return sub.kind if sub.shared >= LONG_REMAINDER or uniqueness_predicate(sub.template) else None
+
+
+def slot_claim(a: str, b: str, same_source: bool) -> tuple[str, str, str] | None:
+    """Issue 14 §3: the claim two conflicting near-duplicates make: (template key, value of a, value
+    of b). The template is the shared statement with the slot marked ("{} collected 39 medals in
+    2018 ..."); values are the spans, lower-cased with whitespace collapsed ("" for a missing negator)."""
+    sub = aligned_substitution(a, b)
+    if sub is None or copied_statement_conflict(a, b, same_source) is None:
+        return None
+    key = " ".join("{}" if t == SLOT else t for t in sub.template)
+    return key, " ".join(sub.span_a.lower().split()), " ".join(sub.span_b.lower().split())
+
+
+@lru_cache(maxsize=50_000)
+def _token_set(text: str) -> frozenset[str]:
+    return frozenset(_tokens(text)[0])
+
+
+def near_copy_pairs(texts: Sequence[str], sources: Sequence[str], inside: int | None = None,
+                    min_overlap: float = 0.6) -> set[tuple[int, int]]:
+    """Issue 14: pairs i < j of statements from different sources that may be copies of each other
+    (token-set Jaccard >= ``min_overlap``), whatever their cosine: a swapped name can move a short
+    sentence's embedding below the pair threshold. With ``inside``, pairs of two indices >= inside
+    are skipped (two facts outside the envelope). Only candidates: ``values_conflict`` decides."""
+    n = len(texts)
+    limit = n if inside is None else min(inside, n)
+    sets = [_token_set(t) for t in texts]
+    out: set[tuple[int, int]] = set()
+    for i in range(limit):
+        for j in range(i + 1, n):
+            if not sources[i] or sources[i] == sources[j]:
+                continue
+            a, b = sets[i], sets[j]
+            union = len(a | b)
+            if union and len(a & b) >= min_overlap * union:
+                out.add((i, j))
+    return out
+
+
+def admit_copies(texts: Sequence[str], sources: Sequence[str], keep: Sequence[bool]) -> list[bool]:
+    """Issue 14 with SPEC-024 §2.6's relevance gate: a statement the gate drops joins the candidates
+    when it is a copy, from another source, of one the gate kept and the two conflict (one span
+    swapped). Otherwise a true statement just under the gate leaves its swapped copy alone in the
+    envelope, uncontested; with it, SPEC-027 §2 arbitration sees both."""
+    out = list(keep)
+    kept = [i for i, k in enumerate(keep) if k]
+    sets = [_token_set(t) for t in texts]
+    for j, k in enumerate(keep):
+        if k or not sources[j]:
+            continue
+        for i in kept:
+            if sources[i] == sources[j] or len(sets[i] & sets[j]) < 0.6 * len(sets[i] | sets[j]):
+                continue
+            if copied_statement_conflict(texts[i], texts[j], same_source=False) is not None:
+                out[j] = True
+                break
+    return out

@@ -1,0 +1,155 @@
+"""One-line, deterministic rejection reasons from pydantic errors: "<field path>: <what was wrong>".
+
+Reasons never quote more than a short excerpt of the input (see ``common.shown``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from crp_stream.events.common import FieldError, Part, described, nonfinite, shown
+
+MAX_REASON_CHARS = 500
+
+_EXPECTED = {
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "float_parsing": "a number",
+    "string_type": "a string",
+    "bool_type": "a boolean",
+    "list_type": "an array",
+    "tuple_type": "an array",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+    "datetime_type": "an RFC 3339 time string",
+}
+_BOUNDS = {
+    "greater_than_equal": ("ge", "is below the minimum {}"),
+    "less_than_equal": ("le", "is above the maximum {}"),
+    "greater_than": ("gt", "must be greater than {}"),
+    "less_than": ("lt", "must be less than {}"),
+}
+
+
+def field_path(loc: Sequence[str | int], extra: str | None = None) -> str:
+    """``("facts", 2, "embedding", 5)`` -> ``"facts[2].embedding[5]"``; ``extra`` is appended."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part == "[key]":
+            out += " (key)"
+        else:
+            name = part if len(part) <= 64 else part[:61] + "..."
+            out += f".{name}" if out else name
+    if extra:
+        out = f"{out}{'' if extra.startswith('[') or not out else '.'}{extra}"
+    return out
+
+
+def reason_from(error: ValidationError) -> str:
+    """The reason for the first error (pydantic's order is deterministic), with a count of the rest."""
+    errors = error.errors(include_url=False)
+    if not errors:
+        return "invalid record"
+    text = error_reason(errors[0])
+    if len(errors) > 1:
+        text += f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})"
+    return one_line(text)
+
+
+def error_reason(err: Any) -> str:
+    kind: str = err["type"]
+    value = err.get("input")
+    ctx: dict[str, Any] = err.get("ctx") or {}
+    path = field_path(err["loc"])
+    if kind in ("value_error", "assertion_error"):
+        exc = ctx.get("error")
+        if isinstance(exc, FieldError):
+            path, msg = field_path(err["loc"], exc.field), exc.message
+        else:
+            msg = str(exc) if exc is not None else str(err["msg"]).removeprefix("Value error, ")
+    elif kind == "missing":
+        msg = "missing required field"
+    elif kind in _EXPECTED:
+        msg = f"expected {_EXPECTED[kind]}, got {described(value)}"
+    elif kind == "finite_number":
+        finite = isinstance(value, float)
+        msg = nonfinite(value) if finite else f"expected a finite number, got {described(value)}"
+    elif kind == "literal_error":
+        choices = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
+        msg = f"{shown(value)} is not one of {choices}"
+    elif kind in _BOUNDS:
+        key, template = _BOUNDS[kind]
+        msg = f"{shown(value)} {template.format(ctx.get(key))}"
+    elif kind == "string_too_long":
+        size = len(value) if isinstance(value, str) else "?"
+        msg = f"string of {size:,} characters is over the limit of {ctx.get('max_length', 0):,}"
+    elif kind == "string_too_short":
+        least = ctx.get("min_length")
+        msg = "must not be empty" if least == 1 else f"shorter than {least} characters"
+    elif kind == "too_short":
+        n, least = _length(value), ctx.get("min_length")
+        msg = f"{'array is empty' if n == 0 else f'{n} items'}, expected at least {least}"
+    elif kind == "too_long":
+        actual = ctx.get("actual_length") or _length(value)
+        msg = f"{actual:,} items, over the limit of {ctx.get('max_length', 0):,}"
+    else:
+        msg = f"{err['msg']} (got {described(value)})"
+    return f"{path}: {msg}" if path else msg
+
+
+def _length(value: object) -> int:
+    return len(value) if isinstance(value, list | tuple | dict | str) else 0
+
+
+def one_line(text: str) -> str:
+    """Reasons are one line and bounded."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= MAX_REASON_CHARS else flat[: MAX_REASON_CHARS - 3] + "..."
+
+
+def nonfinite_path(value: Any, path: str = "") -> str | None:
+    """The reason for the first NaN or infinity in a parsed JSON value (document order), or None."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{path or 'value'}: {nonfinite(value)}"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = nonfinite_path(v, field_path([k]) if not path else f"{path}.{field_path([k])}")
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = nonfinite_path(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def extras_nonfinite(model: Part, path: str = "") -> str | None:
+    """The reason for the first NaN or infinity among the unknown fields of ``model`` and its parts."""
+    for name, value in (model.__pydantic_extra__ or {}).items():
+        found = nonfinite_path(value, f"{path}.{name}" if path else name)
+        if found:
+            return found
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        here = f"{path}.{name}" if path else name
+        if isinstance(value, Part):
+            found = extras_nonfinite(value, here)
+        elif isinstance(value, dict):  # free-form objects such as an audit record's details
+            found = nonfinite_path(value, here)
+        elif isinstance(value, list) and value and isinstance(value[0], Part):
+            found = next((f for i, item in enumerate(value) if (f := extras_nonfinite(item, f"{here}[{i}]"))), None)
+        else:
+            continue
+        if found:
+            return found
+    return None

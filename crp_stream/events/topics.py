@@ -1,0 +1,95 @@
+"""The topics of the contract (docs/contract.md): names, the events each carries, and their keys."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from crp_stream.events.common import Event as EventModel
+from crp_stream.events.inputs import (
+    INPUT_MODELS,
+    DocumentPublished,
+    OperatorCommand,
+    TelemetryObserved,
+    WindowReported,
+    WindowRequested,
+)
+from crp_stream.events.outputs import (
+    OUTPUT_MODELS,
+    AuditRecorded,
+    EnvelopeAssembled,
+    EventRejected,
+    FactRecorded,
+    FactStatusChanged,
+    QuarantineCandidate,
+    RefreshRequested,
+)
+
+DEFAULT_PREFIX = "crp."
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """A topic of docs/contract.md: its default name, the events it carries, and what its key is."""
+
+    name: str
+    models: tuple[type[EventModel], ...]
+    is_input: bool
+    key: str
+
+    @property
+    def model(self) -> type[EventModel]:
+        """The single event model of this topic (``crp.facts`` carries two: use ``models``)."""
+        if len(self.models) != 1:
+            raise TypeError(f"topic {self.name} carries {len(self.models)} event types")
+        return self.models[0]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(m.__name__ for m in self.models)
+
+
+def _spec(name: str, is_input: bool, key: str, *models: type[EventModel]) -> tuple[str, TopicSpec]:
+    return name, TopicSpec(name, models, is_input, key)
+
+
+TOPICS: Mapping[str, TopicSpec] = MappingProxyType(
+    dict(
+        [
+            _spec("crp.documents", True, "source", DocumentPublished),
+            _spec("crp.telemetry", True, "source", TelemetryObserved),
+            _spec("crp.window.requests", True, "session_id", WindowRequested),
+            _spec("crp.window.reports", True, "session_id", WindowReported),
+            _spec("crp.operator.commands", True, "subject or source", OperatorCommand),
+            _spec("crp.facts", False, "fact_id", FactRecorded, FactStatusChanged),
+            _spec("crp.envelopes", False, "session_id", EnvelopeAssembled),
+            _spec("crp.audit", False, "subject, session or source", AuditRecorded),
+            _spec("crp.refresh.requests", False, "stale source", RefreshRequested),
+            _spec("crp.quarantine.candidates", False, "suspect source", QuarantineCandidate),
+            _spec("crp.deadletter", False, "the rejected record's key", EventRejected),
+        ]
+    )
+)
+INPUT_TOPICS: tuple[str, ...] = tuple(n for n, s in TOPICS.items() if s.is_input)
+OUTPUT_TOPICS: tuple[str, ...] = tuple(n for n, s in TOPICS.items() if not s.is_input)
+EVENT_MODELS: Mapping[str, type[EventModel]] = MappingProxyType(
+    {m.__name__: m for m in (*INPUT_MODELS, *OUTPUT_MODELS)}
+)
+
+
+def topic_name(base: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """The topic name under ``prefix``: ``topic_name("documents", "acme.")`` == ``"acme.documents"``.
+
+    ``base`` may also be a default name (``"crp.documents"``), whose ``crp.`` is replaced.
+    """
+    return prefix + base.removeprefix(DEFAULT_PREFIX)
+
+
+def topic_spec(topic: str, prefix: str = DEFAULT_PREFIX) -> TopicSpec | None:
+    """The contract topic behind ``topic`` (a default name, or a name under ``prefix``), or None."""
+    if topic.startswith(prefix):
+        found = TOPICS.get(DEFAULT_PREFIX + topic[len(prefix) :])
+        if found is not None:
+            return found
+    return TOPICS.get(topic)

@@ -1,0 +1,242 @@
+"""The embedded runtime: drives every handler from the in-process durable log, no servers.
+
+Records are processed in global log order, and what a record causes (its outputs on internal topics
+such as crp.facts) is handled before the next input, so a live run and a replay agree. Work is
+batched: one database transaction covers up to ``batch_size`` records, and every handler's effects
+and consumer offsets commit together at its end. Outputs are appended to the log (with derived ids)
+and synced before that commit, so a crash in between re-emits the same ids, which the log ignores.
+A record that keeps failing for a non-transient reason is isolated and dead-lettered.
+
+An output already in the log when it is caused again (the batch is redone after a crash or a
+rollback) is still handed, in causal order, to the handlers that have not consumed it, so a redone
+batch is processed exactly as the first attempt. Vector writes of an uncommitted batch are undone by
+``vector_guard.reconcile``; a failing vector index is transient (retried, never dead-lettered).
+``rederive=True`` is ``crp-stream rebuild``: only input topics are read from the log, and what they
+cause is re-derived (internal topics are consumed as they are re-caused, never re-read).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from crp_stream.events import INPUT_TOPICS
+from crp_stream.fabric.fabric import Fabric, UnitOfWork
+from crp_stream.processors.base import AnyHandler, Output, Record
+from crp_stream.processors.dispatch import ID_HEADER, apply_record, internal_error_output
+from crp_stream.runtime.embedded.log import Append, EmbeddedLog, Headers, LogRecord
+from crp_stream.runtime.transient import is_transient
+from crp_stream.runtime.vector_guard import GuardedVectors, reconcile
+
+log = logging.getLogger("crp_stream.runtime")
+
+
+def system_clock() -> int:
+    return time.time_ns() // 1000
+
+
+@dataclass
+class Stats:
+    processed: dict[str, int] = field(default_factory=dict)
+    deadlettered: int = 0
+    outputs: int = 0
+
+
+class EmbeddedRuntime:
+    def __init__(self, fabric: Fabric, log_: EmbeddedLog, handlers: Sequence[AnyHandler],
+                 max_attempts: int = 3, on_output: Callable[[LogRecord], None] | None = None,
+                 batch_size: int = 200, rederive: bool = False):
+        self.fabric = fabric
+        self.log = log_
+        self.handlers = list(handlers)
+        self.max_attempts = max_attempts
+        self.on_output = on_output
+        self.batch_size = batch_size
+        self.stats = Stats()
+        self._offsets: dict[tuple[str, str], int] = {}
+        self._dirty: set[tuple[str, str]] = set()
+        self._cursor = 0
+        self._pending: list[LogRecord] = []
+        self._emitted: list[LogRecord] = []
+        self._isolate = 0  # records left to process one per transaction after a failed batch
+        self.rederive = rederive
+        self._inputs = [self.physical(t) for t in INPUT_TOPICS] if rederive else None
+        if not isinstance(fabric.vectors, GuardedVectors):
+            raise TypeError("EmbeddedRuntime needs a fabric with a guarded vector index: build it with "
+                            "crp_stream.runtime.embedded.open_fabric")
+        self.journal = fabric.vectors.journal
+        for h in self.handlers:
+            h.bind(fabric)
+        self._load_offsets()
+        # A crash may have left a batch's vector writes behind: undo them before the first batch (inside
+        # the retry loop, so an unreachable database at start-up is retried like any other time).
+        self._reconcile = True
+
+    def physical(self, base: str) -> str:
+        return self.fabric.settings.topic(base)
+
+    def _load_offsets(self) -> None:
+        with self.fabric.unit_of_work() as uow:
+            for h in self.handlers:
+                for (topic, _p), nxt in uow.repo.offsets(h.group).items():
+                    self._offsets[(h.group, topic)] = nxt
+        starts = []
+        for h in self.handlers:
+            for base in h.topics:
+                seq = self.log.seq_of(self.physical(base), self._offsets.get((h.group, base), 0))
+                if seq is not None:
+                    starts.append(seq - 1)
+        self._cursor = min(starts) if starts else self.log.max_seq()
+
+    def publish(self, base_topic: str, key: str | None, value: bytes, ts_us: int | None = None,
+                headers: Headers = ()) -> LogRecord | None:
+        written = self.log.append([Append(self.physical(base_topic), key, value, None, ts_us, tuple(headers))])
+        return written[0] if written else None
+
+    def _read(self, limit: int) -> list[LogRecord]:
+        return self.log.read_after(self._cursor, self._inputs, limit=limit)
+
+    def run_until_idle(self, max_records: int | None = None) -> int:
+        """Process everything in the log, including what processing appends; returns records handled."""
+        done = 0
+        delay = 0.05
+        attempts = 0
+        while True:
+            limit = 1 if self._isolate else self.batch_size
+            snapshot = (self._cursor, dict(self._offsets), list(self._pending))
+            try:
+                n, idle = self._batch(limit)
+            except Exception as exc:
+                self._restore(snapshot)
+                if is_transient(exc):
+                    log.warning("transient error, retrying in %.2fs: %s: %s", delay, type(exc).__name__, exc)
+                    time.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
+                if not self._isolate:
+                    self._isolate = limit
+                    log.warning("batch failed (%s: %s); isolating its records", type(exc).__name__, exc)
+                    continue
+                attempts += 1
+                if attempts < self.max_attempts:
+                    continue
+                self._deadletter_current(exc)
+                attempts = 0
+                continue
+            delay, attempts = 0.05, 0
+            if self._isolate:
+                self._isolate = max(0, self._isolate - 1)
+            done += n
+            if idle or (max_records is not None and done >= max_records):
+                return done
+
+    def _restore(self, snapshot: tuple[int, dict[tuple[str, str], int], list[LogRecord]]) -> None:
+        self._cursor, self._offsets, self._pending = snapshot[0], snapshot[1], snapshot[2]
+        self._dirty.clear()
+        self._emitted.clear()
+        self._reconcile = True  # before the batch is redone, never skipped (the database may be down now)
+
+    def _batch(self, limit: int) -> tuple[int, bool]:
+        if self._reconcile:
+            reconcile(self.fabric, self.journal)
+            self._reconcile = False
+        buf = [] if self._pending else self._read(limit)
+        if not buf and not self._pending:
+            return 0, True
+        n = 0
+        with self.fabric.unit_of_work() as uow:
+            while self._pending:
+                n += self._dispatch(self._pending.pop(0), uow, caused=True)
+            for rec in buf:
+                self._cursor = rec.seq
+                n += self._dispatch(rec, uow)
+                # Cascade first: what a record caused is handled before the next input.
+                while self._pending:
+                    n += self._dispatch(self._pending.pop(0), uow, caused=True)
+            for group, topic in sorted(self._dirty):
+                uow.repo.commit_offset(group, topic, 0, self._offsets[(group, topic)])
+            if n:  # durable before the commit that acknowledges them (power loss, not only kill -9)
+                self.fabric.vectors.flush()
+            self.log.sync()
+        self.journal.clear()
+        self._dirty.clear()
+        self._publish_emitted()
+        return n, False
+
+    def finish_rederive(self) -> None:
+        """After a rebuild: internal topics count as consumed to their end (what the rebuild did not
+        re-cause is an older derivation and is never applied again)."""
+        ends = self.log.end_offsets()
+        with self.fabric.unit_of_work() as uow:
+            for h in self.handlers:
+                for base in h.topics:
+                    end = ends.get(self.physical(base), 0)
+                    if base not in INPUT_TOPICS and end > self._offsets.get((h.group, base), 0):
+                        self._offsets[(h.group, base)] = end
+                        uow.repo.commit_offset(h.group, base, 0, end)
+
+    def _record(self, lr: LogRecord) -> Record:
+        base = self.fabric.settings.base_topic(lr.topic)
+        headers = ((ID_HEADER, lr.record_id.encode()),) if lr.record_id else ()
+        return Record(base, lr.partition, lr.offset, lr.key, lr.value, lr.ts_us, lr.headers + headers)
+
+    def _dispatch(self, lr: LogRecord, uow: UnitOfWork, caused: bool = False) -> int:
+        record = self._record(lr)
+        base = record.topic
+        # Rebuild: a re-caused record is consumed now, whatever older derivations the offsets passed.
+        fresh = caused and self.rederive
+        n = 0
+        for h in self.handlers:
+            done = self._offsets.get((h.group, base), 0)
+            if base not in h.topics or (done > lr.offset and not fresh):
+                continue
+            self._append(apply_record(h, record, uow))
+            self._offsets[(h.group, base)] = max(done, lr.offset + 1)
+            self._dirty.add((h.group, base))
+            self.stats.processed[base] = self.stats.processed.get(base, 0) + 1
+            n += 1
+        return n
+
+    def _deadletter_current(self, exc: BaseException) -> None:
+        """The isolated record failed every attempt: dead-letter it for each handler still owing it."""
+        found = self._pending[:1] or self._read(1)
+        if not found:
+            return
+        rec = found[0]
+        record = self._record(rec)
+        base = record.topic
+        with self.fabric.unit_of_work() as uow:
+            for h in self.handlers:
+                if base not in h.topics or self._offsets.get((h.group, base), 0) > rec.offset:
+                    continue
+                log.error("handler %s: dead-lettering %s@%d after %d attempts: %s: %s", h.group, base,
+                          rec.offset, self.max_attempts, type(exc).__name__, exc)
+                self._append(internal_error_output(h, record, exc))
+                self._offsets[(h.group, base)] = rec.offset + 1
+                uow.repo.commit_offset(h.group, base, 0, rec.offset + 1)
+            self.log.sync()
+        if self._pending and self._pending[0] is rec:
+            self._pending.pop(0)
+        else:
+            self._cursor = rec.seq
+        self._publish_emitted()
+
+    def _append(self, outs: Sequence[Output]) -> None:
+        items = [Append(self.physical(o.topic), o.key, o.value, o.record_id) for o in outs]
+        for rec, new in self.log.append_outputs(items):
+            self._pending.append(rec)  # already in the log (a redone batch): its consumers may still owe it
+            if new:
+                self._emitted.append(rec)
+
+    def _publish_emitted(self) -> None:
+        """Count and report outputs only once their batch committed (a rolled-back batch re-emits them)."""
+        dead = self.physical("crp.deadletter")
+        for w in self._emitted:
+            self.stats.outputs += 1
+            if w.topic == dead:
+                self.stats.deadlettered += 1
+            if self.on_output:
+                self.on_output(w)
+        self._emitted.clear()

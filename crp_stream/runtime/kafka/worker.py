@@ -1,0 +1,516 @@
+"""The Kafka runtime: a faust-streaming app (aiokafka transport) driving the same handlers as the
+embedded runtime, on a real broker, PostgreSQL and Qdrant.
+
+One faust agent per handler group (ingest: documents + telemetry; arbiter: facts; retrieval: window
+requests + reports; operator: operator commands). Records are consumed as raw bytes; ``apply_record``
+decodes them, so a malformed record becomes a ``crp.deadletter`` output and never crashes an agent
+or stalls its partition. ``Record.ts_us`` is the consumed record's timestamp, which the broker set
+(every topic is ``message.timestamp.type=LogAppendTime``, see ``kafka_topics``). N workers with the
+same ``--groups`` form one consumer group and split the partitions.
+
+Processing guarantee: at-least-once delivery + idempotent, transactional fabric effects; not
+faust's ``exactly_once``. Why: the effects that matter live in PostgreSQL and Qdrant, not in Kafka.
+A Kafka transaction can commit produced records with the consumer offset atomically, but not with
+a database transaction, so it would still need the fabric's idempotency, and its consumers must read
+``read_committed``, which holds every output back until the producer's transaction commits (faust
+commits every ``broker_commit_interval``), far beyond the latency this runtime aims at. Instead,
+per record and per handler group, in ONE database transaction (like ``runtime.embedded``):
+
+1. the partition's offset committed in the fabric is checked: a record below it was already applied
+   and is skipped (a redelivery after a crash, a rebalance or a reset of the group's Kafka offsets);
+2. ``apply_record`` applies it (decode, dead-letter, idempotency by event id, handler);
+3. the consumer offset is committed in the fabric (``repo.commit_offset``) and the outputs, with
+   their derived record ids, are written to the partition's outbox (``kafka_delivery``);
+
+then the outputs are produced (header ``crp-id`` = derived id) and acknowledged before the next
+record. Producing after the commit, not before it as the embedded runtime may, matters on a real
+broker: another worker could otherwise consume ``FactRecorded`` before the fact is visible in the
+database. Faust commits the group's Kafka offsets after each record is processed; they trail the
+fabric's, which are the authority. Faust seeks to the Kafka offsets on assignment (it re-seeks after
+its own rebalance hooks, so a seek of ours would be undone); on the first record of each newly
+assigned partition the worker instead loads the fabric's offset and produces the outbox again, and
+records below that offset are skipped without touching a handler, which has the effect of a seek.
+A record the handlers apply twice anyway (a duplicate publish, a zombie worker) is caught by
+``processed_events`` (same event id) and the unique keys of the fabric, and emits nothing new.
+
+A broker that goes away stops nothing: the clients reconnect, outputs wait for their acknowledgement,
+and ``kafka_watch.BrokerWatch`` says so (and when it is back) with backoff, ``/health`` degraded meanwhile.
+AnyHandler work runs on one thread per worker (the vector index is not thread-safe), off the event loop
+so heartbeats and the web endpoints stay responsive. Transient errors (database, vector index) are
+retried with backoff, forever; any other error is retried ``max_attempts`` times, then dead-lettered.
+Vector writes are not part of the database transaction: as in the embedded runtime they are
+journaled (``vector_guard``) and put back to the committed state after a rollback or a crash.
+One transaction per record (the embedded runtime batches): a record's outputs must be produced
+before the next record of its partition is applied, and window requests want the lowest latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import gc
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import quote
+
+import faust
+from sqlalchemy import text
+
+from crp_stream.config import ConfigError, Settings
+from crp_stream.fabric import db
+from crp_stream.fabric.fabric import Fabric, open_vector_index
+from crp_stream.processors import HANDLER_GROUPS, all_handlers
+from crp_stream.processors.base import AnyHandler, Output, Record
+from crp_stream.processors.dispatch import apply_record, internal_error_output
+from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, route, save_outbox
+from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
+from crp_stream.runtime.kafka.startup import wait_for_services
+from crp_stream.runtime.kafka.topics import bootstrap_servers, ensure_topics
+from crp_stream.runtime.kafka.watch import BrokerWatch, RateLimit
+from crp_stream.runtime.transient import is_transient
+from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
+
+log = logging.getLogger("crp_stream.kafka")
+
+GROUPS = HANDLER_GROUPS
+LOG_APPEND_TIME = 1
+MIGRATION_LOCK = 0x637270  # pg advisory lock: workers starting together migrate one at a time
+
+
+def parse_groups(raw: str | Sequence[str] | None) -> tuple[str, ...]:
+    items = [g.strip() for g in (raw.split(",") if isinstance(raw, str) else raw or GROUPS) if g.strip()]
+    unknown = sorted(set(items) - set(GROUPS))
+    if unknown or not items:
+        raise ConfigError(f"groups: {', '.join(unknown) or '(none)'} not among {', '.join(GROUPS)}")
+    return tuple(g for g in GROUPS if g in items)
+
+
+def open_fabric(settings: Settings, journal: VectorJournal) -> Fabric:
+    """The fabric with its vector index guarded by ``journal``, migrated once even when several
+    workers start together on one PostgreSQL."""
+    engine = db.make_engine(settings.database)
+    vectors = GuardedVectors(open_vector_index(settings.vectors), journal)
+    if engine.dialect.name != "postgresql":
+        return Fabric(settings, engine=engine, vectors=vectors)
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK})
+        try:
+            return Fabric(settings, engine=engine, vectors=vectors)
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK})
+
+
+class KafkaWorker:
+    def __init__(self, settings: Settings, groups: Sequence[str] | None = None, *, max_attempts: int = 3,
+                 session_timeout_s: float = 10.0, commit_interval_s: float = 1.0,
+                 after_commit: Callable[[list[Routed]], None] | None = None):
+        self.settings = settings
+        self.servers = bootstrap_servers(settings.broker)
+        self.groups = parse_groups(groups)
+        self.handlers: list[AnyHandler] = [h for h in all_handlers() if h.group in self.groups]
+        missing = sorted(set(self.groups) - {h.group for h in self.handlers})
+        if missing:
+            raise ConfigError(f"groups: no handler is installed for {', '.join(missing)}")
+        # vector writes are outside the database transaction: journal them, undo them on a rollback
+        self.journal = VectorJournal(self.journal_path())
+        self.fabric = open_fabric(settings, self.journal)
+        self.fabric.vectors.ann()  # a large fabric's ANN cache is built now, not on the first request
+        for h in self.handlers:
+            h.bind(self.fabric)
+        reconcile(self.fabric, self.journal)  # a crash may have left a record's vector writes behind
+        self.max_attempts = max_attempts
+        self.session_timeout_s = session_timeout_s
+        self.commit_interval_s = commit_interval_s
+        self.metrics = Metrics("kafka")
+        self.partitions: dict[str, int] = {}
+        self.app: faust.App | None = None
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="crp-fabric")
+        self._generation: dict[tuple[str, str, int], int | None] = {}
+        self._committed: dict[tuple[str, str, int], int] = {}  # fabric offset, as loaded and advanced
+        # Both sets are changed by the fabric thread and the event loop: only under ``_outbox_lock``.
+        self._outbox_lock = threading.Lock()
+        self._outbox_dirty: set[str] = set()  # outboxes that may hold rows
+        self._unacked: set[str] = set()  # outboxes whose rows the broker has not acknowledged yet
+        self._group_of: dict[str, str] = {settings.topic(t): h.group for h in self.handlers for t in h.topics}
+        self._warned_ts: set[str] = set()
+        self._unreconciled = False  # a rollback's vector writes are not put back yet
+        self.last_error: str | None = None
+        self.started_at: float | None = None
+        self.broker = BrokerWatch(self.servers, on_change=lambda up: self.metrics.broker_reachable.set(int(up)))
+        self._after_commit = after_commit  # tests inject faults here (between commit and produce)
+
+    def journal_path(self) -> Path:
+        """Beside an embedded index (one process per index); else per data dir and consumer group, so
+        workers on one host need distinct ``--data`` directories."""
+        spec = self.settings.vectors
+        if spec.startswith("edge:"):
+            return Path(spec[len("edge:"):] + ".kafka-journal.sqlite")
+        return Path(self.settings.data_dir) / f"kafka-vector-journal-{self.app_id}.sqlite"
+
+    @property
+    def app_id(self) -> str:
+        suffix = "" if self.groups == GROUPS else "-" + "-".join(self.groups)
+        return f"{self.settings.topic_prefix}worker{suffix}"
+
+    # app ------------------------------------------------------------------------------------------
+    def build_app(self) -> faust.App:
+        port = self.settings.metrics_port
+        static: dict[str, Any] = {}
+        if self.settings.instance_id:
+            # static membership: a restarted worker takes its partitions back without a rebalance;
+            # faust's assignor asserts the returned assignment names this worker's URL, so keep it stable
+            static = {"consumer_group_instance_id": self.settings.instance_id,
+                      "canonical_url": f"http://localhost/{quote(self.settings.instance_id, safe='')}"}
+        datadir = self.settings.data_dir / "faust"  # not the cwd: faust writes there even with memory://
+        datadir.mkdir(parents=True, exist_ok=True)
+        app = faust.App(
+            self.app_id, broker=f"kafka://{self.servers}", value_serializer="raw", key_serializer="raw",
+            store="memory://", autodiscover=False, topic_allow_declare=False, topic_disable_leader=True,
+            consumer_auto_offset_reset="earliest", processing_guarantee="at_least_once",
+            broker_commit_interval=self.commit_interval_s, broker_session_timeout=self.session_timeout_s,
+            broker_heartbeat_interval=max(1.0, self.session_timeout_s / 4), broker_rebalance_timeout=60.0,
+            producer_acks=-1, stream_wait_empty=False, web_enabled=bool(port), web_port=port or 6066,
+            web_bind="0.0.0.0", web_in_thread=False, datadir=str(datadir), **static,
+        )
+        for h in self.handlers:
+            channel = app.topic(*[self.settings.topic(t) for t in h.topics], key_serializer="raw",
+                                value_serializer="raw")
+            app.agent(channel, name=f"crp-{h.group}")(self._agent(h))
+
+        @app.page("/metrics")
+        async def metrics(web: Any, request: Any) -> Any:
+            return web.bytes(self.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        @app.page("/health")
+        async def health(web: Any, request: Any) -> Any:
+            body = self.health()
+            return web.json(body, status=200 if body["status"] == "ok" else 503)
+
+        async def revoked(sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
+            self.forget(args[0] if args else kwargs.get("revoked"))
+
+        app.on_partitions_revoked.connect(cast(Any, revoked))
+
+        async def lag() -> None:
+            self.update_lag()
+
+        app.timer(interval=2.0)(lag)
+
+        self.app = app
+        return app
+
+    def _agent(self, h: AnyHandler) -> Any:
+        async def agent(stream: Any) -> None:
+            async for event in stream.events():
+                await self.handle_message(h, event.message)
+
+        agent.__name__ = agent.__qualname__ = f"crp_{h.group}"
+        return agent
+
+    # one record -----------------------------------------------------------------------------------
+    async def handle_message(self, h: AnyHandler, m: Any) -> None:
+        base = self.settings.base_topic(m.topic)
+        if m.timestamp_type != LOG_APPEND_TIME and m.topic not in self._warned_ts:
+            self._warned_ts.add(m.topic)
+            log.warning("topic %s: record timestamps are not LogAppendTime; the epoch is the producer's", m.topic)
+        ts_us = round((m.timestamp or 0.0) * 1000) * 1000
+        key = None if m.key is None else bytes(m.key).decode("utf-8", "replace")
+        record = Record(base, m.partition, m.offset, key, bytes(m.value or b""), ts_us, tuple(m.headers or ()))
+        slot = (h.group, base, m.partition)
+        if self._generation.get(slot, -1) != m.generation_id or slot not in self._committed:
+            await self._claim_partition(h, base, m.partition)
+            self._generation[slot] = m.generation_id
+        if record.offset < self._committed[slot]:
+            self.metrics.skipped.labels(group=h.group, topic=base).inc()
+            return
+        if m.timestamp:
+            self.metrics.waited.labels(group=h.group).observe(max(0.0, time.time() - m.timestamp))
+        t0 = time.perf_counter()
+        outputs, routed = await self._apply(h, record)
+        elapsed = time.perf_counter() - t0
+        if outputs is not None and self._after_commit is not None:
+            self._after_commit(routed)
+        t1 = time.perf_counter()
+        await self._produce(routed)
+        if routed:
+            self.metrics.produced.observe(time.perf_counter() - t1)
+        with self._outbox_lock:
+            self._unacked.discard(outbox_key(h.group, base, m.partition))
+        self._committed[slot] = record.offset + 1
+        if outputs is not None:
+            self.metrics.observe(h.group, base, elapsed)
+            self.metrics.record_outputs(base, outputs)
+        else:
+            self.metrics.skipped.labels(group=h.group, topic=base).inc()
+
+    def forget(self, revoked: Any) -> None:
+        """Revoked partitions are claimed again (offset and outbox reloaded) if they come back."""
+        for tp in revoked or ():
+            base = self.settings.base_topic(tp.topic)
+            for slot in [s for s in self._committed if s[1:] == (base, tp.partition)]:
+                self._committed.pop(slot, None)
+                self._generation.pop(slot, None)
+
+    async def _claim_partition(self, h: AnyHandler, base: str, partition: int) -> None:
+        """First record of a (re)assigned partition: load the fabric's offset, re-produce the outbox."""
+        okey = outbox_key(h.group, base, partition)
+
+        def load() -> tuple[int, list[Routed]]:
+            with self.fabric.unit_of_work() as uow:
+                return uow.repo.offsets(h.group).get((base, partition), 0), load_outbox(uow, okey)
+
+        committed, pending = await self._retry(load, f"{h.group}: loading {base}[{partition}]")
+        if pending:
+            log.info("%s: %s[%d] assigned; producing %d outputs of its outbox again (same crp-id)",
+                     h.group, base, partition, len(pending))
+            await self._produce(pending)
+            with self._outbox_lock:
+                self._outbox_dirty.add(okey)
+        self._committed[(h.group, base, partition)] = committed
+
+    async def _retry(self, fn: Any, what: str) -> Any:
+        loop = asyncio.get_running_loop()
+        delay = 0.05
+        while True:
+            try:
+                return await loop.run_in_executor(self._executor, fn)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                self.last_error = f"{what}: {type(exc).__name__}"
+                log.warning("%s: transient error, retrying in %.2fs: %s", what, delay, type(exc).__name__)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _apply(self, h: AnyHandler, record: Record) -> tuple[list[Output] | None, list[Routed]]:
+        """Apply with retries; ``(None, [])`` when the fabric had already committed the record."""
+        loop = asyncio.get_running_loop()
+        attempt = 0
+        delay = 0.05
+        where = f"{h.group}: {record.topic}[{record.partition}]@{record.offset}"
+        while True:
+            attempt += 1
+            try:
+                result = await loop.run_in_executor(self._executor, self._apply_sync, h, record, None)
+                self.last_error = None
+                return result
+            except Exception as exc:
+                if is_transient(exc):
+                    self.metrics.errors.labels(group=h.group, kind="transient").inc()
+                    self.last_error = f"{where}: {type(exc).__name__}"
+                    log.warning("%s: transient error (attempt %d), retrying in %.2fs: %s: %s", where, attempt,
+                                delay, type(exc).__name__, (str(exc).splitlines() or [""])[0][:200])
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
+                self.metrics.errors.labels(group=h.group, kind="error").inc()
+                if attempt < self.max_attempts:
+                    log.warning("%s: error (attempt %d): %s: %s", where, attempt, type(exc).__name__, exc)
+                    continue
+                log.error("%s: dead-lettering after %d attempts: %s: %s", where, attempt, type(exc).__name__, exc)
+                done: tuple[list[Output] | None, list[Routed]] = await self._retry(
+                    functools.partial(self._apply_sync, h, record, exc), where)
+                return done
+
+    def _apply_sync(self, h: AnyHandler, record: Record, failed: BaseException | None,
+                    ) -> tuple[list[Output] | None, list[Routed]]:
+        okey = outbox_key(h.group, record.topic, record.partition)
+        if self._unreconciled:  # a rolled-back attempt's vector writes first; while down, raises: retried
+            reconcile(self.fabric, self.journal)
+            self._unreconciled = False
+        try:
+            with self.fabric.unit_of_work() as uow:
+                if uow.repo.offsets(h.group).get((record.topic, record.partition), 0) > record.offset:
+                    return None, []
+                outs = apply_record(h, record, uow) if failed is None else internal_error_output(h, record, failed)
+                uow.repo.commit_offset(h.group, record.topic, record.partition, record.offset + 1)
+                routed = route(outs, uow, self.settings, self.partitions)
+                with self._outbox_lock:
+                    dirty = okey in self._outbox_dirty
+                if routed or dirty:
+                    save_outbox(uow, okey, routed)
+        except BaseException:
+            self._reconcile()
+            raise
+        self.journal.clear()
+        with self._outbox_lock:
+            if routed:
+                self._outbox_dirty.add(okey)
+                self._unacked.add(okey)
+            else:
+                self._outbox_dirty.discard(okey)
+        return outs, routed
+
+    def _reconcile(self) -> None:
+        """After a rollback: put the vector points the record wrote back to the committed state."""
+        try:
+            reconcile(self.fabric, self.journal)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            # the database or the index is down: the next attempt, of any record, reconciles first
+            self._unreconciled = True
+            log.warning("vector index not reconciled yet (%s): done before the next attempt", type(exc).__name__)
+
+    async def _produce(self, routed: Sequence[Routed]) -> None:
+        """Send every output, then wait for all acknowledgements; retried until the broker takes them."""
+        if not routed:
+            return
+        assert self.app is not None
+        delay = 0.1
+        while True:
+            try:
+                futures = [await self.app.producer.send(r.topic, r.key, r.value, r.partition, None, r.headers)
+                           for r in routed]
+                await asyncio.gather(*futures)
+                self.broker.confirm()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.last_error = f"produce: {type(exc).__name__}"
+                log.warning("producing %d outputs failed, retrying in %.1fs: %s: %s", len(routed), delay,
+                            type(exc).__name__, exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    # observability --------------------------------------------------------------------------------
+    def assignment(self) -> list[Any]:
+        if self.app is None:
+            return []
+        try:
+            return sorted(self.app.consumer.assignment(), key=lambda tp: (tp.topic, tp.partition))
+        except Exception:
+            return []
+
+    def update_lag(self) -> None:
+        assigned = self.assignment()
+        self.metrics.assigned.set(len(assigned))
+        for tp in assigned:
+            group = self._group_of.get(tp.topic)
+            if group is None or self.app is None:
+                continue
+            base = self.settings.base_topic(tp.topic)
+            position = self._committed.get((group, base, tp.partition))
+            try:
+                high = self.app.consumer.highwater(tp)
+            except Exception:
+                continue
+            if high is None or position is None:
+                continue
+            self.metrics.lag.labels(group=group, topic=base, partition=str(tp.partition)).set(max(0, high - position))
+
+    def health(self) -> dict[str, Any]:
+        app = self.app
+        running = app is not None and app.started and not app.should_stop and not app.crashed
+        ok = self.last_error is None and self.broker.reachable
+        return {
+            "status": "ok" if running and ok else "degraded" if running else "down",
+            "groups": list(self.groups), "consumer_group": self.app_id,
+            "assigned": [f"{tp.topic}[{tp.partition}]" for tp in self.assignment()],
+            "broker": "reachable" if self.broker.reachable else f"unreachable: {self.broker.error}",
+            "last_error": self.last_error,
+            "uptime_s": round(time.monotonic() - self.started_at, 1) if self.started_at else 0.0,
+        }
+
+    # lifecycle ------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.partitions = await ensure_topics(self.settings)
+        app = self.build_app()
+        await app.start()
+        self.started_at = time.monotonic()
+        self.metrics.broker_reachable.set(1)
+        self.broker.start()
+        log.info("kafka worker %s started: groups=%s broker=%s topics prefix=%r model=%s metrics=%s",
+                 self.app_id, ",".join(self.groups), self.servers, self.settings.topic_prefix,
+                 self.fabric.embedder.model_id, self.settings.metrics_port)
+
+    async def stop(self) -> None:
+        await self.broker.stop()
+        if self.app is not None:
+            with contextlib.suppress(Exception):
+                await self.app.stop()
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._clear_outboxes)
+        except Exception as exc:  # harmless: the next owner re-produces them, with the same ids
+            log.warning("could not clear the outboxes on shutdown: %s: %s", type(exc).__name__, exc)
+        self._executor.shutdown(wait=True)
+        self.journal.close()
+        self.fabric.close()
+
+    def _clear_outboxes(self) -> None:
+        """On a clean stop, empty the outboxes whose outputs the broker acknowledged, so the next
+        owner of the partition has nothing to produce again."""
+        with self._outbox_lock:
+            done = sorted(self._outbox_dirty - self._unacked)
+        if not done:
+            return
+        with self.fabric.unit_of_work() as uow:
+            for okey in done:
+                save_outbox(uow, okey, [])
+        with self._outbox_lock:
+            self._outbox_dirty.difference_update(done)
+
+    async def run(self, stop: asyncio.Event | None = None) -> int:
+        """Run until ``stop`` is set (or SIGTERM/SIGINT); 1 if the faust app crashed."""
+        stop = stop or asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop.set)
+        code = 0
+        try:
+            await self.start()
+            assert self.app is not None
+            while not stop.is_set():
+                if self.app.crashed or self.app.should_stop:
+                    log.error("kafka worker %s: the faust app stopped: %r", self.app_id,
+                              getattr(self.app, "crash_reason", None))
+                    code = 1
+                    break
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 0.5)
+        finally:
+            await self.stop()
+            log.info("kafka worker %s stopped", self.app_id)
+        return code
+
+
+def run_worker(settings: Settings, groups: Sequence[str] | str | None = None,
+               after_commit: Callable[[list[Routed]], None] | None = None) -> int:
+    """``crp-stream worker``: run one Kafka worker process until it is told to stop."""
+    for name in ("faust", "mode", "aiokafka", "kafka"):
+        if logging.getLogger().level > logging.DEBUG:
+            logging.getLogger(name).setLevel(logging.WARNING)
+    limit = RateLimit()  # the clients log every reconnect attempt; BrokerWatch says what matters
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(limit)
+    chosen = parse_groups(groups)
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop.set)
+        if not await wait_for_services(settings, stop):
+            return 0
+        worker = KafkaWorker(settings, chosen, after_commit=after_commit)
+        # What is alive now (modules, faust's and the fabric's objects) lives as long as the process:
+        # frozen out of the collector's sight, a full collection scans only what requests allocate
+        # (as `crp-stream run` does; a full collection over faust's objects cost tens of ms mid-request).
+        gc.collect()
+        gc.freeze()
+        return await worker.run(stop)
+
+    return asyncio.run(main())
+
+
+__all__ = ["GROUPS", "KafkaWorker", "open_fabric", "parse_groups", "run_worker"]

@@ -1,0 +1,94 @@
+"""Issue 14: a copy of a trusted statement with its answer swapped is caught, and the trusted one served.
+
+Seven question sets from ``tests/data/free_text_sets.json``: the first three of the counterfactual
+generator (HotpotQA sentences with a name or number swapped), the first two PoisonedRAG questions
+(its adversarial passages, the true ones with the answer put back) and the first two ConflictQA
+claims (negation flips), as ``ops/bench/counterfactual.py`` builds them. Each set is its own fabric
+(whole embedded pipeline, hashing embedder), one window of 5 facts: the true passages from an
+``official`` source (trust 0.8), the poison from ``community`` (0.3), four ``news`` distractors.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.arbiter import DAY_US, NOW_US, Pipeline, rec
+
+SETS = json.loads((Path(__file__).resolve().parents[1] / "data" / "free_text_sets.json").read_text())
+TRUST = {"official_docs": 0.8, "community_notes": 0.3, "forum_posts": 0.3, "newswire": 0.5}
+CONTESTS = {"CONTRADICTION_RESOLVED", "CONTRADICTION_UNRESOLVED"}
+
+
+def _doc(event_id: str, source: str, source_type: str, sentences: list[str]) -> dict[str, Any]:
+    return {"event_id": event_id, "source": source, "source_type": source_type, "document_id": event_id,
+            "facts": [{"text": t} for t in sentences]}
+
+
+def run(tmp_path: Path, s: dict[str, Any], poison_offset_us: int, partitions: int) -> dict[str, Any]:
+    """Publish one set in log-append order, ask one window of 5 facts; what the envelope served."""
+    pipe = Pipeline(tmp_path / s["qid"].replace(":", "_"), trust=dict(TRUST))
+    inputs = []
+    t_true = NOW_US - 60 * DAY_US
+    for n, d in enumerate(s["true_docs"]):
+        inputs.append(rec("crp.documents", _doc(f"t{n}", "official_docs", "official", d), t_true + n))
+    for p, source in enumerate(("community_notes", "forum_posts")[:partitions]):
+        for n, d in enumerate(s["poison_docs"]):
+            ts = t_true + poison_offset_us + p * DAY_US + n
+            inputs.append(rec("crp.documents", _doc(f"p{p}-{n}", source, "community", d), ts))
+    for n, text in enumerate(s["distractors"]):
+        inputs.append(rec("crp.documents", _doc(f"n{n}", "newswire", "news", [text]), t_true - 5 * DAY_US + n))
+    inputs.sort(key=lambda x: x[2])
+    request = {"request_id": "r1", "session_id": "s1", "window": 1, "query": {"text": s["query"]},
+               "sub_queries": [{"id": "q", "text": s["query"]}], "fact_budget": 5, "max_windows": 1}
+    pipe.feed(inputs)
+    verdicts = {a["audit_type"] for a in pipe.out("crp.audit")}
+    pipe.feed([rec("crp.window.requests", request, max(i[2] for i in inputs) + DAY_US, key="s1")])
+    [env] = pipe.out("crp.envelopes")
+    audits = {a["audit_type"] for a in pipe.out("crp.audit")} - verdicts
+    pipe.close()
+    true = {t for d in s["true_docs"] for t in d}
+    false = {t for d in s["poison_docs"] for t in d}
+    served = {f["text"] for f in env["facts"]}
+    return {"true": bool(served & (true - false)), "false": bool(served & (false - true)),
+            "contested": bool(env["notes"]) or bool(audits & CONTESTS), "notes": env["notes"],
+            "unresolved_audit": "CONTRADICTION_UNRESOLVED" in audits, "verdicts": verdicts}
+
+
+@pytest.mark.parametrize(("order", "offset", "partitions", "verdict"), [
+    ("earlier", -30 * DAY_US, 1, "POISONING_CANDIDATE"),
+    ("later", 30 * DAY_US, 1, "DRIFT_UNDETERMINED"),
+])
+def test_one_low_trust_partition_the_trusted_statement_is_served_not_the_copy(
+        tmp_path: Path, order: str, offset: int, partitions: int, verdict: str) -> None:
+    results = {s["qid"]: run(tmp_path, s, offset, partitions) for s in SETS}
+    served_right = [q for q, r in results.items() if r["true"] and not r["false"]]
+    assert len(served_right) / len(SETS) >= 0.95, {q: r for q, r in results.items() if q not in served_right}
+    # goal 3: the free-text claims reach the arbiter, with the seed's verdict for this epoch order
+    with_verdict = [q for q, r in results.items() if verdict in r["verdicts"]]
+    assert len(with_verdict) >= len(SETS) - 1, results
+
+
+def test_two_later_partitions_the_copy_is_never_served_uncontested(tmp_path: Path) -> None:
+    results = {s["qid"]: run(tmp_path, s, 30 * DAY_US, 2) for s in SETS}
+    assert [q for q, r in results.items() if r["false"] and not r["contested"]] == []
+    for q, r in results.items():
+        if r["false"]:  # the seed lets both be served: SPEC-027 §2.5 note and an UNRESOLVED audit
+            assert r["true"] and r["notes"] and r["unresolved_audit"], (q, r)
+            assert "STALE_HIGH_TRUST" in r["verdicts"], (q, r)
+    assert any(r["false"] for r in results.values())  # the stale contest did happen somewhere
+
+
+def test_a_different_subject_in_the_same_phrasing_is_not_a_conflict(tmp_path: Path) -> None:
+    s = {"qid": "born", "query": "Who was born in 1950 in Lyon?",
+         "true_docs": [["Xavier Durand was born in 1950 in Lyon."]],
+         "poison_docs": [["Yann Morel was born in 1950 in Lyon."]],
+         "distractors": ["Lyon is a city in France.", "Paris hosted the 1900 Olympics.",
+                         "The Rhone flows through Lyon.", "Many people were born in 1950."]}
+    for offset in (-30 * DAY_US, 30 * DAY_US):
+        r = run(tmp_path / str(offset), s, offset, 1)
+        assert r["true"] and r["false"] and not r["contested"], r  # two facts, both served, no contest
+        assert not r["verdicts"] & {"POISONING_CANDIDATE", "DRIFT_UNDETERMINED", "STALE_HIGH_TRUST"}
