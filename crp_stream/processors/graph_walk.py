@@ -2,7 +2,7 @@
 
 Facts are the fabric graph cache's ints; every loaded fact contributes all of its edges (a cache
 entry is complete), so the list holds both directions of every edge with a loaded endpoint. The
-CDGR walk and bridge values (``cdgr.expand_connectors_edges``, ``cdgr.bridge_values_edges``) run on
+CDGR walk and bridge values (``graph_rank.walk_levels``, ``cdgr.bridge_values_edges``) run on
 it with numpy instead of merging neighbour dicts per fact.
 """
 
