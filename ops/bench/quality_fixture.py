@@ -29,8 +29,14 @@ def main() -> None:
         texts = [embedding_text(t, s) for t, ss in paras for s in ss if s]
         v = cache.embed([row["question"], *texts])
         vecs.append(np.round(v * 127).astype(np.int8))
-        out.append({"id": row["_id"], "question": row["question"], "paragraphs": paras,
-                    "supporting_facts": [[t, k] for t, ks, *_ in row["supporting_facts"] for k in ks]})
+        out.append(
+            {
+                "id": row["_id"],
+                "question": row["question"],
+                "paragraphs": paras,
+                "supporting_facts": [[t, k] for t, ks, *_ in row["supporting_facts"] for k in ks],
+            }
+        )
     data = REPO / "tests" / "data"
     (data / "hotpotqa_ci10.json").write_text(json.dumps(out, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
     np.savez_compressed(data / "hotpotqa_ci10.npz", **{f"q{i}": v for i, v in enumerate(vecs)})
