@@ -58,6 +58,7 @@ AuditType = Literal[
 ]
 Command = Literal["resolve_refresh", "confirm_quarantine", "release_quarantine"]
 Role = Literal["anchor", "connector"]
+Via = Literal["similarity", "adjacency", "mention"]
 OnOff = Literal["on", "off"]
 
 
