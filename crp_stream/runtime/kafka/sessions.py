@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from crp_stream.processors.base import AnyHandler
 from crp_stream.runtime.kafka.barrier import EventTimeBarrier
+from crp_stream.runtime.kafka.ordered import OrderedFacts
 
 if TYPE_CHECKING:
     from crp_stream.runtime.kafka.worker import KafkaWorker
@@ -135,6 +136,7 @@ class WorkerBarrier:
         self.w = worker
         self.barrier: EventTimeBarrier | None = None
         self.sequencer: SessionSequencer | None = None
+        self.ordered: OrderedFacts | None = None
         self.inflight: dict[tuple[str, str, int], set[int]] = {}
         self.received: dict[tuple[str, str, int], int] = {}
         self.locks: dict[tuple[str, str, int], asyncio.Lock] = {}
@@ -152,13 +154,24 @@ class WorkerBarrier:
                 await w.handle_message(h, ev.message, lag)
                 ev.ack()
 
-            def crash(exc: BaseException) -> None:
-                log.error("retrieval: a session's records failed: %s: %s", type(exc).__name__, exc)
-                if w.app is not None:
-                    w.app._crash(exc)
-
-            self.sequencer = SessionSequencer(w.settings.topic("crp.window.requests"), process, self.wait, crash)
+            self.sequencer = SessionSequencer(w.settings.topic("crp.window.requests"), process, self.wait,
+                                              self.crash)
         self.sequencer.offer(event)
+
+    def order(self, h: AnyHandler, event: Any) -> None:
+        """The arbiter's records, applied in event-time order (``ordered.OrderedFacts``)."""
+        m = event.message
+        slot = (h.group, self.w.settings.base_topic(m.topic), m.partition)
+        self.inflight.setdefault(slot, set()).add(m.offset)
+        self.received[slot] = max(self.received.get(slot, -1), m.offset)
+        if self.ordered is None:
+            self.ordered = OrderedFacts(self, h)
+        self.ordered.offer(event)
+
+    def crash(self, exc: BaseException) -> None:
+        log.error("records applied off the log order failed: %s: %s", type(exc).__name__, exc)
+        if self.w.app is not None:
+            self.w.app._crash(exc)
 
     async def start(self) -> None:
         """Before the agents run (so no request finds it half started); only when the barrier is on."""
@@ -206,18 +219,14 @@ class WorkerBarrier:
         return out
 
     async def before(self, group: str, m: Any) -> None:
-        """On their own agents (ingest keeps going): an operator command acts on what was recorded and
-        arbitrated before it; the arbiter judges a fact once every input stamped before it is ingested
-        (ingest runs ahead across partitions, in fetch order, not in time order)."""
-        scope = {"operator": "command", "arbiter": "arbiter"}.get(group)
-        if scope is None or self.barrier is None or not m.timestamp:
+        """On its own agent (ingest keeps going): an operator command acts on what was recorded and
+        arbitrated before it."""
+        if group != "operator" or self.barrier is None or not m.timestamp:
             return
-        if scope == "arbiter" and self.w.settings.base_topic(m.topic) != "crp.facts":
-            return
-        await self.wait(self._event_ms(m) if scope == "arbiter" else round(m.timestamp * 1000), None, scope)
+        await self.wait(round(m.timestamp * 1000), None, "command")
 
     @staticmethod
-    def _event_ms(m: Any) -> int:
+    def event_ms(m: Any) -> int:
         """A crp.facts record's event time: the epoch of the fact it records (a status change's time)."""
         try:
             value = json.loads(m.value)
@@ -242,6 +251,8 @@ class WorkerBarrier:
             self.received.pop(slot, None)
         if self.sequencer is not None:
             self.sequencer.drop(topic, partition)
+        if self.ordered is not None:
+            self.ordered.drop(topic, partition)
 
     def lock(self, slot: tuple[str, str, int]) -> asyncio.Lock:
         return self.locks.setdefault(slot, asyncio.Lock())
@@ -252,6 +263,10 @@ class WorkerBarrier:
             inflight.discard(offset)
 
     async def stop(self) -> None:
+        if self.ordered is not None and self.ordered.task is not None:
+            self.ordered.task.cancel()
+            with contextlib.suppress(BaseException):
+                await self.ordered.task
         if self.sequencer is not None:
             await self.sequencer.stop()
         if self.barrier is not None:

@@ -212,9 +212,12 @@ class KafkaWorker:
 
     def _agent(self, h: AnyHandler) -> Any:
         async def agent(stream: Any) -> None:
-            if h.group == "retrieval" and self.settings.barrier_wait > 0:
+            if h.group in ("retrieval", "arbiter") and self.settings.barrier_wait > 0:
                 async for event in stream.noack().events():  # acked once applied, maybe out of order
-                    self.rb.sequence(h, event)
+                    if h.group == "retrieval":
+                        self.rb.sequence(h, event)
+                    else:
+                        self.rb.order(h, event)
                 return
             async for event in stream.events():
                 await self.rb.before(h.group, event.message)
