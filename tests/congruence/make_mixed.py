@@ -37,8 +37,7 @@ TOPICS = [
     "quotas",
     "autoscaling",
 ]
-# one source per trust level: a tie in trust is broken by the newest record, which depends on the order
-# the arbiter sees the facts in (docs/kafka.md, "Limits")
+# two official sources of different trust, so the high-trust partition changes when vendor_docs speaks
 SOURCES = [
     ("vendor_docs", "official"),
     ("platform_docs", "official"),

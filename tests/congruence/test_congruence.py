@@ -74,6 +74,11 @@ TRUST = ("vendor_docs=0.9,kubernetes_docs=0.9,etcd_docs=0.9,field_telemetry=0.4,
 EMBEDDER = "hashing"
 COMPARED = ("crp.envelopes", "crp.audit", "crp.refresh.requests", "crp.quarantine.candidates", "crp.facts",
             "crp.deadletter")
+# Scenarios whose arbiter outputs depend on the order in which facts of two partitions reach the
+# arbiter (ingest runs ahead across partitions in fetch order; docs/kafka.md, "Limits"): there the
+# envelopes (what the issue demands) and the dead letters are compared, not the intermediate verdicts.
+ARBITER_ORDER_SENSITIVE = ("mixed_large",)
+ENVELOPES_ONLY = ("crp.envelopes", "crp.deadletter")
 # audits whose id derives from the input record's position (no event id of its own in the cause)
 POSITION_DERIVED = ("EVENT_REJECTED", "CONTRADICTION_RESOLVED", "CONTRADICTION_UNRESOLVED")
 TIME_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})")
@@ -231,8 +236,10 @@ def test_embedded_and_kafka_runtimes_emit_the_same_records(scenario: Path, tmp_p
     kafka_out, stamps, records = run_kafka(read_replay(scenario), tmp_path)
     embedded_out = run_embedded(records, stamps, tmp_path)
 
+    compared = ENVELOPES_ONLY if scenario.stem in ARBITER_ORDER_SENSITIVE else COMPARED
+
     def bag(outs: list[Out]) -> Counter[tuple[str, str | None, str]]:
-        return Counter(normalise(o, stamps) for o in outs if o[1] in COMPARED)
+        return Counter(normalise(o, stamps) for o in outs if o[1] in compared)
 
     k_bag, e_bag = bag(kafka_out), bag(embedded_out)
     only_kafka = sorted((k_bag - e_bag).elements())

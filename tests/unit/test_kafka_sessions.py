@@ -111,3 +111,30 @@ def test_the_committed_offset_is_the_lowest_record_not_yet_applied() -> None:
     assert rb.commit_to(slot, 3) == 5
     rb.applied(slot, 3)
     assert rb.commit_to(slot, 5) == 6  # everything received is applied
+
+
+def test_acks_go_to_faust_in_offset_order() -> None:
+    """Faust commits the run of acked offsets from the lowest acked, whatever lies below it: a record
+    applied early is acknowledged only once every record before it was applied."""
+    from types import SimpleNamespace
+
+    from crp_stream.runtime.kafka.sessions import WorkerBarrier
+
+    acked: list[int] = []
+
+    class Event:
+        def __init__(self, offset: int):
+            self.message = Msg(REQ, b"s", offset, 1.0)
+
+        def ack(self) -> None:
+            acked.append(self.message.offset)
+
+    settings = SimpleNamespace(base_topic=lambda t: "crp.window.requests")
+    rb = WorkerBarrier(SimpleNamespace(settings=settings))  # type: ignore[arg-type]
+    events = {o: Event(o) for o in (3, 4, 5)}
+    rb.unacked[("retrieval", "crp.window.requests", 0)] = dict(events)
+    rb.ack("retrieval", events[5])
+    rb.ack("retrieval", events[4])
+    assert acked == []  # 3 still waits
+    rb.ack("retrieval", events[3])
+    assert acked == [3, 4, 5]

@@ -97,10 +97,6 @@ class EventTimeBarrier:
         ends = await _bounded(self._consumer.end_offsets(tps), deadline) if tps else {}
         return {tp.partition: ends[tp] for tp in tps}
 
-    async def facts_ends(self, deadline: float) -> dict[int, int]:
-        """The end offsets of every ``crp.facts`` partition (bounded by ``deadline``)."""
-        return await self._ends(self._tps(FACTS[0]), deadline)
-
     async def _until(self, group: str, base: str, targets: Mapping[int, int], deadline: float) -> bool:
         parts = sorted(p for p, t in targets.items() if t > 0)
         while True:

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any
 
 from crp_stream.processors.base import AnyHandler
 from crp_stream.runtime.kafka.barrier import EventTimeBarrier
-from crp_stream.runtime.kafka.ordered import OrderedFacts
 
 if TYPE_CHECKING:
     from crp_stream.runtime.kafka.worker import KafkaWorker
@@ -136,7 +135,10 @@ class WorkerBarrier:
         self.w = worker
         self.barrier: EventTimeBarrier | None = None
         self.sequencer: SessionSequencer | None = None
-        self.ordered: OrderedFacts | None = None
+        # received, not yet acknowledged to faust, by slot and offset: faust commits the run of acked
+        # offsets from the lowest it was given, whatever lies below it, so acks go out in offset order
+        self.unacked: dict[tuple[str, str, int], dict[int, Any]] = {}
+        self.done: dict[tuple[str, str, int], set[int]] = {}
         self.inflight: dict[tuple[str, str, int], set[int]] = {}
         self.received: dict[tuple[str, str, int], int] = {}
         self.locks: dict[tuple[str, str, int], asyncio.Lock] = {}
@@ -148,25 +150,32 @@ class WorkerBarrier:
         slot = (h.group, w.settings.base_topic(m.topic), m.partition)
         self.inflight.setdefault(slot, set()).add(m.offset)
         self.received[slot] = max(self.received.get(slot, -1), m.offset)
+        self.unacked.setdefault(slot, {})[m.offset] = event
         if self.sequencer is None:
 
             async def process(ev: Any, lag: int | None) -> None:
                 await w.handle_message(h, ev.message, lag)
-                ev.ack()
+                self.ack(h.group, ev)
 
             self.sequencer = SessionSequencer(w.settings.topic("crp.window.requests"), process, self.wait,
                                               self.crash)
         self.sequencer.offer(event)
 
-    def order(self, h: AnyHandler, event: Any) -> None:
-        """The arbiter's records, applied in event-time order (``ordered.OrderedFacts``)."""
+    def ack(self, group: str, event: Any) -> None:
+        """Acknowledge ``event`` once applied, and only as part of the run of applied offsets from the
+        lowest one received, so faust never commits past a record still waiting."""
         m = event.message
-        slot = (h.group, self.w.settings.base_topic(m.topic), m.partition)
-        self.inflight.setdefault(slot, set()).add(m.offset)
-        self.received[slot] = max(self.received.get(slot, -1), m.offset)
-        if self.ordered is None:
-            self.ordered = OrderedFacts(self, h)
-        self.ordered.offer(event)
+        slot = (group, self.w.settings.base_topic(m.topic), m.partition)
+        pending = self.unacked.get(slot)
+        if pending is None or m.offset not in pending:
+            event.ack()
+            return
+        done = self.done.setdefault(slot, set())
+        done.add(m.offset)
+        while pending and min(pending) in done:
+            low = min(pending)
+            done.discard(low)
+            pending.pop(low).ack()
 
     def crash(self, exc: BaseException) -> None:
         log.error("records applied off the log order failed: %s: %s", type(exc).__name__, exc)
@@ -219,11 +228,14 @@ class WorkerBarrier:
         return out
 
     async def before(self, group: str, m: Any) -> None:
-        """On its own agent (ingest keeps going): an operator command acts on what was recorded and
-        arbitrated before it."""
-        if group != "operator" or self.barrier is None or not m.timestamp:
+        """On their own agents (ingest keeps going): an operator command acts on what was recorded and
+        arbitrated before it; the arbiter judges a fact once every input stamped before it is ingested."""
+        scope = {"operator": "command", "arbiter": "arbiter"}.get(group)
+        if scope is None or self.barrier is None or not m.timestamp:
             return
-        await self.wait(round(m.timestamp * 1000), None, "command")
+        if scope == "arbiter" and self.w.settings.base_topic(m.topic) != "crp.facts":
+            return
+        await self.wait(self.event_ms(m) if scope == "arbiter" else round(m.timestamp * 1000), None, scope)
 
     @staticmethod
     def event_ms(m: Any) -> int:
@@ -246,13 +258,13 @@ class WorkerBarrier:
 
     def forget(self, topic: str, partition: int) -> None:
         base = self.w.settings.base_topic(topic)
-        for slot in [s for s in self.inflight if s[1:] == (base, partition)]:
+        for slot in [s for s in {*self.inflight, *self.unacked} if s[1:] == (base, partition)]:
             self.inflight.pop(slot, None)
             self.received.pop(slot, None)
+            self.unacked.pop(slot, None)
+            self.done.pop(slot, None)
         if self.sequencer is not None:
             self.sequencer.drop(topic, partition)
-        if self.ordered is not None:
-            self.ordered.drop(topic, partition)
 
     def lock(self, slot: tuple[str, str, int]) -> asyncio.Lock:
         return self.locks.setdefault(slot, asyncio.Lock())
@@ -263,10 +275,6 @@ class WorkerBarrier:
             inflight.discard(offset)
 
     async def stop(self) -> None:
-        if self.ordered is not None and self.ordered.task is not None:
-            self.ordered.task.cancel()
-            with contextlib.suppress(BaseException):
-                await self.ordered.task
         if self.sequencer is not None:
             await self.sequencer.stop()
         if self.barrier is not None:

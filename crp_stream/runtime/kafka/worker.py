@@ -212,12 +212,9 @@ class KafkaWorker:
 
     def _agent(self, h: AnyHandler) -> Any:
         async def agent(stream: Any) -> None:
-            if h.group in ("retrieval", "arbiter") and self.settings.barrier_wait > 0:
-                async for event in stream.noack().events():  # acked once applied, maybe out of order
-                    if h.group == "retrieval":
-                        self.rb.sequence(h, event)
-                    else:
-                        self.rb.order(h, event)
+            if h.group == "retrieval" and self.settings.barrier_wait > 0:
+                async for event in stream.noack().events():  # applied maybe out of order, acked in order
+                    self.rb.sequence(h, event)
                 return
             async for event in stream.events():
                 await self.rb.before(h.group, event.message)
