@@ -54,6 +54,7 @@ AuditType = Literal[
     "REFRESH_RESOLVED",
     "COVERAGE_UPDATE_REJECTED",
     "EVENT_REJECTED",
+    "ACCESS_DENIED",
 ]
 Command = Literal["resolve_refresh", "confirm_quarantine", "release_quarantine"]
 Role = Literal["anchor", "connector"]
