@@ -53,10 +53,20 @@ class EmbeddedBackend:
         self.settings = settings
         self.clock = clock
         self.fabric = open_fabric(settings)
-        self.log = EmbeddedLog(settings.log_path, clock)
         self._lock = threading.RLock()
         self._denied = itertools.count()
         self._reads = {h.group: tuple(h.topics) for h in all_handlers()}
+
+    @contextmanager
+    def log(self) -> Iterator[EmbeddedLog]:
+        """A short-lived connection to the log, under the lock: one SQLite connection is never shared
+        between the server's threads, and a ``crp-stream run`` beside the console sees every append."""
+        with self._lock:
+            log_ = EmbeddedLog(self.settings.log_path, self.clock)
+            try:
+                yield log_
+            finally:
+                log_.close()
 
     @contextmanager
     def repo(self) -> Iterator[Repository]:
@@ -68,8 +78,10 @@ class EmbeddedBackend:
     def topics(self) -> list[TopicRow]:
         with self.repo() as repo:
             committed = {g: repo.offsets(g) for g in HANDLER_GROUPS}
+        with self.log() as log_:
+            ends = log_.end_offsets()
         rows = []
-        for physical, end in sorted(self.log.end_offsets().items()):
+        for physical, end in sorted(ends.items()):
             base = self.settings.base_topic(physical)
             consumers = {}
             for group in HANDLER_GROUPS:
@@ -82,11 +94,12 @@ class EmbeddedBackend:
     def records(self, topic: str, key: str | None = None, limit: int = 1000) -> list[LogRecord]:
         """The records of ``topic`` (of one key if given), oldest first, at most ``limit``."""
         out = []
-        for rec in self.log.iter_topic(self.settings.topic(topic), 0):
-            if key is None or rec.key == key:
-                out.append(rec)
-                if len(out) >= limit:
-                    break
+        with self.log() as log_:
+            for rec in log_.iter_topic(self.settings.topic(topic), 0):
+                if key is None or rec.key == key:
+                    out.append(rec)
+                    if len(out) >= limit:
+                        break
         return out
 
     def model(self) -> dict[str, Any]:
@@ -135,10 +148,10 @@ class EmbeddedBackend:
             out = Emitter(cause=event_id)
             with self.fabric.unit_of_work() as uow:
                 audit(uow, out, event_id, "ACCESS_DENIED", DENIED_KEY, now, details)
-            self.log.append([Append(self.settings.topic(o.topic), o.key, o.value, o.record_id, now)
+            with self.log() as log_:
+                log_.append([Append(self.settings.topic(o.topic), o.key, o.value, o.record_id, now)
                              for o in out.outputs])
             return event_id
 
     def close(self) -> None:
         self.fabric.close()
-        self.log.close()

@@ -72,8 +72,9 @@ def timeline_svg(parts: Sequence[Partition], *, width: int = 760, highlight: str
     height = top + row_h * len(parts) + 40 + 18 * ((len(values) + 2) // 3)
     el = [f"<svg xmlns='http://www.w3.org/2000/svg' class='timeline' width='{width}' height='{height}' "
           f"viewBox='0 0 {width} {height}' role='img' aria-label='epochs of the evidence by partition'>"]
-    el.append(f"<text x='{label_w}' y='14' class='axis'>{escape(rfc3339(lo)[:19])}Z</text>")
-    el.append(f"<text x='{width - pad}' y='14' class='axis' text-anchor='end'>{escape(rfc3339(hi)[:19])}Z</text>")
+    cut = 23 if span < 60_000_000 else 19  # milliseconds when the evidence spans less than a minute
+    el.append(f"<text x='{label_w}' y='14' class='axis'>{escape(rfc3339(lo)[:cut])}Z</text>")
+    el.append(f"<text x='{width - pad}' y='14' class='axis' text-anchor='end'>{escape(rfc3339(hi)[:cut])}Z</text>")
     for i, p in enumerate(parts):
         y = top + row_h * i + row_h / 2
         cls = "row hl" if p.source == highlight else "row"
