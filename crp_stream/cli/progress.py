@@ -25,8 +25,17 @@ def on_terminal(stream: IO[str] | None = None) -> bool:
 
 def bar(desc: str, total: int | None = None, unit: str = "records") -> tqdm:
     """A bar on stderr if it is a terminal, else a bar that prints nothing."""
-    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=not on_terminal(),
-                dynamic_ncols=True, mininterval=0.1, leave=True, bar_format=FORMAT if total else None)
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit=unit,
+        file=sys.stderr,
+        disable=not on_terminal(),
+        dynamic_ncols=True,
+        mininterval=0.1,
+        leave=True,
+        bar_format=FORMAT if total else None,
+    )
 
 
 def counter(b: tqdm) -> Callable[[int], None]:

@@ -27,8 +27,13 @@ from crp_stream.processors.base import rfc3339
 
 log = logging.getLogger("crp_stream.console")
 STATIC = Path(__file__).resolve().parent / "static"
-NAV = (("/refresh", "Refresh requests"), ("/quarantine", "Quarantine"), ("/audit", "Audit log"),
-       ("/envelopes", "Envelopes"), ("/fabric", "Fabric"))
+NAV = (
+    ("/refresh", "Refresh requests"),
+    ("/quarantine", "Quarantine"),
+    ("/audit", "Audit log"),
+    ("/envelopes", "Envelopes"),
+    ("/fabric", "Fabric"),
+)
 
 
 def when(us: int | None) -> str:
@@ -39,8 +44,10 @@ class Console:
     def __init__(self, backend: EmbeddedBackend, token: str | None) -> None:
         self.backend = backend
         self.guard = Guard(token)
-        env = Environment(loader=PackageLoader("crp_stream.console", "templates"),
-                          autoescape=select_autoescape(default=True, default_for_string=True))
+        env = Environment(
+            loader=PackageLoader("crp_stream.console", "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+        )
         env.filters["when"] = when
         env.filters["short"] = lambda s: str(s or "")[:12]
         self.templates = Jinja2Templates(env=env)
@@ -51,8 +58,9 @@ class Console:
 
     def page(self, request: Request, name: str, http_status: int = 200, **context: Any) -> Response:
         nonce = request.cookies.get(CSRF_COOKIE) or self.guard.new_nonce()
-        context.update(nav=NAV, path=request.url.path, csrf=self.guard.csrf_for(nonce),
-                       writes_enabled=self.guard.writes_enabled)
+        context.update(
+            nav=NAV, path=request.url.path, csrf=self.guard.csrf_for(nonce), writes_enabled=self.guard.writes_enabled
+        )
         resp = self.templates.TemplateResponse(request, name, context, status_code=http_status)
         if request.cookies.get(CSRF_COOKIE) != nonce:
             resp.set_cookie(CSRF_COOKIE, nonce, httponly=True, samesite="strict", path="/")
@@ -61,8 +69,16 @@ class Console:
     def error(self, request: Request, status: int, title: str, message: str) -> Response:
         return self.page(request, "error.html", http_status=status, title=title, message=message)
 
-    async def act(self, request: Request, *, action: str, target_id: str, check: Callable[[], Awaitable[Any]],
-                  command: Command, done_url: str) -> Response:
+    async def act(
+        self,
+        request: Request,
+        *,
+        action: str,
+        target_id: str,
+        check: Callable[[], Awaitable[Any]],
+        command: Command,
+        done_url: str,
+    ) -> Response:
         """The one write path: CSRF, token, actor, target known and open, then publish the command.
 
         ``check`` returns ``(key, None)`` when the command applies, ``(None, (status, title, message))``
@@ -74,20 +90,29 @@ class Console:
         denied = self.guard.check_csrf(request.cookies.get(CSRF_COOKIE), field if isinstance(field, str) else None)
         denied = denied or self.guard.check_token(given if isinstance(given, str) else None)
         if denied is not None:
-            details = {"action": action, "target_id": target_id, "status": denied.status, "reason": denied.reason,
-                       "actor": actor or None, "client": request.client.host if request.client else None}
+            details = {
+                "action": action,
+                "target_id": target_id,
+                "status": denied.status,
+                "reason": denied.reason,
+                "actor": actor or None,
+                "client": request.client.host if request.client else None,
+            }
             await self.call(self.backend.record_denied, details)
             log.warning("console: refused %s %s: %s", action, target_id, denied.reason)
             return self.error(request, denied.status, "Not allowed", denied.reason)
         if not actor:
-            return self.error(request, 400, "Actor required", "Say who decides: the actor is written into the "
-                                                             "audit event. Nothing was published.")
+            return self.error(
+                request,
+                400,
+                "Actor required",
+                "Say who decides: the actor is written into the audit event. Nothing was published.",
+            )
         key, problem = await check()
         if problem is not None:
             return self.error(request, *problem)
         reason = str(form.get("reason") or "").strip() or None
-        result: CommandResult = await self.call(self.backend.publish_command, command, target_id, key, actor,
-                                                reason)
+        result: CommandResult = await self.call(self.backend.publish_command, command, target_id, key, actor, reason)
         if result.rejected:
             return self.error(request, 409, "Command rejected", f"{command} {target_id}: {result.rejected}")
         log.info("console: %s %s by %s (command %s)", command, target_id, actor, result.command_id)

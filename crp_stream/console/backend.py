@@ -106,15 +106,26 @@ class EmbeddedBackend:
         with self.repo() as repo:
             stored = repo.get_meta("embedding_model")
             thresholds = self.fabric.thresholds(repo)
-        return {"fabric_model": stored, "embedder": self.fabric.embedder.model_id,
-                "thresholds": {k: getattr(thresholds, k) for k in (
-                    "min_relevance", "edge_threshold", "edge_k", "contradiction_threshold",
-                    "min_connector_relevance")}}
+        return {
+            "fabric_model": stored,
+            "embedder": self.fabric.embedder.model_id,
+            "thresholds": {
+                k: getattr(thresholds, k)
+                for k in (
+                    "min_relevance",
+                    "edge_threshold",
+                    "edge_k",
+                    "contradiction_threshold",
+                    "min_connector_relevance",
+                )
+            },
+        }
 
     # --- writes -----------------------------------------------------------------------------------
 
-    def publish_command(self, command: Command, target_id: str, key: str, actor: str,
-                        reason: str | None) -> CommandResult:
+    def publish_command(
+        self, command: Command, target_id: str, key: str, actor: str, reason: str | None
+    ) -> CommandResult:
         """Publish the operator command and process it; the handler's reason if it was rejected."""
         with self._lock:
             rt = open_runtime(self.settings, clock=self.clock, fabric=self.fabric)
@@ -123,8 +134,9 @@ class EmbeddedBackend:
                 ends = rt.log.end_offsets()
                 position = str(ends.get(self.settings.topic(COMMANDS_TOPIC), 0))
                 command_id = derive_id("operator-console", command, target_id, actor, reason or "", position)
-                cmd = events.OperatorCommand(command_id=command_id, command=command, target_id=target_id,
-                                             actor=actor, reason=reason)
+                cmd = events.OperatorCommand(
+                    command_id=command_id, command=command, target_id=target_id, actor=actor, reason=reason
+                )
                 rt.publish(COMMANDS_TOPIC, key, events.encode(cmd))
                 rt.run_until_idle()
                 for rec in rt.log.iter_topic(dead, ends.get(dead, 0)):
@@ -143,14 +155,16 @@ class EmbeddedBackend:
         never holds the token: the caller passes what was asked and why it was refused."""
         with self._lock:
             now = self.clock()
-            event_id = derive_id("console-denied", json.dumps(details, sort_keys=True), str(now),
-                                 str(next(self._denied)))
+            event_id = derive_id(
+                "console-denied", json.dumps(details, sort_keys=True), str(now), str(next(self._denied))
+            )
             out = Emitter(cause=event_id)
             with self.fabric.unit_of_work() as uow:
                 audit(uow, out, event_id, "ACCESS_DENIED", DENIED_KEY, now, details)
             with self.log() as log_:
-                log_.append([Append(self.settings.topic(o.topic), o.key, o.value, o.record_id, now)
-                             for o in out.outputs])
+                log_.append(
+                    [Append(self.settings.topic(o.topic), o.key, o.value, o.record_id, now) for o in out.outputs]
+                )
             return event_id
 
     def close(self) -> None:

@@ -49,8 +49,7 @@ def partitions(facts: Iterable[Mapping[str, Any]]) -> list[Partition]:
         epochs = sorted((int(r["epoch_us"]), value_of(r)) for r in rows)
         values = Counter(value_of(r) for r in rows).most_common()
         statuses = sorted(Counter(str(r["status"]) for r in rows).items())
-        out.append(Partition(source, float(rows[0]["trust"]), tuple(values), len(rows), tuple(epochs),
-                             tuple(statuses)))
+        out.append(Partition(source, float(rows[0]["trust"]), tuple(values), len(rows), tuple(epochs), tuple(statuses)))
     return sorted(out, key=lambda p: (-p.trust, p.source))
 
 
@@ -70,8 +69,10 @@ def timeline_svg(parts: Sequence[Partition], *, width: int = 760, highlight: str
         return label_w + (plot_w * (us - lo) / span if hi > lo else plot_w / 2)
 
     height = top + row_h * len(parts) + 40 + 18 * ((len(values) + 2) // 3)
-    el = [f"<svg xmlns='http://www.w3.org/2000/svg' class='timeline' width='{width}' height='{height}' "
-          f"viewBox='0 0 {width} {height}' role='img' aria-label='epochs of the evidence by partition'>"]
+    el = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' class='timeline' width='{width}' height='{height}' "
+        f"viewBox='0 0 {width} {height}' role='img' aria-label='epochs of the evidence by partition'>"
+    ]
     cut = 23 if span < 60_000_000 else 19  # milliseconds when the evidence spans less than a minute
     el.append(f"<text x='{label_w}' y='14' class='axis'>{escape(rfc3339(lo)[:cut])}Z</text>")
     el.append(f"<text x='{width - pad}' y='14' class='axis' text-anchor='end'>{escape(rfc3339(hi)[:cut])}Z</text>")
@@ -82,13 +83,17 @@ def timeline_svg(parts: Sequence[Partition], *, width: int = 760, highlight: str
         el.append(f"<line x1='{label_w}' x2='{width - pad}' y1='{y}' y2='{y}' class='grid'/>")
         el.append(f"<text x='4' y='{y + 4}' class='label'>{escape(p.source)} ({p.trust:.2f})</text>")
         for ts, v in p.epochs:
-            el.append(f"<circle cx='{x(ts):.1f}' cy='{y}' r='5' fill='{colour[v]}' fill-opacity='0.75'>"
-                      f"<title>{escape(p.source)}: {escape(v)} at {escape(rfc3339(ts))}</title></circle>")
+            el.append(
+                f"<circle cx='{x(ts):.1f}' cy='{y}' r='5' fill='{colour[v]}' fill-opacity='0.75'>"
+                f"<title>{escape(p.source)}: {escape(v)} at {escape(rfc3339(ts))}</title></circle>"
+            )
         el.append("</g>")
     ly = top + row_h * len(parts) + 20
     for i, v in enumerate(values):
         lx, lyy = label_w + (i % 3) * 180, ly + 18 * (i // 3)
-        el.append(f"<circle cx='{lx}' cy='{lyy - 4}' r='5' fill='{colour[v]}'/>"
-                  f"<text x='{lx + 10}' y='{lyy}' class='legend'>{escape(v)}</text>")
+        el.append(
+            f"<circle cx='{lx}' cy='{lyy - 4}' r='5' fill='{colour[v]}'/>"
+            f"<text x='{lx + 10}' y='{lyy}' class='legend'>{escape(v)}</text>"
+        )
     el.append("</svg>")
     return Markup("".join(el))

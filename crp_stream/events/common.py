@@ -52,11 +52,15 @@ AuditType = Literal[
     "QUARANTINE_RELEASED",
     "REFRESH_REQUESTED",
     "REFRESH_RESOLVED",
+    "REFRESH_ACKNOWLEDGED",
+    "REFRESH_REJECTED",
     "COVERAGE_UPDATE_REJECTED",
     "EVENT_REJECTED",
     "ACCESS_DENIED",
 ]
-Command = Literal["resolve_refresh", "confirm_quarantine", "release_quarantine"]
+Command = Literal[
+    "resolve_refresh", "acknowledge_refresh", "reject_refresh", "confirm_quarantine", "release_quarantine"
+]
 Role = Literal["anchor", "connector"]
 OnOff = Literal["on", "off"]
 

@@ -305,10 +305,11 @@ class Repository:
             q = q.where(t.refresh_requests.c.status == status)
         return [_decoded(r._mapping) for r in self.conn.execute(q)]
 
-    def resolve_refresh(self, request_id: str, at_us: int, by: str) -> bool:
+    def resolve_refresh(self, request_id: str, at_us: int, by: str, status: str = "resolved") -> bool:
+        """Close an open request as ``resolved`` (or ``rejected`` by an operator); False if it was not open."""
         tbl = t.refresh_requests
         res = self.conn.execute(update(tbl).where((tbl.c.request_id == request_id) & (tbl.c.status == "open"))
-                                .values(status="resolved", resolved_at_us=at_us, resolved_by=by))
+                                .values(status=status, resolved_at_us=at_us, resolved_by=by))
         return res.rowcount > 0
 
     def put_candidate(self, candidate_id: str, claim_key: str, source: str, payload: dict[str, Any],

@@ -130,7 +130,8 @@ def test_every_page_renders_the_sample(server: tuple[str, Path], driver: Any, da
 
 
 def test_write_without_or_with_a_wrong_token_is_refused_and_audited(
-        server: tuple[str, Path], driver: Any, data: Path) -> None:
+    server: tuple[str, Path], driver: Any, data: Path
+) -> None:
     url, log = server
     [rid] = ids(driver, url + "/refresh", "refresh-requests")
     commands_before = len(cs.topic_values(data, "crp.operator.commands"))
@@ -141,8 +142,10 @@ def test_write_without_or_with_a_wrong_token_is_refused_and_audited(
     submit(driver, "resolve-form", "mallory", "not-the-token")
     assert "token is wrong" in by_css(driver, "#error").text
     denied = [a for a in cs.topic_values(data, "crp.audit") if a["audit_type"] == "ACCESS_DENIED"]
-    assert [(a["details"]["status"], a["details"]["actor"]) for a in denied[-2:]] == [(401, "mallory"),
-                                                                                    (403, "mallory")]
+    assert [(a["details"]["status"], a["details"]["actor"]) for a in denied[-2:]] == [
+        (401, "mallory"),
+        (403, "mallory"),
+    ]
     assert len(cs.topic_values(data, "crp.operator.commands")) == commands_before  # nothing published
     driver.get(url + "/audit?type=ACCESS_DENIED")
     assert len(all_css(driver, "#audit-rows tr[data-seq]")) >= 2
@@ -157,12 +160,15 @@ def test_a_post_without_the_csrf_field_is_refused(server: tuple[str, Path], data
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(f"{url}/refresh/{req['request_id']}/resolve", data=body, timeout=10)
     assert err.value.code == 403 and "CSRF" in err.value.read().decode()
-    assert any(a["audit_type"] == "ACCESS_DENIED" and a["details"]["actor"] == "eve"
-               for a in cs.topic_values(data, "crp.audit"))
+    assert any(
+        a["audit_type"] == "ACCESS_DENIED" and a["details"]["actor"] == "eve"
+        for a in cs.topic_values(data, "crp.audit")
+    )
 
 
 def test_a_command_for_an_unknown_id_shows_an_error_and_publishes_nothing(
-        server: tuple[str, Path], driver: Any, data: Path) -> None:
+    server: tuple[str, Path], driver: Any, data: Path
+) -> None:
     url, _log = server
     [rid] = ids(driver, url + "/refresh", "refresh-requests")
     before = len(cs.topic_values(data, "crp.operator.commands"))
@@ -173,15 +179,26 @@ def test_a_command_for_an_unknown_id_shows_an_error_and_publishes_nothing(
     assert len(cs.topic_values(data, "crp.operator.commands")) == before
 
 
-def test_resolve_a_refresh_request(server: tuple[str, Path], driver: Any, data: Path) -> None:
+def test_acknowledge_then_resolve_a_refresh_request(server: tuple[str, Path], driver: Any, data: Path) -> None:
     url, _log = server
     [rid] = ids(driver, url + "/refresh", "refresh-requests")
     driver.get(f"{url}/refresh/{rid}")
+    submit(driver, "acknowledge-form", "alice", TOKEN, reason="ticket VEN-7")
+    assert by_css(driver, "#status").text == "open" and "alice: ticket VEN-7" in by_css(driver, ".acknowledged").text
+    [ack] = [a for a in cs.topic_values(data, "crp.audit") if a["audit_type"] == "REFRESH_ACKNOWLEDGED"]
+    assert ack["details"]["request_id"] == rid and ack["details"]["actor"] == "alice"
     submit(driver, "resolve-form", "alice", TOKEN, reason="vendor confirmed 250 rps")
     assert by_css(driver, "#status").text == "resolved" and "resolve_refresh" in by_css(driver, "#flash").text
     assert "alice" in by_css(driver, "#resolved-by").text and not all_css(driver, "#resolve-form")
-    [cmd] = [c for c in cs.topic_values(data, "crp.operator.commands") if c["target_id"] == rid]
-    assert (cmd["command"], cmd["actor"], cmd["reason"]) == ("resolve_refresh", "alice", "vendor confirmed 250 rps")
+    cmds = [
+        (c["command"], c["actor"], c["reason"])
+        for c in cs.topic_values(data, "crp.operator.commands")
+        if c["target_id"] == rid
+    ]
+    assert cmds == [
+        ("acknowledge_refresh", "alice", "ticket VEN-7"),
+        ("resolve_refresh", "alice", "vendor confirmed 250 rps"),
+    ]
     [done] = [a for a in cs.topic_values(data, "crp.audit") if a["audit_type"] == "REFRESH_RESOLVED"]
     assert done["details"]["request_id"] == rid and done["details"]["actor"] == "alice"
     assert ids(driver, url + "/refresh", "refresh-requests") == []
@@ -202,8 +219,11 @@ def test_reject_a_quarantine_candidate(server: tuple[str, Path], driver: Any, da
     assert rel["details"]["candidate_id"] == cid and rel["details"]["actor"] == "carol"
     assert cid not in ids(driver, url + "/quarantine", "candidates")
     assert ids(driver, url + "/quarantine?status=released", "candidates") == [cid]
-    quarantined = [f for f in cs.topic_values(data, "crp.facts")
-                   if f["type"] == "FactStatusChanged" and f["status"] == "quarantined"]
+    quarantined = [
+        f
+        for f in cs.topic_values(data, "crp.facts")
+        if f["type"] == "FactStatusChanged" and f["status"] == "quarantined"
+    ]
     assert quarantined == []  # rejecting a candidate quarantines nothing
     driver.get(url + "/fabric")
     assert "quarantined" not in by_css(driver, f"#facts tr[data-source='{suspect}']").text

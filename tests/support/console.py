@@ -29,13 +29,21 @@ POISON_SUBJECT = "search api"
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "crp_stream", *args], cwd=ROOT, capture_output=True, text=True,
-                          env=env, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "crp_stream", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
 
 
 def settings(data: Path) -> Any:
-    return load_settings({"data": str(data), "config": str(SAMPLE_CONFIG), "database": None, "qdrant": None,
-                          "embedder": None})
+    return load_settings(
+        {"data": str(data), "config": str(SAMPLE_CONFIG), "database": None, "qdrant": None, "embedder": None}
+    )
 
 
 def prepare(data: Path) -> None:
@@ -47,11 +55,14 @@ def prepare(data: Path) -> None:
     t_vendor = t_low + 25 * DAY_US
     kw = {"subject": POISON_SUBJECT}
     with Pipeline(settings(data)) as p:
-        p.feed([rec("crp.telemetry", telemetry("bad-1", "250", t_low, **kw), t_low),
+        p.feed(
+            [
+                rec("crp.telemetry", telemetry("bad-1", "250", t_low, **kw), t_low),
                 rec("crp.telemetry", telemetry("bad-2", "250", t_low, **kw), t_low),
                 rec("crp.documents", document("community_notes", "community", "cn-bad", "250", **kw), t_low),
-                rec("crp.documents", document("vendor_docs", "official", "vendor-search", "1000", **kw),
-                    t_vendor)])
+                rec("crp.documents", document("vendor_docs", "official", "vendor-search", "1000", **kw), t_vendor),
+            ]
+        )
 
 
 def topic_values(data: Path, topic: str) -> list[dict[str, Any]]:
@@ -69,9 +80,26 @@ def serve(data: Path, token: str, log_file: Path) -> Iterator[str]:
     port = free_port()
     env = {**os.environ, "CRP_CONSOLE_TOKEN": token}
     with log_file.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "crp_stream", "console", "--port", str(port), "--data",
-                                 str(data), "--config", str(SAMPLE_CONFIG), "--log-format", "text"],
-                                cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "crp_stream",
+                "console",
+                "--port",
+                str(port),
+                "--data",
+                str(data),
+                "--config",
+                str(SAMPLE_CONFIG),
+                "--log-format",
+                "text",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
         url = f"http://127.0.0.1:{port}"
 
         def up() -> bool:
@@ -102,8 +130,14 @@ def browser() -> Any:
     assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), "ops/setup installs chromium, chromium-driver"
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000",
-                "--disable-gpu", "--force-device-scale-factor=1"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+        "--disable-gpu",
+        "--force-device-scale-factor=1",
+    ):
         opts.add_argument(arg)
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
 

@@ -35,16 +35,18 @@ def test_regenerating_gives_the_checked_in_file() -> None:
     assert "docs/asyncapi.yaml" not in schemas_gen.stale()
 
 
-def test_the_document_validates_against_the_asyncapi_3_0_schema(doc: dict[str, Any],
-                                                                 validator: jsonschema.Draft7Validator) -> None:
+def test_the_document_validates_against_the_asyncapi_3_0_schema(
+    doc: dict[str, Any], validator: jsonschema.Draft7Validator
+) -> None:
     assert doc["asyncapi"] == "3.0.0"
     errors = [f"{list(e.absolute_path)}: {e.message[:200]}" for e in validator.iter_errors(doc)]
     assert errors == []
 
 
 @pytest.mark.parametrize("breakage", ["address", "action", "ref"])
-def test_the_validator_rejects_a_broken_document(doc: dict[str, Any], validator: jsonschema.Draft7Validator,
-                                                 breakage: str) -> None:
+def test_the_validator_rejects_a_broken_document(
+    doc: dict[str, Any], validator: jsonschema.Draft7Validator, breakage: str
+) -> None:
     bad = json.loads(json.dumps(doc))
     if breakage == "address":
         bad["channels"]["facts"]["address"] = 5
@@ -73,4 +75,5 @@ def test_every_topic_is_a_channel_with_its_key_messages_and_headers(doc: dict[st
             assert ("crp-signature" in headers) == (name in ("crp.documents", "crp.telemetry"))
     actions = {op["channel"]["$ref"].rsplit("/", 1)[1]: op["action"] for op in doc["operations"].values()}
     assert {doc["channels"][c]["address"]: a for c, a in actions.items()} == {
-        n: "receive" if s.is_input else "send" for n, s in TOPICS.items()}
+        n: "receive" if s.is_input else "send" for n, s in TOPICS.items()
+    }

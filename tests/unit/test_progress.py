@@ -40,8 +40,7 @@ def _run(args: list[str], tty: bool) -> tuple[int, str]:
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave,
-                            env=env)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave, env=env)
     os.close(slave)
     rc = proc.wait(timeout=300)
     reader.join(timeout=10)

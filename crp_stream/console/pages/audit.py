@@ -43,8 +43,12 @@ def filters(request: Request) -> dict[str, Any]:
     kind = q.get("type", "").strip()
     if kind and kind not in AUDIT_TYPES:
         raise FilterError(f"type: {kind!r} is not an audit type")
-    return {"audit_type": kind or None, "key": q.get("key", "").strip() or None,
-            "since_us": _time(q.get("since", ""), "since"), "until_us": _time(q.get("until", ""), "until")}
+    return {
+        "audit_type": kind or None,
+        "key": q.get("key", "").strip() or None,
+        "since_us": _time(q.get("since", ""), "since"),
+        "until_us": _time(q.get("until", ""), "until"),
+    }
 
 
 def routes(console: Console) -> list[Route]:
@@ -61,9 +65,16 @@ def routes(console: Console) -> list[Route]:
             return console.error(request, 400, "Bad filter", str(exc))
         rows = await console.call(load, f, 0)
         last = rows[-1]["seq"] if rows else 0
-        return console.page(request, "audit.html", rows=rows, types=AUDIT_TYPES, q=request.query_params,
-                            last=last, tail_query=_tail_query(request, last),
-                            now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%SZ"))
+        return console.page(
+            request,
+            "audit.html",
+            rows=rows,
+            types=AUDIT_TYPES,
+            q=request.query_params,
+            last=last,
+            tail_query=_tail_query(request, last),
+            now=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%SZ"),
+        )
 
     async def tail(request: Request) -> Response:
         try:

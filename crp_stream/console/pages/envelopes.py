@@ -13,8 +13,21 @@ from starlette.routing import Route
 
 from crp_stream.console.app import Console
 
-FACT_FIELDS = ("fact_id", "role", "score", "relevance", "novelty", "recency", "authority", "source",
-               "source_type", "support", "epoch", "modified_at", "text")
+FACT_FIELDS = (
+    "fact_id",
+    "role",
+    "score",
+    "relevance",
+    "novelty",
+    "recency",
+    "authority",
+    "source",
+    "source_type",
+    "support",
+    "epoch",
+    "modified_at",
+    "text",
+)
 CONFLICT_TYPES = ("CONTRADICTION_RESOLVED", "CONTRADICTION_UNRESOLVED")
 
 
@@ -26,19 +39,32 @@ def _decode(raw: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def window_view(env: dict[str, Any], rec_headers: list[tuple[str, str]], conflicts: list[dict[str, Any]],
-                report: dict[str, Any] | None) -> dict[str, Any]:
+def window_view(
+    env: dict[str, Any],
+    rec_headers: list[tuple[str, str]],
+    conflicts: list[dict[str, Any]],
+    report: dict[str, Any] | None,
+) -> dict[str, Any]:
     headers = env.get("headers") or {}
     facts = []
     for f in env.get("facts", []):
         extra = {k: v for k, v in f.items() if k not in FACT_FIELDS}  # via, bridges, later fields
         facts.append({**{k: f.get(k) for k in FACT_FIELDS}, "extra": extra})
-    return {"window": env.get("window"), "branch": env.get("branch"), "status": env.get("status"),
-            "request_id": env.get("request_id"), "coverage": headers.get("CRP-Context-Coverage-Score"),
-            "depth": headers.get("CRP-Context-Coverage-Depth"), "residual": env.get("residual_anchor"),
-            "notes": env.get("notes", []), "facts": facts, "headers": sorted(headers.items()),
-            "record_headers": rec_headers, "conflicts": conflicts,
-            "completeness": report.get("completeness") if report else None}
+    return {
+        "window": env.get("window"),
+        "branch": env.get("branch"),
+        "status": env.get("status"),
+        "request_id": env.get("request_id"),
+        "coverage": headers.get("CRP-Context-Coverage-Score"),
+        "depth": headers.get("CRP-Context-Coverage-Depth"),
+        "residual": env.get("residual_anchor"),
+        "notes": env.get("notes", []),
+        "facts": facts,
+        "headers": sorted(headers.items()),
+        "record_headers": rec_headers,
+        "conflicts": conflicts,
+        "completeness": report.get("completeness") if report else None,
+    }
 
 
 def routes(console: Console) -> list[Route]:
@@ -58,8 +84,9 @@ def routes(console: Console) -> list[Route]:
             if value is not None:
                 reports[(value.get("window"), value.get("branch"))] = value
         with backend.repo() as repo:
-            audits: list[dict[str, Any]] = [dict(a) for a in repo.audit_query(key=session_id, limit=5000)
-                      if a["audit_type"] in CONFLICT_TYPES]
+            audits: list[dict[str, Any]] = [
+                dict(a) for a in repo.audit_query(key=session_id, limit=5000) if a["audit_type"] in CONFLICT_TYPES
+            ]
             state = repo.get_session(session_id)
         windows = []
         for r in recs:
@@ -67,12 +94,17 @@ def routes(console: Console) -> list[Route]:
             if env is None:
                 continue
             conflicts = [a for a in audits if a["details"].get("window") == env.get("window")]
-            hdrs = [(k, v.decode("utf-8", "replace")) for k, v in r.headers]
+            # the embedded log keeps an output's derived id in a column; Kafka carries it as the crp-id header
+            hdrs = [("crp-id", r.record_id)] if r.record_id else []
+            hdrs += [(k, v.decode("utf-8", "replace")) for k, v in r.headers if k != "crp-id"]
             windows.append(window_view(env, hdrs, conflicts, reports.get((env.get("window"), env.get("branch")))))
         st: dict[str, Any] = state["state"] if state else {}
-        summary = {"window_count": state["window_count"] if state else None,
-                   "max_windows": state["max_windows"] if state else None,
-                   "coverage": len(st.get("coverage", []) or []), "residual": st.get("residual") or []}
+        summary = {
+            "window_count": state["window_count"] if state else None,
+            "max_windows": state["max_windows"] if state else None,
+            "coverage": len(st.get("coverage", []) or []),
+            "residual": st.get("residual") or [],
+        }
         return {"session_id": session_id, "windows": windows, "summary": summary}
 
     async def index(request: Request) -> Response:

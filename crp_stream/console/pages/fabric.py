@@ -23,9 +23,15 @@ def routes(console: Console) -> list[Route]:
         by_source: dict[str, dict[str, int]] = {}
         for source, state, n in counts:
             by_source.setdefault(source, {})[state] = n
-        return {"statuses": statuses, "by_source": sorted(by_source.items()), "sources": sources, "edges": edges,
-                "topics": backend.topics(), "model": backend.model(),
-                "vectors": backend.fabric.vectors.count()}
+        return {
+            "statuses": statuses,
+            "by_source": sorted(by_source.items()),
+            "sources": sources,
+            "edges": edges,
+            "topics": backend.topics(),
+            "model": backend.model(),
+            "vectors": backend.fabric.vectors.count(),
+        }
 
     async def index(request: Request) -> Response:
         return console.page(request, "fabric.html", **await console.call(load))

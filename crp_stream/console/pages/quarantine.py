@@ -37,10 +37,13 @@ def routes(console: Console) -> list[Route]:
             if cand is None:
                 return None
             parts = partitions(repo.facts_for_claim(cand["claim_key"]))
-            return {"cand": dict(cand), "parts": parts,
-                    "suspect": [p for p in parts if p.source == cand["source"]],
-                    "others": [p for p in parts if p.source != cand["source"]],
-                    "history": history(repo, cand["claim_key"], {candidate_id})}
+            return {
+                "cand": dict(cand),
+                "parts": parts,
+                "suspect": [p for p in parts if p.source == cand["source"]],
+                "others": [p for p in parts if p.source != cand["source"]],
+                "history": history(repo, cand["claim_key"], {candidate_id}),
+            }
 
     async def index(request: Request) -> Response:
         status = request.query_params.get("status", "pending")
@@ -54,8 +57,13 @@ def routes(console: Console) -> list[Route]:
         found = await console.call(load_one, cid)
         if found is None:
             return console.error(request, 404, "No such candidate", f"There is no quarantine candidate {cid!r}.")
-        return console.page(request, "quarantine_detail.html", **found, done=request.query_params.get("done"),
-                            svg=timeline_svg(found["parts"], highlight=found["cand"]["source"]))
+        return console.page(
+            request,
+            "quarantine_detail.html",
+            **found,
+            done=request.query_params.get("done"),
+            svg=timeline_svg(found["parts"], highlight=found["cand"]["source"]),
+        )
 
     async def decide(request: Request) -> Response:
         cid, decision = request.path_params["candidate_id"], request.path_params["decision"]
@@ -66,16 +74,32 @@ def routes(console: Console) -> list[Route]:
         async def check() -> tuple[str | None, tuple[int, str, str] | None]:
             found = await console.call(load_one, cid)
             if found is None:
-                return None, (404, "No such candidate",
-                              f"There is no quarantine candidate {cid!r}; nothing was published.")
+                return None, (
+                    404,
+                    "No such candidate",
+                    f"There is no quarantine candidate {cid!r}; nothing was published.",
+                )
             cand = found["cand"]
             if cand["status"] == final:
-                return None, (409, "Already decided", f"Candidate {cid} is already {final}"
-                              f"{' by ' + cand['decided_by'] if cand['decided_by'] else ''}; nothing was published.")
+                return None, (
+                    409,
+                    "Already decided",
+                    f"Candidate {cid} is already {final}"
+                    f"{' by ' + cand['decided_by'] if cand['decided_by'] else ''}; nothing was published.",
+                )
             return str(cand["source"]), None
 
-        return await console.act(request, action=f"quarantine.{decision}", target_id=cid, check=check,
-                                 command=command, done_url=f"/quarantine/{cid}")
+        return await console.act(
+            request,
+            action=f"quarantine.{decision}",
+            target_id=cid,
+            check=check,
+            command=command,
+            done_url=f"/quarantine/{cid}",
+        )
 
-    return [Route("/quarantine", index), Route("/quarantine/{candidate_id}", show),
-            Route("/quarantine/{candidate_id}/{decision}", decide, methods=["POST"])]
+    return [
+        Route("/quarantine", index),
+        Route("/quarantine/{candidate_id}", show),
+        Route("/quarantine/{candidate_id}/{decision}", decide, methods=["POST"]),
+    ]
