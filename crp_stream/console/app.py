@@ -36,6 +36,11 @@ NAV = (
 )
 
 
+def root(request: Request) -> str:
+    """The prefix the console is mounted under ("" when served alone, "/console" on a worker's port)."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
 def when(us: int | None) -> str:
     return "" if us is None else rfc3339(us)[:19].replace("T", " ") + "Z"
 
@@ -58,8 +63,13 @@ class Console:
 
     def page(self, request: Request, name: str, http_status: int = 200, **context: Any) -> Response:
         nonce = request.cookies.get(CSRF_COOKIE) or self.guard.new_nonce()
+        prefix = root(request)
         context.update(
-            nav=NAV, path=request.url.path, csrf=self.guard.csrf_for(nonce), writes_enabled=self.guard.writes_enabled
+            nav=NAV,
+            root=prefix,
+            path=request.url.path.removeprefix(prefix),
+            csrf=self.guard.csrf_for(nonce),
+            writes_enabled=self.guard.writes_enabled,
         )
         resp = self.templates.TemplateResponse(request, name, context, status_code=http_status)
         if request.cookies.get(CSRF_COOKIE) != nonce:
@@ -116,7 +126,7 @@ class Console:
         if result.rejected:
             return self.error(request, 409, "Command rejected", f"{command} {target_id}: {result.rejected}")
         log.info("console: %s %s by %s (command %s)", command, target_id, actor, result.command_id)
-        return RedirectResponse(f"{done_url}?done={command}", status_code=303)
+        return RedirectResponse(f"{root(request)}{done_url}?done={command}", status_code=303)
 
 
 def create_app(backend: EmbeddedBackend, *, token: str | None) -> Starlette:
@@ -125,7 +135,7 @@ def create_app(backend: EmbeddedBackend, *, token: str | None) -> Starlette:
     console = Console(backend, token)
 
     async def home(request: Request) -> Response:
-        return RedirectResponse("/refresh", status_code=307)
+        return RedirectResponse(f"{root(request)}/refresh", status_code=307)
 
     routes: list[BaseRoute] = [Route("/", home), Mount("/static", StaticFiles(directory=STATIC), name="static")]
     for module in (refresh, quarantine, audit, envelopes, fabric):
