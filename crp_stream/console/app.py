@@ -16,17 +16,17 @@ from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
-from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import StaticFiles
+from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 
-from crp_stream.console.backend import CommandResult, EmbeddedBackend
 from crp_stream.console.security import CSRF_COOKIE, CSRF_FIELD, TOKEN_FIELD, Guard
 from crp_stream.events import Command
 from crp_stream.processors.base import rfc3339
+from crp_stream.runtime.console_port import CommandResult, ConsoleBackend
 
 log = logging.getLogger("crp_stream.console")
 STATIC = Path(__file__).resolve().parent / "static"
+CONTENT_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 NAV = (
     ("/refresh", "Refresh requests"),
     ("/quarantine", "Quarantine"),
@@ -46,7 +46,7 @@ def when(us: int | None) -> str:
 
 
 class Console:
-    def __init__(self, backend: EmbeddedBackend, token: str | None) -> None:
+    def __init__(self, backend: ConsoleBackend, token: str | None) -> None:
         self.backend = backend
         self.guard = Guard(token)
         env = Environment(
@@ -125,11 +125,15 @@ class Console:
         result: CommandResult = await self.call(self.backend.publish_command, command, target_id, key, actor, reason)
         if result.rejected:
             return self.error(request, 409, "Command rejected", f"{command} {target_id}: {result.rejected}")
+        if result.pending:
+            return self.error(request, 202, "Published, not applied yet",
+                              f"{command} {target_id} is on crp.operator.commands (command {result.command_id}) "
+                              "but no operator worker has applied it yet; reload the page later.")
         log.info("console: %s %s by %s (command %s)", command, target_id, actor, result.command_id)
         return RedirectResponse(f"{root(request)}{done_url}?done={command}", status_code=303)
 
 
-def create_app(backend: EmbeddedBackend, *, token: str | None) -> Starlette:
+def create_app(backend: ConsoleBackend, *, token: str | None) -> Starlette:
     from crp_stream.console.pages import audit, envelopes, fabric, quarantine, refresh
 
     console = Console(backend, token)
@@ -137,7 +141,18 @@ def create_app(backend: EmbeddedBackend, *, token: str | None) -> Starlette:
     async def home(request: Request) -> Response:
         return RedirectResponse(f"{root(request)}/refresh", status_code=307)
 
-    routes: list[BaseRoute] = [Route("/", home), Mount("/static", StaticFiles(directory=STATIC), name="static")]
+    # The few static files are read once and served whole: no file streaming, which the ASGI bridge of
+    # the Kafka worker's aiohttp server does not pass through (runtime/kafka/console.py).
+    assets = {p.name: p.read_bytes() for p in STATIC.iterdir() if p.suffix in CONTENT_TYPES}
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in assets:
+            return Response("not found", status_code=404, media_type="text/plain")
+        return Response(assets[name], media_type=CONTENT_TYPES[Path(name).suffix],
+                        headers={"Cache-Control": "max-age=3600"})
+
+    routes: list[BaseRoute] = [Route("/", home), Route("/static/{name}", static)]
     for module in (refresh, quarantine, audit, envelopes, fabric):
         routes += module.routes(console)
     app = Starlette(routes=routes)

@@ -13,7 +13,6 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from crp_stream import events
@@ -24,25 +23,11 @@ from crp_stream.fabric.repository import Repository
 from crp_stream.processors import HANDLER_GROUPS, all_handlers
 from crp_stream.processors.base import Emitter
 from crp_stream.processors.effects import audit
-from crp_stream.runtime.embedded import Append, EmbeddedLog, LogRecord, open_fabric, open_runtime, system_clock
+from crp_stream.runtime.console_port import CommandResult, TopicRecord, TopicRow, thresholds_view
+from crp_stream.runtime.embedded import Append, EmbeddedLog, open_fabric, open_runtime, system_clock
 
 COMMANDS_TOPIC = "crp.operator.commands"
 DENIED_KEY = "console"
-
-
-@dataclass(frozen=True)
-class TopicRow:
-    """One topic: its end offset and, per consumer group that reads it, the committed offset and lag."""
-
-    topic: str
-    end: int
-    consumers: dict[str, tuple[int, int]] = field(default_factory=dict)  # group -> (committed, lag)
-
-
-@dataclass(frozen=True)
-class CommandResult:
-    command_id: str
-    rejected: str | None  # the handler's reason when the command was dead-lettered
 
 
 class EmbeddedBackend:
@@ -91,35 +76,24 @@ class EmbeddedBackend:
             rows.append(TopicRow(base, end, consumers))
         return rows
 
-    def records(self, topic: str, key: str | None = None, limit: int = 1000) -> list[LogRecord]:
+    def records(self, topic: str, key: str | None = None, limit: int = 1000) -> list[TopicRecord]:
         """The records of ``topic`` (of one key if given), oldest first, at most ``limit``."""
         out = []
         with self.log() as log_:
             for rec in log_.iter_topic(self.settings.topic(topic), 0):
                 if key is None or rec.key == key:
-                    out.append(rec)
+                    out.append(TopicRecord(rec.key, rec.value, rec.headers, rec.record_id))
                     if len(out) >= limit:
                         break
         return out
 
     def model(self) -> dict[str, Any]:
         with self.repo() as repo:
-            stored = repo.get_meta("embedding_model")
-            thresholds = self.fabric.thresholds(repo)
-        return {
-            "fabric_model": stored,
-            "embedder": self.fabric.embedder.model_id,
-            "thresholds": {
-                k: getattr(thresholds, k)
-                for k in (
-                    "min_relevance",
-                    "edge_threshold",
-                    "edge_k",
-                    "contradiction_threshold",
-                    "min_connector_relevance",
-                )
-            },
-        }
+            return thresholds_view(self.fabric, repo)
+
+    def vector_count(self) -> int:
+        with self._lock:
+            return int(self.fabric.vectors.count())
 
     # --- writes -----------------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ def routes(console: Console) -> list[Route]:
             "edges": edges,
             "topics": backend.topics(),
             "model": backend.model(),
-            "vectors": backend.fabric.vectors.count(),
+            "vectors": backend.vector_count(),
         }
 
     async def index(request: Request) -> Response:
