@@ -66,5 +66,8 @@ def thresholds_view(fabric: Any, repo: Repository) -> dict[str, Any]:
     """The fabric's model and the thresholds in force, as the fabric page shows them."""
     th = fabric.thresholds(repo)
     names = ("min_relevance", "edge_threshold", "edge_k", "contradiction_threshold", "min_connector_relevance")
-    return {"fabric_model": repo.get_meta("embedding_model"), "embedder": fabric.embedder.model_id,
-            "thresholds": {k: getattr(th, k) for k in names}}
+    return {
+        "fabric_model": repo.get_meta("embedding_model"),
+        "embedder": fabric.embedder.model_id,
+        "thresholds": {k: getattr(th, k) for k in names},
+    }

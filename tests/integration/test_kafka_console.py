@@ -36,16 +36,18 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
     tmp = tmp_path_factory.mktemp("kafka-console")
     prefix = unique_prefix("co")
     kafka = Kafka(prefix)
-    w = ConsoleWorker(tmp, prefix, fresh_postgres_url(), partitions=2,
-                      env={"CRP_CONSOLE_TOKEN": TOKEN, "CRP_TRUST": ""}).start()
+    w = ConsoleWorker(tmp, prefix, fresh_postgres_url(), partitions=2, env={"CRP_CONSOLE_TOKEN": TOKEN}).start()
     try:
         w.wait_ready()
         kafka.tap((*OUTPUT_TOPICS, "crp.operator.commands"))
         for line in SAMPLE.read_text().splitlines():
             obj = json.loads(line)
             kafka.produce(obj["topic"], obj.get("key"), raw_value(obj["value"]))
-        kafka.wait_for(lambda rs: any(r.topic == "crp.refresh.requests" for r in rs), timeout=120,
-                       what="the sample's refresh request")
+        kafka.wait_for(
+            lambda rs: any(r.topic == "crp.refresh.requests" for r in rs),
+            timeout=120,
+            what="the sample's refresh request",
+        )
         kafka.wait_for(lambda rs: any(r.topic == "crp.envelopes" for r in rs), timeout=120, what="the envelope")
         jar = http.cookiejar.CookieJar()
         opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
@@ -89,8 +91,10 @@ def test_a_wrong_token_is_refused_and_the_denial_is_on_the_audit_topic(env: Simp
     csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)  # type: ignore[union-attr]
     code, body = post(env, f"/refresh/{req['request_id']}/resolve", {"csrf": csrf, "actor": "zed", "token": "no"})
     assert code == 403 and "token is wrong" in body and TOKEN not in body
-    env.kafka.wait_for(lambda rs: any(r.topic == "crp.audit" and json.loads(r.value)["audit_type"] == "ACCESS_DENIED"
-                                      for r in rs), what="ACCESS_DENIED on crp.audit")
+    env.kafka.wait_for(
+        lambda rs: any(r.topic == "crp.audit" and json.loads(r.value)["audit_type"] == "ACCESS_DENIED" for r in rs),
+        what="ACCESS_DENIED on crp.audit",
+    )
     assert not env.kafka.snapshot("crp.operator.commands")
 
 
@@ -105,8 +109,12 @@ def test_resolve_through_the_form_is_applied_by_the_worker(env: SimpleNamespace)
     assert (cmd["command"], cmd["target_id"], cmd["actor"]) == ("resolve_refresh", rid, "yan")
 
     def resolved() -> bool:
-        return any(r.topic == "crp.audit" and json.loads(r.value)["audit_type"] == "REFRESH_RESOLVED"
-                   and json.loads(r.value)["details"]["actor"] == "yan" for r in env.kafka.snapshot())
+        return any(
+            r.topic == "crp.audit"
+            and json.loads(r.value)["audit_type"] == "REFRESH_RESOLVED"
+            and json.loads(r.value)["details"]["actor"] == "yan"
+            for r in env.kafka.snapshot()
+        )
 
     wait_until("REFRESH_RESOLVED on crp.audit", resolved, timeout=60)
     assert rid not in get(env, "/refresh") and rid[:12] in get(env, "/refresh?status=resolved")

@@ -137,17 +137,18 @@ class KafkaConsoleBackend:
         producer = AIOKafkaProducer(bootstrap_servers=self.worker.servers, acks="all")
         await producer.start()
         try:
-            return await producer.send_and_wait(self.settings.topic(topic), value, key=key.encode(),
-                                                headers=headers)
+            return await producer.send_and_wait(self.settings.topic(topic), value, key=key.encode(), headers=headers)
         finally:
             await producer.stop()
 
-    def publish_command(self, command: Command, target_id: str, key: str, actor: str,
-                        reason: str | None) -> CommandResult:
+    def publish_command(
+        self, command: Command, target_id: str, key: str, actor: str, reason: str | None
+    ) -> CommandResult:
         nonce = f"{time.time_ns()}"  # two identical decisions are two commands; the id says when
         command_id = derive_id("operator-console", command, target_id, actor, reason or "", nonce)
-        cmd = events.OperatorCommand(command_id=command_id, command=command, target_id=target_id, actor=actor,
-                                     reason=reason)
+        cmd = events.OperatorCommand(
+            command_id=command_id, command=command, target_id=target_id, actor=actor, reason=reason
+        )
         meta = self._on_loop(lambda: self._send(COMMANDS, key, events.encode(cmd), []))
         deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline:
@@ -189,8 +190,14 @@ def mount_all(app: Any, worker: Any) -> None:
             try:
                 return await ASGIContext(asgi_app, request, prefix).get_response()
             except BaseException as exc:
-                log.warning("console: %s %s failed: %s: %s", request.method, request.path, type(exc).__name__, exc,
-                            exc_info=True)
+                log.warning(
+                    "console: %s %s failed: %s: %s",
+                    request.method,
+                    request.path,
+                    type(exc).__name__,
+                    exc,
+                    exc_info=True,
+                )
                 raise
 
         app.web.web_app.router.add_route("*", prefix + "{tail:(/.*)?}", handle)
