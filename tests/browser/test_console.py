@@ -65,12 +65,20 @@ def submit(driver: Any, form: str, actor: str, token: str | None, reason: str = 
         by_css(driver, f"#{form} input[name=reason]").send_keys(reason)
     if token:
         by_css(driver, f"#{form} input[name=token]").send_keys(token)
-    from selenium.webdriver.support import expected_conditions
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
     button = by_css(driver, f"#{form} button[type=submit]")
     button.click()
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(button))  # the next page loaded
+
+    def next_page(d: Any) -> bool:
+        try:
+            button.is_enabled()  # raises once the page it belonged to is gone
+            return False
+        except WebDriverException:  # stale element, or chromedriver's "node does not belong to the document"
+            return bool(d.execute_script("return document.readyState") == "complete")
+
+    WebDriverWait(driver, 30, ignored_exceptions=(WebDriverException,)).until(next_page)
 
 
 def ids(driver: Any, url: str, table: str) -> list[str]:
