@@ -80,6 +80,14 @@ class Settings:
     unsigned_policy: str = "deadletter"  # deadletter | untrusted (only when signing_keys is set)
     untrusted_trust: float = 0.05
     batch_size: int = 200  # embedded runtime: records per transaction (latency vs throughput)
+    # The in-process ANN cache (fabric/ann.py): candidates come from it once the index holds this many
+    # points; above ann_max_points (memory: ~1.6 KB a point at 384-d) exact search serves again.
+    ann_min_points: int = 20_000
+    ann_max_points: int = 2_000_000
+    # per-process caches, each bounded: candidates' rows and vectors (~2.5 KB a fact at 384-d) and the
+    # similarity graph's adjacency lists
+    cache_facts: int = 100_000
+    cache_graph_nodes: int = 500_000
 
     @property
     def database(self) -> str:
@@ -221,6 +229,10 @@ def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
             changes[key] = _int(label, value, 1, 1024)
         elif key == "batch_size":
             changes[key] = _int(label, value, 1, 100_000)
+        elif key in ("ann_min_points", "ann_max_points"):
+            changes[key] = _int(label, value, 0, 1_000_000_000)
+        elif key in ("cache_facts", "cache_graph_nodes"):
+            changes[key] = _int(label, value, 1, 100_000_000)
         elif key == "edge_k":
             changes[key] = _int(label, value, 1, 200)
         elif key == "metrics_port":

@@ -79,17 +79,20 @@ class Fabric:
         if migrate:
             db.upgrade(self.engine)
         self.vectors = vectors or open_vector_index(settings.vectors)
+        self.vectors.enable_ann(settings.ann_min_points, settings.ann_max_points)
         self.embedder = make_embedder(settings.embedder)
         self._model_checked = False
-        self.graph = GraphCache()  # similarity edges, shared by every request of this process
-        self.facts = FactCache()  # candidates' fixed columns and vectors, likewise
+        self.graph = GraphCache(settings.cache_graph_nodes)  # similarity edges, shared by every request
+        self.facts = FactCache(settings.cache_facts)  # candidates' fixed columns and vectors, likewise
         self._stored_thresholds: dict[str, dict[str, float]] = {}  # model -> calibrate --store values
 
     @contextmanager
     def unit_of_work(self) -> Iterator[UnitOfWork]:
         try:
             with self.engine.begin() as conn:
-                yield UnitOfWork(Repository(conn), self)
+                repo = Repository(conn)
+                yield UnitOfWork(repo, self)
+                repo.flush()
         except BaseException:
             self.facts.clear()  # it may hold rows this transaction wrote and did not commit
             raise

@@ -24,6 +24,14 @@ class Repository:
     def __init__(self, conn: Connection):
         self.conn = conn
         self._dialect = conn.dialect.name
+        # processed ids of this transaction, written by ``flush`` in one statement before it commits
+        self._marks: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def flush(self) -> None:
+        """Write what this repository buffered (processed ids); the unit of work calls it before commit."""
+        if self._marks:
+            self.conn.execute(t.processed_events.insert(), list(self._marks.values()))
+            self._marks.clear()
 
     def _insert_ignore(self, table: Any, rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> None:
         if not rows:
@@ -71,16 +79,17 @@ class Repository:
             )
 
     def processed_hash(self, consumer: str, event_id: str) -> str | None:
+        pending = self._marks.get((consumer, event_id))
+        if pending is not None:
+            return str(pending["content_hash"])
         rows = self._select_where(("content_hash",), "processed_events",
                                   (("consumer", consumer), ("event_id", event_id)))
         return rows[0][0] if rows else None
 
     def mark_processed(self, consumer: str, event_id: str, content_hash: str, topic: str, offset: int) -> None:
-        self.conn.execute(
-            t.processed_events.insert().values(
-                consumer=consumer, event_id=event_id, content_hash=content_hash, topic=topic, offset=offset
-            )
-        )
+        """Buffered until ``flush``: a batch writes its processed ids in one statement."""
+        self._marks[(consumer, event_id)] = {"consumer": consumer, "event_id": event_id,
+                                             "content_hash": content_hash, "topic": topic, "offset": offset}
 
     # sources ----------------------------------------------------------------------------------
     def touch_source(self, source: str, source_type: str, trust: float, at_us: int) -> None:

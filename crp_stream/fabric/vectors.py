@@ -41,6 +41,8 @@ from typing import Any, Final, NoReturn, Self
 import numpy as np
 import numpy.typing as npt
 
+from crp_stream.fabric.ann import AnnCache
+
 Vector = npt.NDArray[np.float32]
 
 STATUSES: Final = frozenset({"active", "stale", "quarantined", "superseded", "expired"})
@@ -101,6 +103,16 @@ def payload_of(item: VectorItem) -> dict[str, Any]:
     }
 
 
+def scanned_point(payload: dict[str, Any] | None, vector: Any) -> tuple[str, Vector, str, float | None] | None:
+    """A backend's stored point as ``_scan`` yields it, or None when it is not one of ours."""
+    p = payload or {}
+    if F_FACT_ID not in p or not isinstance(vector, list):
+        return None
+    exp = p.get(F_EXPIRES_AT)
+    expires = None if exp is None else float(exp)
+    return str(p[F_FACT_ID]), np.asarray(vector, dtype=np.float32), str(p[F_STATUS]), expires
+
+
 def _reject(fact_id: str, vector: npt.NDArray[np.float64], dim: int) -> NoReturn:
     """Raise the precise reason why ``vector`` of ``fact_id`` cannot be indexed."""
     try:
@@ -124,6 +136,57 @@ def rank(hits: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
 
 class VectorIndex(ABC):
     """Port: a filtered cosine top-k index of fact vectors. Not thread-safe; one writer."""
+
+    # The in-process ANN cache (fabric/ann.py): off until ``enable_ann``; built on the first search of
+    # an index of at least ``_ann_min`` points, dropped (exact search) above ``_ann_max``.
+    _ann: AnnCache | None = None
+    _ann_min: int | None = None
+    _ann_max: int = 0
+    _ann_unknown = True  # the index may have reached ``_ann_min`` since the last look
+
+    def enable_ann(self, min_points: int, max_points: int) -> None:
+        """Search through an in-process HNSW cache once the index holds ``min_points`` points."""
+        self._ann_min, self._ann_max, self._ann_unknown = min_points, max_points, True
+
+    def ann(self) -> AnnCache | None:
+        """The ANN cache, built now if the index became large enough; None while exact search serves."""
+        if self._ann is not None or self._ann_min is None or not self._ann_unknown:
+            return self._ann
+        self._ann_unknown = False
+        dim, n = self.dim, self.count()
+        if dim is None or n < self._ann_min or n > self._ann_max:
+            return None
+        try:
+            points = self._scan()
+        except NotImplementedError:
+            self._ann_min = None
+            return None
+        ann = AnnCache(dim, capacity=n + 1024)
+        ids = [p[0] for p in points]
+        for start in range(0, len(points), 10_000):
+            part = points[start : start + 10_000]
+            ann.add(ids[start : start + 10_000], np.stack([p[1] for p in part]), [p[2] for p in part],
+                    [p[3] for p in part], threads=0)
+        self._ann = ann
+        return ann
+
+    def _ann_reset(self) -> None:
+        self._ann, self._ann_unknown = None, True
+
+    def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
+        """Every point as (fact_id, unit vector, status, expires_at), in fact_id order (for the ANN cache)."""
+        raise NotImplementedError
+
+    def _candidates(
+        self, queries: Vector, limit: int, where: Constraint, min_score: float | None
+    ) -> list[list[tuple[str, float]]]:
+        """``_query_many``, through the ANN cache when there is one and it can answer."""
+        ann = self.ann()
+        if ann is not None:
+            found = ann.search(queries, limit, where.exclude_statuses, where.alive_at, min_score, where.exclude_id)
+            if found is not None:
+                return found
+        return self._query_many(queries, limit, where, min_score)
 
     # ---- backend hooks ------------------------------------------------------------------------------
 
@@ -208,11 +271,15 @@ class VectorIndex(ABC):
         self.ensure(dim)
         # A fact repeated within one batch: the last occurrence wins, as with separate calls.
         keep = sorted(last.values())
-        self._upsert(
-            [items[r].fact_id for r in keep],
-            matrix[keep],
-            [payload_of(items[r]) for r in keep],
-        )
+        ids = [items[r].fact_id for r in keep]
+        self._upsert(ids, matrix[keep], [payload_of(items[r]) for r in keep])
+        if self._ann is not None:
+            self._ann.add(ids, matrix[keep], [items[r].status for r in keep], [items[r].expires_at for r in keep])
+            if len(self._ann) > self._ann_max:
+                self._ann_reset()
+                self._ann_min = None  # past the cap: exact search from now on
+        else:
+            self._ann_unknown = True
 
     def set_status(self, fact_ids: Sequence[str], status: str) -> None:
         """Set the status of known facts (unknown ids are skipped): active/stale/quarantined/..."""
@@ -220,6 +287,8 @@ class VectorIndex(ABC):
         ids = sorted(set(fact_ids))
         if ids and self.dim is not None:
             self._set_status(ids, status)
+            if self._ann is not None:
+                self._ann.set_status(ids, status)
 
     def search(
         self,
@@ -247,7 +316,7 @@ class VectorIndex(ABC):
         matrix = np.stack([normalise(q, dim) for q in queries])
         limit = k + _TIE_MARGIN
         out: list[list[tuple[str, float]]] = []
-        for q, raw in zip(matrix, self._query_many(matrix, limit, where, None), strict=True):
+        for q, raw in zip(matrix, self._candidates(matrix, limit, where, None), strict=True):
             ranked = rank(raw)
             if len(ranked) < limit or ranked[-1][1] < ranked[k - 1][1]:
                 out.append(ranked[:k])
@@ -282,7 +351,7 @@ class VectorIndex(ABC):
         where = Constraint(exclude_statuses=("quarantined",))
         limit = k + 1 + _TIE_MARGIN
         out: list[list[tuple[str, float]]] = []
-        for q, ex, raw in zip(matrix, excluded, self._query_many(matrix, limit, where, min_score), strict=True):
+        for q, ex, raw in zip(matrix, excluded, self._candidates(matrix, limit, where, min_score), strict=True):
             ranked = [h for h in rank(raw) if h[0] != ex and h[1] >= min_score]
             if len(raw) < limit or (len(ranked) > k and ranked[-1][1] < ranked[k - 1][1]):
                 out.append(ranked[:k])
@@ -299,7 +368,7 @@ class VectorIndex(ABC):
         q = normalise(query, dim)
         limit = k + _TIE_MARGIN
         while True:
-            ranked = rank(self._query(q, limit, where, min_score))
+            ranked = rank(self._candidates(q.reshape(1, -1), limit, where, min_score)[0])
             # Complete when the engine ran out, or the k-th score beats the lowest fetched one:
             # then nothing left unfetched can tie with the k-th hit.
             if len(ranked) < limit or ranked[-1][1] < ranked[k - 1][1]:

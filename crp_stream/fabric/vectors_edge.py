@@ -40,6 +40,7 @@ from crp_stream.fabric.vectors import (
     Constraint,
     Vector,
     VectorIndex,
+    scanned_point,
 )
 
 SHARD_DIR: Final = "edge-shard"
@@ -156,6 +157,7 @@ class EdgeVectorIndex(VectorIndex):
         shutil.rmtree(self._path, ignore_errors=True)
         self._dim = None
         self._fact_of.clear()
+        self._ann_reset()
         self._results.clear()
         self._expiring = None
 
@@ -245,6 +247,19 @@ class EdgeVectorIndex(VectorIndex):
                 if record.payload and isinstance(record.vector, list):
                     out[str(record.payload[F_FACT_ID])] = np.asarray(record.vector, dtype=np.float32)
         return out
+
+    def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
+        if self._dim is None:
+            return []
+        shard = self._live()
+        out: list[tuple[str, Vector, str, float | None]] = []
+        offset: qe.PointId | None = None
+        while True:
+            records, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=_BATCH, with_payload=True,
+                                                            with_vector=True))
+            out.extend(x for r in records if (x := scanned_point(r.payload, r.vector)) is not None)
+            if offset is None:
+                return sorted(out, key=lambda x: x[0])
 
     def count(self) -> int:
         if self._dim is None:

@@ -28,6 +28,7 @@ from crp_stream.fabric.vectors import (
     Constraint,
     Vector,
     VectorIndex,
+    scanned_point,
 )
 
 DEFAULT_COLLECTION: Final = "crp_facts"
@@ -139,6 +140,7 @@ class QdrantVectorIndex(VectorIndex):
         if client.collection_exists(self._collection):
             client.delete_collection(self._collection)
         self._dim = None
+        self._ann_reset()
 
     # ---- writes -------------------------------------------------------------------------------------
 
@@ -210,6 +212,19 @@ class QdrantVectorIndex(VectorIndex):
                 if record.payload and isinstance(record.vector, list):
                     out[str(record.payload[F_FACT_ID])] = np.asarray(record.vector, dtype=np.float32)
         return out
+
+    def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
+        if self._dim is None:
+            return []
+        client = self._live()
+        out: list[tuple[str, Vector, str, float | None]] = []
+        offset: models.ExtendedPointId | None = None
+        while True:
+            records, offset = client.scroll(self._collection, limit=_BATCH, offset=offset, with_payload=True,
+                                            with_vectors=True)
+            out.extend(x for r in records if (x := scanned_point(r.payload, r.vector)) is not None)
+            if offset is None:
+                return sorted(out, key=lambda x: x[0])
 
     def count(self) -> int:
         if self._dim is None:

@@ -127,6 +127,15 @@ class GuardedVectors(VectorIndex):
 
     def delete_all(self) -> None:
         _guarded("delete_all", self.inner.delete_all)()
+        self._ann_reset()
+
+    def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
+        try:
+            return self.inner._scan()
+        except (NotImplementedError, *_CALLER_ERRORS):
+            raise
+        except Exception as exc:
+            raise VectorUnavailable(f"vector index scan failed: {type(exc).__name__}: {exc}") from exc
 
     def flush(self) -> None:
         _guarded("flush", self.inner.flush)()
@@ -149,6 +158,7 @@ def reconcile(fabric: Fabric, journal: VectorJournal) -> int:
     for status, group in sorted(by_status.items()):
         _guarded("set_status", inner.set_status)(group, status)
     _guarded("flush", inner.flush)()
+    fabric.vectors._ann_reset()  # it saw the undone writes: rebuilt from the index on the next search
     log.info("vector index: %d points written by an uncommitted batch put back to the committed state "
              "(%d hidden until redone)", len(ids), sum(1 for f in ids if f not in rows))
     journal.clear()

@@ -426,11 +426,26 @@ def prepared(n: int, seed: int, ingest: str, rebuild: bool, reuse: bool = False)
         yield tmp, corpus, how
 
 
+def rss_mib() -> float:
+    """Resident memory of this process (fabric, caches, ANN index), from /proc."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def bench(n: int, requests: int, budget: int, n_sub: int, ingest: str, cold: bool, profile: bool,
-          seed: int, rebuild: bool, reuse: bool, vary_query: bool) -> None:
+          seed: int, rebuild: bool, reuse: bool, vary_query: bool, ann_min: int) -> None:
     with prepared(n, seed, ingest, rebuild, reuse) as (tmp, corpus, how):
-        settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}")
+        settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}", ann_min_points=ann_min)
         fabric = open_fabric(settings)
+        t0 = time.perf_counter()
+        ann = fabric.vectors.ann()  # as both runtimes do at start-up
+        if ann is not None:
+            print(f"ANN cache built from the index in {time.perf_counter() - t0:.1f} s "
+                  f"(~{ann.memory_bytes() / 2**20:.0f} MiB); candidates come from it", flush=True)
+        else:
+            print("ANN cache off (fabric below ann_min_points): exact search", flush=True)
         with fabric.unit_of_work() as uow:
             edges = uow.repo.edge_count()
         print(f"{n:,} facts in {len(corpus.docs)} documents, {edges:,} similarity edges; {how}; "
@@ -454,7 +469,7 @@ def bench(n: int, requests: int, budget: int, n_sub: int, ingest: str, cold: boo
             if cold:
                 runner.session(passes[2], s, f"cold-{i}", True, stages[passes[2]], cold=True)
         report_size(n, runner, stages, passes)
-        print(f"  load average after: {os.getloadavg()[0]:.1f}")
+        print(f"  load average after: {os.getloadavg()[0]:.1f}; RSS of this process {rss_mib():.0f} MiB")
         g = fabric.graph
         print(f"  graph cache after the run: {len(g):,} facts, hit rate {g.hits / max(1, g.hits + g.misses):.0%}, "
               f"{g.loads} SQL loads; fact cache {len(fabric.facts):,} facts, hit rate "
@@ -484,11 +499,13 @@ def main() -> None:
                     help="reuse a fabric another commit built (when ingest is unchanged)")
     ap.add_argument("--vary-query", action="store_true",
                     help="a new query vector every window (default: the session's query in every window)")
+    ap.add_argument("--ann-min-points", type=int, default=Settings().ann_min_points,
+                    help="the ANN cache serves fabrics of at least this many facts (a huge value: exact search)")
     a = ap.parse_args()
     print(f"crp-stream {code_version()}")
     for n in (int(x) for x in a.sizes.split(",")):
         bench(n, a.requests, a.budget, a.sub_queries, a.ingest, not a.no_cold, a.profile, a.seed, a.rebuild,
-              a.reuse_fabric, a.vary_query)
+              a.reuse_fabric, a.vary_query, a.ann_min_points)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,8 @@ def test_offsets_and_processed_ids_commit_with_the_transaction(engine: Engine) -
         repo.commit_offset("g", "t", 0, 5)
         repo.commit_offset("g", "t", 0, 6)
         repo.mark_processed("g", "event_id:e1", "h1", "t", 4)
+        assert repo.processed_hash("g", "event_id:e1") == "h1"  # buffered, seen by this transaction
+        repo.flush()  # what Fabric.unit_of_work does before it commits
     with engine.begin() as conn:
         repo = Repository(conn)
         assert repo.offsets("g") == {("t", 0): 6}

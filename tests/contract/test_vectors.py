@@ -20,8 +20,14 @@ from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
 
 Opener = Callable[[], VectorIndex]
 
+def _with_ann(idx: VectorIndex) -> VectorIndex:
+    idx.enable_ann(1, 1_000_000)  # every search through the in-process HNSW cache (fabric/ann.py)
+    return idx
+
+
 OPENERS: dict[str, Callable[[Path], Opener]] = {
     "edge": lambda d: lambda: EdgeVectorIndex(d / "edge"),
+    "edge+ann": lambda d: lambda: _with_ann(EdgeVectorIndex(d / "edge")),
     "qdrant-memory": lambda d: lambda: QdrantVectorIndex(location=":memory:"),
     "qdrant-path": lambda d: lambda: QdrantVectorIndex(path=str(d / "qdrant")),
 }

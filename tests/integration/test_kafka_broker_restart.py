@@ -16,15 +16,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.support.crash import Input, build_scenario
-from tests.support.kafka import REPO, Kafka, free_port, unique_prefix
+from tests.support.kafka import Kafka, unique_prefix
 from tests.support.kafka_pipelines import Clock, Pacer, Pipeline, compare
 from tests.support.services import wait_until
 
@@ -36,24 +34,10 @@ INPUTS = 100
 
 
 @pytest.fixture
-def broker_ops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
-    """A broker of this test's own: ``ops("stop")`` / ``ops("start")``; CRP_TEST_KAFKA points at it."""
-    port = free_port()
-    controller = next(p for p in iter(free_port, None) if p != port)
-    env = {**os.environ, "CRP_KAFKA_PORT": str(port), "CRP_KAFKA_CONTROLLER_PORT": str(controller),
-           "CRP_KAFKA_RUN": str(tmp_path / "kafka"), "CRP_PYTHON": sys.executable}
-
-    def ops(command: str) -> None:
-        done = subprocess.run([str(REPO / "ops" / "kafka"), command], env=env, capture_output=True, text=True,
-                              timeout=300)
-        assert done.returncode == 0, f"ops/kafka {command}: {done.stdout}{done.stderr}"
-
-    ops("start")
-    monkeypatch.setenv("CRP_TEST_KAFKA", f"127.0.0.1:{port}")
-    try:
-        yield ops
-    finally:
-        ops("stop")
+def broker_ops(private_broker: Callable[[str], None]) -> Callable[[str], None]:
+    """This test's own broker, started."""
+    private_broker("start")
+    return private_broker
 
 
 def log_lines(path: Path) -> list[str]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.services import Cluster, free_port, fresh_postgres_url, require_env
+from tests.support.services import OPS, Cluster, free_port, fresh_postgres_url, require_env
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -41,3 +44,27 @@ def cluster() -> Iterator[tuple[Cluster, str]]:
         yield pg, url
     finally:
         pg.reset()
+
+
+@pytest.fixture
+def private_broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], None]]:
+    """A Kafka broker of this test's own on free ports, not started: ``ops("start")`` / ``ops("stop")``.
+    CRP_TEST_KAFKA points at it; it is stopped at the end."""
+    require_env("CRP_TEST_KAFKA")  # the suite's broker must be configured: fail, never skip
+    port = free_port()
+    controller = next(p for p in iter(free_port, None) if p != port)
+    env = {**os.environ, "CRP_KAFKA_PORT": str(port), "CRP_KAFKA_CONTROLLER_PORT": str(controller),
+           "CRP_KAFKA_RUN": str(tmp_path / "kafka"), "CRP_PYTHON": sys.executable}
+    started: list[bool] = []
+
+    def ops(command: str) -> None:
+        done = subprocess.run([str(OPS / "kafka"), command], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"ops/kafka {command}: {done.stdout}{done.stderr}"
+        started.append(command == "start")
+
+    monkeypatch.setenv("CRP_TEST_KAFKA", f"127.0.0.1:{port}")
+    try:
+        yield ops
+    finally:
+        if any(started):
+            subprocess.run([str(OPS / "kafka"), "stop"], env=env, capture_output=True, timeout=300)

@@ -65,3 +65,10 @@ def test_input_topic_prefix_moves_only_the_input_topics() -> None:
         assert s.topic(base).startswith("shadow.") and s.base_topic(s.topic(base)) == base
     plain = load_settings({}, env={"CRP_TOPIC_PREFIX": "app1."})
     assert plain.topic("crp.documents") == "app1.documents" and plain.base_topic("app1.facts") == "crp.facts"
+
+
+def test_caches_and_the_ann_threshold_are_settings() -> None:
+    s = load_settings({}, env={"CRP_CACHE_FACTS": "500", "CRP_CACHE_GRAPH_NODES": "700", "CRP_ANN_MIN_POINTS": "10"})
+    assert (s.cache_facts, s.cache_graph_nodes, s.ann_min_points) == (500, 700, 10)
+    with pytest.raises(ConfigError, match="CRP_CACHE_FACTS"):
+        load_settings({}, env={"CRP_CACHE_FACTS": "0"})

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from sqlalchemy import Engine
 
+from crp_stream.config import Settings
 from crp_stream.fabric import db
 from crp_stream.fabric.fact_cache import FactCache
 from crp_stream.fabric.repository import Repository
@@ -139,3 +140,13 @@ def test_a_status_write_rolled_back_to_a_savepoint_is_not_believed(engine: Engin
         assert cache.candidates(repo, vectors, ["a"])[1][0]["status"] == "quarantined"
         savepoint.rollback()  # the handler was rejected: status and counter back
         assert cache.candidates(repo, vectors, ["a"])[1][0]["status"] == "active"
+
+
+def test_the_fabric_bounds_its_caches_by_the_settings(tmp_path: Path) -> None:
+    from crp_stream.runtime.embedded import open_fabric
+
+    fabric = open_fabric(Settings(data_dir=tmp_path, embedder="hashing", cache_facts=123, cache_graph_nodes=456))
+    try:
+        assert (fabric.facts.max_facts, fabric.graph.max_nodes) == (123, 456)
+    finally:
+        fabric.close()

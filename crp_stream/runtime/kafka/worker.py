@@ -49,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 import signal
 import threading
@@ -70,6 +71,7 @@ from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import apply_record, internal_error_output
 from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, route, save_outbox
 from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
+from crp_stream.runtime.kafka.startup import wait_for_services
 from crp_stream.runtime.kafka.topics import bootstrap_servers, ensure_topics
 from crp_stream.runtime.kafka.watch import BrokerWatch, RateLimit
 from crp_stream.runtime.transient import is_transient
@@ -122,6 +124,7 @@ class KafkaWorker:
         # vector writes are outside the database transaction: journal them, undo them on a rollback
         self.journal = VectorJournal(self.journal_path())
         self.fabric = open_fabric(settings, self.journal)
+        self.fabric.vectors.ann()  # a large fabric's ANN cache is built now, not on the first request
         for h in self.handlers:
             h.bind(self.fabric)
         reconcile(self.fabric, self.journal)  # a crash may have left a record's vector writes behind
@@ -497,8 +500,25 @@ def run_worker(settings: Settings, groups: Sequence[str] | str | None = None,
     limit = RateLimit()  # the clients log every reconnect attempt; BrokerWatch says what matters
     for handler in logging.getLogger().handlers:
         handler.addFilter(limit)
-    worker = KafkaWorker(settings, parse_groups(groups), after_commit=after_commit, mounts=mounts)
-    return asyncio.run(worker.run())
+    chosen = parse_groups(groups)
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, stop.set)
+        if not await wait_for_services(settings, stop):
+            return 0
+        worker = KafkaWorker(settings, chosen, after_commit=after_commit, mounts=mounts)
+        # What is alive now (modules, faust's and the fabric's objects) lives as long as the process:
+        # frozen out of the collector's sight, a full collection scans only what requests allocate
+        # (as `crp-stream run` does; a full collection over faust's objects cost tens of ms mid-request).
+        gc.collect()
+        gc.freeze()
+        return await worker.run(stop)
+
+    return asyncio.run(main())
 
 
 __all__ = ["GROUPS", "KafkaWorker", "open_fabric", "parse_groups", "run_worker"]

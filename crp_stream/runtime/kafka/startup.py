@@ -1,0 +1,113 @@
+"""Before a Kafka worker starts: wait for the broker and the database, saying so on ``/health``.
+
+A worker started while either is down would otherwise give up (topic creation times out after 60 s)
+or die opening the fabric. Instead it waits with backoff, logs what it waits for, answers ``/health``
+with 503 ``degraded`` on its metrics port meanwhile, and starts once both answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from aiokafka.admin import AIOKafkaAdminClient
+
+from crp_stream.config import Settings
+from crp_stream.fabric import db
+from crp_stream.runtime.kafka.topics import bootstrap_servers
+from crp_stream.runtime.transient import is_transient
+
+log = logging.getLogger("crp_stream.kafka")
+
+Probe = Callable[[], Awaitable[str | None]]  # None: reachable; else why not
+BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 5.0)
+
+
+def broker_probe(settings: Settings) -> Probe:
+    servers = bootstrap_servers(settings.broker)
+
+    async def probe() -> str | None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=servers, request_timeout_ms=3000)
+        try:
+            await admin.start()
+            await admin.list_topics()
+            return None
+        except Exception as exc:
+            return f"broker {servers}: {type(exc).__name__}"
+        finally:
+            try:
+                await admin.close()
+            except Exception as exc:  # closing a client that never connected may fail too
+                log.debug("closing the probe admin client: %s", exc)
+
+    return probe
+
+
+def database_probe(settings: Settings) -> Probe:
+    def connect() -> str | None:
+        engine = db.make_engine(settings.database)
+        try:
+            with engine.connect():
+                return None
+        except Exception as exc:
+            if not is_transient(exc):
+                raise  # a wrong URL or password does not heal by waiting
+            return f"database: {type(exc).__name__}"
+        finally:
+            engine.dispose()
+
+    async def probe() -> str | None:
+        return await asyncio.get_running_loop().run_in_executor(None, connect)
+
+    return probe
+
+
+async def wait_for_services(settings: Settings, stop: asyncio.Event, probes: dict[str, Probe] | None = None,
+                            ) -> bool:
+    """Return True once every probe answers (False if ``stop`` came first); serve a degraded
+    ``/health`` on the metrics port while waiting."""
+    probes = probes if probes is not None else {"broker": broker_probe(settings),
+                                                "database": database_probe(settings)}
+    waiting: dict[str, str] = {}
+    runner = await _health_server(settings.metrics_port, waiting)
+    attempt = 0
+    try:
+        while not stop.is_set():
+            waiting.clear()
+            for name, probe in probes.items():
+                why = await probe()
+                if why is not None:
+                    waiting[name] = why
+            if not waiting:
+                if attempt:
+                    log.info("broker and database reachable: starting")
+                return True
+            delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
+            attempt += 1
+            log.warning("waiting before start: %s; checking again in %.1f s", "; ".join(waiting.values()), delay)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), delay)
+        return False
+    finally:
+        if runner is not None:
+            await runner.cleanup()  # frees the port for the worker's own /health
+
+
+async def _health_server(port: int | None, waiting: dict[str, str]) -> web.AppRunner | None:
+    if not port:
+        return None
+
+    async def health(_request: web.Request) -> web.Response:
+        body: dict[str, object] = {"status": "degraded" if waiting else "starting", "waiting_for": dict(waiting),
+                                   "assigned": []}
+        return web.json_response(body, status=503)
+
+    app = web.Application()
+    app.router.add_get("/health", health)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "0.0.0.0", port).start()
+    return runner

@@ -1,0 +1,85 @@
+"""The in-process ANN cache (fabric/ann.py) behind the vector port: same answers as exact search where
+it can give them, the filters respected, and exact search when it cannot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crp_stream.fabric.ann import AnnCache
+from crp_stream.fabric.vectors import VectorItem
+from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+
+NOW = 1_900_000_000.0
+
+
+def clustered(n: int, dim: int = 32, seed: int = 3) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(20, dim))
+    v = centres[rng.integers(0, 20, n)] + 0.8 * rng.normal(size=(n, dim))
+    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> EdgeVectorIndex:
+    idx = EdgeVectorIndex(tmp_path / "edge")
+    vecs = clustered(3000)
+    idx.upsert([VectorItem(f"f{i:05d}", v, "active", NOW + 100 if i % 10 == 0 else None) for i, v in enumerate(vecs)])
+    return idx
+
+
+def test_ann_top_k_matches_exact_search(index: EdgeVectorIndex) -> None:
+    queries = clustered(100, seed=9)
+    exact = [[f for f, _ in index.search(q, 20, NOW)] for q in queries]
+    index.enable_ann(1000, 10_000)
+    assert index.ann() is not None
+    got = [[f for f, _ in index.search(q, 20, NOW)] for q in queries]
+    recall = np.mean([len(set(a) & set(b)) / 20 for a, b in zip(exact, got, strict=True)])
+    assert recall >= 0.98
+    # the scores are exact cosines of the stored vectors: a shared hit ranks the same
+    q = queries[0]
+    assert dict(index.search(q, 5, NOW)).keys() <= {f for f, _ in index.search(q, 20, NOW)}
+
+
+def test_ann_respects_status_and_expiry_and_follows_writes(index: EdgeVectorIndex) -> None:
+    index.enable_ann(1000, 10_000)
+    q = clustered(1, seed=11)[0]
+    top = [f for f, _ in index.search(q, 10, NOW)]
+    index.set_status(top[:3], "quarantined")
+    after = [f for f, _ in index.search(q, 10, NOW)]
+    assert not set(top[:3]) & set(after)
+    # facts that expire at NOW + 100 vanish after it
+    later = [f for f, _ in index.search(q, 50, NOW + 101)]
+    assert all(int(f[1:]) % 10 != 0 for f in later)
+    # a new point written through the port is found at once
+    index.upsert([VectorItem("new", q, "active")])
+    assert index.search(q, 1, NOW)[0][0] == "new"
+
+
+def test_ann_gives_way_to_exact_search_when_the_filter_leaves_too_few(index: EdgeVectorIndex) -> None:
+    index.enable_ann(1000, 10_000)
+    ann = index.ann()
+    assert ann is not None
+    index.set_status([f"f{i:05d}" for i in range(2500)], "superseded")
+    q = clustered(1, seed=12)[0]
+    assert ann.search(q[None, :], 10, ("superseded",), None, None) is None  # 17% alive: not trusted
+    hits = index.search(q, 10, NOW)  # served exactly instead
+    assert len(hits) == 10 and all(int(f[1:]) >= 2500 for f, _ in hits)
+
+
+def test_ann_is_off_below_its_threshold_and_above_its_cap(index: EdgeVectorIndex) -> None:
+    index.enable_ann(5000, 10_000)
+    assert index.ann() is None
+    index.enable_ann(100, 1000)
+    assert index.ann() is None
+
+
+def test_ann_cache_replaces_a_rewritten_point() -> None:
+    ann = AnnCache(4)
+    ann.add(["a", "b"], np.eye(2, 4, dtype=np.float32), ["active", "active"], [None, None])
+    ann.add(["a"], np.array([[0, 0, 1, 0]], dtype=np.float32), ["active"], [None])
+    found = ann.search(np.array([[0, 0, 1, 0]], dtype=np.float32), 1, (), None, None)
+    assert found is not None and found[0][0][0] == "a" and found[0][0][1] == pytest.approx(1.0)
+    assert len(ann) == 2
