@@ -237,6 +237,27 @@ def test_reject_a_quarantine_candidate(server: tuple[str, Path], driver: Any, da
     assert "quarantined" not in by_css(driver, f"#facts tr[data-source='{suspect}']").text
 
 
+def test_approve_the_other_candidate_quarantines_its_facts(server: tuple[str, Path], driver: Any, data: Path) -> None:
+    url, _log = server
+    [cid] = ids(driver, url + "/quarantine", "candidates")  # the one the reject test left pending
+    driver.get(f"{url}/quarantine/{cid}")
+    suspect = by_css(driver, "section.suspect tr[data-source]").get_attribute("data-source")
+    submit(driver, "approve-form", "dora", TOKEN, reason="confirmed poisoning")
+    assert by_css(driver, "#status").text == "confirmed" and "dora" in by_css(driver, "#decided-by").text
+    [q] = [a for a in cs.topic_values(data, "crp.audit") if a["audit_type"] == "FACT_QUARANTINED"]
+    assert q["details"]["candidate_id"] == cid and q["details"]["actor"] == "dora"
+    changed = {
+        f["fact_id"]
+        for f in cs.topic_values(data, "crp.facts")
+        if f["type"] == "FactStatusChanged" and f["status"] == "quarantined"
+    }
+    assert changed and changed == set(q["details"]["fact_ids"])
+    driver.get(url + "/fabric")
+    assert "quarantined" in driver.page_source
+    row = by_css(driver, f"#facts tr[data-source='{suspect}']").text
+    assert str(len(changed)) in row
+
+
 def test_the_audit_tail_shows_new_events_without_a_reload(server: tuple[str, Path], driver: Any) -> None:
     url, _log = server
     driver.get(url + "/audit?type=ACCESS_DENIED")
