@@ -15,13 +15,15 @@ API
   and the sorted ids of the anchors it bridges.
 - ``bridge_values(connector_ids, anchor_ids, adjacency) -> tuple[NDArray, list[list[str]]]``: the same
   for many connectors, in the given order.
-- ``expand_connectors_edges(anchors, src, dst, max_hops=2) -> NDArray[int64]`` and
-  ``bridge_values_edges(connectors, anchors, src, dst, weight) -> (values, bridged columns)``: the
-  same two rules with facts as ints and the graph as an edge list (``src -> dst``, both directions
-  present), vectorised; what envelope assembly runs on its graph cache.
-- ``connector_score(bridge, novelty, recency, relevance, min_connector_relevance=0.30) -> NDArray``
-  (§2.5 + SPEC-027 §3.3): ``bridge × novelty × recency × max(relevance, 0.30)``.
-- ``top_connectors(scores, ids, slots) -> list[int]`` (§2.6): best positive-scoring connectors.
+- ``bridge_values_edges(connectors, anchors, src, dst, weight) -> (values, bridged columns)``: the
+  same rule with facts as ints and the graph as an edge list (``src -> dst``), vectorised; what
+  envelope assembly runs on its graph cache. (The walk on an edge list is ``graph_rank.walk_levels``.)
+
+Which connectors enter is no longer §2.5's ``bridge × novelty × recency × max(relevance, 0.30)``
+ranking: SPEC-025 §6 promises CDGR never does worse than CDR, and that score admitted connectors
+whatever the anchor they displaced was worth (measured below CDR). ``core.graph_rank`` gives anchors
+and connectors one estimate and admits a connector only over an anchor it beats; bridge values still
+place connectors (§2.6) and make the Bridge-Score header (§5.3).
 - ``connectors_included_header(connectors, total) -> str`` (§5.2): ``"c/t"``.
 - ``bridge_score_header(included_bridge_values) -> float`` (§5.3): their mean, 0.0 if none.
 """
@@ -224,32 +226,6 @@ def _lookup(ids: NDArray[np.int64], size: int) -> NDArray[np.int64]:
     return pos
 
 
-def expand_connectors_edges(
-    anchors: ArrayLike, src: ArrayLike, dst: ArrayLike, max_hops: int = DEFAULT_MAX_HOPS
-) -> NDArray[np.int64]:
-    """SPEC-025 §2.3 as ``expand_connectors``, on an edge list: the sorted ints within ``max_hops``
-    edges of an anchor, anchors left out. Each hop follows the edges whose ``src`` is on the frontier,
-    so the list must hold every edge of the anchors and of the nodes within ``max_hops - 1`` hops.
-    """
-    if max_hops < 0:
-        raise ValueError("max_hops must be >= 0")
-    s, d = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-    a = np.unique(np.asarray(anchors, dtype=np.int64))
-    size = int(max(s.max(initial=-1), d.max(initial=-1), a.max(initial=-1))) + 1
-    seen = np.zeros(size, dtype=bool)
-    seen[a] = True
-    frontier = seen.copy()
-    for _ in range(max_hops):
-        reached = np.zeros(size, dtype=bool)
-        reached[d[frontier[s]]] = True
-        frontier = reached & ~seen
-        if not frontier.any():
-            break
-        seen |= frontier
-    seen[a] = False
-    return np.flatnonzero(seen).astype(np.int64)
-
-
 def bridge_values_edges(
     connectors: ArrayLike, anchors: ArrayLike, src: ArrayLike, dst: ArrayLike, weight: ArrayLike,
     chunk: int = 1024,
@@ -332,36 +308,6 @@ def bridge_values_edges(
         for row in np.flatnonzero(ok).tolist():
             bridged[start + row] = np.flatnonzero((partners[row] > 0) & (touched[row] > 0)).tolist()
     return values, bridged
-
-
-def connector_score(
-    bridge: ArrayLike,
-    novelty: ArrayLike,
-    recency: ArrayLike,
-    relevance: ArrayLike,
-    min_connector_relevance: float = MIN_CONNECTOR_RELEVANCE,
-) -> NDArray[np.float64]:
-    """SPEC-025 §2.5 + SPEC-027 §3.3: ``bridge_value × novelty × recency × max(relevance, 0.30)``.
-
-    The lowered relevance floor lets bridging facts in; zero bridge value still scores zero.
-    """
-    b = np.asarray(bridge, dtype=np.float64)
-    n = np.asarray(novelty, dtype=np.float64)
-    r = np.asarray(recency, dtype=np.float64)
-    rel = np.maximum(np.asarray(relevance, dtype=np.float64), min_connector_relevance)
-    return np.asarray(b * n * r * rel, dtype=np.float64)
-
-
-def top_connectors(scores: ArrayLike, ids: Sequence[str], slots: int) -> list[int]:
-    """SPEC-025 §2.6: ``top_C_by_bridge_value``: up to ``slots`` connectors with score > 0, best first.
-
-    Equal scores are ordered by id; a connector with no bridge value never takes a slot.
-    """
-    s = np.asarray(scores, dtype=np.float64).reshape(-1)
-    if len(ids) != s.shape[0]:
-        raise ValueError("one id per score")
-    ranked = sorted((i for i in range(s.shape[0]) if s[i] > 0.0), key=lambda i: (-s[i], ids[i]))
-    return ranked[: max(slots, 0)]
 
 
 def connectors_included_header(connectors: int, total: int) -> str:

@@ -62,6 +62,7 @@ Command = Literal[
     "resolve_refresh", "acknowledge_refresh", "reject_refresh", "confirm_quarantine", "release_quarantine"
 ]
 Role = Literal["anchor", "connector"]
+Via = Literal["similarity", "adjacency", "mention"]
 OnOff = Literal["on", "off"]
 
 

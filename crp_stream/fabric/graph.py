@@ -14,8 +14,8 @@ ingested, so a fact's neighbours can be kept in memory between requests.
   ``old``, so the next ``sync(new)`` keeps everything else (a rolled-back write leaves the store at
   ``old``, and ``sync(old)`` then drops everything: never stale).
 - Bounded: past ``max_nodes`` entries the oldest are dropped (FIFO), so memory stays flat.
-- Compact: fact ids are interned as ints (``index``/``names``) and an entry is two numpy arrays
-  (neighbours, weights), which ``rows`` returns as they are, for vectorised walks (``core.cdgr``'s
+- Compact: fact ids are interned as ints (``index``/``names``) and an entry is three numpy arrays
+  (neighbours, weights, edge kinds), which ``rows`` returns as they are, for vectorised walks (``core.cdgr``'s
   edge-list rules); ``adjacency`` returns the same entries as dicts. Read them, never mutate them.
 - One cache per process; not thread-safe (the runtimes drive one record at a time).
 """
@@ -29,9 +29,13 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from crp_stream.core.graph_rank import EDGE_KINDS
+
 Adjacency = dict[str, dict[str, float]]
-Row = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]  # one fact's neighbours and edge weights
-_EMPTY: Row = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64))
+# one fact's neighbours, edge weights and edge kinds (index into core.graph_rank.EDGE_KINDS)
+Row = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int8]]
+_EMPTY: Row = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int8))
+_KIND = {k: i for i, k in enumerate(EDGE_KINDS)}
 
 
 class EdgeSource(Protocol):
@@ -124,11 +128,11 @@ class GraphCache:
     def _load(self, source: EdgeSource, missing: list[int]) -> None:
         names = self._names
         edge_rows = getattr(source, "edge_rows", None)
-        if edge_rows is not None:  # Repository: raw (src, dst, weight) rows, grouped here with numpy
+        if edge_rows is not None:  # Repository: raw (src, dst, weight, kind) rows, grouped here with numpy
             raw = edge_rows([names[i] for i in missing])
         else:
             loaded = source.adjacency([names[i] for i in missing])
-            raw = [(names[i], d, w) for i in missing for d, w in loaded.get(names[i], {}).items()]
+            raw = [(names[i], d, w, "similarity") for i in missing for d, w in loaded.get(names[i], {}).items()]
         room = len(self._adj) + len(missing) - self.max_nodes
         if room > 0:
             for i in list(islice(self._adj, room)):
@@ -140,12 +144,13 @@ class GraphCache:
         src = np.asarray(self.index(r[0] for r in raw), dtype=np.int64)
         dst = np.asarray(self.index(str(r[1]) for r in raw), dtype=np.int64)
         w = np.asarray([float(r[2]) for r in raw], dtype=np.float64)
+        kind = np.asarray([_KIND.get(str(r[3]), 0) if len(r) > 3 else 0 for r in raw], dtype=np.int8)
         order = np.argsort(src, kind="stable")
-        src, dst, w = src[order], dst[order], w[order]
+        src, dst, w, kind = src[order], dst[order], w[order], kind[order]
         bounds = np.searchsorted(src, np.asarray(missing, dtype=np.int64), side="left")
         ends = np.searchsorted(src, np.asarray(missing, dtype=np.int64), side="right")
         for i, lo, hi in zip(missing, bounds.tolist(), ends.tolist(), strict=True):
-            self._adj[i] = (dst[lo:hi].copy(), w[lo:hi].copy()) if hi > lo else _EMPTY
+            self._adj[i] = (dst[lo:hi].copy(), w[lo:hi].copy(), kind[lo:hi].copy()) if hi > lo else _EMPTY
 
     def adjacency(self, source: EdgeSource, fact_ids: Iterable[str]) -> Adjacency:
         """``{id: {neighbour: weight}}`` for every requested id (``{}`` when it has no edge).
@@ -156,7 +161,7 @@ class GraphCache:
         ids = sorted(set(fact_ids))
         names = self._names
         return {f: dict(zip([names[j] for j in nb.tolist()], w.tolist(), strict=True))
-                for f, (nb, w) in zip(ids, self.rows(source, self.index(ids)), strict=True)}
+                for f, (nb, w, _k) in zip(ids, self.rows(source, self.index(ids)), strict=True)}
 
     def neighbours(self, source: EdgeSource, fact_id: str) -> dict[str, float]:
         """Every similarity edge of one fact: ``{neighbour: weight}``."""

@@ -211,32 +211,82 @@ class Repository:
         return [dict(r._mapping) for r in self.conn.execute(select(t.facts).order_by(t.facts.c.fact_id))]
 
     # similarity graph -------------------------------------------------------------------------
-    def add_edges(self, edges: Sequence[tuple[str, str, float]]) -> None:
+    def add_edges(self, edges: Sequence[tuple[str, str, float]], kind: str = "similarity") -> None:
+        """Both directions of each edge of ``kind``; an edge already there is kept as it is. A pair can
+        have one edge of each kind (similar and adjacent facts)."""
         rows: list[dict[str, Any]] = []
         for a, b, w in edges:
             if a == b:
                 continue
-            rows.append({"src": a, "dst": b, "weight": float(w)})
-            rows.append({"src": b, "dst": a, "weight": float(w)})
-        self._insert_ignore(t.edges, rows, ["src", "dst"])
+            rows.append({"src": a, "dst": b, "weight": float(w), "kind": kind})
+            rows.append({"src": b, "dst": a, "weight": float(w), "kind": kind})
+        self._insert_ignore(t.edges, rows, ["src", "dst", "kind"])
+
+    def prune_similarity(self, fact_ids: Iterable[str], k: int) -> list[tuple[str, str]]:
+        """SPEC-025 §1.3: each given fact keeps its ``k`` strongest similarity edges (weight, then
+        neighbour id); the others are deleted (that direction only). Returns the (src, dst) deleted."""
+        ids = sorted(set(fact_ids))
+        rows = self._select_in(("src", "dst", "weight", "kind"), "edges", "src", ids)
+        by_src: dict[str, list[tuple[float, str]]] = {}
+        for src, dst, w, kind in rows:
+            if kind == "similarity":
+                by_src.setdefault(src, []).append((-float(w), dst))
+        drop = [(src, dst) for src in sorted(by_src) for _w, dst in sorted(by_src[src])[k:]]
+        for src, dst in drop:
+            self.conn.execute(t.edges.delete().where((t.edges.c.src == src) & (t.edges.c.dst == dst)
+                                                     & (t.edges.c.kind == "similarity")))
+        return drop
 
     def adjacency(self, fact_ids: Iterable[str]) -> dict[str, dict[str, float]]:
+        """Similarity neighbours only (the arbiter's near claims); ``edge_rows`` has every kind."""
         ids = sorted(set(fact_ids))
         adj: dict[str, dict[str, float]] = {}
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
-            q = select(t.edges.c.src, t.edges.c.dst, t.edges.c.weight).where(t.edges.c.src.in_(chunk))
+            q = (select(t.edges.c.src, t.edges.c.dst, t.edges.c.weight)
+                 .where(t.edges.c.src.in_(chunk) & (t.edges.c.kind == "similarity")))
             for r in self.conn.execute(q):
                 adj.setdefault(r.src, {})[r.dst] = r.weight
                 adj.setdefault(r.dst, {})[r.src] = r.weight
         return adj
 
-    def edge_rows(self, fact_ids: Sequence[str]) -> list[tuple[str, str, float]]:
-        """``(src, dst, weight)`` of every edge whose ``src`` is given: each fact's edges, complete."""
-        return [(r[0], r[1], r[2]) for r in self._select_in(("src", "dst", "weight"), "edges", "src", fact_ids)]
+    def edge_rows(self, fact_ids: Sequence[str]) -> list[tuple[str, str, float, str]]:
+        """``(src, dst, weight, kind)`` of every edge whose ``src`` is given: each fact's edges, complete."""
+        return [(r[0], r[1], r[2], r[3])
+                for r in self._select_in(("src", "dst", "weight", "kind"), "edges", "src", fact_ids)]
 
-    def edge_count(self) -> int:
-        return int(self.conn.execute(select(func.count()).select_from(t.edges)).scalar_one()) // 2
+    def edge_count(self, kind: str = "similarity") -> int:
+        """Edges of ``kind``: rows over 2 (each edge is stored in both directions until pruning drops one)."""
+        q = select(func.count()).select_from(t.edges).where(t.edges.c.kind == kind)
+        return int(self.conn.execute(q).scalar_one()) // 2
+
+    # documents (issue 11) ---------------------------------------------------------------------
+    def put_document(self, source: str, document_id: str, title: str | None, title_key: str | None,
+                     section: str | None, lead_fact_id: str) -> str | None:
+        """Record a document's title and lead fact; returns the title key it had before (None: new)."""
+        key = {"source": source, "document_id": document_id}
+        old = self._select_where(("title_key",), "documents", tuple(key.items()))
+        values = {"title": title, "title_key": title_key, "section": section, "lead_fact_id": lead_fact_id}
+        if old:
+            self.conn.execute(update(t.documents).where((t.documents.c.source == source)
+                                                        & (t.documents.c.document_id == document_id)).values(**values))
+            return str(old[0][0]) if old[0][0] is not None else ""
+        self.conn.execute(t.documents.insert().values(**key, **values))
+        return None
+
+    def titled_leads(self, keys: Sequence[str]) -> list[tuple[str, str, str, str]]:
+        """``(title_key, source, document_id, lead_fact_id)`` of the documents titled by one of ``keys``."""
+        rows = self._select_in(("title_key", "source", "document_id", "lead_fact_id"), "documents", "title_key", keys)
+        return sorted((r[0], r[1], r[2], r[3]) for r in rows)
+
+    def facts_containing(self, needle: str, limit: int) -> list[tuple[str, str, str, str | None]]:
+        """``(fact_id, text, source, document_id)`` of active facts whose text contains ``needle``
+        (case-insensitively: the caller checks the words), in id order."""
+        pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        q = (select(t.facts.c.fact_id, t.facts.c.text, t.facts.c.source, t.facts.c.document_id)
+             .where(t.facts.c.text.ilike(pattern, escape="\\") & (t.facts.c.status == "active"))
+             .order_by(t.facts.c.fact_id).limit(limit))
+        return [(r[0], r[1], r[2], r[3]) for r in self.conn.execute(q)]
 
     # sessions ---------------------------------------------------------------------------------
     def get_session(self, session_id: str) -> SessionRow | None:

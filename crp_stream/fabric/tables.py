@@ -74,6 +74,20 @@ edges = Table(
     Column("src", ID, primary_key=True),
     Column("dst", ID, primary_key=True),
     Column("weight", Float, nullable=False),
+    Column("kind", String(16), primary_key=True, server_default="similarity"),  # core.graph_rank.EDGE_KINDS
+)
+
+# Documents with a title or section (issue 11): a text that names a title links to the lead fact.
+documents = Table(
+    "documents",
+    metadata,
+    Column("source", String(256), primary_key=True),
+    Column("document_id", String(256), primary_key=True),
+    Column("title", String(1024), nullable=True),
+    Column("title_key", String(1024), nullable=True),  # core.graph_rank.title_key
+    Column("section", String(1024), nullable=True),
+    Column("lead_fact_id", ID, nullable=False),
+    Index("ix_documents_title_key", "title_key"),
 )
 
 sessions = Table(

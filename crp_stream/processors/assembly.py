@@ -14,6 +14,7 @@ import numpy as np
 from crp_stream.core import cdgr, cdr, conflicts, exits, ngram, recency, substitution
 from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric.fabric import UnitOfWork
+from crp_stream.processors import graph_select
 from crp_stream.processors.graph_walk import LoadedEdges
 from crp_stream.processors.session import SubQueryState, vec_from_json
 
@@ -37,6 +38,9 @@ class Candidates:
     views: list[conflicts.FactView]
     ctx: ScoringContext
     graph: LoadedEdges = field(default_factory=LoadedEdges)  # graph edges read so far
+    walks: dict[Any, Any] = field(default_factory=dict)  # graph_select.Walk per seed set
+    named: list[str] | None = None  # lead facts of the documents the query names
+    order: list[int] = field(default_factory=list)  # the CDR order select() ranks by
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class ScoringContext:
     now_s: float
     blacklist: frozenset[str]
     branch_scoped: bool = False
+    query_text: str = ""
 
 
 @dataclass
@@ -59,6 +64,8 @@ class Selection:
     notes: list[str] = field(default_factory=list)
     unresolved: int = 0
     hops: int = 0
+    rank: dict[int, int] = field(default_factory=dict)  # candidate index -> rank by expected value
+    via: dict[int, str] = field(default_factory=dict)  # connector -> kind of edge that reached it
 
     def chosen(self) -> list[int]:
         return self.anchors + [ci for ci, *_ in self.connectors]
@@ -71,13 +78,20 @@ class Selection:
 
 def gather(uow: UnitOfWork, query_vec: np.ndarray, residual: list[SubQueryState], budget: int, now_us: int,
            min_relevance: float, coverage: tuple[np.ndarray, np.ndarray], blacklist: frozenset[str],
-           branch_scoped: bool = False) -> Candidates:
+           branch_scoped: bool = False, query_text: str = "", task: list[SubQueryState] | None = None
+           ) -> Candidates:
     """SPEC-027 §4 steps 1-2: top-K by similarity (quarantined/expired excluded), gate, CDR scores.
 
     ``branch_scoped``: ``residual`` is one fan-out branch's partition (SPEC-027 §1.3: "relevant to
     THIS partition only"). SPEC-024 §2.7 zeroes the pull of an empty Coverage Set because the
     Residual Set is then the whole task, "not specific"; a partition is specific, so its pull
     applies from window 1 on, which is what lets the branches' scores tell their facts apart.
+
+    The relevance gate (SPEC-024 §2.6) passes a fact relevant to the question or to one of the
+    task's sub-queries (``task``; the Residual Set when not given): a sub-query's probe finds facts
+    for its hop, and a hop unlike the question would otherwise never pass (issue 11: the residual
+    pull is gated by the sub-query that pulls). Only open sub-queries pull (the score is unchanged);
+    an addressed one still vouches that its facts belong to the task.
     """
     k = max(4 * budget, 50)
     now_s = now_us / 1e6
@@ -88,19 +102,21 @@ def gather(uow: UnitOfWork, query_vec: np.ndarray, residual: list[SubQueryState]
             found[fid] = max(found.get(fid, -1.0), score)
     dim = int(query_vec.shape[0])
     ids, rows, vecs = _fetch(uow, sorted(found), dim)
+    res_vecs = np.stack([vec_from_json(s.embedding) for s in residual]) if residual else np.zeros((0, dim))
     rel = cdr.relevance(vecs, query_vec) if ids else np.zeros(0)
-    keep = cdr.relevance_gate(rel, min_relevance)
+    gate_subs = residual if task is None else task
+    gate_vecs = np.stack([vec_from_json(s.embedding) for s in gate_subs]) if gate_subs else np.zeros((0, dim))
+    keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(vecs, gate_vecs)), min_relevance)
     # issue 14: a kept statement's swapped copy (or the true one it copies) is arbitrated, not gated
     keep = np.asarray(substitution.admit_copies([r["text"] for r in rows], [r["source"] for r in rows],
                                                 keep.tolist()), dtype=bool)
     ids = [i for i, ok in zip(ids, keep, strict=True) if ok]
     vecs = vecs[keep]
     rows = [r for r, ok in zip(rows, keep, strict=True) if ok]
-    res_vecs = np.stack([vec_from_json(s.embedding) for s in residual]) if residual else np.zeros((0, dim))
     cov_vecs, depth = coverage
     if cov_vecs.shape[0] == 0:
         cov_vecs = np.zeros((0, dim), dtype=np.float32)
-    ctx = ScoringContext(query_vec, res_vecs, cov_vecs, depth, now_s, blacklist, branch_scoped)
+    ctx = ScoringContext(query_vec, res_vecs, cov_vecs, depth, now_s, blacklist, branch_scoped, query_text)
     empty = np.zeros(0)
     c = Candidates(ids=[], rows=[], vecs=np.zeros((0, dim), np.float32), relevance=empty, pull=empty,
                    novelty=empty, recency=empty, penalty=empty, score=empty, support=np.zeros(0, dtype=np.int64),
@@ -174,70 +190,31 @@ def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]
 
 def select(uow: UnitOfWork, c: Candidates, eligible: list[int], budget: int, policy: Any, th: Thresholds,
            exclude: set[str]) -> Selection:
-    """SPEC-025 §2 (anchors + connectors) and SPEC-027 §2 (arbitration, with refill).
+    """SPEC-025 §2 (anchors + connectors, ``graph_select``) and SPEC-027 §2 (arbitration, with refill).
 
-    Each round builds the selection from the candidates not yet suppressed: the top seeds by CDR,
-    the connectors that bridge them, then (SPEC-025 §6: slots no connector fills) more anchors up to
-    the budget. Arbitration suppresses the losers and the next round refills their slots; it ends
-    when a round suppresses nothing, so at most one round per candidate.
+    Each round builds the selection from the candidates not yet suppressed: with the graph off, the
+    top ``budget`` by CDR; with it on, the top seeds by CDR and the best estimates among the other
+    anchors and the connectors (SPEC-025 §6). Arbitration suppresses the losers and the next round
+    refills their slots; it ends when a round suppresses nothing, so at most one round per candidate.
     """
     ranked = cdr.cdr_rank(c.score[eligible], [c.ids[i] for i in eligible])
     order = [eligible[i] for i in ranked if c.ids[eligible[i]] not in exclude]
+    c.order = order
     graph_on = policy.graph_retrieval == "on"
     n_anchor = cdgr.anchor_seed_count(budget, policy.connector_budget) if graph_on else budget
     n_anchor = max(1, min(n_anchor, budget))
     sel = Selection(anchors=[], connectors=[])
-    walked: tuple[int, ...] | None = None  # the seeds the current connectors were found for
     while True:
         live = [i for i in order if i not in sel.suppressed]
-        sel.anchors = live[:n_anchor]
-        lost_connector = any(ci in sel.suppressed for ci, *_ in sel.connectors)
-        if graph_on and (walked != tuple(sel.anchors) or lost_connector):
-            sel.connectors = _connectors(uow, c, sel, budget - len(sel.anchors), policy, th, exclude)
-            walked = tuple(sel.anchors)
-        taken = set(sel.chosen())
-        extra = [i for i in live[n_anchor:] if i not in taken]
-        sel.anchors += extra[: max(budget - len(taken), 0)]
+        if graph_on:
+            graph_select.choose(uow, c, sel, live, n_anchor, budget, policy, exclude, _append_outside)
+        else:
+            sel.anchors = live[:budget]
+            sel.rank = {i: r + 1 for r, i in enumerate(sel.anchors)}
         if not _arbitrate(c, sel, th, order):
             break
     _tie_notes(c, sel)
     return sel
-
-
-def _connectors(uow: UnitOfWork, c: Candidates, sel: Selection, slots: int, policy: Any, th: Thresholds,
-                exclude: set[str]) -> list[tuple[int, list[str], float, float]]:
-    if slots <= 0 or not sel.anchors:
-        return []
-    anchor_ids = [c.ids[i] for i in sel.anchors]
-    g = c.graph
-    g.bind(uow)
-    anchors = g.ints(anchor_ids)
-    # The anchors' edges and their neighbours' edges: enough to walk two hops and to see every path of
-    # <= 2 edges to an anchor, the only facts with bridge value (SPEC-025 §2.4). Facts three hops out
-    # cannot touch an anchor within two edges, so a deeper walk adds no connector.
-    g.load(uow, anchors)
-    g.load(uow, g.neighbours(anchors).tolist())
-    sel.hops = policy.max_hops
-    reached = cdgr.expand_connectors_edges(anchors, g.src, g.dst, min(policy.max_hops, 2))
-    found = sorted(f for f in g.names(reached.tolist()) if f not in exclude)
-    cols = sorted(set(anchor_ids))
-    bridge_all, bridged_all = cdgr.bridge_values_edges(g.ints(found), g.ints(cols), g.src, g.dst, g.weight)
-    useful = {f: (float(b), [cols[j] for j in br])
-              for f, b, br in zip(found, bridge_all, bridged_all, strict=True) if b > 0.0}
-    index = {fid: i for i, fid in enumerate(c.ids)}
-    outside = [f for f in sorted(useful) if f not in index]
-    if outside:
-        _append_outside(uow, c, outside)
-        index = {fid: i for i, fid in enumerate(c.ids)}
-    cand = [f for f in sorted(useful) if f in index and index[f] not in sel.suppressed]
-    if not cand:
-        return []
-    idx = [index[f] for f in cand]
-    bridge = np.asarray([useful[f][0] for f in cand], dtype=np.float64)
-    scores = cdgr.connector_score(bridge, c.novelty[idx], c.recency[idx], c.relevance[idx],
-                                  th.min_connector_relevance)
-    top = cdgr.top_connectors(scores, cand, slots)
-    return [(idx[t], useful[cand[t]][1], float(bridge[t]), float(scores[t])) for t in top]
 
 
 def _append_outside(uow: UnitOfWork, c: Candidates, fact_ids: list[str]) -> None:

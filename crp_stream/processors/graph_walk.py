@@ -2,7 +2,7 @@
 
 Facts are the fabric graph cache's ints; every loaded fact contributes all of its edges (a cache
 entry is complete), so the list holds both directions of every edge with a loaded endpoint. The
-CDGR walk and bridge values (``cdgr.expand_connectors_edges``, ``cdgr.bridge_values_edges``) run on
+CDGR walk and bridge values (``graph_rank.walk_levels``, ``cdgr.bridge_values_edges``) run on
 it with numpy instead of merging neighbour dicts per fact.
 """
 
@@ -30,6 +30,7 @@ class LoadedEdges:
     src: npt.NDArray[np.int64] = field(default_factory=_ints)
     dst: npt.NDArray[np.int64] = field(default_factory=_ints)
     weight: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
+    kind: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
     cache: Any = None  # the fabric's GraphCache, from ``bind``
 
     def bind(self, uow: UnitOfWork) -> None:
@@ -51,10 +52,11 @@ class LoadedEdges:
         if not todo:
             return
         rows = self.cache.rows(uow.repo, todo)
-        sizes = [len(nb) for nb, _w in rows]
+        sizes = [len(nb) for nb, _w, _k in rows]
         self.src = np.concatenate([self.src, np.repeat(np.asarray(todo, dtype=np.int64), sizes)])
-        self.dst = np.concatenate([self.dst, *(nb for nb, _w in rows)])
-        self.weight = np.concatenate([self.weight, *(w for _nb, w in rows)])
+        self.dst = np.concatenate([self.dst, *(nb for nb, _w, _k in rows)])
+        self.weight = np.concatenate([self.weight, *(w for _nb, w, _k in rows)])
+        self.kind = np.concatenate([self.kind, *(k for _nb, _w, k in rows)])
         self.loaded.update(todo)
 
     def neighbours(self, ints: Iterable[int]) -> npt.NDArray[np.int64]:

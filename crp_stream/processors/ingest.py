@@ -24,6 +24,7 @@ from crp_stream.events.common import SourceType
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.rows import FactRow
 from crp_stream.fabric.vectors import VectorItem
+from crp_stream.processors import doc_graph
 from crp_stream.processors.base import Emitter, Handler, Record, dt_to_us, rfc3339, us_to_dt
 from crp_stream.processors.provenance import admit
 
@@ -105,9 +106,16 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
         edges = self._edges(uow, items)
         uow.repo.insert_facts(rows)
         uow.repo.add_edges(edges)
-        if edges:  # other processes' graph caches see a new generation; ours forgets only these nodes
+        touched = {x for a, b, _w in edges for x in (a, b)}
+        # Each fact keeps its K nearest (SPEC-025 §1.3): an older fact that just gained a nearer
+        # neighbour drops its farthest one (that direction only), so no list grows past K.
+        uow.repo.prune_similarity(touched, uow.fabric.thresholds().edge_k)
+        if kind == "document":
+            touched |= doc_graph.structure_edges(uow, event, document_id, [d.fact_id for d in drafts],
+                                                 {d.fact_id: d.text for d, _ in fresh})
+        if touched:  # other processes' graph caches see a new generation; ours forgets only these nodes
             gen = uow.repo.increment_meta("graph_generation")  # atomic: concurrent workers never share one
-            uow.fabric.graph.written(str(gen - 1), str(gen), {x for a, b, _w in edges for x in (a, b)})
+            uow.fabric.graph.written(str(gen - 1), str(gen), touched)
         uow.repo.touch_source(event.source, source_type, trust, epoch_us)
         for row in rows:
             fact = events.FactRecorded(
@@ -195,7 +203,8 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
                     raise Rejected(f"{field}: {exc}") from None
         todo = [i for i, v in enumerate(vecs) if v is None]
         if todo:
-            computed = emb.embed([drafts[i].text for i in todo])
+            title = getattr(event, "title", None)
+            computed = emb.embed([doc_graph.embedding_text(title, drafts[i].text) for i in todo])
             for i, v in zip(todo, computed, strict=True):
                 vecs[i] = v
         dim = int(vecs[0].shape[0]) if vecs and vecs[0] is not None else emb.dim
@@ -206,6 +215,7 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
         reason = uow.fabric.check_model(uow, emb.model_id, dim)
         if reason:
             raise Rejected(reason)
+        doc_graph.record_convention(uow)
         return [v for v in vecs if v is not None]
 
     def _superseded(self, uow: UnitOfWork, source: str, document_id: str | None, drafts: list[_Draft]) -> set[str]:

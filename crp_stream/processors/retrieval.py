@@ -111,7 +111,8 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         blacklist = frozenset(state.blacklist)
         fanned = len(partitions) > 1
         branches = [assembly.gather(uow, qvec, part, ev.fact_budget, record.ts_us, min_rel, coverage, blacklist,
-                                    branch_scoped=fanned) for part in partitions]
+                                    branch_scoped=fanned, query_text=ev.query.text, task=state.sub_queries)
+                    for part in partitions]
         sels, shared = self._select_branches(uow, ev, th, branches)
         window_state = WindowState(request_id=ev.request_id, branches=len(partitions),
                                    partitions=[[s.id for s in p] for p in partitions], fact_ids=[])
@@ -228,6 +229,8 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             }
             if fid in conn:
                 entry["bridges"] = list(conn[fid][0])
+            entry["via"] = sel.via.get(i, "similarity")
+            entry["rank"] = sel.rank[i]
             facts.append(entry)
         idx = [index[f] for f in order]
         ratios = assembly.novelty_ratios(c, idx, [f in conn for f in order])

@@ -166,8 +166,10 @@ class Pipeline(testing.Pipeline):
 
 
 def document(event_id: str, source: str, facts: Sequence[tuple[str, np.ndarray | None]],
-             model: str | None = DEFAULT_MODEL_ID, source_type: str = "official") -> dict[str, Any]:
-    """A DocumentPublished with explicit facts; vectors are carried when given."""
+             model: str | None = DEFAULT_MODEL_ID, source_type: str = "official",
+             title: str | None = None) -> dict[str, Any]:
+    """A DocumentPublished with explicit facts; vectors are carried when given. With a title, the
+    vectors carried must be those of "title: sentence" (what the default embedder would compute)."""
     items = []
     for text, v in facts:
         item: dict[str, Any] = {"text": text}
@@ -176,6 +178,8 @@ def document(event_id: str, source: str, facts: Sequence[tuple[str, np.ndarray |
         items.append(item)
     doc: dict[str, Any] = {"event_id": event_id, "source": source, "source_type": source_type,
                            "document_id": event_id, "facts": items}
+    if title is not None:
+        doc["title"] = title
     if model is not None and any(v is not None for _, v in facts):
         doc["embedding_model"] = model
     return doc

@@ -52,8 +52,8 @@ from typing import Any
 import numpy as np
 
 from crp_stream.core.sentences import split_sentences
+from crp_stream.processors.doc_graph import embedding_text
 from ops.bench._common import (
-    CACHE_DIR,
     DEFAULT_DATASETS,
     MINILM_PRECOMPUTED,
     EmbeddingCache,
@@ -63,6 +63,7 @@ from ops.bench._common import (
     scratch,
     window_request,
 )
+from ops.bench.quality_wiki import wiki2
 
 BUDGETS = (5, 10, 20)
 
@@ -91,10 +92,11 @@ def fact_map(outputs: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str, 
             if t == "crp.facts" and v.get("type") == "FactRecorded"]
 
 
-def publish_doc(pipe: Pipeline, event_id: str, source: str, texts: list[str], vecs: list[np.ndarray | None]
-                ) -> dict[str, int]:
+def publish_doc(pipe: Pipeline, event_id: str, source: str, texts: list[str], vecs: list[np.ndarray | None],
+                title: str | None = None) -> dict[str, int]:
     """Publish one document; returns fact_id -> position of its sentence."""
-    outs = pipe.publish("crp.documents", source, document(event_id, source, list(zip(texts, vecs, strict=True))))
+    outs = pipe.publish("crp.documents", source,
+                        document(event_id, source, list(zip(texts, vecs, strict=True)), title=title))
     pending: dict[str, list[int]] = defaultdict(list)
     for pos, t in enumerate(texts):
         pending[t].append(pos)
@@ -122,6 +124,8 @@ def hotpotqa(datasets: Path, n: int, run: Run, budgets: Sequence[int]) -> dict[s
     cache = EmbeddingCache("hotpotqa")
     res: dict[str, dict[int, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     audit_total: Counter[str] = Counter()
+    via_total: Counter[str] = Counter()
+    swaps: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     t0 = time.perf_counter()
     for qi, row in enumerate(rows):
         paras = [(title, [s.strip() for s in sents]) for title, sents in row["context"]]
@@ -131,21 +135,29 @@ def hotpotqa(datasets: Path, n: int, run: Run, budgets: Sequence[int]) -> dict[s
         facts = [(j, k, s) for j, (_, sents) in enumerate(paras) for k, s in enumerate(sents) if s]
         vecs = cache.embed([s for _, _, s in facts] + [row["question"]])
         qv, fv = vecs[-1], vecs[:-1]
+        cv = cache.embed([embedding_text(paras[j][0], s) for j, _, s in facts])  # what ingest embeds
+        pv = cache.embed([f"{t}\n{' '.join(x for x in ss if x)}" for t, ss in paras])
         index = {(j, k): i for i, (j, k, _) in enumerate(facts)}
         for b in budgets:
             got = {(facts[i][0], facts[i][1]) for i in flat_topk(fv, qv, b)}
-            res["flat top-k"][b].append(_sp(row, gold, got, len(got), 0, 0))
+            res["flat sentences"][b].append(_sp(row, gold, got, len(got), 0, 0))
+            got = {(facts[i][0], facts[i][1]) for i in flat_topk(cv, qv, b)}
+            res["flat 'title: sentence'"][b].append(_sp(row, gold, got, len(got), 0, 0))
+            fill = [(j, k) for j in flat_topk(pv, qv, len(paras)) for k, x in enumerate(paras[j][1]) if x][:b]
+            res["flat passages"][b].append(_sp(row, gold, set(fill), len(fill), 0, 0))
         with scratch("crp-bench-hotpot-") as tmp:
             pipe = run.pipeline(tmp)
             where: dict[str, tuple[int, int]] = {}
-            for j, (_, sents) in enumerate(paras):
+            for j, (title, sents) in enumerate(paras):
                 texts = [s for s in sents if s]
                 ks = [k for k, s in enumerate(sents) if s]
                 if not texts:
                     continue
-                pos = publish_doc(pipe, f"hq{qi}-p{j}", "hotpotqa", texts, [run.v(fv[index[(j, k)]]) for k in ks])
+                pos = publish_doc(pipe, f"hq{qi}-p{j}", "hotpotqa", texts, [run.v(cv[index[(j, k)]]) for k in ks],
+                                  title=title)
                 where.update({fid: (j, ks[p]) for fid, p in pos.items()})
             for b in budgets:
+                sets: dict[bool, set[tuple[int, int]]] = {}
                 for graph in (False, True):
                     sid = f"hq{qi}-b{b}-{'on' if graph else 'off'}"
                     req = window_request(sid, sid, 1, row["question"], run.v(qv),
@@ -155,13 +167,24 @@ def hotpotqa(datasets: Path, n: int, run: Run, budgets: Sequence[int]) -> dict[s
                     env = next(v for t, v in outs if t == "crp.envelopes")
                     got = {where[f["fact_id"]] for f in env["facts"] if f["fact_id"] in where}
                     conns = [where.get(f["fact_id"]) for f in env["facts"] if f["role"] == "connector"]
+                    via_total.update(f["via"] for f in env["facts"] if graph and f["role"] == "connector")
                     name = "CDGR (graph on)" if graph else "CDR (graph off)"
                     res[name][b].append(_sp(row, gold, got, len(env["facts"]), len(conns),
                                             sum(1 for c in conns if c in gold)))
+                    sets[graph] = got
+                # SPEC-025 §6 checked fact by fact: what CDGR admitted against what it displaced from CDR
+                swaps[b][0] += len(sets[True] - sets[False])
+                swaps[b][1] += len((sets[True] - sets[False]) & gold)
+                swaps[b][2] += len((sets[False] - sets[True]) & gold)
             pipe.close()
         if (qi + 1) % 10 == 0:
             log(f"  hotpotqa {qi + 1}/{len(rows)} questions, {time.perf_counter() - t0:.0f} s")
     print_hotpot(rows, res, budgets, audit_total, cache)
+    print("  connectors by via: " + ", ".join(f"{k} {v}" for k, v in sorted(via_total.items())))
+    for b in budgets:
+        n, won, lost = swaps[b]
+        print(f"  budget {b}: CDGR replaced {n} of CDR's facts; supporting among those it took in: {won}, "
+              f"among those it let go: {lost}")
     return res
 
 
@@ -176,12 +199,16 @@ def print_hotpot(rows: list[dict[str, Any]], res: dict[str, dict[int, list[dict[
                  budgets: Sequence[int], audit_total: Counter[str], cache: EmbeddingCache) -> None:
     types = Counter(r["type"] for r in rows)
     print(f"\nHotpotQA distractor (dev, hard): {len(rows)} questions ({types['bridge']} bridge, "
-          f"{types['comparison']} comparison); fabric per question = its 10 paragraphs, facts = sentences; "
-          f"embedder all-MiniLM-L6-v2 int8 ({cache.computed} texts embedded now, the rest cached)")
-    print(f"  {'budget':>6}  {'method':<18}{'SP recall':>10}{'bridge':>8}{'compar.':>8}{'all SP':>8}"
+          f"{types['comparison']} comparison); split: TUNE (dev100 is the tuning set; held-out questions judge)"
+          f"\n  fabric per question = its 10 paragraphs, one titled document each, facts = sentences embedded as "
+          f"'title: sentence'; embedder all-MiniLM-L6-v2 int8 ({cache.computed} texts embedded now, the rest cached)"
+          f"\n  flat passages = paragraphs ranked by cosine of 'title\\ntext', their sentences taken in order up to "
+          f"the budget")
+    print(f"  {'budget':>6}  {'method':<24}{'SP recall':>10}{'bridge':>8}{'compar.':>8}{'all SP':>8}"
           f"{'facts':>7}{'conn.':>7}{'gold conn.':>11}")
     for b in budgets:
-        for name in ("flat top-k", "CDR (graph off)", "CDGR (graph on)"):
+        for name in ("flat sentences", "flat 'title: sentence'", "flat passages", "CDR (graph off)",
+                     "CDGR (graph on)"):
             xs = res[name][b]
             if not xs:
                 continue
@@ -193,121 +220,10 @@ def print_hotpot(rows: list[dict[str, Any]], res: dict[str, dict[int, list[dict[
                 sel = [x["recall"] for x in xs if x["type"] == t]
                 return f"{statistics.mean(sel):8.3f}" if sel else f"{'-':>8}"
 
-            print(f"  {b:>6}  {name:<18}{mean('recall'):10.3f}{typed('bridge')}{typed('comparison')}"
+            print(f"  {b:>6}  {name:<24}{mean('recall'):10.3f}{typed('bridge')}{typed('comparison')}"
                   f"{mean('all'):8.0%}{mean('facts'):7.1f}{mean('connectors'):7.2f}{mean('gold_connectors'):11.2f}")
     if audit_total:
         print("  audit events from the envelopes: " + ", ".join(f"{k} {v}" for k, v in sorted(audit_total.items())))
-
-
-# --- 2WikiMultiHopQA -------------------------------------------------------------------------------
-
-def wiki2(datasets: Path, n: int, run: Run, budget: int, rebuild: bool) -> dict[str, Any]:
-    base = datasets / "2wikimultihopqa"
-    corpus = json.loads((base / "hipporag_2wiki_corpus.json").read_text(encoding="utf-8"))
-    questions = json.loads((base / "hipporag_2wiki_1000_questions.json").read_text(encoding="utf-8"))[:n]
-    cache = EmbeddingCache("2wikimultihopqa")
-    sents = [split_sentences(p["text"]) or [p["title"]] for p in corpus]
-    flat_facts = [(pi, s) for pi, ss in enumerate(sents) for s in ss]
-    t0 = time.perf_counter()
-    fv = cache.embed([s for _, s in flat_facts])
-    pv = cache.embed([f"{p['title']}\n{p['text']}" for p in corpus])
-    qv = cache.embed([q["question"] for q in questions])
-    log(f"  2wiki: {len(flat_facts):,} sentence facts of {len(corpus):,} passages embedded/loaded in "
-        f"{time.perf_counter() - t0:.0f} s")
-    title_of = [p["title"] for p in corpus]
-    fact_passage = np.array([pi for pi, _ in flat_facts])
-    res: dict[str, list[dict[str, float]]] = defaultdict(list)
-    for qi, q in enumerate(questions):
-        gold = set(q["supporting_facts"])
-        res["flat passages (title+text)"].append(_at_k([title_of[i] for i in flat_topk(pv, qv[qi], 5)], gold))
-        ranked = [title_of[fact_passage[i]] for i in flat_topk(fv, qv[qi], budget)]
-        res[f"flat sentences top-{budget}"].append(_at_k(_first_seen(ranked), gold))
-    with scratch("crp-bench-2wiki-") as tmp:
-        pipe, where, how = _wiki_fabric(tmp, corpus, sents, fv, flat_facts, run, rebuild)
-        log(f"  2wiki fabric: {how}")
-        t0 = time.perf_counter()
-        for qi, q in enumerate(questions):
-            gold = set(q["supporting_facts"])
-            for graph in (False, True):
-                sid = f"w{qi}-{'on' if graph else 'off'}"
-                req = window_request(sid, sid, 1, q["question"], run.v(qv[qi]), [("q", q["question"], run.v(qv[qi]))],
-                                     budget, graph, max_windows=1)
-                env = pipe.request(req)
-                name = "CDGR (graph on)" if graph else "CDR (graph off)"
-                facts = env["facts"]
-                res[name].append(_at_k(_first_seen([title_of[where[f["fact_id"]]] for f in _rank_order(facts)]), gold))
-                res[name + ", packed order"].append(
-                    _at_k(_first_seen([title_of[where[f["fact_id"]]] for f in facts]), gold))
-            if (qi + 1) % 50 == 0:
-                log(f"  2wiki {qi + 1}/{len(questions)} questions, {time.perf_counter() - t0:.0f} s")
-        pipe.close()
-    four = sum(1 for q in questions if len(q["supporting_facts"]) == 4)
-    print(f"\n2WikiMultiHopQA (HippoRAG's 1,000-question setting): {len(questions)} questions "
-          f"({four} with 4 gold passages) over one fabric of {len(corpus):,} passages / {len(flat_facts):,} "
-          f"sentence facts; envelope budget {budget}; embedder all-MiniLM-L6-v2 int8")
-    print(f"  {'method':<42}{'R@2':>7}{'R@5':>7}{'R@env':>7}{'passages':>10}")
-    for name, xs in res.items():
-        print(f"  {name:<42}{statistics.mean(x['r2'] for x in xs):7.3f}{statistics.mean(x['r5'] for x in xs):7.3f}"
-              f"{statistics.mean(x['rall'] for x in xs):7.3f}{statistics.mean(x['n'] for x in xs):10.1f}")
-    return res
-
-
-def _wiki_fabric(tmp: Path, corpus: list[dict[str, str]], sents: list[list[str]], fv: np.ndarray,
-                 flat_facts: list[tuple[int, str]], run: Run, rebuild: bool) -> tuple[Pipeline, dict[str, int], str]:
-    """The corpus fabric, built through the runtime once and then reused from the cache directory."""
-    import shutil
-
-    cached = CACHE_DIR / f"2wiki-fabric-{'live' if run.live else 'precomputed'}-v1"
-    if cached.is_dir() and not rebuild:
-        shutil.copytree(cached, tmp, dirs_exist_ok=True)
-        pipe = run.pipeline(tmp)
-        where = {k: int(v) for k, v in json.loads((tmp / "where.json").read_text()).items()}
-        return pipe, where, f"reused from {cached} (--rebuild to rebuild)"
-    pipe = run.pipeline(tmp)
-    where: dict[str, int] = {}
-    t0 = time.perf_counter()
-    row = 0
-    for pi, ss in enumerate(sents):
-        vecs = [run.v(fv[row + k]) for k in range(len(ss))]
-        row += len(ss)
-        for fid in publish_doc(pipe, f"wiki-{pi}", "2wiki", ss, vecs):
-            where[fid] = pi
-        if (pi + 1) % 1000 == 0:
-            log(f"  2wiki ingest {pi + 1:,}/{len(sents):,} passages, {time.perf_counter() - t0:.0f} s")
-    took = time.perf_counter() - t0
-    (tmp / "where.json").write_text(json.dumps(where))
-    pipe.close()
-    shutil.rmtree(cached, ignore_errors=True)
-    shutil.copytree(tmp, cached.with_suffix(".tmp"), dirs_exist_ok=True)
-    cached.with_suffix(".tmp").rename(cached)
-    pipe = run.pipeline(tmp)
-    return pipe, where, f"built through the runtime in {took:.0f} s ({len(flat_facts) / took:.0f} facts/s)"
-
-
-def _rank_order(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Anchors by CDR score (best first); each connector right after the best anchor it bridges."""
-    anchors = sorted((f for f in facts if f["role"] != "connector"), key=lambda f: -f["score"])
-    rank = {f["fact_id"]: i for i, f in enumerate(anchors)}
-    after: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for f in facts:
-        if f["role"] == "connector":
-            ranks = [rank[a] for a in f.get("bridges", []) if a in rank]
-            after[min(ranks) if ranks else len(anchors)].append(f)
-    out: list[dict[str, Any]] = []
-    for i, a in enumerate(anchors):
-        out.append(a)
-        out.extend(after.get(i, []))
-    out.extend(after.get(len(anchors), []))
-    return out
-
-
-def _first_seen(titles: list[str]) -> list[str]:
-    return list(dict.fromkeys(titles))
-
-
-def _at_k(ranked: list[str], gold: set[str]) -> dict[str, float]:
-    return {"r2": len(gold & set(ranked[:2])) / len(gold), "r5": len(gold & set(ranked[:5])) / len(gold),
-            "rall": len(gold & set(ranked)) / len(gold), "n": float(len(ranked))}
 
 
 # --- MuSiQue: novelty across windows ---------------------------------------------------------------
@@ -342,7 +258,8 @@ def mmr(vecs: np.ndarray, q: np.ndarray, k: int, lam: float, selected: Sequence[
 def musique(datasets: Path, n: int, run: Run, budget: int, windows: int = 5) -> dict[str, Any]:
     rows = json.loads((datasets / "musique" / "hipporag_musique_train100.json").read_text(encoding="utf-8"))[:n]
     cache = EmbeddingCache("musique")
-    methods = ("flat relevance", "MMR (lambda 0.5)", "MMR + memory", "CDR (graph off)", "CDGR (graph on)")
+    methods = ("flat relevance", "MMR (lambda 0.5)", "MMR + memory", "MMR + memory, 'title: sentence'",
+               "CDR (graph off)", "CDGR (graph on)")
     # per method, per window: lists over questions
     rep: dict[str, list[list[float]]] = {m: [[] for _ in range(windows)] for m in methods}
     rec: dict[str, list[list[float]]] = {m: [[] for _ in range(windows)] for m in methods}
@@ -353,11 +270,13 @@ def musique(datasets: Path, n: int, run: Run, budget: int, windows: int = 5) -> 
     t0 = time.perf_counter()
     for qi, row in enumerate(rows):
         paras = {p["idx"]: split_sentences(p["paragraph_text"]) for p in row["paragraphs"]}
+        titles = {p["idx"]: p["title"] for p in row["paragraphs"]}
         facts = [(pidx, s) for pidx, ss in paras.items() for s in ss]
         hops = hop_texts(row["question_decomposition"])
         gold = [h["paragraph_support_idx"] for h in row["question_decomposition"]]
         vecs = cache.embed([s for _, s in facts] + [row["question"], *hops])
         fv, qv, hv = vecs[:len(facts)], vecs[len(facts)], vecs[len(facts) + 1:]
+        cv = cache.embed([embedding_text(titles[p], s) for p, s in facts])  # what ingest embeds
         para_of = [p for p, _ in facts]
 
         def score(name: str, per_window: list[list[int]], para_of: list[int] = para_of,
@@ -382,6 +301,10 @@ def musique(datasets: Path, n: int, run: Run, budget: int, windows: int = 5) -> 
         for _ in range(windows):
             memory.append(mmr(fv, qv, budget, 0.5, [i for ids in memory for i in ids]))
         score("MMR + memory", memory)
+        memory = []
+        for _ in range(windows):
+            memory.append(mmr(cv, qv, budget, 0.5, [i for ids in memory for i in ids]))
+        score("MMR + memory, 'title: sentence'", memory)
         with scratch("crp-bench-musique-") as tmp:
             pipe = run.pipeline(tmp)
             where: dict[str, int] = {}
@@ -389,7 +312,8 @@ def musique(datasets: Path, n: int, run: Run, budget: int, windows: int = 5) -> 
             for pidx, ss in paras.items():
                 if not ss:
                     continue
-                pos = publish_doc(pipe, f"mq{qi}-p{pidx}", "musique", ss, [run.v(fv[row_of[(pidx, s)]]) for s in ss])
+                pos = publish_doc(pipe, f"mq{qi}-p{pidx}", "musique", ss, [run.v(cv[row_of[(pidx, s)]]) for s in ss],
+                                  title=titles[pidx])
                 where.update({fid: row_of[(pidx, ss[p])] for fid, p in pos.items()})
             for graph in (False, True):
                 name = "CDGR (graph on)" if graph else "CDR (graph off)"
@@ -459,7 +383,7 @@ def main() -> None:
     if a.what in ("hotpotqa", "all"):
         hotpotqa(a.datasets, a.questions or 100, run, BUDGETS)
     if a.what in ("2wiki", "all"):
-        wiki2(a.datasets, a.questions or 500, run, a.wiki_budget, a.rebuild)
+        wiki2(a.datasets, a.questions or 1000, run, a.wiki_budget, a.rebuild, publish_doc, flat_topk, log)
     if a.what in ("musique", "all"):
         musique(a.datasets, a.questions or 100, run, a.budget)
     log(f"done in {time.perf_counter() - t0:.0f} s")

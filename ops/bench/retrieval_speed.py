@@ -50,6 +50,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ import numpy as np
 
 from crp_stream import events
 from crp_stream.config import Settings
-from crp_stream.core import cdgr
+from crp_stream.core import cdgr, graph_rank
 from crp_stream.core.ids import derive_id
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.fabric.fact_cache import FactCache
@@ -65,7 +66,7 @@ from crp_stream.fabric.graph import GraphCache
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.vectors import VectorIndex, VectorItem
 from crp_stream.fabric.vectors_edge import EdgeVectorIndex
-from crp_stream.processors import assembly
+from crp_stream.processors import assembly, graph_select
 from crp_stream.processors.base import Record
 from crp_stream.processors.dispatch import apply_record
 from crp_stream.processors.retrieval import RetrievalHandler
@@ -73,7 +74,7 @@ from crp_stream.runtime.embedded import open_fabric
 from ops.bench._common import CACHE_DIR, T0_US, Pipeline, code_version, percentile, scratch, vec
 
 MODEL = "bench"
-CORPUS_VERSION = 1  # bump when make_corpus or the build changes: cached built fabrics are keyed by it
+CORPUS_VERSION = 2  # bump when make_corpus or the build changes: cached built fabrics are keyed by it
 DIM = 384
 TOPIC_SIZE = 500
 SUBTOPICS = 10
@@ -193,6 +194,11 @@ def build_direct(corpus: Corpus, workdir: Path) -> Fabric:
             uow.vectors.upsert(items[s:s + 5_000])
         for s in range(0, len(edges), 20_000):
             uow.repo.add_edges(edges[s:s + 20_000])
+        # the structure ingest adds: consecutive facts of a document (no titles in this corpus)
+        adjacency = [(a["fact_id"], b["fact_id"], 1.0) for a, b in pairwise(rows)
+                     if a["document_id"] == b["document_id"]]
+        for s in range(0, len(adjacency), 20_000):
+            uow.repo.add_edges(adjacency[s:s + 20_000], kind="adjacency")
         uow.repo.touch_source("bench", "official", 0.8, T0_US)
     fabric.vectors.flush()
     return fabric
@@ -212,11 +218,16 @@ class Stages:
         (EdgeVectorIndex, "get_vectors", "    vectors of cache misses"),
         (assembly, "_extend", "  CDR scoring (_extend)"),
         (assembly, "collapse_duplicates", "collapse duplicates"),
-        (assembly, "_connectors", "CDGR connectors"),
-        (Repository, "edge_rows", "  graph edges of cache misses (SQL)"),
-        (cdgr, "expand_connectors_edges", "  expansion"),
-        (cdgr, "bridge_values_edges", "  bridge values"),
-        (assembly, "_append_outside", "  connectors below the gate"),
+        (graph_select, "choose", "CDGR selection (graph_select.choose)"),
+        (graph_select, "named_leads", "  titles the query names (SQL)"),
+        (graph_select, "walk", "  typed-graph walk + PageRank"),
+        (Repository, "edge_rows", "    graph edges of cache misses (SQL)"),
+        (graph_rank, "walk_levels", "    walk levels (max_hops)"),
+        (graph_rank, "personalized_pagerank", "    personalised PageRank"),
+        (assembly, "_append_outside", "  reached facts outside the candidates"),
+        (graph_rank, "connector_estimate", "  estimates"),
+        (graph_rank, "admit_connectors", "  admission over displaced anchors"),
+        (cdgr, "bridge_values_edges", "  bridge values (admitted connectors)"),
         (assembly, "_arbitrate", "conflict arbitration"),
         (RetrievalHandler, "_envelope", "envelope build"),
         (events, "encode", "envelope encode"),

@@ -165,7 +165,7 @@ def test_narrow_fact_reads_statuses_rows_and_edge_rows(engine: Engine) -> None:
         assert repo.fact_statuses(["b", "a", "zz", "a"]) == {"a": "active", "b": "stale"}
         rows = repo.fact_rows(["b", "zz"], ("fact_id", "text", "subject", "value"))
         assert rows == {"b": {"fact_id": "b", "text": "text b", "subject": "svc", "value": "5"}}
-        assert sorted(repo.edge_rows(["b"])) == [("b", "a", 0.7), ("b", "c", 0.65)]
+        assert sorted(repo.edge_rows(["b"])) == [("b", "a", 0.7, "similarity"), ("b", "c", 0.65, "similarity")]
         assert repo.edge_rows([]) == []
 
 

@@ -359,8 +359,9 @@ def _chain_records(policy: dict[str, Any], gram: list[list[float]] = CHAIN_GRAM)
     vec = from_gram(CHAIN_NAMES, gram)
     # A and D share importance and relevance; A gets a hair more importance so the order is fixed
     facts = [fact(CHAIN_TEXT[n], vec[n], importance=1.0 if n == "A" else 0.99) for n in CHAIN_TEXT]
+    # one document per fact: the graph is the similarity edges alone (no adjacency between them)
     return [
-        doc("chain", facts),
+        *(doc(f"chain-{n}", [f]) for n, f in zip(CHAIN_TEXT, facts, strict=True)),
         request(1, T0 + 1, query=vec["q"], subs=[sub("why", vec["q"])], fact_budget=4, policy=policy),
     ]
 
@@ -377,24 +378,41 @@ def test_cdgr_includes_below_gate_connectors_between_the_anchors_they_bridge(tmp
         f = env["facts"][order.index(n)]
         assert f["relevance"] == pytest.approx(0.40, abs=1e-5)  # below the 0.55 gate
         assert sorted(f["bridges"]) == sorted([ids[CHAIN_TEXT["A"]], ids[CHAIN_TEXT["D"]]])
-        # bridge value 1 pair x 0.7 edge strength; score = bridge x novelty x recency x max(rel, 0.30)
-        assert f["score"] == pytest.approx(0.7 * 0.40, abs=1e-5)
+        # SPEC-025 §6: a connector's estimate (CDR score + PageRank term) beats the anchor it
+        # displaced: F1, CDR score 0.99 x 0.60 and no graph mass (no edge reaches it)
+        assert f["score"] > 0.99 * 0.60
+        assert f["via"] == "similarity"
+    assert [f["rank"] for f in env["facts"]] == [1, 3, 4, 2]  # seeds A, D first; then B, C by estimate
     h = env["headers"]
     assert h["CRP-Context-Connectors-Included"] == "2/4"
-    assert h["CRP-Context-Bridge-Score"] == pytest.approx(0.7, abs=1e-5)
-    assert h["CRP-Context-Graph-Hops"] == 2
+    assert h["CRP-Context-Bridge-Score"] == pytest.approx(0.7, abs=1e-5)  # 1 pair x 0.7 edge strength
+    assert h["CRP-Context-Graph-Hops"] == 1  # B and C are one edge from an anchor; a 2nd hop found nothing new
     assert h["CRP-Context-Mode"] == "cdgr"
 
 
-def test_connectors_of_anchors_already_linked_directly_have_no_bridge_value(tmp_path: Path) -> None:
-    """SPEC-025 §2.4: with a direct A-D edge, B and C link nothing that is not linked already."""
+@pytest.mark.parametrize("direct", [False, True])
+def test_a_connector_displaces_only_an_anchor_it_outscores(tmp_path: Path, direct: bool) -> None:
+    """SPEC-025 §6 by construction: CDGR keeps CDR's seeds, and each connector it admits has an
+    estimate above the CDR score of every anchor of CDR's envelope it displaced (with or without a
+    direct A-D edge, which takes B's and C's bridge value away but not their PageRank)."""
     gram = [row[:] for row in CHAIN_GRAM]
-    gram[1][4] = gram[4][1] = 0.65  # A-D is now a similarity edge
-    gram[1][3] = gram[3][1] = gram[2][4] = gram[4][2] = 0.5  # (still no A-C or B-D edge)
-    out = run(_chain_records({"connector_budget": 0.5}, gram), tmp_path, edge_threshold=0.6)
-    env = out.envelope(1)
-    assert [f["role"] for f in env["facts"]] == ["anchor"] * 4
-    assert set(by_text(env)) == {CHAIN_TEXT[n] for n in ("A", "D", "F1", "F2")}
+    if direct:
+        gram[1][4] = gram[4][1] = 0.65  # A-D is now a similarity edge
+        gram[1][3] = gram[3][1] = gram[2][4] = gram[4][2] = 0.5  # (still no A-C or B-D edge)
+    off = run(_chain_records({"graph_retrieval": "off", "connector_budget": 0.5}, gram), tmp_path / "off",
+              edge_threshold=0.6).envelope(1)
+    on = run(_chain_records({"connector_budget": 0.5}, gram), tmp_path / "on", edge_threshold=0.6).envelope(1)
+    cdr = {f["fact_id"]: f["score"] for f in off["facts"]}
+    seeds = sorted(cdr, key=lambda f: -cdr[f])[:2]
+    kept = {f["fact_id"] for f in on["facts"]}
+    assert set(seeds) <= kept
+    displaced = [cdr[f] for f in cdr if f not in kept]
+    connectors = [f["score"] for f in on["facts"] if f["role"] == "connector"]
+    assert len(displaced) == len(connectors)
+    assert all(c > d for c in connectors for d in displaced)
+    # B and C enter without the A-D edge; with it, part of the walk's mass goes A <-> D directly and
+    # only one of them still beats the filler it would displace
+    assert len(connectors) == (1 if direct else 2)
 
 
 def test_graph_retrieval_off_gives_no_connectors(tmp_path: Path) -> None:

@@ -112,13 +112,14 @@ def request(
     query: np.ndarray = Q,
     subs: list[dict[str, Any]] | None = None,
     model: str | None = MODEL,
+    query_text: str = "the task",
     **kw: Any,
 ) -> Rec:
     value: dict[str, Any] = {
         "request_id": f"{session}-req-{window}-{ts}",
         "session_id": session,
         "window": window,
-        "query": {"text": "the task", "embedding": [float(x) for x in query]},
+        "query": {"text": query_text, "embedding": [float(x) for x in query]},
         **kw,
     }
     if subs is not None:

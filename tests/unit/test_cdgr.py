@@ -1,4 +1,4 @@
-"""SPEC-025 CDGR: seeding budget, graph expansion, bridge value, connector score."""
+"""SPEC-025 CDGR: seeding budget, graph expansion, bridge value, headers."""
 
 from __future__ import annotations
 
@@ -13,11 +13,9 @@ from crp_stream.core.cdgr import (
     bridge_score_header,
     bridge_value,
     bridge_values,
-    connector_score,
     connector_slot_count,
     connectors_included_header,
     expand_connectors,
-    top_connectors,
 )
 
 
@@ -132,35 +130,6 @@ def test_bridge_values_batch_matches_single() -> None:
     assert bridged == [["A", "D"], ["A", "D"], []]
 
 
-def test_connector_score_formula_with_relevance_floor() -> None:
-    got = connector_score(
-        bridge=[0.75, 0.75, 0.0, 2.0],
-        novelty=[1.0, 0.5, 1.0, 0.2],
-        recency=[1.0, 0.3, 1.0, 1.0],
-        relevance=[0.61, 0.10, 0.99, 0.25],
-    )
-    np.testing.assert_allclose(got, [0.75 * 0.61, 0.75 * 0.5 * 0.3 * 0.30, 0.0, 2.0 * 0.2 * 0.30])
-    assert float(connector_score(1.0, 1.0, 1.0, 0.1, min_connector_relevance=0.5)) == 0.5
-
-
-def test_worked_example_connectors_enter_where_flat_cdr_drops_them() -> None:
-    # B (sim .61) and C (sim .59) pass; a fact with the same relevance but no bridge stays out.
-    vb, _ = bridge_value("B", ["A", "D"], CHAIN)
-    vc, _ = bridge_value("C", ["A", "D"], CHAIN)
-    scores = connector_score([vb, vc, 0.0], 1.0, 1.0, [0.61, 0.59, 0.61])
-    # C: 0.8 * 0.59 = 0.472 beats B: 0.75 * 0.61 = 0.4575; Z (no bridge) never takes a slot.
-    assert top_connectors(scores, ["B", "C", "Z"], slots=5) == [1, 0]
-    assert top_connectors(scores, ["B", "C", "Z"], slots=1) == [1]
-
-
-def test_top_connectors_order_ties_and_slots() -> None:
-    scores = [0.2, 0.5, 0.5, 0.0, 0.1]
-    ids = ["e", "d", "c", "b", "a"]
-    assert top_connectors(scores, ids, slots=3) == [2, 1, 0]
-    assert top_connectors(scores, ids, slots=0) == []
-    assert top_connectors(scores, ids, slots=10) == [2, 1, 0, 4]
-
-
 def test_headers() -> None:
     assert connectors_included_header(6, 35) == "6/35"
     assert bridge_score_header([2.1, 1.8]) == pytest.approx(1.95)
@@ -193,11 +162,12 @@ def test_vectorised_bridge_values_equal_the_rule_on_random_graphs() -> None:
 
 
 def test_edge_list_rules_equal_the_mapping_rules_bit_for_bit() -> None:
-    """``expand_connectors_edges`` / ``bridge_values_edges`` on the edges assembly loads (every edge of
+    """``graph_rank.walk_levels`` / ``bridge_values_edges`` on the edges assembly loads (every edge of
     the anchors and of their neighbours) give exactly ``expand_connectors`` / ``bridge_values``."""
     import random
 
-    from crp_stream.core.cdgr import bridge_values_edges, expand_connectors_edges
+    from crp_stream.core.cdgr import bridge_values_edges
+    from crp_stream.core.graph_rank import walk_levels
 
     rng = random.Random(5)
     for trial in range(60):
@@ -218,7 +188,8 @@ def test_edge_list_rules_equal_the_mapping_rules_bit_for_bit() -> None:
         wts = [adj[f][x] for f in rows for x in adj.get(f, {})]
         hops = trial % 3
         names = {i: f for f, i in ints.items()}
-        got = {names[i] for i in expand_connectors_edges([ints[a] for a in anchors], src, dst, hops).tolist()}
+        level, _depth = walk_levels([ints[a] for a in anchors], src, dst, hops)
+        got = {names[i] for i in np.flatnonzero(level > 0).tolist()}
         assert got == expand_connectors(anchors, adj, hops)
         found = sorted(expand_connectors(anchors, adj, 2)) + rng.sample(nodes, min(3, len(nodes)))
         cols = sorted(set(anchors))

@@ -1,0 +1,79 @@
+"""The fabric's typed graph at ingestion (SPEC-025 §7: building the graph is ingestion's job; issue 11).
+
+Beside the similarity edges (SPEC-025 §1.3, the K nearest), a document keeps its structure:
+
+- **adjacency**: each fact is linked to the next fact of its document (positions ``i``, ``i + 1``);
+- **mention**: a fact whose text names another document's title (``core.graph_rank.title_key``)
+  is linked to that document's lead fact (position 0), whichever of the two came first: new facts are
+  matched against the titles known, and a newly titled document against the facts already there.
+
+Structural edges weigh 1.0 (a stated link, as strong as an identical sentence) and record their
+kind. A titled document's facts are embedded as ``"title: sentence"`` (``embedding_text``): a
+sentence that begins "He..." says nothing of whom on its own. The fabric records the convention in
+its meta (``embedding_text``) at its first write.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any
+
+from crp_stream.core import graph_rank
+
+STRUCTURE_WEIGHT = 1.0
+EMBEDDING_TEXT_KEY = "embedding_text"
+EMBEDDING_TEXT = "title: sentence (documents with a title); the sentence otherwise"
+MAX_NAMING_FACTS = 2_000  # facts linked to one newly titled document: a bound on one record's work
+
+
+def embedding_text(title: str | None, text: str) -> str:
+    """What the embedder reads for a fact of a document with ``title`` (issue 11: contextual embedding)."""
+    return f"{title}: {text}" if title else text
+
+
+def record_convention(uow: Any) -> None:
+    """The fabric records, once, how fact texts were embedded (beside its model id)."""
+    if uow.repo.get_meta(EMBEDDING_TEXT_KEY) is None:
+        uow.repo.set_meta(EMBEDDING_TEXT_KEY, EMBEDDING_TEXT)
+
+
+def structure_edges(
+    uow: Any, event: Any, document_id: str | None, fact_ids: list[str], texts: dict[str, str]
+) -> set[str]:
+    """Write the adjacency and mention edges of one document; returns every endpoint (to invalidate).
+
+    ``fact_ids`` are the document's facts by position (new and already known); ``texts`` the texts
+    of the new ones, the only ones matched against the known titles.
+    """
+    edges: list[tuple[str, str, float]] = [(a, b, STRUCTURE_WEIGHT) for a, b in pairwise(fact_ids)]
+    if edges:
+        uow.repo.add_edges(edges, kind="adjacency")
+    touched = {x for a, b, _w in edges for x in (a, b)}
+    doc = document_id or event.event_id
+    title = getattr(event, "title", None)
+    section = getattr(event, "section", None)
+    key = graph_rank.title_key(title)
+    mentions: list[tuple[str, str, float]] = []
+    lead = fact_ids[0] if fact_ids else None
+    if lead is not None and (title or section):
+        before = uow.repo.put_document(event.source, doc, title, key, section, lead)
+        if key is not None and before != key:  # a title new to the fabric: facts that named it already
+            for fid, text, src, other_doc in uow.repo.facts_containing(key, MAX_NAMING_FACTS):
+                if (src, other_doc) != (event.source, doc) and graph_rank.names_title(text, key):
+                    mentions.append((fid, lead, STRUCTURE_WEIGHT))
+    own = set(fact_ids)
+    spans = sorted({s for text in texts.values() for s in graph_rank.mention_spans(text)})
+    if spans:
+        leads = uow.repo.titled_leads(spans)
+        for fid in sorted(texts):
+            mine = set(graph_rank.mention_spans(texts[fid]))
+            for k, src, other_doc, other_lead in leads:
+                if k in mine and (src, other_doc) != (event.source, doc) and other_lead not in own:
+                    mentions.append((fid, other_lead, STRUCTURE_WEIGHT))
+    if mentions:
+        uow.repo.add_edges(sorted(set(mentions)), kind="mention")
+        touched |= {x for a, b, _w in mentions for x in (a, b)}
+    return touched
+
+
+__all__ = ["EMBEDDING_TEXT_KEY", "embedding_text", "record_convention", "structure_edges"]

@@ -1,0 +1,194 @@
+"""CDGR's anchors and connectors for one branch (SPEC-025 §2, §5.1, §6), over the fabric's typed graph.
+
+1. Seeds (§2.2): the top ``S = floor((1 - connector_budget) × budget)`` facts by CDR, plus the lead
+   fact of every document whose title the query names (a mention of the query; half the weight of
+   the best seed: a name is evidence, weaker than the dense match the best anchor is).
+2. Walk (§2.3): breadth-first over every edge kind, ``max_hops`` (1-3) levels; the depth actually
+   walked is ``CRP-Context-Graph-Hops`` (§5.1).
+3. Estimate: personalised PageRank from the seeds over the walked ball, blended with the CDR score
+   (``core.graph_rank.connector_estimate``), for anchors and connectors alike.
+4. Admission (§6): the top ``S`` anchors stay; every other slot goes to the best estimate, so a
+   connector displaces an anchor only when it is expected to be worth more
+   (``core.graph_rank.admit_connectors``). Bridge values (§2.4) are still computed for the admitted
+   connectors: the ``bridges`` list places them (§2.6) and their mean is the Bridge-Score header.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from crp_stream.core import cdgr, graph_rank
+
+NAMED_SEED_SHARE = 0.5
+OUTSIDE_PER_SLOT = 4
+
+
+@dataclass
+class Walk:
+    depth: int
+    ppr: dict[str, float]  # every fact of the walked ball
+    ids: list[str]  # the ball, in fact-id order (the local index)
+    level: np.ndarray  # per local index
+    rank: np.ndarray  # PageRank per local index
+    edges: tuple[np.ndarray, np.ndarray, np.ndarray]  # (src, dst, kind) local, (src, dst) order
+    named: frozenset[str]
+
+    def via(self, fact_id: str) -> str:
+        """How a reached fact was reached: ``mention`` for a lead the query names; else the kind of
+        the edge into it from the fact one level up with the most PageRank."""
+        if fact_id in self.named:
+            return "mention"
+        i = self.ids.index(fact_id)
+        es, ed, ek = self.edges
+        into = np.flatnonzero((ed == i) & (self.level[es] == self.level[i] - 1)).tolist()
+        if not into:
+            return "similarity"
+        best = max(into, key=lambda e: (self.rank[es[e]], -es[e]))
+        return graph_rank.EDGE_KINDS[int(ek[best])]
+
+
+def named_leads(uow: Any, query_text: str) -> list[str]:
+    """Lead facts of the documents whose title the query names (``core.graph_rank.title_key``)."""
+    spans = graph_rank.mention_spans(query_text)
+    if not spans:
+        return []
+    return sorted({lead for _k, _s, _d, lead in uow.repo.titled_leads(spans)})
+
+
+def walk(uow: Any, c: Any, seed_idx: list[int], named: list[str], max_hops: int) -> Walk:
+    """Walk the typed graph from the seeds and rank the ball by personalised PageRank."""
+    g = c.graph
+    g.bind(uow)
+    seed_ids = [c.ids[i] for i in seed_idx]
+    extra = [f for f in named if f not in set(seed_ids)]
+    start = g.ints(seed_ids + extra)
+    level, depth = graph_rank.walk_levels(start, g.src, g.dst, 0)
+    for _ in range(max_hops + 1):  # one more level's edges per pass; all levels < max_hops loaded
+        level, depth = graph_rank.walk_levels(start, g.src, g.dst, max_hops)
+        need = [i for i in np.flatnonzero((level >= 0) & (level < max_hops)).tolist() if i not in g.loaded]
+        if not need:
+            break
+        g.load(uow, need)
+    ball = np.flatnonzero(level >= 0)
+    names = g.names(ball.tolist())
+    order = np.argsort(np.asarray(names, dtype=object), kind="stable")  # local index in fact-id order
+    local = np.full(level.shape[0], -1, dtype=np.int64)
+    local[ball[order]] = np.arange(ball.shape[0])
+    ids = [names[i] for i in order.tolist()]
+    lv = level[ball[order]]
+    n = len(ids)
+    s_ok = np.zeros(len(g.src), dtype=bool)
+    inside = (g.src < level.shape[0]) & (g.dst < level.shape[0])
+    s_ok[inside] = (level[g.src[inside]] >= 0) & (level[g.src[inside]] < max_hops) & (level[g.dst[inside]] >= 0)
+    es, ed = local[g.src[s_ok]], local[g.dst[s_ok]]
+    ew, ek = g.weight[s_ok], g.kind[s_ok]
+    e_order = np.lexsort((ek, ed, es))  # canonical: sums run in the same order on every store
+    es, ed, ew, ek = es[e_order], ed[e_order], ew[e_order], ek[e_order]
+    seed = np.zeros(n, dtype=np.float64)
+    w = graph_rank.seed_weights(c.score[seed_idx]) if seed_idx else np.zeros(0)
+    pos = {f: i for i, f in enumerate(ids)}
+    for f, x in zip(seed_ids, w.tolist(), strict=True):
+        seed[pos[f]] += x
+    top = float(w.max(initial=0.0)) or 1.0
+    for f in extra:
+        seed[pos[f]] += NAMED_SEED_SHARE * top
+    r = graph_rank.personalized_pagerank(n, es, ed, ew, seed)
+    return Walk(
+        depth=depth,
+        ppr=dict(zip(ids, r.tolist(), strict=True)),
+        ids=ids,
+        level=lv,
+        rank=r,
+        edges=(es, ed, ek),
+        named=frozenset(extra),
+    )
+
+
+def choose(
+    uow: Any,
+    c: Any,
+    sel: Any,
+    live: list[int],
+    n_anchor: int,
+    budget: int,
+    policy: Any,
+    exclude: set[str],
+    append_outside: Any,
+) -> None:
+    """Fill ``sel`` (anchors, connectors, rank, via, hops) for the live CDR order ``live``."""
+    seeds = live[:n_anchor]
+    slots = budget - len(seeds)
+    key = (tuple(c.ids[i] for i in seeds), policy.max_hops)
+    if slots <= 0 or not seeds:
+        sel.anchors, sel.connectors, sel.hops = live[:budget], [], 0
+        sel.rank = {i: r + 1 for r, i in enumerate(sel.anchors)}
+        return
+    cached = c.walks.get(key)
+    if cached is None:
+        if c.named is None:
+            c.named = named_leads(uow, c.ctx.query_text)
+        cached = c.walks[key] = walk(uow, c, seeds, c.named, policy.max_hops)
+    w = cached
+    index = {f: i for i, f in enumerate(c.ids)}
+    # Reached facts outside the candidate set join it, scored by CDR (below the gate too): those with
+    # the most PageRank, OUTSIDE_PER_SLOT per connector slot. Outside the candidates a fact's CDR
+    # score is low (below the gate, or past every probe's top K), so its graph term decides, and a
+    # ball of thousands is not read row by row to rank its tail.
+    outside = [f for f in w.ppr if f not in index and f not in exclude]
+    outside = sorted(sorted(outside, key=lambda f: (-w.ppr[f], f))[: OUTSIDE_PER_SLOT * slots])
+    if outside:
+        append_outside(uow, c, outside)
+        index = {f: i for i, f in enumerate(c.ids)}
+    # connectors: reached facts that are not in the CDR order (the order's own facts compete as
+    # anchors; its suppressed ones stay out), nor excluded (duplicates, another branch's facts)
+    in_order = set(live) | sel.suppressed | set(c.order)
+    conn = [index[f] for f in sorted(w.ppr) if f in index and f not in exclude and index[f] not in in_order]
+    ppr_live = np.asarray([w.ppr.get(c.ids[i], 0.0) for i in live], dtype=np.float64)
+    ppr_conn = np.asarray([w.ppr[c.ids[i]] for i in conn], dtype=np.float64)
+    idx = live + conn
+    factor = (
+        np.asarray([c.rows[i]["importance"] for i in idx], dtype=np.float64)
+        * c.novelty[idx]
+        * c.recency[idx]
+        * (1.0 - c.penalty[idx])
+    )
+    both = graph_rank.connector_estimate(c.score[idx], np.concatenate([ppr_live, ppr_conn]), factor)
+    est_live, est_conn = both[: len(live)], both[len(live) :]
+    keep, admitted = graph_rank.admit_connectors(est_live, est_conn, len(seeds), slots)
+    sel.anchors = [live[p] for p in keep]
+    chosen_conn = [conn[p] for p in admitted]
+    # rank: every fact by its estimate (a consumer that cuts the envelope short cuts by expected worth)
+    ranked = sorted(
+        [(-float(est_live[p]), 0, p, live[p]) for p in keep] + [(-float(est_conn[p]), 1, p, conn[p]) for p in admitted]
+    )
+    sel.rank = {i: r + 1 for r, (_e, _k, _p, i) in enumerate(ranked)}
+    sel.hops = w.depth
+    sel.via = {i: w.via(c.ids[i]) for i in chosen_conn}
+    est = {conn[p]: float(est_conn[p]) for p in admitted}
+    sel.connectors = _bridging(uow, c, sel.anchors, chosen_conn, est)
+
+
+def _bridging(
+    uow: Any, c: Any, anchors: list[int], conns: list[int], est: dict[int, float]
+) -> list[tuple[int, list[str], float, float]]:
+    """SPEC-025 §2.4 for the admitted connectors: bridge value and the anchors each bridges (or, when
+    it bridges no pair, the anchors it has an edge to), for packing (§2.6) and the headers (§5.3)."""
+    if not conns:
+        return []
+    g = c.graph
+    cols = sorted({c.ids[i] for i in anchors})
+    values, bridged = cdgr.bridge_values_edges(g.ints(c.ids[i] for i in conns), g.ints(cols), g.src, g.dst, g.weight)
+    col_ints = set(g.ints(cols))
+    out = []
+    for i, v, br in zip(conns, values.tolist(), bridged, strict=True):
+        ci = g.ints([c.ids[i]])[0]
+        linked = set(g.dst[g.src == ci].tolist()) | set(g.src[g.dst == ci].tolist())
+        near = sorted(g.names(sorted(linked & col_ints)))
+        out.append((i, [cols[j] for j in br] or near, float(v), est[i]))
+    return out
+
+
+__all__ = ["Walk", "choose", "named_leads", "walk"]
