@@ -1,4 +1,4 @@
-"""Write the JSON Schema of every event to ``schemas/v1/<EventName>.json``, and docs/contract.md, from the models.
+"""Write the JSON Schema of every event to ``schemas/v1/<EventName>.json``, docs/contract.md and docs/asyncapi.yaml.
 
     python -m crp_stream.schemas_gen            # (re)write the files
     python -m crp_stream.schemas_gen --check    # exit 1 if a checked-in file differs
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from crp_stream import contract_doc
+from crp_stream import asyncapi_doc, contract_doc
 from crp_stream.events import EVENT_MODELS
 
 SCHEMA_VERSION = "v1"
@@ -22,6 +22,7 @@ ID_BASE = f"https://crp-stream/schemas/{SCHEMA_VERSION}/"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "schemas" / SCHEMA_VERSION
 CONTRACT_DOC = Path(__file__).resolve().parent.parent / "docs" / "contract.md"
+ASYNCAPI_DOC = Path(__file__).resolve().parent.parent / "docs" / "asyncapi.yaml"
 
 
 def schema_for(name: str) -> dict[str, Any]:
@@ -48,6 +49,8 @@ def generate(out_dir: Path = DEFAULT_DIR) -> list[Path]:
     if out_dir == DEFAULT_DIR:
         CONTRACT_DOC.write_text(contract_doc.render(), encoding="utf-8")
         written.append(CONTRACT_DOC)
+        ASYNCAPI_DOC.write_text(asyncapi_doc.render(), encoding="utf-8")
+        written.append(ASYNCAPI_DOC)
     return written
 
 
@@ -62,6 +65,10 @@ def stale(out_dir: Path = DEFAULT_DIR) -> list[str]:
         not CONTRACT_DOC.exists() or CONTRACT_DOC.read_text(encoding="utf-8") != contract_doc.render()
     ):
         out.append("docs/contract.md")
+    if out_dir == DEFAULT_DIR and (
+        not ASYNCAPI_DOC.exists() or ASYNCAPI_DOC.read_text(encoding="utf-8") != asyncapi_doc.render()
+    ):
+        out.append("docs/asyncapi.yaml")
     return out
 
 

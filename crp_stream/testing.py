@@ -9,7 +9,7 @@ captured outputs. ``crp-stream replay``, the benchmarks and the tests all run th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -65,10 +65,13 @@ class Pipeline:
         self.rt.run_until_idle()
         return self.outputs[start:]
 
-    def feed(self, records: Iterable[ReplayRecord]) -> Pipeline:
-        """Replay records one by one, each at its own log-append time (never earlier than the last)."""
+    def feed(self, records: Iterable[ReplayRecord], step: Callable[[int], None] | None = None) -> Pipeline:
+        """Replay records one by one, each at its own log-append time (never earlier than the last);
+        ``step(1)`` after each (a progress bar)."""
         for topic, key, ts, raw, *rest in records:
             self.publish(topic, key, raw, ts_us=ts, headers=rest[0] if rest else ())
+            if step is not None:
+                step(1)
         return self
 
     def out(self, topic: str, type_: str | None = None) -> list[dict[str, Any]]:
@@ -98,12 +101,13 @@ class Pipeline:
         self.close()
 
 
-def replay(records: Iterable[ReplayRecord], settings: Settings, workdir: Path) -> list[str]:
+def replay(records: Iterable[ReplayRecord], settings: Settings, workdir: Path,
+           step: Callable[[int], None] | None = None) -> list[str]:
     """``crp-stream replay``: ``records`` through fresh embedded backends under ``workdir``; every output
     as a replay-format line, in log order. The same input gives the same bytes (ids are derived)."""
     settings = replace(settings, data_dir=workdir, database_url=None, qdrant=None, broker=None)
     with Pipeline(settings) as p:
-        p.feed(records)
+        p.feed(records, step)
         return p.lines()
 
 

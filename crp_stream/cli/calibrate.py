@@ -21,10 +21,12 @@ from typing import Any
 
 import numpy as np
 
+from crp_stream.cli import progress
 from crp_stream.cli.base import CliError, add_common, settings_of
 from crp_stream.core.calibration import Thresholds, background_similarity, calibrate_thresholds
 from crp_stream.runtime.embedded import open_fabric
 
+VECTOR_CHUNK = 1000  # vectors read per call: the bar moves, memory stays bounded
 DEFAULT_SAMPLE = 2000
 MAX_SAMPLE = 5000  # the pairwise matrix is sample² float32: 100 MB at the cap
 EXCLUDED = ("quarantined", "expired", "superseded")  # what retrieval never sees
@@ -84,7 +86,12 @@ def calibrate_fabric(fabric: Any, sample: int, queries: Sequence[str] = (), *, s
                              f"(precomputed:{model} reads the vectors without loading a model)")
         total = len(uow.repo.fact_ids(EXCLUDED))
         ids = uow.repo.fact_ids(EXCLUDED, limit=sample)
-        found = fabric.vectors.get_vectors(ids)
+        found: dict[str, Any] = {}
+        with progress.bar("reading the sample's vectors", total=len(ids)) as bar:
+            for i in range(0, len(ids), VECTOR_CHUNK):
+                part = ids[i : i + VECTOR_CHUNK]
+                found.update(fabric.vectors.get_vectors(part))
+                bar.update(len(part))
         ids = [i for i in ids if i in found]
         if len(ids) < 2:
             raise ValueError(f"need at least 2 facts with vectors to calibrate, the fabric has {len(ids)}")

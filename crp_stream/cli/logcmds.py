@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from crp_stream.cli import progress
 from crp_stream.cli.base import CliError, add_common, read_text, settings_of
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import Fabric
@@ -41,13 +42,15 @@ def register(sub: Any) -> None:
     st.set_defaults(handler=status)
 
 
-def publish_lines(publish: Publish, text: str, origin: str) -> int:
+def publish_lines(publish: Publish, text: str, origin: str, step: Callable[[int], None] | None = None) -> int:
     """Publish replay-format lines; their ``ts`` is ignored, the log stamps the time."""
     n = 0
     for where, _line, obj in json_lines(text, origin):
         headers = parse_headers(obj.get("headers"), where)
         publish(obj["topic"], obj.get("key"), raw_value(obj["value"]), headers=headers)
         n += 1
+        if step is not None:
+            step(1)
     return n
 
 
@@ -60,7 +63,9 @@ def publish(ns: argparse.Namespace) -> int:
         def append(topic: str, key: str | None, raw: bytes, headers: Headers = ()) -> None:
             log_.append([Append(settings.topic(topic), key, raw, headers=headers)])
 
-        n = publish_lines(append, read_text(path), str(path))
+        text = read_text(path)
+        with progress.bar("publishing", total=sum(1 for x in text.splitlines() if x.strip())) as bar:
+            n = publish_lines(append, text, str(path), progress.counter(bar))
     elif len(ns.args) == 2:
         topic, path = ns.args[0], Path(ns.args[1])
         text = read_text(path)
@@ -69,11 +74,13 @@ def publish(ns: argparse.Namespace) -> int:
             values = [json.loads(text)] if single else [json.loads(x) for x in text.splitlines() if x.strip()]
         except json.JSONDecodeError as exc:
             raise CliError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}") from None
-        for v in values:
-            key = ns.key or (
-                v.get("source") or v.get("session_id") or v.get("target_id") if isinstance(v, dict) else None
-            )
-            log_.append([Append(settings.topic(topic), key, json.dumps(v, ensure_ascii=False).encode())])
+        with progress.bar("publishing", total=len(values)) as bar:
+            for v in values:
+                key = ns.key or (
+                    v.get("source") or v.get("session_id") or v.get("target_id") if isinstance(v, dict) else None
+                )
+                log_.append([Append(settings.topic(topic), key, json.dumps(v, ensure_ascii=False).encode())])
+                bar.update(1)
         n = len(values)
     else:
         raise CliError("publish takes FILE (replay lines) or TOPIC FILE (JSON values)")

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from crp_stream import redaction
-from crp_stream.cli import calibrate, db, logcmds, ops, rebuild, replay, run, sign, worker
+from crp_stream.cli import calibrate, console, db, logcmds, ops, rebuild, replay, run, sign, worker
 from crp_stream.cli.base import CliError, Parser
 from crp_stream.config import ConfigError
 from crp_stream.fabric.embedders import EmbedderError
 from crp_stream.replay_format import ReplayFormatError
 
-COMMANDS = (run, replay, logcmds, db, worker, ops, calibrate, rebuild, sign)
+COMMANDS = (run, replay, logcmds, db, worker, ops, calibrate, rebuild, sign, console)
 LOG_DATEFMT = "%Y-%m-%dT%H:%M:%S%z"
 
 

@@ -1,6 +1,6 @@
 """Operator-facing commands of ``crp-stream`` (issue 4 §4): refresh requests, quarantine review, audit.
 
-``refresh list|show|resolve``, ``quarantine list|show|confirm|release`` and ``audit tail`` print a
+``refresh list|show|resolve|acknowledge|reject``, ``quarantine list|show|confirm|release`` and ``audit tail`` print a
 table a person can scan, or JSON with ``--json``. An action publishes an ``OperatorCommand`` on
 ``crp.operator.commands``, runs the embedded runtime until idle so its effect is visible at once, and
 prints one line saying what happened; a rejected command prints the handler's reason. Ids may be
@@ -42,9 +42,12 @@ def register(sub: Any) -> None:
     rf = sub.add_parser("refresh", help="refresh requests filed against stale high-trust sources")
     rsub = rf.add_subparsers(dest="ops_cmd", required=True, parser_class=Parser)
     p = leaf(rsub, "list", "list refresh requests")
-    p.add_argument("--status", choices=["open", "resolved", "all"], default="all")
+    p.add_argument("--status", choices=["open", "resolved", "rejected", "all"], default="all")
     leaf(rsub, "show", "show one refresh request").add_argument("id", metavar="ID")
     act(leaf(rsub, "resolve", "resolve a refresh request (operator command resolve_refresh)"))
+    act(leaf(rsub, "acknowledge", "record that you took a refresh request; it stays open (acknowledge_refresh)"))
+    act(leaf(rsub, "reject", "close a refresh request as rejected: the source is not stale, its stale facts "
+                             "become active again (reject_refresh)"))
 
     qr = sub.add_parser("quarantine", help="quarantine candidates (poisoning review)")
     qsub = qr.add_subparsers(dest="ops_cmd", required=True, parser_class=Parser)
@@ -70,7 +73,8 @@ def dispatch(ns: argparse.Namespace) -> int:
 
     handlers: dict[tuple[str, str], Callable[[argparse.Namespace, Settings], int]] = {
         ("refresh", "list"): _refresh_list, ("refresh", "show"): _refresh_show,
-        ("refresh", "resolve"): _refresh_resolve, ("quarantine", "list"): _quarantine_list,
+        ("refresh", "resolve"): _refresh_resolve, ("refresh", "acknowledge"): _refresh_acknowledge,
+        ("refresh", "reject"): _refresh_reject, ("quarantine", "list"): _quarantine_list,
         ("quarantine", "show"): _quarantine_show, ("quarantine", "confirm"): _quarantine_confirm,
         ("quarantine", "release"): _quarantine_release, ("audit", "tail"): _audit_tail,
     }
@@ -209,6 +213,27 @@ def _refresh_resolve(ns: argparse.Namespace, settings: Settings) -> int:
     _done(ns, f"resolved refresh request {rid} ({req['source']}: {p.get('subject')} {p.get('attribute')} "
               f"{p.get('stale_value')} -> {p.get('observed_value')}) by {ns.actor}",
           {"command": "resolve_refresh", "request_id": rid, "actor": ns.actor, "status": "resolved"})
+    return 0
+
+
+def _refresh_acknowledge(ns: argparse.Namespace, settings: Settings) -> int:
+    return _refresh_decide(ns, settings, "acknowledge_refresh", "acknowledged", "open")
+
+
+def _refresh_reject(ns: argparse.Namespace, settings: Settings) -> int:
+    return _refresh_decide(ns, settings, "reject_refresh", "rejected", "rejected")
+
+
+def _refresh_decide(ns: argparse.Namespace, settings: Settings, command: Command, verb: str, status: str) -> int:
+    with _repo(settings) as repo:
+        req = _find_refresh(repo, ns.id)
+    if req["status"] != "open":
+        raise CliError(f"refresh request {req['request_id']} is already {req['status']}"
+                       f"{' by ' + req['resolved_by'] if req['resolved_by'] else ''}")
+    rid = req["request_id"]
+    _command(ns, settings, command, rid, req["source"])
+    _done(ns, f"{verb} refresh request {rid} ({req['source']}) by {ns.actor}",
+          {"command": command, "request_id": rid, "actor": ns.actor, "status": status})
     return 0
 
 

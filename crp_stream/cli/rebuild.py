@@ -41,7 +41,10 @@ def run(ns: argparse.Namespace) -> int:
     elif not settings.log_path.exists():
         raise CliError(f"rebuild: no log at {settings.log_path}")
     else:
-        r = rebuild(settings, ns.verify)
+        from crp_stream.cli import progress
+
+        with progress.bar("rebuilding from the log") as bar:
+            r = rebuild(settings, ns.verify, progress.position(bar))
     print(f"rebuilt the projections from {r.consumed} consumed records ({r.handled} handled); "
           f"{'records produced' if settings.broker else 'log records added'}: {sum(r.grown.values())}",
           file=sys.stderr)

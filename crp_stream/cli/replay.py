@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from crp_stream.cli import progress
 from crp_stream.cli.base import add_common, settings_of
 from crp_stream.replay_format import read_replay
 from crp_stream.testing import replay
@@ -24,8 +25,9 @@ def register(sub: Any) -> None:
 def run(ns: argparse.Namespace) -> int:
     settings = settings_of(ns)
     records = read_replay(Path(ns.input))
-    with tempfile.TemporaryDirectory(prefix="crp-replay-") as tmp:
-        lines = replay(records, settings, Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="crp-replay-") as tmp, \
+            progress.bar("replaying", total=len(records)) as bar:
+        lines = replay(records, settings, Path(tmp), progress.counter(bar))
     out = Path(ns.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 from typing import Any
 
 from crp_stream.cli.base import CliError, add_common, settings_of
@@ -19,6 +21,8 @@ def register(sub: Any) -> None:
     wk.add_argument("--metrics-port", type=int, help="serve /metrics and /health on this port (env CRP_METRICS_PORT)")
     wk.add_argument("--instance-id", help="static consumer-group membership: unique per worker, stable across its "
                     "restarts (env CRP_INSTANCE_ID)")
+    wk.add_argument("--console", action="store_true",
+                    help="serve the operator console at /console on the --metrics-port (token: CRP_CONSOLE_TOKEN)")
     wk.set_defaults(handler=run)
 
 
@@ -26,6 +30,23 @@ def run(ns: argparse.Namespace) -> int:
     settings = settings_of(ns)
     if not settings.broker:
         raise CliError("worker: --broker kafka://HOST:PORT (or CRP_BROKER) is required")
-    from crp_stream.runtime.kafka.worker import run_worker  # faust loads only for this command
+    from crp_stream.runtime.kafka.worker import Mount, run_worker  # faust loads only for this command
 
-    return run_worker(settings, ns.groups)
+    mounts: list[Mount] = []
+    if ns.console:
+        if not settings.metrics_port:
+            raise CliError("worker: --console is served on the worker's HTTP port: give --metrics-port")
+        mounts.append(("/console", _console))
+    if not mounts:  # the plain call, as tests/support/faulty_worker.py wraps it
+        return run_worker(settings, ns.groups)
+    return run_worker(settings, ns.groups, mounts=mounts)
+
+
+def _console(worker: Any) -> Any:
+    from crp_stream.console import create_app
+    from crp_stream.runtime.kafka.console import KafkaConsoleBackend
+
+    token = os.environ.get("CRP_CONSOLE_TOKEN") or None
+    if token is None:
+        logging.getLogger("crp_stream.console").warning("CRP_CONSOLE_TOKEN is not set: the console is read-only")
+    return create_app(KafkaConsoleBackend(worker), token=token)

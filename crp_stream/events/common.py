@@ -52,11 +52,16 @@ AuditType = Literal[
     "QUARANTINE_RELEASED",
     "REFRESH_REQUESTED",
     "REFRESH_RESOLVED",
+    "REFRESH_ACKNOWLEDGED",
+    "REFRESH_REJECTED",
     "COVERAGE_UPDATE_REJECTED",
     "EVENT_REJECTED",
     "SAFETY_BUDGET_DEPLETED",
+    "ACCESS_DENIED",
 ]
-Command = Literal["resolve_refresh", "confirm_quarantine", "release_quarantine"]
+Command = Literal[
+    "resolve_refresh", "acknowledge_refresh", "reject_refresh", "confirm_quarantine", "release_quarantine"
+]
 Role = Literal["anchor", "connector"]
 Via = Literal["similarity", "adjacency", "mention"]
 OnOff = Literal["on", "off"]

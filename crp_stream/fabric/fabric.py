@@ -79,7 +79,10 @@ class Fabric:
         if migrate:
             db.upgrade(self.engine)
         self.vectors = vectors or open_vector_index(settings.vectors)
-        self.vectors.enable_ann(settings.ann_min_points, settings.ann_max_points)
+        if settings.vectors.startswith("edge:"):
+            # The embedded engine searches exactly and one process owns it, so an in-process cache sees
+            # every write. A Qdrant server indexes with HNSW itself and has other writers.
+            self.vectors.enable_ann(settings.ann_min_points, settings.ann_max_points)
         self.embedder = make_embedder(settings.embedder)
         self._model_checked = False
         self.graph = GraphCache(settings.cache_graph_nodes)  # similarity edges, shared by every request

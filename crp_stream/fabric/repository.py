@@ -329,6 +329,24 @@ class Repository:
             r["details"] = json.loads(r["details"])
         return [cast(AuditRow, r) for r in reversed(rows)]
 
+    def audit_query(self, audit_type: str | None = None, key: str | None = None, since_us: int | None = None,
+                    until_us: int | None = None, after_seq: int = 0, limit: int = 100) -> list[AuditRow]:
+        """The console's filtered view: newest ``limit`` rows matching, oldest first; ``after_seq`` tails."""
+        tbl = t.audit_log
+        q = select(tbl).where(tbl.c.seq > after_seq).order_by(tbl.c.seq.desc()).limit(limit)
+        if audit_type:
+            q = q.where(tbl.c.audit_type == audit_type)
+        if key:
+            q = q.where(tbl.c.key == key)
+        if since_us is not None:
+            q = q.where(tbl.c.at_us >= since_us)
+        if until_us is not None:
+            q = q.where(tbl.c.at_us < until_us)
+        rows = [dict(r._mapping) for r in self.conn.execute(q)]
+        for r in rows:
+            r["details"] = json.loads(r["details"])
+        return [cast(AuditRow, r) for r in reversed(rows)]
+
     # refresh requests and quarantine candidates ------------------------------------------------
     def put_refresh(self, request_id: str, claim_key: str, source: str, payload: dict[str, Any], at_us: int) -> bool:
         if self.conn.execute(
@@ -346,10 +364,11 @@ class Repository:
             q = q.where(t.refresh_requests.c.status == status)
         return [_decoded(r._mapping) for r in self.conn.execute(q)]
 
-    def resolve_refresh(self, request_id: str, at_us: int, by: str) -> bool:
+    def resolve_refresh(self, request_id: str, at_us: int, by: str, status: str = "resolved") -> bool:
+        """Close an open request as ``resolved`` (or ``rejected`` by an operator); False if it was not open."""
         tbl = t.refresh_requests
         res = self.conn.execute(update(tbl).where((tbl.c.request_id == request_id) & (tbl.c.status == "open"))
-                                .values(status="resolved", resolved_at_us=at_us, resolved_by=by))
+                                .values(status=status, resolved_at_us=at_us, resolved_by=by))
         return res.rowcount > 0
 
     def put_candidate(self, candidate_id: str, claim_key: str, source: str, payload: dict[str, Any],

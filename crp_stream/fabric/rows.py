@@ -62,7 +62,7 @@ class RefreshRow(TypedDict):
     request_id: str
     claim_key: str
     source: str
-    status: str  # open | resolved
+    status: str  # open | resolved | rejected
     payload: dict[str, Any]  # decoded JSON
     created_at_us: int
     resolved_at_us: int | None

@@ -1,6 +1,9 @@
 """Operator decisions (issue 4 §4) from ``crp.operator.commands``.
 
-``resolve_refresh`` closes a refresh request; ``confirm_quarantine`` quarantines a candidate's facts;
+``resolve_refresh`` closes a refresh request; ``acknowledge_refresh`` records that an operator took it
+(audit only: the request stays open, so the arbiter still resolves it when the source catches up);
+``reject_refresh`` closes it as ``rejected`` (the source was not stale) and returns the source's facts
+it had marked ``stale`` to ``active``; ``confirm_quarantine`` quarantines a candidate's facts;
 ``release_quarantine`` returns a candidate's (or one fact's) quarantined facts to ``active``. Every
 command names its actor, who is written into the audit event; the audit log keeps the history. A
 command that cannot apply is rejected with the reason (dead-letter plus EVENT_REJECTED audit).
@@ -13,7 +16,7 @@ from typing import Any
 
 from crp_stream import events
 from crp_stream.core.ids import derive_id
-from crp_stream.events import Rejected
+from crp_stream.events import AuditType, Rejected
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.arbiter import quarantine_candidate
 from crp_stream.processors.base import Emitter, Handler, Record
@@ -37,6 +40,8 @@ class OperatorHandler(Handler[events.OperatorCommand]):
             raise Rejected("actor: an operator command must name the actor who decides it")
         if event.command == "resolve_refresh":
             self._resolve_refresh(event, actor, record, uow, out)
+        elif event.command in ("acknowledge_refresh", "reject_refresh"):
+            self._acknowledge_or_reject(event, actor, record, uow, out)
         elif event.command == "confirm_quarantine":
             self._confirm(event, actor, record, uow, out)
         else:
@@ -61,6 +66,29 @@ class OperatorHandler(Handler[events.OperatorCommand]):
                   "observed_value": p.get("observed_value"), "resolved_by": actor, "actor": actor,
                   "reason": cmd.reason, "command_id": cmd.command_id,
               })
+
+    def _acknowledge_or_reject(
+        self, cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfWork, out: Emitter
+    ) -> None:
+        req = uow.repo.refresh_request(cmd.target_id)
+        if req is None:
+            raise Rejected(f"target_id: no refresh request {cmd.target_id!r}")
+        if req["status"] != "open":
+            raise Rejected(f"target_id: refresh request {cmd.target_id!r} is already {req['status']}"
+                           f"{_by(req, 'resolved_by')}")
+        details: dict[str, Any] = {"request_id": cmd.target_id, "source": req["source"], "claim": req["claim_key"],
+                                   "actor": actor, "reason": cmd.reason, "command_id": cmd.command_id}
+        kind: AuditType = "REFRESH_ACKNOWLEDGED"
+        if cmd.command == "reject_refresh":
+            kind = "REFRESH_REJECTED"
+            uow.repo.resolve_refresh(cmd.target_id, record.ts_us, actor, status="rejected")
+            stale = [f["fact_id"] for f in uow.repo.facts_for_claim(req["claim_key"])
+                     if f["source"] == req["source"] and f["status"] == "stale"]
+            details["fact_ids"] = change_status(
+                uow, out, stale, "active", cmd.reason or f"refresh request rejected by {actor}", record.ts_us,
+                cmd.command_id, ("stale",))
+        audit(uow, out, derive_id("audit", kind, cmd.target_id, cmd.command_id), kind, req["source"],
+              record.ts_us, details)
 
     def _confirm(self, cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         cand = uow.repo.candidate(cmd.target_id)

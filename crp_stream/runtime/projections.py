@@ -21,7 +21,7 @@ from crp_stream.fabric.vectors import STATUSES
 TABLE_ORDER: dict[str, tuple[str, ...]] = {
     "facts": ("fact_id",),
     "sources": ("source",),
-    "edges": ("src", "dst"),
+    "edges": ("src", "dst", "kind"),
     "sessions": ("session_id",),
     "audit_log": ("seq",),
     "refresh_requests": ("request_id",),

@@ -226,6 +226,14 @@ class EmbeddedLog:
     def end_offsets(self) -> dict[str, int]:
         return {t: int(n) for t, n in self._db.execute("SELECT topic, next_offset FROM topic_ends ORDER BY topic")}
 
+    def last_seq(self, topics: Sequence[str] | None = None) -> int:
+        """The newest record's seq among ``topics`` (all topics if None); 0 when there is none."""
+        if not topics:
+            return self.max_seq()
+        marks = ",".join("?" for _ in topics)
+        row = self._db.execute(f"SELECT MAX(seq) FROM records WHERE topic IN ({marks})", tuple(topics)).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
     def max_seq(self) -> int:
         row = self._db.execute("SELECT MAX(seq) FROM records").fetchone()
         return int(row[0]) if row and row[0] is not None else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import inspect
@@ -15,8 +16,10 @@ from crp_stream.runtime.embedded.runtime import EmbeddedRuntime, system_clock
 from crp_stream.runtime.rebuild import RebuildResult, drop_projections, restore_audit, saved_rows, snapshot, verified
 
 
-def rebuild(settings: Settings, verify: bool) -> RebuildResult:
-    """Drop and re-derive the projections; with ``verify``, compare them with the dropped ones."""
+def rebuild(settings: Settings, verify: bool,
+            progress: Callable[[int, int], None] | None = None) -> RebuildResult:
+    """Drop and re-derive the projections; with ``verify``, compare them with the dropped ones.
+    ``progress(done, total)`` follows the replay (``EmbeddedRuntime.drain``)."""
     log_ = EmbeddedLog(settings.log_path, system_clock)
     engine = db.make_engine(settings.database)
     before: dict[str, Any] = {}
@@ -30,7 +33,7 @@ def rebuild(settings: Settings, verify: bool) -> RebuildResult:
         fabric.vectors.delete_all()
         rt = EmbeddedRuntime(fabric, log_, all_handlers(), rederive=True)
         rt.journal.clear()
-        n = rt.run_until_idle()
+        n = rt.drain(progress)
         rt.finish_rederive()
         restored = restore_audit(fabric, audit_rows)
         fabric.vectors.flush()

@@ -132,6 +132,20 @@ class EmbeddedRuntime:
             if idle or (max_records is not None and done >= max_records):
                 return done
 
+    def drain(self, progress: Callable[[int, int], None] | None = None, chunk: int = 500) -> int:
+        """``run_until_idle``, reporting ``(log records passed, log records to pass)`` every ``chunk``
+        records handled; the second grows as processing appends what it causes."""
+        if progress is None:
+            return self.run_until_idle()
+        start, done = self._cursor, 0
+        while True:
+            n = self.run_until_idle(max_records=chunk)
+            done += n
+            passed = self._cursor - start
+            progress(passed, max(passed, self.log.last_seq(self._inputs) - start) if n else passed)
+            if n == 0:
+                return done
+
     def _restore(self, snapshot: tuple[int, dict[tuple[str, str], int], list[LogRecord]]) -> None:
         self._cursor, self._offsets, self._pending = snapshot[0], snapshot[1], snapshot[2]
         self._dirty.clear()

@@ -85,6 +85,9 @@ LOG_APPEND_TIME = 1
 MIGRATION_LOCK = 0x637270  # pg advisory lock: workers starting together migrate one at a time
 
 
+Mount = tuple[str, Callable[["KafkaWorker"], Any]]  # (path prefix, ASGI app factory)
+
+
 def parse_groups(raw: str | Sequence[str] | None) -> tuple[str, ...]:
     items = [g.strip() for g in (raw.split(",") if isinstance(raw, str) else raw or GROUPS) if g.strip()]
     unknown = sorted(set(items) - set(GROUPS))
@@ -111,7 +114,7 @@ def open_fabric(settings: Settings, journal: VectorJournal) -> Fabric:
 class KafkaWorker:
     def __init__(self, settings: Settings, groups: Sequence[str] | None = None, *, max_attempts: int = 3,
                  session_timeout_s: float = 10.0, commit_interval_s: float = 1.0,
-                 after_commit: Callable[[list[Routed]], None] | None = None):
+                 after_commit: Callable[[list[Routed]], None] | None = None, mounts: Sequence[Mount] = ()):
         self.settings = settings
         self.servers = bootstrap_servers(settings.broker)
         self.groups = parse_groups(groups)
@@ -146,6 +149,7 @@ class KafkaWorker:
         self.started_at: float | None = None
         self.broker = BrokerWatch(self.servers, on_change=lambda up: self.metrics.broker_reachable.set(int(up)))
         self._after_commit = after_commit  # tests inject faults here (between commit and produce)
+        self.mounts = tuple(mounts)  # (path prefix, ASGI app factory) served on the web port (the console)
         # event-time barrier (barrier.py): retrieval records leave log order, so the committed offset
         # of a partition is its lowest record not yet applied (redelivery is deduplicated by id)
         self.rb = WorkerBarrier(self)
@@ -206,6 +210,10 @@ class KafkaWorker:
             self.update_lag()
 
         app.timer(interval=2.0)(lag)
+        if self.mounts:  # the operator console (runtime/kafka/console.py)
+            from crp_stream.runtime.kafka.console import mount_all
+
+            mount_all(app, self)
 
         self.app = app
         return app
@@ -507,7 +515,7 @@ class KafkaWorker:
 
 
 def run_worker(settings: Settings, groups: Sequence[str] | str | None = None,
-               after_commit: Callable[[list[Routed]], None] | None = None) -> int:
+               after_commit: Callable[[list[Routed]], None] | None = None, mounts: Sequence[Mount] = ()) -> int:
     """``crp-stream worker``: run one Kafka worker process until it is told to stop."""
     for name in ("faust", "mode", "aiokafka", "kafka"):
         if logging.getLogger().level > logging.DEBUG:
@@ -525,7 +533,7 @@ def run_worker(settings: Settings, groups: Sequence[str] | str | None = None,
                 loop.add_signal_handler(sig, stop.set)
         if not await wait_for_services(settings, stop):
             return 0
-        worker = KafkaWorker(settings, chosen, after_commit=after_commit)
+        worker = KafkaWorker(settings, chosen, after_commit=after_commit, mounts=mounts)
         # What is alive now (modules, faust's and the fabric's objects) lives as long as the process:
         # frozen out of the collector's sight, a full collection scans only what requests allocate
         # (as `crp-stream run` does; a full collection over faust's objects cost tens of ms mid-request).

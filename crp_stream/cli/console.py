@@ -1,0 +1,44 @@
+"""``crp-stream console``: the operator console in the browser (crp_stream/console), on the embedded default.
+
+Write actions need the operator token of ``CRP_CONSOLE_TOKEN``; without it the console is read-only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from typing import Any
+
+from crp_stream.cli.base import add_common, settings_of
+
+TOKEN_ENV = "CRP_CONSOLE_TOKEN"
+
+
+def register(sub: Any) -> None:
+    c = sub.add_parser("console", help="serve the operator console (refresh, quarantine, audit, envelopes, fabric)")
+    add_common(c)
+    c.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    c.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    c.set_defaults(handler=run)
+
+
+def run(ns: argparse.Namespace) -> int:
+    import uvicorn
+
+    from crp_stream.console import EmbeddedBackend, create_app
+
+    settings = settings_of(ns)
+    token = os.environ.get(TOKEN_ENV) or None
+    log = logging.getLogger("crp_stream.console")
+    if token is None:
+        log.warning("%s is not set: the console is read-only", TOKEN_ENV)
+    backend = EmbeddedBackend(settings)
+    try:
+        app = create_app(backend, token=token)
+        log.info("console on http://%s:%d/ (data=%s)", ns.host, ns.port, settings.data_dir)
+        # log_config=None: uvicorn's lines go through our (redacting) root handler.
+        uvicorn.run(app, host=ns.host, port=ns.port, log_config=None, access_log=True)
+    finally:
+        backend.close()
+    return 0

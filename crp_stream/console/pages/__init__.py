@@ -1,0 +1,1 @@
+"""The console's pages, one group per module; each has ``routes(console) -> list[Route]``."""

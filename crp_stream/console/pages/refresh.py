@@ -1,0 +1,111 @@
+"""Refresh requests: open and resolved, each with its claim's evidence by partition and a timeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from crp_stream.console.app import Console
+from crp_stream.console.evidence import partitions, timeline_svg
+from crp_stream.events import Command
+
+STATUSES = ("open", "resolved", "rejected", "all")
+DECISIONS: dict[str, Command] = {
+    "resolve": "resolve_refresh",
+    "acknowledge": "acknowledge_refresh",
+    "reject": "reject_refresh",
+}
+HISTORY_SCAN = 5000  # audit rows searched for a request's history
+
+
+def history(repo: Any, claim_key: str, ids: set[str]) -> list[dict[str, Any]]:
+    """The audit events about one claim or one of ``ids``, oldest first."""
+    return [
+        dict(a)
+        for a in repo.audit_query(limit=HISTORY_SCAN)
+        if a["details"].get("claim") == claim_key
+        or ids & {a["details"].get(k) for k in ("request_id", "candidate_id", "target_id")}
+    ]
+
+
+def routes(console: Console) -> list[Route]:
+    backend = console.backend
+
+    def load_list(status: str) -> list[dict[str, Any]]:
+        with backend.repo() as repo:
+            return [dict(r) for r in repo.refresh_requests(None if status == "all" else status)]
+
+    def load_one(request_id: str) -> dict[str, Any] | None:
+        with backend.repo() as repo:
+            req = repo.refresh_request(request_id)
+            if req is None:
+                return None
+            facts = repo.facts_for_claim(req["claim_key"])
+            past = history(repo, req["claim_key"], {request_id})
+            acks = [
+                a
+                for a in past
+                if a["audit_type"] == "REFRESH_ACKNOWLEDGED" and a["details"].get("request_id") == request_id
+            ]
+            return {"req": dict(req), "parts": partitions(facts), "history": past, "acks": acks}
+
+    async def index(request: Request) -> Response:
+        status = request.query_params.get("status", "open")
+        if status not in STATUSES:
+            return console.error(request, 400, "Bad filter", f"status must be one of {', '.join(STATUSES)}")
+        rows = await console.call(load_list, status)
+        return console.page(request, "refresh_list.html", rows=rows, status=status, statuses=STATUSES)
+
+    async def show(request: Request) -> Response:
+        rid = request.path_params["request_id"]
+        found = await console.call(load_one, rid)
+        if found is None:
+            return console.error(request, 404, "No such refresh request", f"There is no refresh request {rid!r}.")
+        return console.page(
+            request,
+            "refresh_detail.html",
+            **found,
+            done=request.query_params.get("done"),
+            svg=timeline_svg(found["parts"], highlight=found["req"]["source"]),
+        )
+
+    async def decide(request: Request) -> Response:
+        rid, decision = request.path_params["request_id"], request.path_params["decision"]
+        if decision not in DECISIONS:
+            return console.error(request, 404, "No such action", f"{decision!r} is not resolve, acknowledge or reject.")
+
+        async def check() -> tuple[str | None, tuple[int, str, str] | None]:
+            found = await console.call(load_one, rid)
+            if found is None:
+                return None, (
+                    404,
+                    "No such refresh request",
+                    f"There is no refresh request {rid!r}; nothing was published.",
+                )
+            req = found["req"]
+            if req["status"] != "open":
+                return None, (
+                    409,
+                    "Already decided",
+                    f"Refresh request {rid} is already {req['status']}"
+                    f"{' by ' + req['resolved_by'] if req['resolved_by'] else ''}; nothing was published.",
+                )
+            return str(req["source"]), None
+
+        return await console.act(
+            request,
+            action=f"refresh.{decision}",
+            target_id=rid,
+            check=check,
+            command=DECISIONS[decision],
+            done_url=f"/refresh/{rid}",
+        )
+
+    return [
+        Route("/refresh", index),
+        Route("/refresh/{request_id}", show),
+        Route("/refresh/{request_id}/{decision}", decide, methods=["POST"]),
+    ]
