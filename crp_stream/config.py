@@ -41,8 +41,13 @@ DEFAULT_TRUST_BY_TYPE: dict[str, float] = {
 
 
 # events.INPUT_TOPICS, repeated: this module imports nothing of the pipeline
-INPUT_TOPIC_NAMES = ("crp.documents", "crp.telemetry", "crp.window.requests", "crp.window.reports",
-                     "crp.operator.commands")
+INPUT_TOPIC_NAMES = (
+    "crp.documents",
+    "crp.telemetry",
+    "crp.window.requests",
+    "crp.window.reports",
+    "crp.operator.commands",
+)
 
 
 class ConfigError(ValueError):

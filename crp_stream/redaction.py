@@ -46,9 +46,11 @@ def url_password(url: str | None) -> str | None:
 
 def secrets_in(settings: Any, env: Mapping[str, str]) -> list[str]:
     """Every secret value the settings and the environment hold."""
-    found: list[str | None] = [url_password(getattr(settings, "database_url", None)),
-                               url_password(getattr(settings, "broker", None)),
-                               url_password(getattr(settings, "qdrant", None))]
+    found: list[str | None] = [
+        url_password(getattr(settings, "database_url", None)),
+        url_password(getattr(settings, "broker", None)),
+        url_password(getattr(settings, "qdrant", None)),
+    ]
     found.extend(getattr(settings, "signing_keys", {}).values())
     for name, value in env.items():
         if not name.startswith(("CRP_", "PG", "KAFKA_")):

@@ -40,14 +40,21 @@ class ManualClock:
 class Pipeline:
     """The embedded pipeline kept open: publish a record, everything it causes runs, read the outputs."""
 
-    def __init__(self, settings: Settings, *, clock: ManualClock | None = None, fabric: Fabric | None = None,
-                 batch_size: int | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        clock: ManualClock | None = None,
+        fabric: Fabric | None = None,
+        batch_size: int | None = None,
+    ) -> None:
         self.settings = settings
         self.clock = clock or ManualClock()
         self.outputs: list[LogRecord] = []
         self.fabric = fabric or open_fabric(settings)
-        self.rt: EmbeddedRuntime = open_runtime(settings, clock=self.clock, fabric=self.fabric,
-                                                on_output=self.outputs.append, batch_size=batch_size)
+        self.rt: EmbeddedRuntime = open_runtime(
+            settings, clock=self.clock, fabric=self.fabric, on_output=self.outputs.append, batch_size=batch_size
+        )
         self.log = self.rt.log
 
     @classmethod
@@ -55,8 +62,15 @@ class Pipeline:
         """Embedded backends under ``workdir`` (SQLite, qdrant-edge, the log) and ``settings``."""
         return cls(Settings(data_dir=workdir, **settings))
 
-    def publish(self, topic: str, key: str | None, value: bytes | dict[str, Any], *, ts_us: int | None = None,
-                headers: Headers = ()) -> list[LogRecord]:
+    def publish(
+        self,
+        topic: str,
+        key: str | None,
+        value: bytes | dict[str, Any],
+        *,
+        ts_us: int | None = None,
+        headers: Headers = (),
+    ) -> list[LogRecord]:
         """Append one record (at ``ts_us``, or the clock's time), run until idle; its outputs, in log order."""
         raw = value if isinstance(value, bytes) else json.dumps(value, separators=(",", ":")).encode()
         now = self.clock.advance_to(ts_us) if ts_us is not None else self.clock.now_us
@@ -96,13 +110,15 @@ class Pipeline:
     def __enter__(self) -> Pipeline:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
 
-def replay(records: Iterable[ReplayRecord], settings: Settings, workdir: Path,
-           step: Callable[[int], None] | None = None) -> list[str]:
+def replay(
+    records: Iterable[ReplayRecord], settings: Settings, workdir: Path, step: Callable[[int], None] | None = None
+) -> list[str]:
     """``crp-stream replay``: ``records`` through fresh embedded backends under ``workdir``; every output
     as a replay-format line, in log order. The same input gives the same bytes (ids are derived)."""
     settings = replace(settings, data_dir=workdir, database_url=None, qdrant=None, broker=None)

@@ -16,8 +16,13 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("report")
     ap.add_argument("--no-skips", action="store_true", help="any skipped test is a failure")
-    ap.add_argument("--no-skips-under", nargs="*", default=[], metavar="DIR",
-                    help="a skipped test whose module lies under DIR is a failure")
+    ap.add_argument(
+        "--no-skips-under",
+        nargs="*",
+        default=[],
+        metavar="DIR",
+        help="a skipped test whose module lies under DIR is a failure",
+    )
     args = ap.parse_args()
     try:
         root = ET.parse(args.report).getroot()
@@ -28,8 +33,7 @@ def main() -> int:
     failed = [c for c in cases if c.find("failure") is not None or c.find("error") is not None]
     skipped = [c for c in cases if c.find("skipped") is not None]
     prefixes = tuple(p.rstrip("/").replace("/", ".") + "." for p in args.no_skips_under)
-    bad_skips = [c for c in skipped
-                 if args.no_skips or (prefixes and (c.get("classname") or "").startswith(prefixes))]
+    bad_skips = [c for c in skipped if args.no_skips or (prefixes and (c.get("classname") or "").startswith(prefixes))]
     passed = len(cases) - len(failed) - len(skipped)
     for c in bad_skips:
         sk = c.find("skipped")

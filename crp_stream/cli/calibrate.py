@@ -31,20 +31,36 @@ DEFAULT_SAMPLE = 2000
 MAX_SAMPLE = 5000  # the pairwise matrix is sample² float32: 100 MB at the cap
 EXCLUDED = ("quarantined", "expired", "superseded")  # what retrieval never sees
 STORED = ("min_relevance", "edge_threshold", "contradiction_threshold", "min_connector_relevance")
-SETTING_OF = {"min_relevance": "min_relevance", "edge_threshold": "edge_threshold",
-              "contradiction_threshold": "contradiction_threshold"}
+SETTING_OF = {
+    "min_relevance": "min_relevance",
+    "edge_threshold": "edge_threshold",
+    "contradiction_threshold": "contradiction_threshold",
+}
 
 
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
-        "calibrate", help="derive similarity thresholds from the fabric's own similarity distribution")
+        "calibrate", help="derive similarity thresholds from the fabric's own similarity distribution"
+    )
     add_common(p)
-    p.add_argument("--sample", type=int, default=DEFAULT_SAMPLE,
-                   help=f"facts to sample (2..{MAX_SAMPLE}, default {DEFAULT_SAMPLE})")
-    p.add_argument("--query", action="append", default=[], metavar="TEXT",
-                   help="a representative query (repeatable); its cosines to the sample set min_relevance")
-    p.add_argument("--store", action="store_true",
-                   help="save the result in the fabric (meta thresholds:<model>) for the workers to use")
+    p.add_argument(
+        "--sample",
+        type=int,
+        default=DEFAULT_SAMPLE,
+        help=f"facts to sample (2..{MAX_SAMPLE}, default {DEFAULT_SAMPLE})",
+    )
+    p.add_argument(
+        "--query",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="a representative query (repeatable); its cosines to the sample set min_relevance",
+    )
+    p.add_argument(
+        "--store",
+        action="store_true",
+        help="save the result in the fabric (meta thresholds:<model>) for the workers to use",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
 
@@ -81,9 +97,11 @@ def calibrate_fabric(fabric: Any, sample: int, queries: Sequence[str] = (), *, s
         if model is None:
             raise ValueError("the fabric holds no facts yet (publish documents first)")
         if fabric.embedder.model_id != model:
-            raise ValueError(f"the fabric's vectors are of model {model!r}, the embedder is "
-                             f"{fabric.embedder.model_id!r}; pass --embedder for {model!r} "
-                             f"(precomputed:{model} reads the vectors without loading a model)")
+            raise ValueError(
+                f"the fabric's vectors are of model {model!r}, the embedder is "
+                f"{fabric.embedder.model_id!r}; pass --embedder for {model!r} "
+                f"(precomputed:{model} reads the vectors without loading a model)"
+            )
         total = len(uow.repo.fact_ids(EXCLUDED))
         ids = uow.repo.fact_ids(EXCLUDED, limit=sample)
         found: dict[str, Any] = {}
@@ -112,15 +130,27 @@ def calibrate_fabric(fabric: Any, sample: int, queries: Sequence[str] = (), *, s
     sources = {}
     for name in (*STORED, "edge_k"):
         explicit = getattr(s, SETTING_OF[name]) if name in SETTING_OF else None
-        sources[name] = ("setting" if explicit is not None or name == "edge_k" else "stored" if name in stored
-                         else "shipped calibration" if name in shipped else "seed default")
+        sources[name] = (
+            "setting"
+            if explicit is not None or name == "edge_k"
+            else "stored"
+            if name in stored
+            else "shipped calibration"
+            if name in shipped
+            else "seed default"
+        )
     n = len(ids)
     return {
         "model": model,
         "meta_key": key,
-        "sample": {"facts": n, "facts_total": total, "pairs": n * (n - 1) // 2,
-                   "background": round(background_similarity(pairwise), 4), "queries": int(qvecs.shape[0]),
-                   "query_background": None if query_rel is None else round(background_similarity(query_rel), 4)},
+        "sample": {
+            "facts": n,
+            "facts_total": total,
+            "pairs": n * (n - 1) // 2,
+            "background": round(background_similarity(pairwise), 4),
+            "queries": int(qvecs.shape[0]),
+            "query_background": None if query_rel is None else round(background_similarity(query_rel), 4),
+        },
         "seed": asdict(Thresholds()),
         "current": asdict(current),
         "sources": sources,
@@ -135,8 +165,10 @@ def _query_vectors(fabric: Any, queries: Sequence[str]) -> np.ndarray:
     if not texts:
         return np.zeros((0, 0), dtype=np.float32)
     if fabric.embedder.requires_vectors:
-        raise ValueError(f"--query needs an embedder that embeds text; {fabric.embedder.model_id!r} is "
-                         "precomputed (calibrate without --query, or pass the model's embedder)")
+        raise ValueError(
+            f"--query needs an embedder that embeds text; {fabric.embedder.model_id!r} is "
+            "precomputed (calibrate without --query, or pass the model's embedder)"
+        )
     return np.asarray(fabric.embedder.embed(texts), dtype=np.float32)
 
 
@@ -149,17 +181,24 @@ def format_table(r: dict[str, Any]) -> str:
         f"background (median fact-fact cosine): {s['background']:.4f}",
     ]
     if s["queries"]:
-        lines.append(f"query background (median cosine of {s['queries']} queries to the sample): "
-                     f"{s['query_background']:.4f}")
+        lines.append(
+            f"query background (median cosine of {s['queries']} queries to the sample): {s['query_background']:.4f}"
+        )
     lines.append(f"{'threshold':<25} {'seed':>6} {'in force':>9}  {'from':<20} {'calibrated':>10}")
     for name in (*STORED, "edge_k"):
-        lines.append(f"{name:<25} {_num(r['seed'][name]):>6} {_num(r['current'][name]):>9}  "
-                     f"{r['sources'][name]:<20} {_num(r['calibrated'][name]):>10}")
+        lines.append(
+            f"{name:<25} {_num(r['seed'][name]):>6} {_num(r['current'][name]):>9}  "
+            f"{r['sources'][name]:<20} {_num(r['calibrated'][name]):>10}"
+        )
     if r["stored"]:
-        lines.append(f"stored as meta {r['meta_key']}; running workers use it once restarted "
-                     "(settings such as CRP_MIN_RELEVANCE still win)")
-        lines.append(f"the {r['similarity_edges']:,} similarity edges were built at ingestion with the old "
-                     "edge_threshold; replay the inputs to rebuild them")
+        lines.append(
+            f"stored as meta {r['meta_key']}; running workers use it once restarted "
+            "(settings such as CRP_MIN_RELEVANCE still win)"
+        )
+        lines.append(
+            f"the {r['similarity_edges']:,} similarity edges were built at ingestion with the old "
+            "edge_threshold; replay the inputs to rebuild them"
+        )
     else:
         lines.append(f"not stored (--store saves it as meta {r['meta_key']})")
     return "\n".join(lines) + "\n"

@@ -145,8 +145,11 @@ def status_dict(fabric: Fabric, log_: EmbeddedLog, settings: Settings) -> dict[s
 
 def print_status(fabric: Fabric, log_: EmbeddedLog, settings: Settings, out: IO[str] = sys.stderr) -> None:
     s = status_dict(fabric, log_, settings)
-    print(f"fabric: model={s['embedding_model'] or '(none yet)'} vectors={s['vectors']} "
-          f"similarity_edges={s['similarity_edges']}", file=out)
+    print(
+        f"fabric: model={s['embedding_model'] or '(none yet)'} vectors={s['vectors']} "
+        f"similarity_edges={s['similarity_edges']}",
+        file=out,
+    )
     print(f"{'source':<28} {'status':<12} {'facts':>7}", file=out)
     for source, by_status in sorted(s["facts"].items()):
         for state, n in sorted(by_status.items()):

@@ -46,8 +46,14 @@ def register(sub: Any) -> None:
     leaf(rsub, "show", "show one refresh request").add_argument("id", metavar="ID")
     act(leaf(rsub, "resolve", "resolve a refresh request (operator command resolve_refresh)"))
     act(leaf(rsub, "acknowledge", "record that you took a refresh request; it stays open (acknowledge_refresh)"))
-    act(leaf(rsub, "reject", "close a refresh request as rejected: the source is not stale, its stale facts "
-                             "become active again (reject_refresh)"))
+    act(
+        leaf(
+            rsub,
+            "reject",
+            "close a refresh request as rejected: the source is not stale, its stale facts "
+            "become active again (reject_refresh)",
+        )
+    )
 
     qr = sub.add_parser("quarantine", help="quarantine candidates (poisoning review)")
     qsub = qr.add_subparsers(dest="ops_cmd", required=True, parser_class=Parser)
@@ -55,8 +61,7 @@ def register(sub: Any) -> None:
     p.add_argument("--status", choices=["pending", "confirmed", "released", "all"], default="all")
     leaf(qsub, "show", "show one candidate, its facts and its history").add_argument("id", metavar="ID")
     act(leaf(qsub, "confirm", "quarantine a candidate's facts (confirm_quarantine)"))
-    act(leaf(qsub, "release", "return a candidate's (or a fact's) quarantined facts to active "
-                              "(release_quarantine)"))
+    act(leaf(qsub, "release", "return a candidate's (or a fact's) quarantined facts to active (release_quarantine)"))
 
     rf.set_defaults(handler=dispatch)
     qr.set_defaults(handler=dispatch)
@@ -72,11 +77,16 @@ def dispatch(ns: argparse.Namespace) -> int:
     settings = settings_of(ns)
 
     handlers: dict[tuple[str, str], Callable[[argparse.Namespace, Settings], int]] = {
-        ("refresh", "list"): _refresh_list, ("refresh", "show"): _refresh_show,
-        ("refresh", "resolve"): _refresh_resolve, ("refresh", "acknowledge"): _refresh_acknowledge,
-        ("refresh", "reject"): _refresh_reject, ("quarantine", "list"): _quarantine_list,
-        ("quarantine", "show"): _quarantine_show, ("quarantine", "confirm"): _quarantine_confirm,
-        ("quarantine", "release"): _quarantine_release, ("audit", "tail"): _audit_tail,
+        ("refresh", "list"): _refresh_list,
+        ("refresh", "show"): _refresh_show,
+        ("refresh", "resolve"): _refresh_resolve,
+        ("refresh", "acknowledge"): _refresh_acknowledge,
+        ("refresh", "reject"): _refresh_reject,
+        ("quarantine", "list"): _quarantine_list,
+        ("quarantine", "show"): _quarantine_show,
+        ("quarantine", "confirm"): _quarantine_confirm,
+        ("quarantine", "release"): _quarantine_release,
+        ("audit", "tail"): _audit_tail,
     }
     fn = handlers.get((ns.cmd, getattr(ns, "ops_cmd", "")))
     if fn is None:
@@ -150,9 +160,15 @@ def _fields(pairs: Sequence[tuple[str, Any]]) -> str:
 
 def _refresh_json(r: dict[str, Any]) -> dict[str, Any]:
     payload = {k: v for k, v in r["payload"].items() if k not in ("type", "high_trust_epoch_s")}
-    return {**payload, "request_id": r["request_id"], "status": r["status"], "claim_key": r["claim_key"],
-            "created_at": _time(r["created_at_us"]), "resolved_at": _time(r["resolved_at_us"]) or None,
-            "resolved_by": r["resolved_by"]}
+    return {
+        **payload,
+        "request_id": r["request_id"],
+        "status": r["status"],
+        "claim_key": r["claim_key"],
+        "created_at": _time(r["created_at_us"]),
+        "resolved_at": _time(r["resolved_at_us"]) or None,
+        "resolved_by": r["resolved_by"],
+    }
 
 
 def _refresh_list(ns: argparse.Namespace, settings: Settings) -> int:
@@ -167,12 +183,32 @@ def _refresh_list(ns: argparse.Namespace, settings: Settings) -> int:
     table = []
     for r in rows:
         p = r["payload"]
-        table.append([r["request_id"][:SHORT_ID], r["status"], r["source"], p.get("subject"),
-                      p.get("attribute"), f"{p.get('stale_value')} -> {p.get('observed_value')}",
-                      p.get("corroborating_partitions"), p.get("evidence_total"), _time(r["created_at_us"]),
-                      r["resolved_by"] or ""])
-    headers = ["request", "status", "source", "subject", "attribute", "stale -> observed", "corr", "evidence",
-               "requested", "resolved by"]
+        table.append(
+            [
+                r["request_id"][:SHORT_ID],
+                r["status"],
+                r["source"],
+                p.get("subject"),
+                p.get("attribute"),
+                f"{p.get('stale_value')} -> {p.get('observed_value')}",
+                p.get("corroborating_partitions"),
+                p.get("evidence_total"),
+                _time(r["created_at_us"]),
+                r["resolved_by"] or "",
+            ]
+        )
+    headers = [
+        "request",
+        "status",
+        "source",
+        "subject",
+        "attribute",
+        "stale -> observed",
+        "corr",
+        "evidence",
+        "requested",
+        "resolved by",
+    ]
     print(_table(headers, table, [SHORT_ID, 8, 24, 32, 24, 40, 4, 8, 20, 20]))
     return 0
 
@@ -192,11 +228,32 @@ def _refresh_show(ns: argparse.Namespace, settings: Settings) -> int:
     if ns.json:
         _print_json(r)
         return 0
-    print(_fields([(k, r.get(k)) for k in (
-        "request_id", "status", "source", "subject", "attribute", "stale_value", "observed_value",
-        "high_trust_epoch", "divergent_epoch", "corroborating_partitions", "evidence_total", "requested_at",
-        "resolved_at", "resolved_by", "claim_key", "reason")]
-        + [("evidence", ", ".join(r.get("evidence", [])))]))
+    print(
+        _fields(
+            [
+                (k, r.get(k))
+                for k in (
+                    "request_id",
+                    "status",
+                    "source",
+                    "subject",
+                    "attribute",
+                    "stale_value",
+                    "observed_value",
+                    "high_trust_epoch",
+                    "divergent_epoch",
+                    "corroborating_partitions",
+                    "evidence_total",
+                    "requested_at",
+                    "resolved_at",
+                    "resolved_by",
+                    "claim_key",
+                    "reason",
+                )
+            ]
+            + [("evidence", ", ".join(r.get("evidence", [])))]
+        )
+    )
     return 0
 
 
@@ -205,14 +262,19 @@ def _refresh_resolve(ns: argparse.Namespace, settings: Settings) -> int:
     with _repo(settings) as repo:
         req = _find_refresh(repo, ns.id)
     if req["status"] != "open":
-        raise CliError(f"refresh request {req['request_id']} is already {req['status']}"
-                       f"{' by ' + req['resolved_by'] if req['resolved_by'] else ''}")
+        raise CliError(
+            f"refresh request {req['request_id']} is already {req['status']}"
+            f"{' by ' + req['resolved_by'] if req['resolved_by'] else ''}"
+        )
     rid = req["request_id"]
     _command(ns, settings, "resolve_refresh", rid, req["source"])
     p = req["payload"]
-    _done(ns, f"resolved refresh request {rid} ({req['source']}: {p.get('subject')} {p.get('attribute')} "
-              f"{p.get('stale_value')} -> {p.get('observed_value')}) by {ns.actor}",
-          {"command": "resolve_refresh", "request_id": rid, "actor": ns.actor, "status": "resolved"})
+    _done(
+        ns,
+        f"resolved refresh request {rid} ({req['source']}: {p.get('subject')} {p.get('attribute')} "
+        f"{p.get('stale_value')} -> {p.get('observed_value')}) by {ns.actor}",
+        {"command": "resolve_refresh", "request_id": rid, "actor": ns.actor, "status": "resolved"},
+    )
     return 0
 
 
@@ -228,12 +290,17 @@ def _refresh_decide(ns: argparse.Namespace, settings: Settings, command: Command
     with _repo(settings) as repo:
         req = _find_refresh(repo, ns.id)
     if req["status"] != "open":
-        raise CliError(f"refresh request {req['request_id']} is already {req['status']}"
-                       f"{' by ' + req['resolved_by'] if req['resolved_by'] else ''}")
+        raise CliError(
+            f"refresh request {req['request_id']} is already {req['status']}"
+            f"{' by ' + req['resolved_by'] if req['resolved_by'] else ''}"
+        )
     rid = req["request_id"]
     _command(ns, settings, command, rid, req["source"])
-    _done(ns, f"{verb} refresh request {rid} ({req['source']}) by {ns.actor}",
-          {"command": command, "request_id": rid, "actor": ns.actor, "status": status})
+    _done(
+        ns,
+        f"{verb} refresh request {rid} ({req['source']}) by {ns.actor}",
+        {"command": command, "request_id": rid, "actor": ns.actor, "status": status},
+    )
     return 0
 
 
@@ -242,9 +309,15 @@ def _refresh_decide(ns: argparse.Namespace, settings: Settings, command: Command
 
 def _candidate_json(c: dict[str, Any]) -> dict[str, Any]:
     payload = {k: v for k, v in c["payload"].items() if k not in ("type", "verdict")}
-    return {**payload, "candidate_id": c["candidate_id"], "status": c["status"], "claim_key": c["claim_key"],
-            "created_at": _time(c["created_at_us"]), "decided_at": _time(c["decided_at_us"]) or None,
-            "decided_by": c["decided_by"]}
+    return {
+        **payload,
+        "candidate_id": c["candidate_id"],
+        "status": c["status"],
+        "claim_key": c["claim_key"],
+        "created_at": _time(c["created_at_us"]),
+        "decided_at": _time(c["decided_at_us"]) or None,
+        "decided_by": c["decided_by"],
+    }
 
 
 def _quarantine_list(ns: argparse.Namespace, settings: Settings) -> int:
@@ -256,11 +329,27 @@ def _quarantine_list(ns: argparse.Namespace, settings: Settings) -> int:
     if not rows:
         print(f"no quarantine candidates ({ns.status})")
         return 0
-    table = [[c["candidate_id"][:SHORT_ID], c["status"], c["source"], c["payload"].get("subject"),
-              c["payload"].get("attribute"), c["payload"].get("value"), len(c["payload"].get("fact_ids", [])),
-              _time(c["created_at_us"]), c["decided_by"] or ""] for c in rows]
-    print(_table(["candidate", "status", "source", "subject", "attribute", "value", "facts", "filed",
-                  "decided by"], table, [SHORT_ID, 9, 24, 32, 24, 24, 5, 20, 24]))
+    table = [
+        [
+            c["candidate_id"][:SHORT_ID],
+            c["status"],
+            c["source"],
+            c["payload"].get("subject"),
+            c["payload"].get("attribute"),
+            c["payload"].get("value"),
+            len(c["payload"].get("fact_ids", [])),
+            _time(c["created_at_us"]),
+            c["decided_by"] or "",
+        ]
+        for c in rows
+    ]
+    print(
+        _table(
+            ["candidate", "status", "source", "subject", "attribute", "value", "facts", "filed", "decided by"],
+            table,
+            [SHORT_ID, 9, 24, 32, 24, 24, 5, 20, 24],
+        )
+    )
     return 0
 
 
@@ -277,21 +366,48 @@ def _quarantine_show(ns: argparse.Namespace, settings: Settings) -> int:
             raise CliError(f"no quarantine candidate {ns.id!r} (see: crp-stream quarantine list)")
         facts = repo.facts_by_ids(cand["payload"].get("fact_ids", []))
         cid = cand["candidate_id"]
-        history = [a for a in repo.audit(limit=100_000)
-                   if cid in (a["details"].get("candidate_id"), a["details"].get("target_id"))]
+        history = [
+            a
+            for a in repo.audit(limit=100_000)
+            if cid in (a["details"].get("candidate_id"), a["details"].get("target_id"))
+        ]
     c = _candidate_json(cand)
-    c["facts"] = [{"fact_id": f["fact_id"], "status": f["status"], "text": f["text"],
-                   "epoch": _time(f["epoch_us"])} for f in sorted(facts.values(), key=lambda f: f["fact_id"])]
+    c["facts"] = [
+        {"fact_id": f["fact_id"], "status": f["status"], "text": f["text"], "epoch": _time(f["epoch_us"])}
+        for f in sorted(facts.values(), key=lambda f: f["fact_id"])
+    ]
     c["history"] = [_audit_json(a) for a in history]
     if ns.json:
         _print_json(c)
         return 0
-    print(_fields([(k, c.get(k)) for k in (
-        "candidate_id", "status", "source", "subject", "attribute", "value", "created_at", "decided_at",
-        "decided_by", "claim_key", "reason")]))
+    print(
+        _fields(
+            [
+                (k, c.get(k))
+                for k in (
+                    "candidate_id",
+                    "status",
+                    "source",
+                    "subject",
+                    "attribute",
+                    "value",
+                    "created_at",
+                    "decided_at",
+                    "decided_by",
+                    "claim_key",
+                    "reason",
+                )
+            ]
+        )
+    )
     print()
-    print(_table(["fact", "status", "epoch", "text"],
-                 [[f["fact_id"], f["status"], f["epoch"], f["text"]] for f in c["facts"]], [32, 11, 20, 60]))
+    print(
+        _table(
+            ["fact", "status", "epoch", "text"],
+            [[f["fact_id"], f["status"], f["epoch"], f["text"]] for f in c["facts"]],
+            [32, 11, 20, 60],
+        )
+    )
     if c["history"]:
         print()
         print(_audit_table(c["history"]))
@@ -305,13 +421,15 @@ def _quarantine_confirm(ns: argparse.Namespace, settings: Settings) -> int:
     if cand is None:
         raise CliError(f"no quarantine candidate {ns.id!r} (see: crp-stream quarantine list)")
     if cand["status"] == "confirmed":
-        raise CliError(f"quarantine candidate {cand['candidate_id']} is already confirmed "
-                       f"by {cand['decided_by']}")
+        raise CliError(f"quarantine candidate {cand['candidate_id']} is already confirmed by {cand['decided_by']}")
     cid = cand["candidate_id"]
     _command(ns, settings, "confirm_quarantine", cid, cand["source"])
     n = len(cand["payload"].get("fact_ids", []))
-    _done(ns, f"quarantined {n} fact(s) of {cand['source']} (candidate {cid}) by {ns.actor}",
-          {"command": "confirm_quarantine", "candidate_id": cid, "actor": ns.actor, "status": "confirmed"})
+    _done(
+        ns,
+        f"quarantined {n} fact(s) of {cand['source']} (candidate {cid}) by {ns.actor}",
+        {"command": "confirm_quarantine", "candidate_id": cid, "actor": ns.actor, "status": "confirmed"},
+    )
     return 0
 
 
@@ -324,8 +442,7 @@ def _quarantine_release(ns: argparse.Namespace, settings: Settings) -> int:
         raise CliError(f"no quarantine candidate or fact {ns.id!r} (see: crp-stream quarantine list)")
     if cand is not None:
         if cand["status"] == "released":
-            raise CliError(f"quarantine candidate {cand['candidate_id']} is already released "
-                           f"by {cand['decided_by']}")
+            raise CliError(f"quarantine candidate {cand['candidate_id']} is already released by {cand['decided_by']}")
         target, source, what = cand["candidate_id"], cand["source"], f"candidate {cand['candidate_id']}"
     else:
         assert fact is not None
@@ -333,8 +450,11 @@ def _quarantine_release(ns: argparse.Namespace, settings: Settings) -> int:
             raise CliError(f"fact {ns.id} is not quarantined (status {fact['status']})")
         target, source, what = ns.id, fact["source"], f"fact {ns.id}"
     _command(ns, settings, "release_quarantine", target, source)
-    _done(ns, f"released {what} of {source}: its facts are active again, by {ns.actor}",
-          {"command": "release_quarantine", "target_id": target, "actor": ns.actor, "status": "released"})
+    _done(
+        ns,
+        f"released {what} of {source}: its facts are active again, by {ns.actor}",
+        {"command": "release_quarantine", "target_id": target, "actor": ns.actor, "status": "released"},
+    )
     return 0
 
 
@@ -355,8 +475,9 @@ def _command(ns: argparse.Namespace, settings: Settings, command: Command, targe
         ends = rt.log.end_offsets()
         position = str(ends.get(settings.topic("crp.operator.commands"), 0))
         command_id = derive_id("operator-cli", command, target_id, actor, ns.reason or "", position)
-        cmd = events.OperatorCommand(command_id=command_id, command=command, target_id=target_id, actor=actor,
-                                     reason=ns.reason)
+        cmd = events.OperatorCommand(
+            command_id=command_id, command=command, target_id=target_id, actor=actor, reason=ns.reason
+        )
         rt.publish("crp.operator.commands", key, events.encode(cmd))
         rt.run_until_idle()
         for rec in rt.log.iter_topic(dead, ends.get(dead, 0)):
@@ -382,8 +503,13 @@ def _done(ns: argparse.Namespace, line: str, obj: dict[str, Any]) -> None:
 
 
 def _audit_json(a: dict[str, Any]) -> dict[str, Any]:
-    return {"event_id": a["event_id"], "audit_type": a["audit_type"], "at": _time(a["at_us"]),
-            "key": a["key"], "details": a["details"]}
+    return {
+        "event_id": a["event_id"],
+        "audit_type": a["audit_type"],
+        "at": _time(a["at_us"]),
+        "key": a["key"],
+        "details": a["details"],
+    }
 
 
 def _summary(details: dict[str, Any]) -> str:

@@ -22,8 +22,11 @@ def register(sub: Any) -> None:
     add_common(rb)
     rb.add_argument("--broker", help="kafka://HOST:PORT: rebuild from the Kafka topics (env CRP_BROKER)")
     rb.add_argument("--yes", action="store_true", help="confirm: the projections are dropped first")
-    rb.add_argument("--verify", action="store_true",
-                    help="compare the rebuilt projections with the ones dropped; exit 1 if they differ")
+    rb.add_argument(
+        "--verify",
+        action="store_true",
+        help="compare the rebuilt projections with the ones dropped; exit 1 if they differ",
+    )
     rb.set_defaults(handler=run)
 
 
@@ -32,8 +35,9 @@ def run(ns: argparse.Namespace) -> int:
     from crp_stream.runtime.embedded.rebuild import rebuild
 
     if not ns.yes:
-        raise CliError("rebuild drops the database tables and the vector index before replaying the log; "
-                       "pass --yes to confirm")
+        raise CliError(
+            "rebuild drops the database tables and the vector index before replaying the log; pass --yes to confirm"
+        )
     if settings.broker:
         from crp_stream.runtime.kafka.rebuild import rebuild_kafka
 
@@ -45,12 +49,16 @@ def run(ns: argparse.Namespace) -> int:
 
         with progress.bar("rebuilding from the log") as bar:
             r = rebuild(settings, ns.verify, progress.position(bar))
-    print(f"rebuilt the projections from {r.consumed} consumed records ({r.handled} handled); "
-          f"{'records produced' if settings.broker else 'log records added'}: {sum(r.grown.values())}",
-          file=sys.stderr)
+    print(
+        f"rebuilt the projections from {r.consumed} consumed records ({r.handled} handled); "
+        f"{'records produced' if settings.broker else 'log records added'}: {sum(r.grown.values())}",
+        file=sys.stderr,
+    )
     if r.grown:
-        log.warning("the rebuild derived records the log did not have (the code changed?): %s",
-                    json.dumps(r.grown, sort_keys=True))
+        log.warning(
+            "the rebuild derived records the log did not have (the code changed?): %s",
+            json.dumps(r.grown, sort_keys=True),
+        )
     if r.restored:
         log.warning("%d audit rows were not derived again and were re-appended from the old audit log", r.restored)
     if r.differences:

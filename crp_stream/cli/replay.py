@@ -25,8 +25,7 @@ def register(sub: Any) -> None:
 def run(ns: argparse.Namespace) -> int:
     settings = settings_of(ns)
     records = read_replay(Path(ns.input))
-    with tempfile.TemporaryDirectory(prefix="crp-replay-") as tmp, \
-            progress.bar("replaying", total=len(records)) as bar:
+    with tempfile.TemporaryDirectory(prefix="crp-replay-") as tmp, progress.bar("replaying", total=len(records)) as bar:
         lines = replay(records, settings, Path(tmp), progress.counter(bar))
     out = Path(ns.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -49,9 +49,14 @@ def run(ns: argparse.Namespace) -> int:
             t0 = time.monotonic()
             n = rt.drain(progress.position(backlog)) if backlog is not None else rt.run_until_idle()
             if n:
-                log.info("processed %d records in %.2fs (%s); dead-lettered %d; outputs %d", n,
-                         time.monotonic() - t0, _fmt_counts(rt.stats.processed),
-                         rt.stats.deadlettered, rt.stats.outputs)
+                log.info(
+                    "processed %d records in %.2fs (%s); dead-lettered %d; outputs %d",
+                    n,
+                    time.monotonic() - t0,
+                    _fmt_counts(rt.stats.processed),
+                    rt.stats.deadlettered,
+                    rt.stats.outputs,
+                )
             if ns.until_idle:
                 break
             time.sleep(IDLE_POLL_S)

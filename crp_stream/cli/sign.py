@@ -29,8 +29,9 @@ def register(sub: Any) -> None:
     sg = sub.add_parser("sign", help="add crp-signature headers to one source's replay lines (key from env)")
     sg.add_argument("file", help="replay-format JSONL file, or - for stdin")
     sg.add_argument("--source", required=True, help="the source whose lines are signed")
-    sg.add_argument("--key-env", required=True, metavar="VAR",
-                    help="environment variable that holds the source's signing key")
+    sg.add_argument(
+        "--key-env", required=True, metavar="VAR", help="environment variable that holds the source's signing key"
+    )
     add_logging(sg)
     sg.set_defaults(handler=run)
 
@@ -81,8 +82,10 @@ def run(ns: argparse.Namespace) -> int:
         else:
             signed += 1
             out.write(json.dumps(result, ensure_ascii=False, separators=(",", ":")) + "\n")
-    print(f"signed {signed} records of source {ns.source!r}; {kept} lines left unchanged "
-          "(another topic or source)", file=sys.stderr)
+    print(
+        f"signed {signed} records of source {ns.source!r}; {kept} lines left unchanged (another topic or source)",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -15,14 +15,22 @@ def register(sub: Any) -> None:
     wk = sub.add_parser("worker", help="run the handlers as a Kafka worker (faust-streaming); N workers share the load")
     add_common(wk)
     wk.add_argument("--broker", help="kafka://HOST:PORT[,HOST:PORT] (env CRP_BROKER)")
-    wk.add_argument("--groups", default=",".join(HANDLER_GROUPS),
-                    help="handler groups this worker runs (default: all): " + ",".join(HANDLER_GROUPS))
+    wk.add_argument(
+        "--groups",
+        default=",".join(HANDLER_GROUPS),
+        help="handler groups this worker runs (default: all): " + ",".join(HANDLER_GROUPS),
+    )
     wk.add_argument("--partitions", type=int, help="partitions of the topics it creates (env CRP_PARTITIONS)")
     wk.add_argument("--metrics-port", type=int, help="serve /metrics and /health on this port (env CRP_METRICS_PORT)")
-    wk.add_argument("--instance-id", help="static consumer-group membership: unique per worker, stable across its "
-                    "restarts (env CRP_INSTANCE_ID)")
-    wk.add_argument("--console", action="store_true",
-                    help="serve the operator console at /console on the --metrics-port (token: CRP_CONSOLE_TOKEN)")
+    wk.add_argument(
+        "--instance-id",
+        help="static consumer-group membership: unique per worker, stable across its restarts (env CRP_INSTANCE_ID)",
+    )
+    wk.add_argument(
+        "--console",
+        action="store_true",
+        help="serve the operator console at /console on the --metrics-port (token: CRP_CONSOLE_TOKEN)",
+    )
     wk.set_defaults(handler=run)
 
 

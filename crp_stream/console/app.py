@@ -126,9 +126,13 @@ class Console:
         if result.rejected:
             return self.error(request, 409, "Command rejected", f"{command} {target_id}: {result.rejected}")
         if result.pending:
-            return self.error(request, 202, "Published, not applied yet",
-                              f"{command} {target_id} is on crp.operator.commands (command {result.command_id}) "
-                              "but no operator worker has applied it yet; reload the page later.")
+            return self.error(
+                request,
+                202,
+                "Published, not applied yet",
+                f"{command} {target_id} is on crp.operator.commands (command {result.command_id}) "
+                "but no operator worker has applied it yet; reload the page later.",
+            )
         log.info("console: %s %s by %s (command %s)", command, target_id, actor, result.command_id)
         return RedirectResponse(f"{root(request)}{done_url}?done={command}", status_code=303)
 
@@ -149,8 +153,9 @@ def create_app(backend: ConsoleBackend, *, token: str | None) -> Starlette:
         name = request.path_params["name"]
         if name not in assets:
             return Response("not found", status_code=404, media_type="text/plain")
-        return Response(assets[name], media_type=CONTENT_TYPES[Path(name).suffix],
-                        headers={"Cache-Control": "max-age=3600"})
+        return Response(
+            assets[name], media_type=CONTENT_TYPES[Path(name).suffix], headers={"Cache-Control": "max-age=3600"}
+        )
 
     routes: list[BaseRoute] = [Route("/", home), Route("/static/{name}", static)]
     for module in (refresh, quarantine, audit, envelopes, fabric):

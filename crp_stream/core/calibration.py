@@ -74,9 +74,7 @@ def rescale_threshold(seed: float, background: float) -> float:
     return background + seed * (1.0 - background)
 
 
-def calibrate_thresholds(
-    pairwise_cosines: ArrayLike, query_relevances: ArrayLike | None = None
-) -> Thresholds:
+def calibrate_thresholds(pairwise_cosines: ArrayLike, query_relevances: ArrayLike | None = None) -> Thresholds:
     """Calibration: the seeds' thresholds re-expressed on this fabric's own similarity distribution.
 
     See the module docstring for the method. Min-relevance, edge, contradiction and connector

@@ -66,9 +66,7 @@ def connector_slot_count(fact_budget: int, connector_budget: float = DEFAULT_CON
     return fact_budget - anchor_seed_count(fact_budget, connector_budget)
 
 
-def expand_connectors(
-    anchor_ids: Iterable[str], adjacency: Adjacency, max_hops: int = DEFAULT_MAX_HOPS
-) -> set[str]:
+def expand_connectors(anchor_ids: Iterable[str], adjacency: Adjacency, max_hops: int = DEFAULT_MAX_HOPS) -> set[str]:
     """SPEC-025 §2.3: every fact within ``max_hops`` similarity edges of an anchor that is not an anchor.
 
     The walk may pass through other anchors (as in the seed's loop); anchors are never candidates.
@@ -107,9 +105,7 @@ def _path_strength(adjacency: Adjacency, src: str, dst: str) -> float | None:
     return best
 
 
-def bridge_value(
-    connector_id: str, anchor_ids: Iterable[str], adjacency: Adjacency
-) -> tuple[float, list[str]]:
+def bridge_value(connector_id: str, anchor_ids: Iterable[str], adjacency: Adjacency) -> tuple[float, list[str]]:
     """SPEC-025 §2.4: how many otherwise-unlinked anchor pairs the connector links, times edge strength.
 
     Touched anchors: those with a direct edge to the connector or a path of length <= 2 from it. Fewer
@@ -227,7 +223,11 @@ def _lookup(ids: NDArray[np.int64], size: int) -> NDArray[np.int64]:
 
 
 def bridge_values_edges(
-    connectors: ArrayLike, anchors: ArrayLike, src: ArrayLike, dst: ArrayLike, weight: ArrayLike,
+    connectors: ArrayLike,
+    anchors: ArrayLike,
+    src: ArrayLike,
+    dst: ArrayLike,
+    weight: ArrayLike,
     chunk: int = 1024,
 ) -> tuple[NDArray[np.float64], list[list[int]]]:
     """SPEC-025 §2.4 as ``bridge_values``, on an edge list of a symmetric graph; the same floats.

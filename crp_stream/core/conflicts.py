@@ -49,6 +49,7 @@ DEMOTED_STATUSES = frozenset({"stale", "superseded", "expired", "quarantined"})
 class FactView(NamedTuple):
     """What conflict handling needs to know about one candidate fact (immutable; a named tuple, built
     for every candidate of every window: three times cheaper than a frozen dataclass)."""
+
     fact_id: str
     text: str
     subject: str | None = None
@@ -66,15 +67,60 @@ class FactView(NamedTuple):
 
 
 _UNIT_TABLE: dict[str, dict[str, float]] = {
-    "rps": {"rps": 1.0, "req/s": 1.0, "req/sec": 1.0, "reqs/s": 1.0, "requests/s": 1.0, "requests/sec": 1.0,
-            "requests per second": 1.0, "qps": 1.0, "krps": 1e3},
-    "s": {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "msec": 1e-3, "millisecond": 1e-3,
-          "milliseconds": 1e-3, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
-          "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0, "h": 3600.0, "hr": 3600.0,
-          "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0, "d": 86400.0, "day": 86400.0, "days": 86400.0},
-    "B": {"byte": 1.0, "bytes": 1.0, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12, "ki": 2.0**10,
-          "kib": 2.0**10, "mi": 2.0**20, "mib": 2.0**20, "gi": 2.0**30, "gib": 2.0**30, "ti": 2.0**40,
-          "tib": 2.0**40},
+    "rps": {
+        "rps": 1.0,
+        "req/s": 1.0,
+        "req/sec": 1.0,
+        "reqs/s": 1.0,
+        "requests/s": 1.0,
+        "requests/sec": 1.0,
+        "requests per second": 1.0,
+        "qps": 1.0,
+        "krps": 1e3,
+    },
+    "s": {
+        "ns": 1e-9,
+        "us": 1e-6,
+        "µs": 1e-6,
+        "μs": 1e-6,
+        "ms": 1e-3,
+        "msec": 1e-3,
+        "millisecond": 1e-3,
+        "milliseconds": 1e-3,
+        "s": 1.0,
+        "sec": 1.0,
+        "secs": 1.0,
+        "second": 1.0,
+        "seconds": 1.0,
+        "min": 60.0,
+        "mins": 60.0,
+        "minute": 60.0,
+        "minutes": 60.0,
+        "h": 3600.0,
+        "hr": 3600.0,
+        "hrs": 3600.0,
+        "hour": 3600.0,
+        "hours": 3600.0,
+        "d": 86400.0,
+        "day": 86400.0,
+        "days": 86400.0,
+    },
+    "B": {
+        "byte": 1.0,
+        "bytes": 1.0,
+        "kb": 1e3,
+        "mb": 1e6,
+        "gb": 1e9,
+        "tb": 1e12,
+        "ki": 2.0**10,
+        "kib": 2.0**10,
+        "mi": 2.0**20,
+        "mib": 2.0**20,
+        "gi": 2.0**30,
+        "gib": 2.0**30,
+        "ti": 2.0**40,
+        "tib": 2.0**40,
+    },
     "%": {"%": 1.0, "percent": 1.0, "pct": 1.0},
 }
 _UNITS = {unit: (family, f) for family, table in _UNIT_TABLE.items() for unit, f in table.items()}
@@ -157,12 +203,59 @@ def _entity_like(token: str) -> bool:
 
 
 # Verbs that open a predicate; other verbs are recognised by their -s/-ed ending.
-_PREDICATE_VERBS = frozenset({
-    "is", "are", "was", "were", "be", "been", "being", "am", "has", "have", "had", "do", "does", "did",
-    "can", "could", "will", "would", "shall", "should", "may", "might", "must", "use", "run", "ran",
-    "become", "became", "remain", "remains", "stay", "stays", "hold", "holds", "held", "keep", "kept",
-    "listen", "default", "point", "map", "go", "went", "win", "won", "lead", "led", "make", "made",
-})
+_PREDICATE_VERBS = frozenset(
+    {
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "am",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "will",
+        "would",
+        "shall",
+        "should",
+        "may",
+        "might",
+        "must",
+        "use",
+        "run",
+        "ran",
+        "become",
+        "became",
+        "remain",
+        "remains",
+        "stay",
+        "stays",
+        "hold",
+        "holds",
+        "held",
+        "keep",
+        "kept",
+        "listen",
+        "default",
+        "point",
+        "map",
+        "go",
+        "went",
+        "win",
+        "won",
+        "lead",
+        "led",
+        "make",
+        "made",
+    }
+)
 
 
 def _has_predicate(prefix: Sequence[str], orig: Sequence[str]) -> bool:
@@ -276,9 +369,16 @@ def values_conflict(a: FactView, b: FactView) -> str | None:
 
 # SPEC-027 §2.3: regulatory 0.90; official = baseline (0.80 here); community -0.05; unverified -0.10.
 # crp-stream choices: version_specific and user at the baseline, news 0.75, telemetry 0.70.
-SOURCE_AUTHORITY: dict[str, float] = {"regulatory": 0.90, "official": 0.80, "version_specific": 0.80,
-                                      "news": 0.75, "user": 0.80, "community": 0.75, "unverified": 0.70,
-                                      "telemetry": 0.70}
+SOURCE_AUTHORITY: dict[str, float] = {
+    "regulatory": 0.90,
+    "official": 0.80,
+    "version_specific": 0.80,
+    "news": 0.75,
+    "user": 0.80,
+    "community": 0.75,
+    "unverified": 0.70,
+    "telemetry": 0.70,
+}
 
 
 def source_authority(source_type: str, trust: float) -> float:
@@ -393,8 +493,9 @@ def _same_claim(a: FactView, b: FactView) -> bool:
 
 
 @lru_cache(maxsize=100_000, typed=True)
-def _duplicate_keys(text: str, subject: str | None, attribute: str | None, value: str | float | None,
-                    unit: str | None) -> tuple[object, object | None]:
+def _duplicate_keys(
+    text: str, subject: str | None, attribute: str | None, value: str | float | None, unit: str | None
+) -> tuple[object, object | None]:
     """The buckets of ``same_claim_duplicates`` a fact falls in (same normalised text and value; same
     claim and value), remembered: a fact is a candidate in window after window."""
     f = FactView(fact_id="", text=text, subject=subject, attribute=attribute, value=value, unit=unit)
@@ -444,7 +545,9 @@ def same_claim_duplicates(
 
 
 def detect_envelope_contradictions(
-    facts: Sequence[FactView], vecs: ArrayLike, pair_threshold: float = DEFAULT_PAIR_THRESHOLD,
+    facts: Sequence[FactView],
+    vecs: ArrayLike,
+    pair_threshold: float = DEFAULT_PAIR_THRESHOLD,
     inside: int | None = None,
 ) -> list[tuple[int, int, str]]:
     """SPEC-027 §2.2: pairs ``(i, j, pattern)``, i < j, of selected facts that contradict each other.
@@ -471,8 +574,10 @@ def detect_envelope_contradictions(
 
 def unresolved_conflict_note(a_text: str, b_text: str) -> str:
     """SPEC-027 §2.5: the annotation injected when two contradictory facts tie on authority."""
-    return ("NOTE: The following two facts conflict and could not be automatically\n"
-            f"arbitrated. Treat with caution and prefer the more specific:\n  {a_text}\n  {b_text}")
+    return (
+        "NOTE: The following two facts conflict and could not be automatically\n"
+        f"arbitrated. Treat with caution and prefer the more specific:\n  {a_text}\n  {b_text}"
+    )
 
 
 @dataclass(frozen=True)
@@ -484,9 +589,7 @@ class Arbitration:
     notes: tuple[str, ...]  # one per unresolved (tied) contradiction
 
 
-def arbitrate_contradictions(
-    facts: Sequence[FactView], contradictions: Sequence[tuple[int, int, str]]
-) -> Arbitration:
+def arbitrate_contradictions(facts: Sequence[FactView], contradictions: Sequence[tuple[int, int, str]]) -> Arbitration:
     """SPEC-027 §2.3–§2.5: resolve every detected pair; suppress every loser; NOTE each live tie.
 
     Winners follow one total order (non-demoted first, then authority), so the best fact of a chain

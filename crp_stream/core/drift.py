@@ -62,14 +62,23 @@ DRIFT_UNDETERMINED: VerdictKind = "DRIFT_UNDETERMINED"
 COUNTED_STATUSES: frozenset[str] = frozenset({"active", "stale"})
 
 _WS = re.compile(r"\s+")
-_NUMBER = re.compile(
-    r"^([+-]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?)(.*)$", re.DOTALL
-)
+_NUMBER = re.compile(r"^([+-]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE][+-]?\d+)?)(.*)$", re.DOTALL)
 _TRAILING_PUNCT = ".,;:!"
 # Aliases only; no conversion between units (250 rpm stays different from 250 rps).
 _UNIT_ALIASES: dict[str, tuple[str, ...]] = {
-    "rps": ("rps", "req/s", "req/sec", "reqs/s", "requests/s", "requests/sec", "request/s", "r/s",
-            "requests per second", "request per second", "req per second"),
+    "rps": (
+        "rps",
+        "req/s",
+        "req/sec",
+        "reqs/s",
+        "requests/s",
+        "requests/sec",
+        "request/s",
+        "r/s",
+        "requests per second",
+        "request per second",
+        "req per second",
+    ),
     "rpm": ("rpm", "req/min", "reqs/min", "requests/min", "requests per minute", "request per minute"),
     "ms": ("ms", "msec", "msecs", "millisecond", "milliseconds"),
     "s": ("s", "sec", "secs", "second", "seconds"),
@@ -215,10 +224,7 @@ def counted_records(records: Iterable[ClaimRecord]) -> tuple[ClaimRecord, ...]:
     for r in kept:
         if r.status == "active" and r.epoch > newest_active.get(r.source, float("-inf")):
             newest_active[r.source] = r.epoch
-    speaking = [
-        r for r in kept
-        if r.status == "active" or r.epoch >= newest_active.get(r.source, float("-inf"))
-    ]
+    speaking = [r for r in kept if r.status == "active" or r.epoch >= newest_active.get(r.source, float("-inf"))]
     return tuple(sorted(speaking, key=lambda r: (r.source, r.epoch, r.fact_id)))
 
 
@@ -348,9 +354,18 @@ def claim_verdict(partitions: Sequence[PartitionView], *, claim: str) -> Verdict
             groups.setdefault(p.value, []).append(p)
     if not groups:
         return Verdict(
-            kind=CONSENSUS_OK, claim=claim, high_trust_source=high.source, high_trust_value=high.value,
-            high_trust_epoch=ht_epoch, divergent_value=None, divergent_sources=(), divergent_epoch=None,
-            corroborating_partitions=0, evidence_fact_ids=(), stale_fact_ids=(), suspect_fact_ids=(),
+            kind=CONSENSUS_OK,
+            claim=claim,
+            high_trust_source=high.source,
+            high_trust_value=high.value,
+            high_trust_epoch=ht_epoch,
+            divergent_value=None,
+            divergent_sources=(),
+            divergent_epoch=None,
+            corroborating_partitions=0,
+            evidence_fact_ids=(),
+            stale_fact_ids=(),
+            suspect_fact_ids=(),
             other_divergent_values=(),
             reason=f"all {len(partitions)} partition(s) agree with {high.source} on {high.value!r}",
         )
@@ -369,24 +384,39 @@ def claim_verdict(partitions: Sequence[PartitionView], *, claim: str) -> Verdict
     sources = tuple(v.source for v in views)
     evidence = tuple(sorted(f for v in views for f in v.fact_ids))
     later = [v.source for v in views if v.latest_epoch > ht_epoch]
-    head = (f"{high.source} (trust {high.trust:g}, newest record {_iso(ht_epoch)}) says {high.value!r}; "
-            f"{', '.join(sources)} say {value!r} (latest {_iso(latest)})")
+    head = (
+        f"{high.source} (trust {high.trust:g}, newest record {_iso(ht_epoch)}) says {high.value!r}; "
+        f"{', '.join(sources)} say {value!r} (latest {_iso(latest)})"
+    )
     if kind == STALE_HIGH_TRUST:
-        reason = (f"{head}. The divergent value is strictly later and asserted later by "
-                  f"{len(later)} partitions ({', '.join(later)}), corroboration {corroboration}: "
-                  f"legitimate drift, {high.source} is stale; request a refresh, do not quarantine")
+        reason = (
+            f"{head}. The divergent value is strictly later and asserted later by "
+            f"{len(later)} partitions ({', '.join(later)}), corroboration {corroboration}: "
+            f"legitimate drift, {high.source} is stale; request a refresh, do not quarantine"
+        )
     elif kind == DRIFT_UNDETERMINED:
-        reason = (f"{head}. The divergent records are later but uncorroborated (only {later[0]} asserts "
-                  f"{value!r} after {_iso(ht_epoch)}), so drift cannot be told from epoch-spoofed "
-                  f"poisoning; the arbiter refuses to act")
+        reason = (
+            f"{head}. The divergent records are later but uncorroborated (only {later[0]} asserts "
+            f"{value!r} after {_iso(ht_epoch)}), so drift cannot be told from epoch-spoofed "
+            f"poisoning; the arbiter refuses to act"
+        )
     else:
-        reason = (f"{head}. The divergent records are not fresher than {high.source} (freshness "
-                  f"dominance holds): poisoning candidate for quarantine review; divergence alone "
-                  f"never quarantines")
+        reason = (
+            f"{head}. The divergent records are not fresher than {high.source} (freshness "
+            f"dominance holds): poisoning candidate for quarantine review; divergence alone "
+            f"never quarantines"
+        )
     return Verdict(
-        kind=kind, claim=claim, high_trust_source=high.source, high_trust_value=high.value,
-        high_trust_epoch=ht_epoch, divergent_value=value, divergent_sources=sources,
-        divergent_epoch=latest, corroborating_partitions=corroboration, evidence_fact_ids=evidence,
+        kind=kind,
+        claim=claim,
+        high_trust_source=high.source,
+        high_trust_value=high.value,
+        high_trust_epoch=ht_epoch,
+        divergent_value=value,
+        divergent_sources=sources,
+        divergent_epoch=latest,
+        corroborating_partitions=corroboration,
+        evidence_fact_ids=evidence,
         stale_fact_ids=high.fact_ids if kind == STALE_HIGH_TRUST else (),
         suspect_fact_ids=evidence if kind == POISONING_CANDIDATE else (),
         other_divergent_values=tuple(v for v, _ in ordered[1:]),
@@ -419,14 +449,21 @@ def lagging_behind_refresh(verdict: Verdict, history: Sequence[ClaimRecord]) -> 
     """
     if verdict.kind != POISONING_CANDIDATE or verdict.divergent_value is None:
         return verdict
-    previous = {r.value for r in history
-                if r.source == verdict.high_trust_source and r.epoch < verdict.high_trust_epoch}
+    previous = {
+        r.value for r in history if r.source == verdict.high_trust_source and r.epoch < verdict.high_trust_epoch
+    }
     if verdict.divergent_value not in previous:
         return verdict
-    return replace(verdict, kind=CONSENSUS_OK, suspect_fact_ids=(), reason=(
-        f"{verdict.high_trust_source} says {verdict.high_trust_value!r}; {', '.join(verdict.divergent_sources)} "
-        f"still say {verdict.divergent_value!r}, which {verdict.high_trust_source} itself asserted before its "
-        f"newest record: the lower-trust source lags behind a refresh, not poisoning; no candidate"))
+    return replace(
+        verdict,
+        kind=CONSENSUS_OK,
+        suspect_fact_ids=(),
+        reason=(
+            f"{verdict.high_trust_source} says {verdict.high_trust_value!r}; {', '.join(verdict.divergent_sources)} "
+            f"still say {verdict.divergent_value!r}, which {verdict.high_trust_source} itself asserted before its "
+            f"newest record: the lower-trust source lags behind a refresh, not poisoning; no candidate"
+        ),
+    )
 
 
 def verdict_fingerprint(verdict: Verdict) -> str:
@@ -451,9 +488,7 @@ def verdict_fingerprint(verdict: Verdict) -> str:
     )
 
 
-def refresh_resolved(
-    stale_source_view: PartitionView, observed_value: str, since_epoch: float | None = None
-) -> bool:
+def refresh_resolved(stale_source_view: PartitionView, observed_value: str, since_epoch: float | None = None) -> bool:
     """Drift seed, Operational Effect (a refresh request is filed against the stale source): it resolves
     when the stale source itself now asserts the observed value.
 

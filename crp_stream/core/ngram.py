@@ -107,6 +107,8 @@ def ngram_guard_diagnostic(activations: int, candidates: int) -> str | None:
     if candidates <= 0 or activations <= NGRAM_DIAGNOSTIC_SHARE * candidates:
         return None
     share = 100.0 * activations / candidates
-    return (f"NGRAM-GUARD: {activations} of {candidates} candidate facts ({share:.0f}%, above 20%) repeat "
-            "earlier window output; CDR novelty is not keeping stale material out, the knowledge fabric "
-            "likely lacks depth for this task: ingest more documents (SPEC-024 §5.3)")
+    return (
+        f"NGRAM-GUARD: {activations} of {candidates} candidate facts ({share:.0f}%, above 20%) repeat "
+        "earlier window output; CDR novelty is not keeping stale material out, the knowledge fabric "
+        "likely lacks depth for this task: ingest more documents (SPEC-024 §5.3)"
+    )

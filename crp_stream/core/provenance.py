@@ -32,9 +32,7 @@ def signature_matches(key: str, value: bytes, signature: str) -> bool:
     return hmac.compare_digest(expected.encode("ascii"), signature.strip().lower().encode("ascii", "replace"))
 
 
-def source_is_proven(
-    keys: Mapping[str, str], source: str, value: bytes, signatures: Sequence[bytes]
-) -> str | None:
+def source_is_proven(keys: Mapping[str, str], source: str, value: bytes, signatures: Sequence[bytes]) -> str | None:
     """SEED-002 Operational Effect: a record speaks for ``source`` only when it carries exactly one
     ``crp-signature`` that is the HMAC of its value under that source's key.
 

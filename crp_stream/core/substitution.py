@@ -50,21 +50,118 @@ COPIED_PASSAGE = 25
 _TOKEN = re.compile(r"\d[\d,.]*\d%?|\d%?|\w+(?:['’.\-]\w+)*\.?", re.UNICODE)
 _NEGATORS = frozenset({"not", "no", "never", "n't"})
 # Verbs that open a predicate; other verbs are recognised by their -s/-ed ending (lower-case only).
-_PREDICATE_VERBS = frozenset({
-    "is", "are", "was", "were", "be", "been", "being", "am", "has", "have", "had", "do", "does", "did",
-    "can", "could", "will", "would", "shall", "should", "may", "might", "must", "use", "run", "ran",
-    "become", "became", "remain", "remains", "stay", "stays", "hold", "holds", "held", "keep", "kept",
-    "listen", "default", "point", "map", "go", "went", "win", "won", "lead", "led", "make", "made",
-    "bought", "sold", "wrote", "built", "took", "gave", "got", "beat", "paid", "owns", "own",
-})
+_PREDICATE_VERBS = frozenset(
+    {
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "am",
+        "has",
+        "have",
+        "had",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "will",
+        "would",
+        "shall",
+        "should",
+        "may",
+        "might",
+        "must",
+        "use",
+        "run",
+        "ran",
+        "become",
+        "became",
+        "remain",
+        "remains",
+        "stay",
+        "stays",
+        "hold",
+        "holds",
+        "held",
+        "keep",
+        "kept",
+        "listen",
+        "default",
+        "point",
+        "map",
+        "go",
+        "went",
+        "win",
+        "won",
+        "lead",
+        "led",
+        "make",
+        "made",
+        "bought",
+        "sold",
+        "wrote",
+        "built",
+        "took",
+        "gave",
+        "got",
+        "beat",
+        "paid",
+        "owns",
+        "own",
+    }
+)
 # Predicates only one subject can hold at a time: superlatives, firsts, acquisitions, victories.
-_UNIQUE_WORDS = frozenset({
-    "first", "only", "sole", "last", "largest", "biggest", "smallest", "highest", "lowest", "most",
-    "least", "oldest", "youngest", "longest", "shortest", "fastest", "best", "worst", "record",
-    "acquired", "acquisition", "bought", "purchased", "won", "wins", "winner", "champion", "founded",
-    "founder", "invented", "inventor", "discovered", "created", "creator", "directed", "director",
-    "capital", "headquartered", "ceo", "president", "owner", "owns", "owned",
-})
+_UNIQUE_WORDS = frozenset(
+    {
+        "first",
+        "only",
+        "sole",
+        "last",
+        "largest",
+        "biggest",
+        "smallest",
+        "highest",
+        "lowest",
+        "most",
+        "least",
+        "oldest",
+        "youngest",
+        "longest",
+        "shortest",
+        "fastest",
+        "best",
+        "worst",
+        "record",
+        "acquired",
+        "acquisition",
+        "bought",
+        "purchased",
+        "won",
+        "wins",
+        "winner",
+        "champion",
+        "founded",
+        "founder",
+        "invented",
+        "inventor",
+        "discovered",
+        "created",
+        "creator",
+        "directed",
+        "director",
+        "capital",
+        "headquartered",
+        "ceo",
+        "president",
+        "owner",
+        "owns",
+        "owned",
+    }
+)
 
 
 class Substitution(NamedTuple):
@@ -151,8 +248,10 @@ def _negation_only(sa: tuple[str, ...], sb: tuple[str, ...]) -> bool:
         return [_MODALS.get(t, _stem(t)) for t in x if t not in _NEGATORS and t not in _DO and t not in _ARTICLES]
 
     ca, cb = core(sa), core(sb)
-    return len(ca) == len(cb) and all(x == y or (min(len(x), len(y)) >= 4 and (x.startswith(y) or y.startswith(x)))
-                                      for x, y in zip(ca, cb, strict=True))
+    return len(ca) == len(cb) and all(
+        x == y or (min(len(x), len(y)) >= 4 and (x.startswith(y) or y.startswith(x)))
+        for x, y in zip(ca, cb, strict=True)
+    )
 
 
 _Op = tuple[str, int, int, int, int]
@@ -170,8 +269,35 @@ def _merge_close(ops: list[_Op], gap: int = 2) -> list[_Op]:
     return [("replace" if (i2 > i1 and j2 > j1) else t, i1, i2, j1, j2) for t, i1, i2, j1, j2 in out]
 
 
-_FUNCTION = frozenset({"the", "a", "an", "in", "on", "at", "of", "for", "by", "to", "from", "with", "and", "or",
-                       "as", "after", "before", "since", "during", "its", "his", "her", "their", "this", "that"})
+_FUNCTION = frozenset(
+    {
+        "the",
+        "a",
+        "an",
+        "in",
+        "on",
+        "at",
+        "of",
+        "for",
+        "by",
+        "to",
+        "from",
+        "with",
+        "and",
+        "or",
+        "as",
+        "after",
+        "before",
+        "since",
+        "during",
+        "its",
+        "his",
+        "her",
+        "their",
+        "this",
+        "that",
+    }
+)
 
 
 def _subject_position(prefix: tuple[str, ...], orig: tuple[str, ...]) -> bool:
@@ -200,7 +326,7 @@ def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substituti
     all_ops = SequenceMatcher(None, la, lb, autojunk=False).get_opcodes()
     ops = _merge_close([op for op in all_ops if op[0] != "equal"])
     shared = sum(i2 - i1 for tag, i1, i2, _, _ in all_ops if tag == "equal")
-    if len(ops) == 1 and _negation_only(la[ops[0][1]:ops[0][2]], lb[ops[0][3]:ops[0][4]]):
+    if len(ops) == 1 and _negation_only(la[ops[0][1] : ops[0][2]], lb[ops[0][3] : ops[0][4]]):
         _, i1, i2, j1, j2 = ops[0]
         template = (*la[:i1], SLOT, *la[i2:])
         return Substitution(template, _join(oa[i1:i2]), _join(ob[j1:j2]), NEGATION_FLIP, shared, False)
@@ -209,7 +335,7 @@ def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substituti
     spans = {(la[i1:i2], lb[j1:j2]) for _, i1, i2, j1, j2 in ops}
     if len(spans) != 1:
         return None
-    (sa, sb), = spans
+    ((sa, sb),) = spans
     # a longer name is still one value inside a long copied passage ("The University of Texas at Austin")
     limit = max(max_span, min(2 * max_span, shared // 5))
     if not (1 <= len(sa) <= limit and 1 <= len(sb) <= limit):
@@ -284,8 +410,9 @@ def _token_set(text: str) -> frozenset[str]:
     return frozenset(_tokens(text)[0])
 
 
-def near_copy_pairs(texts: Sequence[str], sources: Sequence[str], inside: int | None = None,
-                    min_overlap: float = 0.6) -> set[tuple[int, int]]:
+def near_copy_pairs(
+    texts: Sequence[str], sources: Sequence[str], inside: int | None = None, min_overlap: float = 0.6
+) -> set[tuple[int, int]]:
     """Issue 14: pairs i < j of statements from different sources that may be copies of each other
     (token-set Jaccard >= ``min_overlap``), whatever their cosine: a swapped name can move a short
     sentence's embedding below the pair threshold. With ``inside``, pairs of two indices >= inside

@@ -48,8 +48,14 @@ class AnnCache:
     def __len__(self) -> int:
         return len(self._slot_of)
 
-    def add(self, fact_ids: Sequence[str], vectors: Vector, statuses: Sequence[str],
-            expires: Sequence[float | None], threads: int = 1) -> None:
+    def add(
+        self,
+        fact_ids: Sequence[str],
+        vectors: Vector,
+        statuses: Sequence[str],
+        expires: Sequence[float | None],
+        threads: int = 1,
+    ) -> None:
         """Insert or replace points (vectors already unit length, float32). One thread (the default)
         makes the graph, and so every later result, depend only on the order of the writes; the
         bulk build at start-up uses every core (``threads=0``)."""
@@ -90,8 +96,15 @@ class AnnCache:
             ok &= self._expires[:n] > alive_at
         return float(ok.sum()) / n
 
-    def search(self, queries: Vector, limit: int, excluded: Sequence[str], alive_at: float | None,
-               min_score: float | None, exclude_id: str | None = None) -> list[list[tuple[str, float]]] | None:
+    def search(
+        self,
+        queries: Vector,
+        limit: int,
+        excluded: Sequence[str],
+        alive_at: float | None,
+        min_score: float | None,
+        exclude_id: str | None = None,
+    ) -> list[list[tuple[str, float]]] | None:
         """Up to ``limit`` (fact_id, cosine) per query that pass the filter, best first; None when the
         filter leaves too few candidates to trust (the caller then searches exactly)."""
         n = len(self._fact)

@@ -192,13 +192,13 @@ class OnnxMiniLMEmbedder(Embedder):
         # Sorting by length keeps padding (wasted work) small.
         order = sorted(range(len(items)), key=lambda i: (lengths[i], i))
         for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
+            rows = order[start : start + self.batch_size]
             width = max(lengths[i] for i in rows)
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)
             for r, i in enumerate(rows):
-                ids[r, :lengths[i]] = encodings[i].ids
-                mask[r, :lengths[i]] = 1
+                ids[r, : lengths[i]] = encodings[i].ids
+                mask[r, : lengths[i]] = 1
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             hidden = self._session.run(None, feeds)[0]
             weights = mask[..., None].astype(np.float32)
@@ -246,9 +246,7 @@ class PrecomputedEmbedder(Embedder):
         return self._dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        raise EmbedderError(
-            f"precomputed:{self.model_id} embeds nothing locally; the record must carry its embedding"
-        )
+        raise EmbedderError(f"precomputed:{self.model_id} embeds nothing locally; the record must carry its embedding")
 
     def validate(self, vector: Sequence[float] | np.ndarray) -> np.ndarray:
         """Check a carried vector (numbers, all finite, the right dimension) and return it normalised."""
@@ -260,9 +258,7 @@ class PrecomputedEmbedder(Embedder):
             raise EmbedderError(f"vector[{i}] is {what} ({int(bad.sum())} non-finite values in all)")
         want = self._dim
         if want is not None and arr.shape[0] != want:
-            raise EmbedderError(
-                f"vector has {arr.shape[0]} dimensions; precomputed:{self.model_id} expects {want}"
-            )
+            raise EmbedderError(f"vector has {arr.shape[0]} dimensions; precomputed:{self.model_id} expects {want}")
         peak = float(np.max(np.abs(arr)))
         if peak == 0.0:
             raise EmbedderError("vector is all zeros; it has no direction to normalise")
@@ -275,9 +271,7 @@ class PrecomputedEmbedder(Embedder):
                     self._dim = int(arr.shape[0])
                 want = self._dim
             if arr.shape[0] != want:
-                raise EmbedderError(
-                    f"vector has {arr.shape[0]} dimensions; precomputed:{self.model_id} expects {want}"
-                )
+                raise EmbedderError(f"vector has {arr.shape[0]} dimensions; precomputed:{self.model_id} expects {want}")
         return unit
 
     @staticmethod

@@ -41,7 +41,7 @@ def open_vector_index(spec: str) -> VectorIndex:
     if spec.startswith("edge:"):
         from crp_stream.fabric.vectors_edge import EdgeVectorIndex
 
-        return EdgeVectorIndex(spec[len("edge:"):])
+        return EdgeVectorIndex(spec[len("edge:") :])
     if spec.startswith(("http://", "https://")):
         from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
 
@@ -72,8 +72,14 @@ class UnitOfWork:
 
 
 class Fabric:
-    def __init__(self, settings: Settings, *, migrate: bool = True,
-                 engine: Engine | None = None, vectors: VectorIndex | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        migrate: bool = True,
+        engine: Engine | None = None,
+        vectors: VectorIndex | None = None,
+    ):
         self.settings = settings
         self.engine = engine or db.make_engine(settings.database)
         if migrate:
@@ -124,8 +130,9 @@ class Fabric:
             min_connector_relevance=pick("min_connector_relevance", None),
         )
 
-    def stored_thresholds(self, model_id: str, repo: Repository | None = None,
-                          refresh: bool = False) -> dict[str, float]:
+    def stored_thresholds(
+        self, model_id: str, repo: Repository | None = None, refresh: bool = False
+    ) -> dict[str, float]:
         """The thresholds ``crp-stream calibrate --store`` saved for ``model_id`` ({} if none), cached."""
         cached = self._stored_thresholds
         if model_id in cached and not refresh:

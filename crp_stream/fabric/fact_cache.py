@@ -33,9 +33,22 @@ import numpy.typing as npt
 from crp_stream.fabric.repository import FACTS_GENERATION
 
 # The columns assembly reads; ``status`` is filled in per call from the store.
-FIELDS = ("fact_id", "source", "source_type", "trust", "importance", "epoch_us", "modified_at_us", "ttl_s",
-          "expires_at_us",
-          "text", "subject", "attribute", "value", "unit")
+FIELDS = (
+    "fact_id",
+    "source",
+    "source_type",
+    "trust",
+    "importance",
+    "epoch_us",
+    "modified_at_us",
+    "ttl_s",
+    "expires_at_us",
+    "text",
+    "subject",
+    "attribute",
+    "value",
+    "unit",
+)
 
 
 class FactCache:
@@ -89,8 +102,9 @@ class FactCache:
             known.update(repo.fact_statuses(ask))  # facts that do not exist stay unknown
         return known
 
-    def candidates(self, repo: Any, vectors: Any, fact_ids: Sequence[str]
-                   ) -> tuple[list[str], list[dict[str, Any]], npt.NDArray[np.float32]]:
+    def candidates(
+        self, repo: Any, vectors: Any, fact_ids: Sequence[str]
+    ) -> tuple[list[str], list[dict[str, Any]], npt.NDArray[np.float32]]:
         """The facts of ``fact_ids`` that exist in the store and have a vector, in the given order:
         their ids, rows (``FIELDS`` + the current ``status``) and unit vectors (n x dim, float32).
 
@@ -105,8 +119,11 @@ class FactCache:
             self.misses += len(missing)
             rows = repo.fact_rows(missing, FIELDS)
             vecs = vectors.get_vectors(missing)
-            loaded = {f: ({k: rows[f][k] for k in FIELDS}, np.asarray(vecs[f], dtype=np.float32))
-                      for f in missing if f in rows and f in vecs}
+            loaded = {
+                f: ({k: rows[f][k] for k in FIELDS}, np.asarray(vecs[f], dtype=np.float32))
+                for f in missing
+                if f in rows and f in vecs
+            }
         ids = [f for f in fact_ids if f in status and (f in slot or f in loaded)]
         out_rows: list[dict[str, Any]] = []
         hit_at: list[int] = []
@@ -138,7 +155,7 @@ class FactCache:
         dim = next(iter(loaded.values()))[1].shape[0]
         if self._mat.shape[1] != dim:  # first load (or another model after a rebuild): start over
             self._clear_rows()
-        keep = list(loaded)[-self.max_facts:]
+        keep = list(loaded)[-self.max_facts :]
         over = len(self._slot) + len(keep) - self.max_facts
         for f in list(islice(self._slot, max(over, 0))):
             self._release(f)

@@ -160,8 +160,10 @@ class GraphCache:
         """
         ids = sorted(set(fact_ids))
         names = self._names
-        return {f: dict(zip([names[j] for j in nb.tolist()], w.tolist(), strict=True))
-                for f, (nb, w, _k) in zip(ids, self.rows(source, self.index(ids)), strict=True)}
+        return {
+            f: dict(zip([names[j] for j in nb.tolist()], w.tolist(), strict=True))
+            for f, (nb, w, _k) in zip(ids, self.rows(source, self.index(ids)), strict=True)
+        }
 
     def neighbours(self, source: EdgeSource, fact_id: str) -> dict[str, float]:
         """Every similarity edge of one fact: ``{neighbour: weight}``."""

@@ -57,15 +57,20 @@ class Repository:
         workers never both move a counter from n to n + 1 (a read-then-write would)."""
         self._insert_ignore(t.meta, [{"key": key, "value": "0"}], ["key"])
         value = t.meta.c.value
-        stmt = (update(t.meta).where(t.meta.c.key == key)
-                .values(value=sql_cast(sql_cast(value, BigInteger) + 1, Text)).returning(value))
+        stmt = (
+            update(t.meta)
+            .where(t.meta.c.key == key)
+            .values(value=sql_cast(sql_cast(value, BigInteger) + 1, Text))
+            .returning(value)
+        )
         return int(self.conn.execute(stmt).scalar_one())
 
     # offsets and idempotency ------------------------------------------------------------------
     def offsets(self, consumer: str) -> dict[tuple[str, int], int]:
         rows = self.conn.execute(
-            select(t.consumer_offsets.c.topic, t.consumer_offsets.c.partition, t.consumer_offsets.c.next_offset)
-            .where(t.consumer_offsets.c.consumer == consumer)
+            select(t.consumer_offsets.c.topic, t.consumer_offsets.c.partition, t.consumer_offsets.c.next_offset).where(
+                t.consumer_offsets.c.consumer == consumer
+            )
         )
         return {(r.topic, r.partition): r.next_offset for r in rows}
 
@@ -82,14 +87,20 @@ class Repository:
         pending = self._marks.get((consumer, event_id))
         if pending is not None:
             return str(pending["content_hash"])
-        rows = self._select_where(("content_hash",), "processed_events",
-                                  (("consumer", consumer), ("event_id", event_id)))
+        rows = self._select_where(
+            ("content_hash",), "processed_events", (("consumer", consumer), ("event_id", event_id))
+        )
         return rows[0][0] if rows else None
 
     def mark_processed(self, consumer: str, event_id: str, content_hash: str, topic: str, offset: int) -> None:
         """Buffered until ``flush``: a batch writes its processed ids in one statement."""
-        self._marks[(consumer, event_id)] = {"consumer": consumer, "event_id": event_id,
-                                             "content_hash": content_hash, "topic": topic, "offset": offset}
+        self._marks[(consumer, event_id)] = {
+            "consumer": consumer,
+            "event_id": event_id,
+            "content_hash": content_hash,
+            "topic": topic,
+            "offset": offset,
+        }
 
     # sources ----------------------------------------------------------------------------------
     def touch_source(self, source: str, source_type: str, trust: float, at_us: int) -> None:
@@ -178,8 +189,9 @@ class Repository:
         return [cast(FactRow, dict(r._mapping)) for r in self.conn.execute(q)]
 
     def document_facts(self, source: str, document_id: str) -> list[FactRow]:
-        q = (select(t.facts.c.fact_id, t.facts.c.position, t.facts.c.status)
-             .where((t.facts.c.source == source) & (t.facts.c.document_id == document_id)))
+        q = select(t.facts.c.fact_id, t.facts.c.position, t.facts.c.status).where(
+            (t.facts.c.source == source) & (t.facts.c.document_id == document_id)
+        )
         return [cast(FactRow, dict(r._mapping)) for r in self.conn.execute(q)]
 
     def set_fact_status(self, fact_ids: Sequence[str], status: str) -> int:
@@ -233,8 +245,11 @@ class Repository:
                 by_src.setdefault(src, []).append((-float(w), dst))
         drop = [(src, dst) for src in sorted(by_src) for _w, dst in sorted(by_src[src])[k:]]
         for src, dst in drop:
-            self.conn.execute(t.edges.delete().where((t.edges.c.src == src) & (t.edges.c.dst == dst)
-                                                     & (t.edges.c.kind == "similarity")))
+            self.conn.execute(
+                t.edges.delete().where(
+                    (t.edges.c.src == src) & (t.edges.c.dst == dst) & (t.edges.c.kind == "similarity")
+                )
+            )
         return drop
 
     def adjacency(self, fact_ids: Iterable[str]) -> dict[str, dict[str, float]]:
@@ -243,8 +258,9 @@ class Repository:
         adj: dict[str, dict[str, float]] = {}
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
-            q = (select(t.edges.c.src, t.edges.c.dst, t.edges.c.weight)
-                 .where(t.edges.c.src.in_(chunk) & (t.edges.c.kind == "similarity")))
+            q = select(t.edges.c.src, t.edges.c.dst, t.edges.c.weight).where(
+                t.edges.c.src.in_(chunk) & (t.edges.c.kind == "similarity")
+            )
             for r in self.conn.execute(q):
                 adj.setdefault(r.src, {})[r.dst] = r.weight
                 adj.setdefault(r.dst, {})[r.src] = r.weight
@@ -252,8 +268,10 @@ class Repository:
 
     def edge_rows(self, fact_ids: Sequence[str]) -> list[tuple[str, str, float, str]]:
         """``(src, dst, weight, kind)`` of every edge whose ``src`` is given: each fact's edges, complete."""
-        return [(r[0], r[1], r[2], r[3])
-                for r in self._select_in(("src", "dst", "weight", "kind"), "edges", "src", fact_ids)]
+        return [
+            (r[0], r[1], r[2], r[3])
+            for r in self._select_in(("src", "dst", "weight", "kind"), "edges", "src", fact_ids)
+        ]
 
     def edge_count(self, kind: str = "similarity") -> int:
         """Edges of ``kind``: rows over 2 (each edge is stored in both directions until pruning drops one)."""
@@ -261,15 +279,25 @@ class Repository:
         return int(self.conn.execute(q).scalar_one()) // 2
 
     # documents (issue 11) ---------------------------------------------------------------------
-    def put_document(self, source: str, document_id: str, title: str | None, title_key: str | None,
-                     section: str | None, lead_fact_id: str) -> str | None:
+    def put_document(
+        self,
+        source: str,
+        document_id: str,
+        title: str | None,
+        title_key: str | None,
+        section: str | None,
+        lead_fact_id: str,
+    ) -> str | None:
         """Record a document's title and lead fact; returns the title key it had before (None: new)."""
         key = {"source": source, "document_id": document_id}
         old = self._select_where(("title_key",), "documents", tuple(key.items()))
         values = {"title": title, "title_key": title_key, "section": section, "lead_fact_id": lead_fact_id}
         if old:
-            self.conn.execute(update(t.documents).where((t.documents.c.source == source)
-                                                        & (t.documents.c.document_id == document_id)).values(**values))
+            self.conn.execute(
+                update(t.documents)
+                .where((t.documents.c.source == source) & (t.documents.c.document_id == document_id))
+                .values(**values)
+            )
             return str(old[0][0]) if old[0][0] is not None else ""
         self.conn.execute(t.documents.insert().values(**key, **values))
         return None
@@ -283,9 +311,12 @@ class Repository:
         """``(fact_id, text, source, document_id)`` of active facts whose text contains ``needle``
         (case-insensitively: the caller checks the words), in id order."""
         pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        q = (select(t.facts.c.fact_id, t.facts.c.text, t.facts.c.source, t.facts.c.document_id)
-             .where(t.facts.c.text.ilike(pattern, escape="\\") & (t.facts.c.status == "active"))
-             .order_by(t.facts.c.fact_id).limit(limit))
+        q = (
+            select(t.facts.c.fact_id, t.facts.c.text, t.facts.c.source, t.facts.c.document_id)
+            .where(t.facts.c.text.ilike(pattern, escape="\\") & (t.facts.c.status == "active"))
+            .order_by(t.facts.c.fact_id)
+            .limit(limit)
+        )
         return [(r[0], r[1], r[2], r[3]) for r in self.conn.execute(q)]
 
     # sessions ---------------------------------------------------------------------------------
@@ -298,8 +329,15 @@ class Repository:
         row["state"] = json.loads(row["state"])
         return cast(SessionRow, row)
 
-    def put_session(self, session_id: str, embedding_model: str, window_count: int, max_windows: int,
-                    state: dict[str, Any], at_us: int) -> None:
+    def put_session(
+        self,
+        session_id: str,
+        embedding_model: str,
+        window_count: int,
+        max_windows: int,
+        state: dict[str, Any],
+        at_us: int,
+    ) -> None:
         values = {
             "embedding_model": embedding_model,
             "window_count": window_count,
@@ -315,8 +353,15 @@ class Repository:
     def append_audit(self, event_id: str, audit_type: str, at_us: int, key: str, details: dict[str, Any]) -> None:
         self._insert_ignore(
             t.audit_log,
-            [{"event_id": event_id, "audit_type": audit_type, "at_us": at_us, "key": key,
-              "details": canonical_json(details)}],
+            [
+                {
+                    "event_id": event_id,
+                    "audit_type": audit_type,
+                    "at_us": at_us,
+                    "key": key,
+                    "details": canonical_json(details),
+                }
+            ],
             ["event_id"],
         )
 
@@ -329,8 +374,15 @@ class Repository:
             r["details"] = json.loads(r["details"])
         return [cast(AuditRow, r) for r in reversed(rows)]
 
-    def audit_query(self, audit_type: str | None = None, key: str | None = None, since_us: int | None = None,
-                    until_us: int | None = None, after_seq: int = 0, limit: int = 100) -> list[AuditRow]:
+    def audit_query(
+        self,
+        audit_type: str | None = None,
+        key: str | None = None,
+        since_us: int | None = None,
+        until_us: int | None = None,
+        after_seq: int = 0,
+        limit: int = 100,
+    ) -> list[AuditRow]:
         """The console's filtered view: newest ``limit`` rows matching, oldest first; ``after_seq`` tails."""
         tbl = t.audit_log
         q = select(tbl).where(tbl.c.seq > after_seq).order_by(tbl.c.seq.desc()).limit(limit)
@@ -353,9 +405,16 @@ class Repository:
             select(t.refresh_requests.c.request_id).where(t.refresh_requests.c.request_id == request_id)
         ).first():
             return False
-        self.conn.execute(t.refresh_requests.insert().values(
-            request_id=request_id, claim_key=claim_key, source=source, status="open",
-            payload=canonical_json(payload), created_at_us=at_us))
+        self.conn.execute(
+            t.refresh_requests.insert().values(
+                request_id=request_id,
+                claim_key=claim_key,
+                source=source,
+                status="open",
+                payload=canonical_json(payload),
+                created_at_us=at_us,
+            )
+        )
         return True
 
     def refresh_requests(self, status: str | None = None) -> list[RefreshRow]:
@@ -367,18 +426,29 @@ class Repository:
     def resolve_refresh(self, request_id: str, at_us: int, by: str, status: str = "resolved") -> bool:
         """Close an open request as ``resolved`` (or ``rejected`` by an operator); False if it was not open."""
         tbl = t.refresh_requests
-        res = self.conn.execute(update(tbl).where((tbl.c.request_id == request_id) & (tbl.c.status == "open"))
-                                .values(status=status, resolved_at_us=at_us, resolved_by=by))
+        res = self.conn.execute(
+            update(tbl)
+            .where((tbl.c.request_id == request_id) & (tbl.c.status == "open"))
+            .values(status=status, resolved_at_us=at_us, resolved_by=by)
+        )
         return res.rowcount > 0
 
-    def put_candidate(self, candidate_id: str, claim_key: str, source: str, payload: dict[str, Any],
-                      at_us: int) -> bool:
+    def put_candidate(
+        self, candidate_id: str, claim_key: str, source: str, payload: dict[str, Any], at_us: int
+    ) -> bool:
         tbl = t.quarantine_candidates
         if self.conn.execute(select(tbl.c.candidate_id).where(tbl.c.candidate_id == candidate_id)).first():
             return False
-        self.conn.execute(tbl.insert().values(
-            candidate_id=candidate_id, claim_key=claim_key, source=source, status="pending",
-            payload=canonical_json(payload), created_at_us=at_us))
+        self.conn.execute(
+            tbl.insert().values(
+                candidate_id=candidate_id,
+                claim_key=claim_key,
+                source=source,
+                status="pending",
+                payload=canonical_json(payload),
+                created_at_us=at_us,
+            )
+        )
         return True
 
     def candidates(self, status: str | None = None) -> list[CandidateRow]:
@@ -390,8 +460,11 @@ class Repository:
 
     def decide_candidate(self, candidate_id: str, status: str, at_us: int, by: str) -> None:
         tbl = t.quarantine_candidates
-        self.conn.execute(update(tbl).where(tbl.c.candidate_id == candidate_id)
-                          .values(status=status, decided_at_us=at_us, decided_by=by))
+        self.conn.execute(
+            update(tbl)
+            .where(tbl.c.candidate_id == candidate_id)
+            .values(status=status, decided_at_us=at_us, decided_by=by)
+        )
 
     def refresh_request(self, request_id: str) -> RefreshRow | None:
         tbl = t.refresh_requests
@@ -430,8 +503,12 @@ class Repository:
         return _decoded(r._mapping, "details") if r else None
 
     def put_claim(self, claim_key: str, verdict: str, fingerprint: str, details: dict[str, Any], at_us: int) -> None:
-        values = {"verdict": verdict, "fingerprint": fingerprint, "details": canonical_json(details),
-                  "updated_at_us": at_us}
+        values = {
+            "verdict": verdict,
+            "fingerprint": fingerprint,
+            "details": canonical_json(details),
+            "updated_at_us": at_us,
+        }
         res = self.conn.execute(update(t.claims).where(t.claims.c.claim_key == claim_key).values(**values))
         if res.rowcount == 0:
             self.conn.execute(t.claims.insert().values(claim_key=claim_key, **values))

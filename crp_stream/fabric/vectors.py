@@ -165,8 +165,13 @@ class VectorIndex(ABC):
         ids = [p[0] for p in points]
         for start in range(0, len(points), 10_000):
             part = points[start : start + 10_000]
-            ann.add(ids[start : start + 10_000], np.stack([p[1] for p in part]), [p[2] for p in part],
-                    [p[3] for p in part], threads=0)
+            ann.add(
+                ids[start : start + 10_000],
+                np.stack([p[1] for p in part]),
+                [p[2] for p in part],
+                [p[3] for p in part],
+                threads=0,
+            )
         self._ann = ann
         return ann
 

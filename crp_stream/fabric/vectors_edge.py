@@ -255,8 +255,9 @@ class EdgeVectorIndex(VectorIndex):
         out: list[tuple[str, Vector, str, float | None]] = []
         offset: qe.PointId | None = None
         while True:
-            records, offset = shard.scroll(qe.ScrollRequest(offset=offset, limit=_BATCH, with_payload=True,
-                                                            with_vector=True))
+            records, offset = shard.scroll(
+                qe.ScrollRequest(offset=offset, limit=_BATCH, with_payload=True, with_vector=True)
+            )
             out.extend(x for r in records if (x := scanned_point(r.payload, r.vector)) is not None)
             if offset is None:
                 return sorted(out, key=lambda x: x[0])

@@ -220,8 +220,9 @@ class QdrantVectorIndex(VectorIndex):
         out: list[tuple[str, Vector, str, float | None]] = []
         offset: models.ExtendedPointId | None = None
         while True:
-            records, offset = client.scroll(self._collection, limit=_BATCH, offset=offset, with_payload=True,
-                                            with_vectors=True)
+            records, offset = client.scroll(
+                self._collection, limit=_BATCH, offset=offset, with_payload=True, with_vectors=True
+            )
             out.extend(x for r in records if (x := scanned_point(r.payload, r.vector)) is not None)
             if offset is None:
                 return sorted(out, key=lambda x: x[0])

@@ -58,8 +58,7 @@ def claim_records(rows: Sequence[FactRow], text_claim: bool) -> list[ClaimRecord
             continue  # a subject/attribute without a value asserts nothing to arbitrate
         else:
             value = normalise_value(str(r["value"]), r["unit"])
-        out.append(ClaimRecord(r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, value,
-                               r["status"]))
+        out.append(ClaimRecord(r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, value, r["status"]))
     return out
 
 
@@ -76,8 +75,7 @@ def current_records(records: Sequence[ClaimRecord], window_s: float | None) -> l
     return [r for r in records if r.source not in newest or r.epoch >= newest[r.source] - window_s]
 
 
-def choose_verdict(views: Sequence[PartitionView], claim: str,
-                   history: Sequence[ClaimRecord] = ()) -> Verdict:
+def choose_verdict(views: Sequence[PartitionView], claim: str, history: Sequence[ClaimRecord] = ()) -> Verdict:
     """``claim_verdict``, except that when any divergent value qualifies as STALE_HIGH_TRUST that
     verdict is preferred: a stale high-trust value must never be served because another divergent
     value happens to be asserted by more partitions. ``history`` (every record of the claim) lets
@@ -89,8 +87,9 @@ def choose_verdict(views: Sequence[PartitionView], claim: str,
         subset = [v for v in views if v.value in (base.high_trust_value, value)]
         verdict = claim_verdict(subset, claim=claim)
         if verdict.kind == STALE_HIGH_TRUST:
-            others = tuple(x for x in (base.divergent_value, *base.other_divergent_values)
-                           if x is not None and x != value)
+            others = tuple(
+                x for x in (base.divergent_value, *base.other_divergent_values) if x is not None and x != value
+            )
             return replace(verdict, other_divergent_values=others)
     return base
 
@@ -101,15 +100,28 @@ def _iso(epoch: float | None) -> str | None:
 
 def verdict_details(verdict: Verdict, views: Sequence[PartitionView]) -> dict[str, Any]:
     return {
-        "claim": verdict.claim, "verdict": verdict.kind, "reason": short(verdict.reason),
-        "high_trust_source": verdict.high_trust_source, "high_trust_value": verdict.high_trust_value,
-        "high_trust_epoch": _iso(verdict.high_trust_epoch), "divergent_value": verdict.divergent_value,
+        "claim": verdict.claim,
+        "verdict": verdict.kind,
+        "reason": short(verdict.reason),
+        "high_trust_source": verdict.high_trust_source,
+        "high_trust_value": verdict.high_trust_value,
+        "high_trust_epoch": _iso(verdict.high_trust_epoch),
+        "divergent_value": verdict.divergent_value,
         "divergent_sources": list(verdict.divergent_sources),
         "divergent_epoch": _iso(verdict.divergent_epoch),
         "corroborating_partitions": verdict.corroborating_partitions,
         "other_divergent_values": list(verdict.other_divergent_values),
-        "partitions": [{"source": v.source, "trust": v.trust, "value": v.value, "support": v.support,
-                        "total": v.total, "latest_epoch": _iso(v.latest_epoch)} for v in views],
+        "partitions": [
+            {
+                "source": v.source,
+                "trust": v.trust,
+                "value": v.value,
+                "support": v.support,
+                "total": v.total,
+                "latest_epoch": _iso(v.latest_epoch),
+            }
+            for v in views
+        ],
     }
 
 
@@ -117,8 +129,9 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     group = ARBITER
     topics = ("crp.facts",)
 
-    def handle(self, event: events.FactRecorded | events.FactStatusChanged, record: Record, uow: UnitOfWork,
-               out: Emitter) -> None:
+    def handle(
+        self, event: events.FactRecorded | events.FactStatusChanged, record: Record, uow: UnitOfWork, out: Emitter
+    ) -> None:
         if not isinstance(event, events.FactRecorded | events.FactStatusChanged):
             return
         # event time of the change: a new fact's epoch; a status change's time (the arbiter's own carry
@@ -169,8 +182,15 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         elif verdict.kind == POISONING_CANDIDATE:
             self._poisoning(ctx)
         elif verdict.kind == DRIFT_UNDETERMINED:
-            audit(uow, out, derive_id("audit", DRIFT_UNDETERMINED, key, fingerprint), "DRIFT_UNDETERMINED",
-                  subject, as_of, {**details, "action": "none: the arbiter refuses to act"})
+            audit(
+                uow,
+                out,
+                derive_id("audit", DRIFT_UNDETERMINED, key, fingerprint),
+                "DRIFT_UNDETERMINED",
+                subject,
+                as_of,
+                {**details, "action": "none: the arbiter refuses to act"},
+            )
         if verdict.kind != STALE_HIGH_TRUST:
             self._unstale(ctx, views)
         return verdict
@@ -190,28 +210,49 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         for req in ctx.uow.repo.refresh_requests_for_claim(ctx.key, status="open"):
             payload = req["payload"]
             view = by_source.get(req["source"])
-            if view is None or not refresh_resolved(view, str(payload["observed_value"]),
-                                                    float(payload["high_trust_epoch_s"])):
+            if view is None or not refresh_resolved(
+                view, str(payload["observed_value"]), float(payload["high_trust_epoch_s"])
+            ):
                 continue
             ctx.uow.repo.resolve_refresh(req["request_id"], ctx.as_of, ARBITER)
             audit_id = derive_id("audit", "REFRESH_RESOLVED", req["request_id"])
-            audit(ctx.uow, ctx.out, audit_id, "REFRESH_RESOLVED", req["source"], ctx.as_of, {
-                      "request_id": req["request_id"], "source": req["source"], "claim": ctx.key,
-                      "subject": payload.get("subject"), "attribute": payload.get("attribute"),
-                      "stale_value": payload.get("stale_value"), "observed_value": payload["observed_value"],
-                      "resolved_by": ARBITER, "evidence": list(view.fact_ids[: effects.IDS_MAX]),
-                      "reason": f"{req['source']} now asserts {payload['observed_value']!r} "
-                                f"({view.support} of {view.total} records, latest {_iso(view.latest_epoch)})",
-                  })
+            audit(
+                ctx.uow,
+                ctx.out,
+                audit_id,
+                "REFRESH_RESOLVED",
+                req["source"],
+                ctx.as_of,
+                {
+                    "request_id": req["request_id"],
+                    "source": req["source"],
+                    "claim": ctx.key,
+                    "subject": payload.get("subject"),
+                    "attribute": payload.get("attribute"),
+                    "stale_value": payload.get("stale_value"),
+                    "observed_value": payload["observed_value"],
+                    "resolved_by": ARBITER,
+                    "evidence": list(view.fact_ids[: effects.IDS_MAX]),
+                    "reason": f"{req['source']} now asserts {payload['observed_value']!r} "
+                    f"({view.support} of {view.total} records, latest {_iso(view.latest_epoch)})",
+                },
+            )
 
     def _unstale(self, ctx: _Ctx, views: Sequence[PartitionView]) -> None:
         """The high-trust value wins again (e.g. its contradicting records were quarantined): its
         records that an earlier STALE_HIGH_TRUST verdict marked stale, and that still speak for
         their source, become active again."""
         high = next(v for v in views if v.source == ctx.verdict.high_trust_source)
-        change_status(ctx.uow, ctx.out, high.fact_ids, "active",
-                      f"{ctx.verdict.kind}: {high.source}'s {high.value!r} is no longer found stale",
-                      ctx.as_of, derive_id("verdict", ctx.key, ctx.fingerprint), ("stale",))
+        change_status(
+            ctx.uow,
+            ctx.out,
+            high.fact_ids,
+            "active",
+            f"{ctx.verdict.kind}: {high.source}'s {high.value!r} is no longer found stale",
+            ctx.as_of,
+            derive_id("verdict", ctx.key, ctx.fingerprint),
+            ("stale",),
+        )
 
     def _stale(self, ctx: _Ctx) -> None:
         v = ctx.verdict
@@ -219,37 +260,73 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         request_id = derive_id("refresh-request", ctx.key, source, ctx.fingerprint)
         assert v.divergent_value is not None and v.divergent_epoch is not None
         for open_req in ctx.uow.repo.refresh_requests_for_claim(ctx.key, status="open"):
-            same = (open_req["source"] == source and open_req["payload"]["observed_value"] == v.divergent_value
-                    and open_req["payload"]["stale_value"] == v.high_trust_value)
+            same = (
+                open_req["source"] == source
+                and open_req["payload"]["observed_value"] == v.divergent_value
+                and open_req["payload"]["stale_value"] == v.high_trust_value
+            )
             if same:  # the source was already asked for this refresh: never a second request
                 request_id = open_req["request_id"]
         req = events.RefreshRequested(
-            request_id=request_id, source=source, subject=ctx.subject, attribute=ctx.attribute,
-            stale_value=v.high_trust_value, observed_value=v.divergent_value,
+            request_id=request_id,
+            source=source,
+            subject=ctx.subject,
+            attribute=ctx.attribute,
+            stale_value=v.high_trust_value,
+            observed_value=v.divergent_value,
             evidence=list(v.evidence_fact_ids[: effects.IDS_MAX]),
             high_trust_epoch=us_to_dt(round(v.high_trust_epoch * 1e6)),
             divergent_epoch=us_to_dt(round(v.divergent_epoch * 1e6)),
-            corroborating_partitions=v.corroborating_partitions, requested_at=ctx.record.at,
+            corroborating_partitions=v.corroborating_partitions,
+            requested_at=ctx.record.at,
         )
-        payload = {**events.to_json_value(req), "claim_key": ctx.key,
-                   "high_trust_epoch_s": v.high_trust_epoch, "evidence_total": len(v.evidence_fact_ids),
-                   "reason": short(v.reason)}
+        payload = {
+            **events.to_json_value(req),
+            "claim_key": ctx.key,
+            "high_trust_epoch_s": v.high_trust_epoch,
+            "evidence_total": len(v.evidence_fact_ids),
+            "reason": short(v.reason),
+        }
         if ctx.uow.repo.put_refresh(request_id, ctx.key, source, payload, ctx.as_of):
             ctx.out.emit(REFRESH, source, events.encode(req), record_id=request_id)
-            audit(ctx.uow, ctx.out, derive_id("audit", STALE_HIGH_TRUST, ctx.key, ctx.fingerprint),
-                  "STALE_HIGH_TRUST", ctx.subject, ctx.as_of,
-                  {**ctx.details, "request_id": request_id, "stale_fact_ids": list(v.stale_fact_ids)})
-            audit(ctx.uow, ctx.out, derive_id("audit", "REFRESH_REQUESTED", request_id), "REFRESH_REQUESTED",
-                  source, ctx.as_of, {
-                      "request_id": request_id, "source": source, "claim": ctx.key, "subject": ctx.subject,
-                      "attribute": ctx.attribute, "stale_value": v.high_trust_value,
-                      "observed_value": v.divergent_value,
-                      "corroborating_partitions": v.corroborating_partitions,
-                      "evidence_total": len(v.evidence_fact_ids),
-                  })
-        change_status(ctx.uow, ctx.out, v.stale_fact_ids, "stale",
-                      f"STALE_HIGH_TRUST: {v.divergent_value!r} is fresher and corroborated; "
-                      f"refresh requested from {source}", ctx.as_of, request_id, ("active",))
+            audit(
+                ctx.uow,
+                ctx.out,
+                derive_id("audit", STALE_HIGH_TRUST, ctx.key, ctx.fingerprint),
+                "STALE_HIGH_TRUST",
+                ctx.subject,
+                ctx.as_of,
+                {**ctx.details, "request_id": request_id, "stale_fact_ids": list(v.stale_fact_ids)},
+            )
+            audit(
+                ctx.uow,
+                ctx.out,
+                derive_id("audit", "REFRESH_REQUESTED", request_id),
+                "REFRESH_REQUESTED",
+                source,
+                ctx.as_of,
+                {
+                    "request_id": request_id,
+                    "source": source,
+                    "claim": ctx.key,
+                    "subject": ctx.subject,
+                    "attribute": ctx.attribute,
+                    "stale_value": v.high_trust_value,
+                    "observed_value": v.divergent_value,
+                    "corroborating_partitions": v.corroborating_partitions,
+                    "evidence_total": len(v.evidence_fact_ids),
+                },
+            )
+        change_status(
+            ctx.uow,
+            ctx.out,
+            v.stale_fact_ids,
+            "stale",
+            f"STALE_HIGH_TRUST: {v.divergent_value!r} is fresher and corroborated; refresh requested from {source}",
+            ctx.as_of,
+            request_id,
+            ("active",),
+        )
 
     def _poisoning(self, ctx: _Ctx) -> None:
         v = ctx.verdict
@@ -267,44 +344,111 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
             for ids in chunks(sorted(by_source[source])):
                 cid = derive_id("quarantine-candidate", ctx.key, source, *ids)
                 cand = events.QuarantineCandidate(
-                    candidate_id=cid, source=source, fact_ids=ids, subject=ctx.subject,
-                    attribute=ctx.attribute, value=v.divergent_value, reason=short(v.reason),
+                    candidate_id=cid,
+                    source=source,
+                    fact_ids=ids,
+                    subject=ctx.subject,
+                    attribute=ctx.attribute,
+                    value=v.divergent_value,
+                    reason=short(v.reason),
                 )
                 payload = {**events.to_json_value(cand), "claim_key": ctx.key, "verdict": ctx.details}
                 if not ctx.uow.repo.put_candidate(cid, ctx.key, source, payload, ctx.as_of):
                     continue  # already filed (and perhaps decided): never a second candidate
                 ctx.out.emit(CANDIDATES, source, events.encode(cand), record_id=cid)
-                audit(ctx.uow, ctx.out, derive_id("audit", POISONING_CANDIDATE, cid), "POISONING_CANDIDATE",
-                      ctx.subject, ctx.as_of,
-                      {**ctx.details, "candidate_id": cid, "source": source, "fact_ids": ids,
-                       "action": "auto-quarantined (auto-quarantine policy)" if auto
-                       else "quarantine review: an operator must confirm_quarantine"})
+                audit(
+                    ctx.uow,
+                    ctx.out,
+                    derive_id("audit", POISONING_CANDIDATE, cid),
+                    "POISONING_CANDIDATE",
+                    ctx.subject,
+                    ctx.as_of,
+                    {
+                        **ctx.details,
+                        "candidate_id": cid,
+                        "source": source,
+                        "fact_ids": ids,
+                        "action": "auto-quarantined (auto-quarantine policy)"
+                        if auto
+                        else "quarantine review: an operator must confirm_quarantine",
+                    },
+                )
                 if auto:
-                    quarantine_candidate(ctx.uow, ctx.out, cid, source, ids, ctx.as_of,
-                                         actor=AUTO_POLICY, reason=f"{AUTO_POLICY}: {short(v.reason, 3000)}",
-                                         cause_id=cid)
+                    quarantine_candidate(
+                        ctx.uow,
+                        ctx.out,
+                        cid,
+                        source,
+                        ids,
+                        ctx.as_of,
+                        actor=AUTO_POLICY,
+                        reason=f"{AUTO_POLICY}: {short(v.reason, 3000)}",
+                        cause_id=cid,
+                    )
 
 
-def quarantine_candidate(uow: UnitOfWork, out: Emitter, candidate_id: str, source: str, fact_ids: Sequence[str],
-                         at_us: int, actor: str, reason: str | None, cause_id: str) -> list[str]:
+def quarantine_candidate(
+    uow: UnitOfWork,
+    out: Emitter,
+    candidate_id: str,
+    source: str,
+    fact_ids: Sequence[str],
+    at_us: int,
+    actor: str,
+    reason: str | None,
+    cause_id: str,
+) -> list[str]:
     """Quarantine a candidate's facts (operator confirm or the opt-in auto policy) and audit it."""
-    changed = change_status(uow, out, fact_ids, "quarantined", reason or f"quarantine confirmed by {actor}",
-                            at_us, cause_id, ("active", "stale"))
+    changed = change_status(
+        uow,
+        out,
+        fact_ids,
+        "quarantined",
+        reason or f"quarantine confirmed by {actor}",
+        at_us,
+        cause_id,
+        ("active", "stale"),
+    )
     uow.repo.decide_candidate(candidate_id, "confirmed", at_us, actor)
-    details: dict[str, Any] = {"candidate_id": candidate_id, "source": source, "fact_ids": changed,
-                               "actor": actor, "reason": reason, "cause_id": cause_id}
+    details: dict[str, Any] = {
+        "candidate_id": candidate_id,
+        "source": source,
+        "fact_ids": changed,
+        "actor": actor,
+        "reason": reason,
+        "cause_id": cause_id,
+    }
     if actor == AUTO_POLICY:
         details["policy"] = AUTO_POLICY
-    audit(uow, out, derive_id("audit", "FACT_QUARANTINED", candidate_id, cause_id), "FACT_QUARANTINED",
-          source, at_us, details)
+    audit(
+        uow,
+        out,
+        derive_id("audit", "FACT_QUARANTINED", candidate_id, cause_id),
+        "FACT_QUARANTINED",
+        source,
+        at_us,
+        details,
+    )
     return changed
 
 
 class _Ctx:
     """What one evaluation's effects need, passed once."""
 
-    def __init__(self, uow: UnitOfWork, out: Emitter, record: Record, key: str, subject: str, attribute: str,
-                 verdict: Verdict, fingerprint: str, details: dict[str, Any], rows: Sequence[FactRow], as_of: int):
+    def __init__(
+        self,
+        uow: UnitOfWork,
+        out: Emitter,
+        record: Record,
+        key: str,
+        subject: str,
+        attribute: str,
+        verdict: Verdict,
+        fingerprint: str,
+        details: dict[str, Any],
+        rows: Sequence[FactRow],
+        as_of: int,
+    ):
         self.uow = uow
         self.out = out
         self.record = record

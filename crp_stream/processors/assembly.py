@@ -78,10 +78,19 @@ class Selection:
         return sum(1 for r in self.resolutions if not r["tie"]) + self.unresolved
 
 
-def gather(uow: UnitOfWork, query_vec: np.ndarray, residual: list[SubQueryState], budget: int, now_us: int,
-           min_relevance: float, coverage: tuple[np.ndarray, np.ndarray], blacklist: frozenset[str],
-           branch_scoped: bool = False, query_text: str = "", task: list[SubQueryState] | None = None
-           ) -> Candidates:
+def gather(
+    uow: UnitOfWork,
+    query_vec: np.ndarray,
+    residual: list[SubQueryState],
+    budget: int,
+    now_us: int,
+    min_relevance: float,
+    coverage: tuple[np.ndarray, np.ndarray],
+    blacklist: frozenset[str],
+    branch_scoped: bool = False,
+    query_text: str = "",
+    task: list[SubQueryState] | None = None,
+) -> Candidates:
     """SPEC-027 §4 steps 1-2: top-K by similarity (quarantined/expired excluded), gate, CDR scores.
 
     ``branch_scoped``: ``residual`` is one fan-out branch's partition (SPEC-027 §1.3: "relevant to
@@ -110,26 +119,38 @@ def gather(uow: UnitOfWork, query_vec: np.ndarray, residual: list[SubQueryState]
     gate_vecs = np.stack([vec_from_json(s.embedding) for s in gate_subs]) if gate_subs else np.zeros((0, dim))
     keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(vecs, gate_vecs)), min_relevance)
     # issue 14: a kept statement's swapped copy (or the true one it copies) is arbitrated, not gated
-    keep = np.asarray(substitution.admit_copies([r["text"] for r in rows], [r["source"] for r in rows],
-                                                keep.tolist()), dtype=bool)
+    keep = np.asarray(
+        substitution.admit_copies([r["text"] for r in rows], [r["source"] for r in rows], keep.tolist()), dtype=bool
+    )
     ids = [i for i, ok in zip(ids, keep, strict=True) if ok]
     vecs = vecs[keep]
     rows = [r for r, ok in zip(rows, keep, strict=True) if ok]
     cov_vecs, depth = coverage
     if cov_vecs.shape[0] == 0:
         cov_vecs = np.zeros((0, dim), dtype=np.float32)
-    ctx = ScoringContext(query_vec, res_vecs, cov_vecs, depth, now_s, blacklist, branch_scoped, query_text,
-                         now_us)
+    ctx = ScoringContext(query_vec, res_vecs, cov_vecs, depth, now_s, blacklist, branch_scoped, query_text, now_us)
     empty = np.zeros(0)
-    c = Candidates(ids=[], rows=[], vecs=np.zeros((0, dim), np.float32), relevance=empty, pull=empty,
-                   novelty=empty, recency=empty, penalty=empty, score=empty, support=np.zeros(0, dtype=np.int64),
-                   views=[], ctx=ctx)
+    c = Candidates(
+        ids=[],
+        rows=[],
+        vecs=np.zeros((0, dim), np.float32),
+        relevance=empty,
+        pull=empty,
+        novelty=empty,
+        recency=empty,
+        penalty=empty,
+        score=empty,
+        support=np.zeros(0, dtype=np.int64),
+        views=[],
+        ctx=ctx,
+    )
     _extend(c, ids, rows, vecs)
     return c
 
 
-def _fetch(uow: UnitOfWork, fact_ids: list[str], dim: int, now_us: int
-           ) -> tuple[list[str], list[dict[str, Any]], np.ndarray]:
+def _fetch(
+    uow: UnitOfWork, fact_ids: list[str], dim: int, now_us: int
+) -> tuple[list[str], list[dict[str, Any]], np.ndarray]:
     """Rows and vectors of the facts that exist, have a vector, are not excluded and not hard-expired,
     in the given order, as of ``now_us`` (a fact published after the request is not in its envelope,
     even if a distributed runtime stored it first). Every path into an envelope (vector hits, graph
@@ -168,10 +189,20 @@ def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.
     c.support = np.concatenate([c.support, np.ones(len(ids), dtype=np.int64)])
     c.views.extend(
         conflicts.FactView(
-            fact_id=r["fact_id"], text=r["text"], subject=r["subject"], attribute=r["attribute"],
-            value=r["value"], unit=r["unit"], source=r["source"], source_type=r["source_type"],
-            trust=r["trust"], importance=r["importance"], recency=float(rec[i]), status=r["status"],
-            epoch_seconds=r["epoch_us"] / 1e6, relevance=float(sig.relevance[i]),
+            fact_id=r["fact_id"],
+            text=r["text"],
+            subject=r["subject"],
+            attribute=r["attribute"],
+            value=r["value"],
+            unit=r["unit"],
+            source=r["source"],
+            source_type=r["source_type"],
+            trust=r["trust"],
+            importance=r["importance"],
+            recency=float(rec[i]),
+            status=r["status"],
+            epoch_seconds=r["epoch_us"] / 1e6,
+            relevance=float(sig.relevance[i]),
         )
         for i, r in enumerate(rows)
     )
@@ -197,8 +228,9 @@ def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]
     return sorted(reps), members
 
 
-def select(uow: UnitOfWork, c: Candidates, eligible: list[int], budget: int, policy: Any, th: Thresholds,
-           exclude: set[str]) -> Selection:
+def select(
+    uow: UnitOfWork, c: Candidates, eligible: list[int], budget: int, policy: Any, th: Thresholds, exclude: set[str]
+) -> Selection:
     """SPEC-025 §2 (anchors + connectors, ``graph_select``) and SPEC-027 §2 (arbitration, with refill).
 
     Each round builds the selection from the candidates not yet suppressed: with the graph off, the
@@ -245,8 +277,9 @@ def _arbitrate(c: Candidates, sel: Selection, th: Thresholds, order: list[int]) 
     taken = set(chosen)
     pool = chosen + [i for i in order if i not in taken and i not in sel.suppressed]
     views = [c.views[i] for i in pool]
-    pairs = conflicts.detect_envelope_contradictions(views, c.vecs[pool], th.contradiction_threshold,
-                                                     inside=len(chosen))
+    pairs = conflicts.detect_envelope_contradictions(
+        views, c.vecs[pool], th.contradiction_threshold, inside=len(chosen)
+    )
     pairs = [(i, j, p) for i, j, p in pairs if _new_pair(sel, c, pool[i], pool[j])]
     inside = [(i, j, p) for i, j, p in pairs if j < len(chosen)]
     promote: list[tuple[int, int]] = []  # (left-out fact, the selected fact it contests)
@@ -261,13 +294,18 @@ def _arbitrate(c: Candidates, sel: Selection, th: Thresholds, order: list[int]) 
     arb = conflicts.arbitrate_contradictions(views, sorted(inside))
     for i, j, pattern, r in arb.resolutions:
         a, b = pool[i], pool[j]
-        sel.resolutions.append({
-            "pair": (c.ids[a], c.ids[b]), "tie": r.tie, "pattern": pattern,
-            "kept": r.kept.fact_id, "suppressed": r.suppressed.fact_id,
-            "authority_kept": round(float(r.authority_kept), 6),
-            "authority_suppressed": round(float(r.authority_suppressed), 6),
-            "texts": (r.kept.text, r.suppressed.text),
-        })
+        sel.resolutions.append(
+            {
+                "pair": (c.ids[a], c.ids[b]),
+                "tie": r.tie,
+                "pattern": pattern,
+                "kept": r.kept.fact_id,
+                "suppressed": r.suppressed.fact_id,
+                "authority_kept": round(float(r.authority_kept), 6),
+                "authority_suppressed": round(float(r.authority_suppressed), 6),
+                "texts": (r.kept.text, r.suppressed.text),
+            }
+        )
     lost = {pool[i] for i in arb.suppressed}
     sel.suppressed |= lost
     for out, contested in promote:

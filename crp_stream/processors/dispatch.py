@@ -49,8 +49,14 @@ def idempotency_key(event: Any, record: Record) -> str:
     return f"record:{record_cause(record)}"
 
 
-def _dead(out: Emitter, record: Record, reason: str, audit_type: str = "EVENT_REJECTED",
-          details: dict[str, Any] | None = None, uow: UnitOfWork | None = None) -> None:
+def _dead(
+    out: Emitter,
+    record: Record,
+    reason: str,
+    audit_type: str = "EVENT_REJECTED",
+    details: dict[str, Any] | None = None,
+    uow: UnitOfWork | None = None,
+) -> None:
     at = record.at
     rejected = events.deadletter(record.topic, record.key, record.value, reason, at)
     out.emit(DEADLETTER, record.key or "", events.encode(rejected))
@@ -69,8 +75,12 @@ def apply_record(handler: AnyHandler, record: Record, uow: UnitOfWork) -> list[O
         _dead(out, record, "a string holds a NUL character (\\u0000), which the fabric cannot store")
         return out.outputs
     try:
-        event = events.decode_input(record.topic, record.value, max_bytes=uow.settings.max_record_bytes,
-                                    max_facts=uow.settings.max_facts_per_document)
+        event = events.decode_input(
+            record.topic,
+            record.value,
+            max_bytes=uow.settings.max_record_bytes,
+            max_facts=uow.settings.max_facts_per_document,
+        )
     except events.Rejected as exc:
         _dead(out, record, exc.reason, uow=uow)
         return out.outputs
@@ -84,8 +94,13 @@ def apply_record(handler: AnyHandler, record: Record, uow: UnitOfWork) -> list[O
     seen = uow.repo.processed_hash(handler.group, key) if tracked else None
     if seen is not None:
         if seen != content_hash:
-            _dead(out, record, f"{key.split(':', 1)[0]}: {key.split(':', 1)[1]!r} was already used for "
-                  "different content; the first record wins", uow=uow)
+            _dead(
+                out,
+                record,
+                f"{key.split(':', 1)[0]}: {key.split(':', 1)[1]!r} was already used for "
+                "different content; the first record wins",
+                uow=uow,
+            )
         return out.outputs
     try:
         with uow.repo.conn.begin_nested():

@@ -28,20 +28,28 @@ def short(text: str, limit: int = REASON_MAX) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def audit(uow: UnitOfWork, out: Emitter, event_id: str, audit_type: AuditType, key: str, at_us: int,
-          details: dict[str, Any]) -> bool:
+def audit(
+    uow: UnitOfWork, out: Emitter, event_id: str, audit_type: AuditType, key: str, at_us: int, details: dict[str, Any]
+) -> bool:
     """Append an audit record and emit it on ``crp.audit``; False (and nothing emitted) if already there."""
     if uow.repo.audit_exists(event_id):
         return False
-    record = events.AuditRecorded(event_id=event_id, audit_type=audit_type, at=us_to_dt(at_us),
-                                  details=details)
+    record = events.AuditRecorded(event_id=event_id, audit_type=audit_type, at=us_to_dt(at_us), details=details)
     uow.repo.append_audit(event_id, audit_type, at_us, key, details)
     out.emit(AUDIT, key, events.encode(record), record_id=event_id)
     return True
 
 
-def change_status(uow: UnitOfWork, out: Emitter, fact_ids: Sequence[str], status: FactStatus, reason: str,
-                  at_us: int, cause_id: str | None, from_statuses: Iterable[str]) -> list[str]:
+def change_status(
+    uow: UnitOfWork,
+    out: Emitter,
+    fact_ids: Sequence[str],
+    status: FactStatus,
+    reason: str,
+    at_us: int,
+    cause_id: str | None,
+    from_statuses: Iterable[str],
+) -> list[str]:
     """Move the facts currently in ``from_statuses`` to ``status``: fabric row, vector payload and a
     ``FactStatusChanged`` on ``crp.facts``. Returns the ids that changed, sorted."""
     allowed = set(from_statuses)
@@ -53,8 +61,9 @@ def change_status(uow: UnitOfWork, out: Emitter, fact_ids: Sequence[str], status
     uow.fabric.facts.written(gen - 1, gen, ids)
     uow.vectors.set_status(ids, status)
     for fid in ids:
-        change = events.FactStatusChanged(fact_id=fid, status=status, reason=short(reason),
-                                          at=us_to_dt(at_us), cause_id=cause_id)
+        change = events.FactStatusChanged(
+            fact_id=fid, status=status, reason=short(reason), at=us_to_dt(at_us), cause_id=cause_id
+        )
         out.emit(FACTS, fid, events.encode(change))
     return ids
 

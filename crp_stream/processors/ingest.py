@@ -53,8 +53,9 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
     group = "ingest"
     topics = ("crp.documents", "crp.telemetry")
 
-    def handle(self, event: events.DocumentPublished | events.TelemetryObserved, record: Record, uow: UnitOfWork,
-               out: Emitter) -> None:
+    def handle(
+        self, event: events.DocumentPublished | events.TelemetryObserved, record: Record, uow: UnitOfWork, out: Emitter
+    ) -> None:
         # Provenance first: an unproven source is dead-lettered, or ingested as ``unproven``.
         admission = admit(event, record, uow, out)
         event = admission.event
@@ -71,8 +72,11 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             modified_us = dt_to_us(event.modified_at) if event.modified_at else record.ts_us
             document_id = event.document_id
         epoch_us = record.ts_us
-        trust = admission.trust if admission.trust is not None else uow.settings.trust_for(
-            event.source, source_type, event.trust)
+        trust = (
+            admission.trust
+            if admission.trust is not None
+            else uow.settings.trust_for(event.source, source_type, event.trust)
+        )
         vectors = self._vectors(event, drafts, uow)
 
         existing = uow.repo.existing_fact_ids([d.fact_id for d in drafts])
@@ -86,19 +90,41 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             factor = uow.settings.expire_after_ttls
             if factor is not None and d.ttl_s is not None:
                 expires_us = modified_us + int(d.ttl_s * factor * 1_000_000)
-            rows.append({
-                "fact_id": d.fact_id, "source": event.source, "source_type": source_type, "trust": trust,
-                "importance": d.importance, "epoch_us": epoch_us, "modified_at_us": modified_us,
-                "ttl_s": d.ttl_s, "expires_at_us": expires_us, "text": d.text, "subject": d.subject,
-                "attribute": d.attribute, "value": d.value, "unit": d.unit,
-                "claim_key": claim_key(d.subject, d.attribute) if d.subject and d.attribute else None,
-                "status": "active", "content_hash": hashlib.sha256(d.text.encode()).hexdigest(),
-                "document_id": document_id, "position": d.position, "origin_event_id": event.event_id,
-                "kind": kind, "extra": None,
-            })
-            items.append(VectorItem(fact_id=d.fact_id, vector=vec, status="active",
-                                    expires_at=None if expires_us is None else expires_us / 1e6,
-                                    source=event.source))
+            rows.append(
+                {
+                    "fact_id": d.fact_id,
+                    "source": event.source,
+                    "source_type": source_type,
+                    "trust": trust,
+                    "importance": d.importance,
+                    "epoch_us": epoch_us,
+                    "modified_at_us": modified_us,
+                    "ttl_s": d.ttl_s,
+                    "expires_at_us": expires_us,
+                    "text": d.text,
+                    "subject": d.subject,
+                    "attribute": d.attribute,
+                    "value": d.value,
+                    "unit": d.unit,
+                    "claim_key": claim_key(d.subject, d.attribute) if d.subject and d.attribute else None,
+                    "status": "active",
+                    "content_hash": hashlib.sha256(d.text.encode()).hexdigest(),
+                    "document_id": document_id,
+                    "position": d.position,
+                    "origin_event_id": event.event_id,
+                    "kind": kind,
+                    "extra": None,
+                }
+            )
+            items.append(
+                VectorItem(
+                    fact_id=d.fact_id,
+                    vector=vec,
+                    status="active",
+                    expires_at=None if expires_us is None else expires_us / 1e6,
+                    source=event.source,
+                )
+            )
         superseded = self._superseded(uow, event.source, document_id, [d for d, _ in fresh])
         uow.vectors.upsert(items)
         if superseded:
@@ -111,27 +137,41 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
         # neighbour drops its farthest one (that direction only), so no list grows past K.
         uow.repo.prune_similarity(touched, uow.fabric.thresholds().edge_k)
         if kind == "document":
-            touched |= doc_graph.structure_edges(uow, event, document_id, [d.fact_id for d in drafts],
-                                                 {d.fact_id: d.text for d, _ in fresh})
+            touched |= doc_graph.structure_edges(
+                uow, event, document_id, [d.fact_id for d in drafts], {d.fact_id: d.text for d, _ in fresh}
+            )
         if touched:  # other processes' graph caches see a new generation; ours forgets only these nodes
             gen = uow.repo.increment_meta("graph_generation")  # atomic: concurrent workers never share one
             uow.fabric.graph.written(str(gen - 1), str(gen), touched)
         uow.repo.touch_source(event.source, source_type, trust, epoch_us)
         for row in rows:
             fact = events.FactRecorded(
-                fact_id=row["fact_id"], source=row["source"], source_type=source_type,
-                trust=row["trust"], epoch=record.at, modified_at=us_to_dt(row["modified_at_us"]),
-                ttl=next(d.ttl_text for d, _ in fresh if d.fact_id == row["fact_id"]), text=row["text"],
-                importance=row["importance"], subject=row["subject"], attribute=row["attribute"],
-                value=row["value"], unit=row["unit"], status="active", origin_event_id=event.event_id,
+                fact_id=row["fact_id"],
+                source=row["source"],
+                source_type=source_type,
+                trust=row["trust"],
+                epoch=record.at,
+                modified_at=us_to_dt(row["modified_at_us"]),
+                ttl=next(d.ttl_text for d, _ in fresh if d.fact_id == row["fact_id"]),
+                text=row["text"],
+                importance=row["importance"],
+                subject=row["subject"],
+                attribute=row["attribute"],
+                value=row["value"],
+                unit=row["unit"],
+                status="active",
+                origin_event_id=event.event_id,
             )
             out.emit(FACTS, row["fact_id"], events.encode(fact))
         for fid in sorted(superseded):
             gen = uow.repo.set_fact_status([fid], "superseded")
             uow.fabric.facts.written(gen - 1, gen, [fid])
             change = events.FactStatusChanged(
-                fact_id=fid, status="superseded", reason="a newer version of the document replaced this sentence",
-                at=record.at, cause_id=event.event_id,
+                fact_id=fid,
+                status="superseded",
+                reason="a newer version of the document replaced this sentence",
+                at=record.at,
+                cause_id=event.event_id,
             )
             out.emit(FACTS, fid, events.encode(change))
 
@@ -162,12 +202,22 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             ttl_s, ttl_text = self._ttl(uow, event.source_type, f.ttl, event.ttl)
             ident = f.fact_id or str(pos)
             content = hashlib.sha256(f.text.encode()).hexdigest()[:16]
-            drafts.append(_Draft(
-                fact_id=derive_id("fact", event.source, doc, ident, content), text=f.text, position=pos,
-                importance=1.0 if f.importance is None else f.importance, subject=f.subject,
-                attribute=f.attribute, value=None if f.value is None else str(f.value), unit=f.unit,
-                ttl_s=ttl_s, ttl_text=ttl_text, vector=f.embedding, extra=None,
-            ))
+            drafts.append(
+                _Draft(
+                    fact_id=derive_id("fact", event.source, doc, ident, content),
+                    text=f.text,
+                    position=pos,
+                    importance=1.0 if f.importance is None else f.importance,
+                    subject=f.subject,
+                    attribute=f.attribute,
+                    value=None if f.value is None else str(f.value),
+                    unit=f.unit,
+                    ttl_s=ttl_s,
+                    ttl_text=ttl_text,
+                    vector=f.embedding,
+                    extra=None,
+                )
+            )
         return drafts
 
     def _telemetry_draft(self, event: Any, uow: UnitOfWork) -> _Draft:
@@ -175,9 +225,18 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
         value = str(event.value)
         text = event.text or f"{event.subject} {event.attribute} is {value}{' ' + event.unit if event.unit else ''}"
         return _Draft(
-            fact_id=derive_id("telemetry", event.source, event.event_id), text=text, position=0, importance=1.0,
-            subject=event.subject, attribute=event.attribute, value=value, unit=event.unit, ttl_s=ttl_s,
-            ttl_text=ttl_text, vector=event.embedding, extra=None,
+            fact_id=derive_id("telemetry", event.source, event.event_id),
+            text=text,
+            position=0,
+            importance=1.0,
+            subject=event.subject,
+            attribute=event.attribute,
+            value=value,
+            unit=event.unit,
+            ttl_s=ttl_s,
+            ttl_text=ttl_text,
+            vector=event.embedding,
+            extra=None,
         )
 
     def _vectors(self, event: Any, drafts: list[_Draft], uow: UnitOfWork) -> list[np.ndarray]:
@@ -224,17 +283,22 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
         positions = {d.position for d in drafts}
         new_ids = {d.fact_id for d in drafts}
         return {
-            f["fact_id"] for f in uow.repo.document_facts(source, document_id)
+            f["fact_id"]
+            for f in uow.repo.document_facts(source, document_id)
             if f["position"] in positions and f["fact_id"] not in new_ids and f["status"] == "active"
         }
 
     def _edges(self, uow: UnitOfWork, items: list[VectorItem]) -> list[tuple[str, str, float]]:
         """SPEC-025 §1.3: the K nearest neighbours with cosine >= the edge threshold, one batched query."""
         th = uow.fabric.thresholds()
-        hits = uow.vectors.neighbours_many([it.vector for it in items], th.edge_k, th.edge_threshold,
-                                           [it.fact_id for it in items])
-        return [(it.fact_id, other, round(float(score), 6))
-                for it, found in zip(items, hits, strict=True) for other, score in found]
+        hits = uow.vectors.neighbours_many(
+            [it.vector for it in items], th.edge_k, th.edge_threshold, [it.fact_id for it in items]
+        )
+        return [
+            (it.fact_id, other, round(float(score), 6))
+            for it, found in zip(items, hits, strict=True)
+            for other, score in found
+        ]
 
 
 def record_is_telemetry(event: Any) -> bool:

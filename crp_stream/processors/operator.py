@@ -54,18 +54,33 @@ class OperatorHandler(Handler[events.OperatorCommand]):
         if req is None:
             raise Rejected(f"target_id: no refresh request {cmd.target_id!r}")
         if req["status"] != "open":
-            raise Rejected(f"target_id: refresh request {cmd.target_id!r} is already {req['status']}"
-                           f"{_by(req, 'resolved_by')}")
+            raise Rejected(
+                f"target_id: refresh request {cmd.target_id!r} is already {req['status']}{_by(req, 'resolved_by')}"
+            )
         uow.repo.resolve_refresh(cmd.target_id, record.ts_us, actor)
         p = req["payload"]
         audit_id = derive_id("audit", "REFRESH_RESOLVED", cmd.target_id, cmd.command_id)
-        audit(uow, out, audit_id, "REFRESH_RESOLVED", req["source"], record.ts_us, {
-                  "request_id": cmd.target_id, "source": req["source"], "claim": req["claim_key"],
-                  "subject": p.get("subject"), "attribute": p.get("attribute"),
-                  "stale_value": p.get("stale_value"),
-                  "observed_value": p.get("observed_value"), "resolved_by": actor, "actor": actor,
-                  "reason": cmd.reason, "command_id": cmd.command_id,
-              })
+        audit(
+            uow,
+            out,
+            audit_id,
+            "REFRESH_RESOLVED",
+            req["source"],
+            record.ts_us,
+            {
+                "request_id": cmd.target_id,
+                "source": req["source"],
+                "claim": req["claim_key"],
+                "subject": p.get("subject"),
+                "attribute": p.get("attribute"),
+                "stale_value": p.get("stale_value"),
+                "observed_value": p.get("observed_value"),
+                "resolved_by": actor,
+                "actor": actor,
+                "reason": cmd.reason,
+                "command_id": cmd.command_id,
+            },
+        )
 
     def _acknowledge_or_reject(
         self, cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfWork, out: Emitter
@@ -74,38 +89,73 @@ class OperatorHandler(Handler[events.OperatorCommand]):
         if req is None:
             raise Rejected(f"target_id: no refresh request {cmd.target_id!r}")
         if req["status"] != "open":
-            raise Rejected(f"target_id: refresh request {cmd.target_id!r} is already {req['status']}"
-                           f"{_by(req, 'resolved_by')}")
-        details: dict[str, Any] = {"request_id": cmd.target_id, "source": req["source"], "claim": req["claim_key"],
-                                   "actor": actor, "reason": cmd.reason, "command_id": cmd.command_id}
+            raise Rejected(
+                f"target_id: refresh request {cmd.target_id!r} is already {req['status']}{_by(req, 'resolved_by')}"
+            )
+        details: dict[str, Any] = {
+            "request_id": cmd.target_id,
+            "source": req["source"],
+            "claim": req["claim_key"],
+            "actor": actor,
+            "reason": cmd.reason,
+            "command_id": cmd.command_id,
+        }
         kind: AuditType = "REFRESH_ACKNOWLEDGED"
         if cmd.command == "reject_refresh":
             kind = "REFRESH_REJECTED"
             uow.repo.resolve_refresh(cmd.target_id, record.ts_us, actor, status="rejected")
-            stale = [f["fact_id"] for f in uow.repo.facts_for_claim(req["claim_key"])
-                     if f["source"] == req["source"] and f["status"] == "stale"]
+            stale = [
+                f["fact_id"]
+                for f in uow.repo.facts_for_claim(req["claim_key"])
+                if f["source"] == req["source"] and f["status"] == "stale"
+            ]
             details["fact_ids"] = change_status(
-                uow, out, stale, "active", cmd.reason or f"refresh request rejected by {actor}", record.ts_us,
-                cmd.command_id, ("stale",))
-        audit(uow, out, derive_id("audit", kind, cmd.target_id, cmd.command_id), kind, req["source"],
-              record.ts_us, details)
+                uow,
+                out,
+                stale,
+                "active",
+                cmd.reason or f"refresh request rejected by {actor}",
+                record.ts_us,
+                cmd.command_id,
+                ("stale",),
+            )
+        audit(
+            uow,
+            out,
+            derive_id("audit", kind, cmd.target_id, cmd.command_id),
+            kind,
+            req["source"],
+            record.ts_us,
+            details,
+        )
 
     def _confirm(self, cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         cand = uow.repo.candidate(cmd.target_id)
         if cand is None:
             raise Rejected(f"target_id: no quarantine candidate {cmd.target_id!r}")
         if cand["status"] == "confirmed":
-            raise Rejected(f"target_id: quarantine candidate {cmd.target_id!r} is already confirmed"
-                           f"{_by(cand, 'decided_by')}")
-        quarantine_candidate(uow, out, cmd.target_id, cand["source"], cand["payload"]["fact_ids"],
-                             record.ts_us, actor=actor, reason=cmd.reason, cause_id=cmd.command_id)
+            raise Rejected(
+                f"target_id: quarantine candidate {cmd.target_id!r} is already confirmed{_by(cand, 'decided_by')}"
+            )
+        quarantine_candidate(
+            uow,
+            out,
+            cmd.target_id,
+            cand["source"],
+            cand["payload"]["fact_ids"],
+            record.ts_us,
+            actor=actor,
+            reason=cmd.reason,
+            cause_id=cmd.command_id,
+        )
 
     def _release(self, cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         cand = uow.repo.candidate(cmd.target_id)
         if cand is not None:
             if cand["status"] == "released":
-                raise Rejected(f"target_id: quarantine candidate {cmd.target_id!r} is already released"
-                               f"{_by(cand, 'decided_by')}")
+                raise Rejected(
+                    f"target_id: quarantine candidate {cmd.target_id!r} is already released{_by(cand, 'decided_by')}"
+                )
             fact_ids = list(cand["payload"]["fact_ids"])
             source = cand["source"]
             uow.repo.decide_candidate(cmd.target_id, "released", record.ts_us, actor)
@@ -114,19 +164,28 @@ class OperatorHandler(Handler[events.OperatorCommand]):
             if fact is None:
                 raise Rejected(f"target_id: no quarantine candidate or fact {cmd.target_id!r}")
             if fact["status"] != "quarantined":
-                raise Rejected(f"target_id: fact {cmd.target_id!r} is not quarantined "
-                               f"(status {fact['status']})")
+                raise Rejected(f"target_id: fact {cmd.target_id!r} is not quarantined (status {fact['status']})")
             fact_ids = [cmd.target_id]
             source = fact["source"]
         reason = cmd.reason or f"quarantine released by {actor}"
-        changed = change_status(uow, out, fact_ids, "active", reason, record.ts_us, cmd.command_id,
-                                ("quarantined",))
-        audit(uow, out, derive_id("audit", "QUARANTINE_RELEASED", cmd.target_id, cmd.command_id),
-              "QUARANTINE_RELEASED", source, record.ts_us, {
-                  "target_id": cmd.target_id, "candidate_id": cand["candidate_id"] if cand else None,
-                  "source": source, "fact_ids": changed, "actor": actor, "reason": cmd.reason,
-                  "command_id": cmd.command_id,
-              })
+        changed = change_status(uow, out, fact_ids, "active", reason, record.ts_us, cmd.command_id, ("quarantined",))
+        audit(
+            uow,
+            out,
+            derive_id("audit", "QUARANTINE_RELEASED", cmd.target_id, cmd.command_id),
+            "QUARANTINE_RELEASED",
+            source,
+            record.ts_us,
+            {
+                "target_id": cmd.target_id,
+                "candidate_id": cand["candidate_id"] if cand else None,
+                "source": source,
+                "fact_ids": changed,
+                "actor": actor,
+                "reason": cmd.reason,
+                "command_id": cmd.command_id,
+            },
+        )
 
 
 __all__ = ["OperatorHandler"]

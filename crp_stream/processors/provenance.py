@@ -48,11 +48,24 @@ def admit(event: Any, record: Record, uow: UnitOfWork, out: Emitter) -> Admissio
     if settings.unsigned_policy != "untrusted":
         raise Rejected(reason)
     trust = float(settings.untrusted_trust)
-    audit(uow, out, derive_id(out.cause, "audit", "unproven"), "EVENT_REJECTED", event.source, record.ts_us, {
-        "topic": record.topic, "offset": record.offset, "event_id": event.event_id, "reason": reason,
-        "action": "ingested as untrusted", "claimed_source": event.source, "recorded_source": UNPROVEN_SOURCE,
-        "trust": trust,
-    })
+    audit(
+        uow,
+        out,
+        derive_id(out.cause, "audit", "unproven"),
+        "EVENT_REJECTED",
+        event.source,
+        record.ts_us,
+        {
+            "topic": record.topic,
+            "offset": record.offset,
+            "event_id": event.event_id,
+            "reason": reason,
+            "action": "ingested as untrusted",
+            "claimed_source": event.source,
+            "recorded_source": UNPROVEN_SOURCE,
+            "trust": trust,
+        },
+    )
     return Admission(event.model_copy(update={"source": UNPROVEN_SOURCE, "trust": None}), trust)
 
 

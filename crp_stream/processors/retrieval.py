@@ -38,16 +38,18 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
     group = "retrieval"
     topics = ("crp.window.requests", "crp.window.reports")
 
-    def handle(self, event: events.WindowRequested | events.WindowReported, record: Record, uow: UnitOfWork,
-               out: Emitter) -> None:
+    def handle(
+        self, event: events.WindowRequested | events.WindowReported, record: Record, uow: UnitOfWork, out: Emitter
+    ) -> None:
         if isinstance(event, events.WindowRequested):
             self._request(event, record, uow, out)
         else:
             self._report(event, record, uow, out)
 
     # embeddings -------------------------------------------------------------------------------
-    def _vectors(self, uow: UnitOfWork, texts: list[str], given: list[list[float] | None], fields: list[str],
-                 model: str | None) -> list[np.ndarray]:
+    def _vectors(
+        self, uow: UnitOfWork, texts: list[str], given: list[list[float] | None], fields: list[str], model: str | None
+    ) -> list[np.ndarray]:
         emb = uow.embedder
         fabric_model = uow.repo.get_meta("embedding_model") or emb.model_id
         if model is not None and model != fabric_model:
@@ -99,7 +101,8 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         residual = state.residual_states()
         if ev.fanout > 1 and len(residual) > 1:
             groups = fanout.partition_residual_for_fanout(
-                np.stack([vec_from_json(s.embedding) for s in residual]), ev.fanout)
+                np.stack([vec_from_json(s.embedding) for s in residual]), ev.fanout
+            )
             partitions = [[residual[i] for i in g] for g in groups]
         else:
             groups = [list(range(len(residual)))]
@@ -107,18 +110,45 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         coverage = state.coverage_arrays()  # immutable snapshot for every branch (SPEC-027 §1.5)
         blacklist = frozenset(state.blacklist)
         fanned = len(partitions) > 1
-        branches = [assembly.gather(uow, qvec, part, ev.fact_budget, record.ts_us, min_rel, coverage, blacklist,
-                                    branch_scoped=fanned, query_text=ev.query.text, task=state.sub_queries)
-                    for part in partitions]
+        branches = [
+            assembly.gather(
+                uow,
+                qvec,
+                part,
+                ev.fact_budget,
+                record.ts_us,
+                min_rel,
+                coverage,
+                blacklist,
+                branch_scoped=fanned,
+                query_text=ev.query.text,
+                task=state.sub_queries,
+            )
+            for part in partitions
+        ]
         sels, shared = self._select_branches(uow, ev, th, branches)
-        window_state = WindowState(request_id=ev.request_id, branches=len(partitions),
-                                   partitions=[[s.id for s in p] for p in partitions], fact_ids=[],
-                                   min_relevance=float(min_rel))
+        window_state = WindowState(
+            request_id=ev.request_id,
+            branches=len(partitions),
+            partitions=[[s.id for s in p] for p in partitions],
+            fact_ids=[],
+            min_relevance=float(min_rel),
+        )
         envs: list[dict[str, Any]] = []
         ratios: list[np.ndarray] = []
         for b, (cands, part, sel) in enumerate(zip(branches, partitions, sels, strict=True)):
-            env, r = self._envelope(uow, ev, record, out, state, cands, sel, part, b if fanned else None,
-                                    fanout.coverage_partitions_header(groups) if fanned else None)
+            env, r = self._envelope(
+                uow,
+                ev,
+                record,
+                out,
+                state,
+                cands,
+                sel,
+                part,
+                b if fanned else None,
+                fanout.coverage_partitions_header(groups) if fanned else None,
+            )
             if fanned:
                 mine = {f["fact_id"] for f in env["facts"]}
                 env["assignments"] = [a for a in shared if a["fact_id"] in mine]
@@ -128,8 +158,14 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         # SPEC-024 §6, evaluated on this window's envelope(s): a previous window's exit would have
         # closed the session, so only Exit 3 (ckf-exhausted) can be reached here.
         window_state.mean_ratio = exits.mean_novelty_ratio(np.concatenate(ratios))
-        status = exits.continuation_status(state.completeness, not state.residual, state.reported,
-                                           state.max_windows, window_state.mean_ratio, state.safety_budget)
+        status = exits.continuation_status(
+            state.completeness,
+            not state.residual,
+            state.reported,
+            state.max_windows,
+            window_state.mean_ratio,
+            state.safety_budget,
+        )
         for env in envs:
             self._set_status(env, status, ev.policy.graph_retrieval)
             if record.fabric_lag_ms is not None:  # served before the inputs before it were all in
@@ -148,8 +184,10 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         sid = ev.session_id
         if exits.is_terminal(state.status):
             limit = f" (max_windows {state.max_windows})" if state.status == exits.LIMIT_REACHED else ""
-            raise Rejected(f"window: session {sid!r} ended with {state.status} at window {state.ended_window}"
-                           f"{limit}; no further window is accepted (SPEC-024 §6)")
+            raise Rejected(
+                f"window: session {sid!r} ended with {state.status} at window {state.ended_window}"
+                f"{limit}; no further window is accepted (SPEC-024 §6)"
+            )
         if ev.window != state.requested + 1:
             raise Rejected(f"window: session {sid!r} expects window {state.requested + 1}, got {ev.window}")
         if ev.window > state.max_windows:
@@ -159,19 +197,22 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             raise Rejected(
                 f"window: window {state.requested} of session {sid!r} has not fanned in ({len(prev.reported)} of "
                 f"{prev.branches} branch reports arrived); request window {ev.window} after every branch "
-                "reported (SPEC-027 §1.6)")
+                "reported (SPEC-027 §1.6)"
+            )
 
     @staticmethod
     def _set_status(env: dict[str, Any], status: str, graph: str) -> None:
         h = env["headers"]
         env["status"] = h["CRP-Context-Continuation-Status"] = status
-        h["CRP-Context-Mode"] = "ckf-exhausted" if status == exits.CKF_EXHAUSTED else (
-            "cdgr" if graph == "on" else "cdr")
+        h["CRP-Context-Mode"] = (
+            "ckf-exhausted" if status == exits.CKF_EXHAUSTED else ("cdgr" if graph == "on" else "cdr")
+        )
         if status == exits.CKF_EXHAUSTED:
             h["CRP-Onboarding-Hint"] = ONBOARDING_HINT
 
-    def _select_branches(self, uow: UnitOfWork, ev: Any, th: Any, branches: list[assembly.Candidates]
-                         ) -> tuple[list[assembly.Selection], list[dict[str, Any]]]:
+    def _select_branches(
+        self, uow: UnitOfWork, ev: Any, th: Any, branches: list[assembly.Candidates]
+    ) -> tuple[list[assembly.Selection], list[dict[str, Any]]]:
         """Select every branch's facts so that no fact is in two branches (SPEC-027 §1.3, §1.6).
 
         A candidate several branches retrieved belongs to the branch that scores it higher (its
@@ -196,8 +237,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         wanted = {f: {b for b, ids in enumerate(id_sets) if f in ids} for f in owners}
         while len(branches) > 1:
             chosen = [{branches[b].ids[i] for i in sel.chosen()} for b, sel in enumerate(sels)]
-            both = sorted({f for b in range(len(sels)) for f in chosen[b]
-                           if sum(f in ch for ch in chosen) > 1})
+            both = sorted({f for b in range(len(sels)) for f in chosen[b] if sum(f in ch for ch in chosen) > 1})
             if not both:
                 break
             redo: set[int] = set()
@@ -212,9 +252,16 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
                         redo.add(b)
             for b in sorted(redo):
                 sels[b] = pick(b)
-        shared = [{"fact_id": f, "branch": owners[f], "wanted_by": sorted(wanted[f]),
-                   "score": _r(self._score(branches[owners[f]], f))}
-                  for f in sorted(owners) if len(wanted.get(f, ())) > 1]
+        shared = [
+            {
+                "fact_id": f,
+                "branch": owners[f],
+                "wanted_by": sorted(wanted[f]),
+                "score": _r(self._score(branches[owners[f]], f)),
+            }
+            for f in sorted(owners)
+            if len(wanted.get(f, ())) > 1
+        ]
         return sels, shared
 
     @staticmethod
@@ -237,22 +284,49 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
 
     def _new_session(self, ev: events.WindowRequested, uow: UnitOfWork) -> SessionState:
         subs = ev.sub_queries or []
-        vecs = self._vectors(uow, [s.text for s in subs], [s.embedding for s in subs],
-                             [f"sub_queries[{i}].embedding" for i in range(len(subs))], ev.embedding_model)
+        vecs = self._vectors(
+            uow,
+            [s.text for s in subs],
+            [s.embedding for s in subs],
+            [f"sub_queries[{i}].embedding" for i in range(len(subs))],
+            ev.embedding_model,
+        )
         model = uow.repo.get_meta("embedding_model") or uow.embedder.model_id
-        sq = [SubQueryState(id=s.id, text=s.text, label=s.label or s.text, embedding=vec_to_json(v),
-                            expected_words=s.expected_words) for s, v in zip(subs, vecs, strict=True)]
-        return SessionState(session_id=ev.session_id, embedding_model=model, max_windows=ev.max_windows,
-                            sub_queries=sq, residual=[s.id for s in sq])
+        sq = [
+            SubQueryState(
+                id=s.id, text=s.text, label=s.label or s.text, embedding=vec_to_json(v), expected_words=s.expected_words
+            )
+            for s, v in zip(subs, vecs, strict=True)
+        ]
+        return SessionState(
+            session_id=ev.session_id,
+            embedding_model=model,
+            max_windows=ev.max_windows,
+            sub_queries=sq,
+            residual=[s.id for s in sq],
+        )
 
-    def _envelope(self, uow: UnitOfWork, ev: Any, record: Record, out: Emitter, state: SessionState,
-                  c: assembly.Candidates, sel: assembly.Selection, part: list[SubQueryState], branch: int | None,
-                  partitions: int | None) -> tuple[dict[str, Any], np.ndarray]:
+    def _envelope(
+        self,
+        uow: UnitOfWork,
+        ev: Any,
+        record: Record,
+        out: Emitter,
+        state: SessionState,
+        c: assembly.Candidates,
+        sel: assembly.Selection,
+        part: list[SubQueryState],
+        branch: int | None,
+        partitions: int | None,
+    ) -> tuple[dict[str, Any], np.ndarray]:
         anchors = sel.anchors
         connectors = sel.connectors
-        order = packing.pack_envelope([c.ids[i] for i in anchors], c.score[anchors],
-                                      [(c.ids[ci], bridged) for ci, bridged, _b, _s in connectors],
-                                      c.graph.edges_of(c.ids[ci] for ci, *_ in connectors))
+        order = packing.pack_envelope(
+            [c.ids[i] for i in anchors],
+            c.score[anchors],
+            [(c.ids[ci], bridged) for ci, bridged, _b, _s in connectors],
+            c.graph.edges_of(c.ids[ci] for ci, *_ in connectors),
+        )
         index = {fid: i for i, fid in enumerate(c.ids)}
         conn = {c.ids[ci]: (bridged, bridge, score) for ci, bridged, bridge, score in connectors}
         facts = []
@@ -262,11 +336,19 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             v = c.views[i]
             auth = float(conflicts.fact_authority(v))
             entry: dict[str, Any] = {
-                "fact_id": fid, "text": r["text"], "role": "connector" if fid in conn else "anchor",
-                "score": _r(conn[fid][2] if fid in conn else c.score[i]), "relevance": _r(c.relevance[i]),
-                "novelty": _r(c.novelty[i]), "recency": _r(c.recency[i]), "authority": _r(auth),
-                "source": r["source"], "source_type": r["source_type"], "epoch": us_to_dt(r["epoch_us"]),
-                "modified_at": us_to_dt(r["modified_at_us"]), "support": int(c.support[i]),
+                "fact_id": fid,
+                "text": r["text"],
+                "role": "connector" if fid in conn else "anchor",
+                "score": _r(conn[fid][2] if fid in conn else c.score[i]),
+                "relevance": _r(c.relevance[i]),
+                "novelty": _r(c.novelty[i]),
+                "recency": _r(c.recency[i]),
+                "authority": _r(auth),
+                "source": r["source"],
+                "source_type": r["source_type"],
+                "epoch": us_to_dt(r["epoch_us"]),
+                "modified_at": us_to_dt(r["modified_at_us"]),
+                "support": int(c.support[i]),
             }
             if fid in conn:
                 entry["bridges"] = list(conn[fid][0])
@@ -299,8 +381,12 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             headers["CRP-Onboarding-Hint"] = ONBOARDING_HINT
         labels = [s.label for s in (part if branch is not None else state.residual_states())]
         env: dict[str, Any] = {
-            "request_id": ev.request_id, "session_id": ev.session_id, "window": ev.window,
-            "status": exits.IN_PROGRESS, "facts": facts, "notes": notes,
+            "request_id": ev.request_id,
+            "session_id": ev.session_id,
+            "window": ev.window,
+            "status": exits.IN_PROGRESS,
+            "facts": facts,
+            "notes": notes,
             "residual_anchor": packing.residual_task_anchor(labels),
             "headers": headers,
         }
@@ -309,19 +395,30 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             env["partition"] = [s.id for s in part]
         return env, ratios
 
-    def _audit_conflicts(self, uow: UnitOfWork, ev: Any, record: Record, out: Emitter, sel: assembly.Selection,
-                         branch: int | None) -> None:
+    def _audit_conflicts(
+        self, uow: UnitOfWork, ev: Any, record: Record, out: Emitter, sel: assembly.Selection, branch: int | None
+    ) -> None:
         for res in sel.resolutions:
             kind: Literal["CONTRADICTION_UNRESOLVED", "CONTRADICTION_RESOLVED"] = (
-                "CONTRADICTION_UNRESOLVED" if res["tie"] else "CONTRADICTION_RESOLVED")
+                "CONTRADICTION_UNRESOLVED" if res["tie"] else "CONTRADICTION_RESOLVED"
+            )
             details = {
-                "kept": res["kept"], "suppressed": res["suppressed"], "pattern": res["pattern"],
-                "authority_kept": res["authority_kept"], "authority_suppressed": res["authority_suppressed"],
-                "session_id": ev.session_id, "window": ev.window,
+                "kept": res["kept"],
+                "suppressed": res["suppressed"],
+                "pattern": res["pattern"],
+                "authority_kept": res["authority_kept"],
+                "authority_suppressed": res["authority_suppressed"],
+                "session_id": ev.session_id,
+                "window": ev.window,
             }
             if res["tie"]:
-                details = {"facts": sorted(res["pair"]), "pattern": res["pattern"],
-                           "authority": res["authority_kept"], "session_id": ev.session_id, "window": ev.window}
+                details = {
+                    "facts": sorted(res["pair"]),
+                    "pattern": res["pattern"],
+                    "authority": res["authority_kept"],
+                    "session_id": ev.session_id,
+                    "window": ev.window,
+                }
             if branch is not None:
                 details["branch"] = branch
             eid = derive_id(out.cause, kind, *sorted(res["pair"]), str(branch))
@@ -339,8 +436,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         if win is None:
             raise Rejected(f"window: window {ev.window} of session {ev.session_id!r} was never requested")
         if win.branches > 1 and (ev.branch is None or ev.branch >= win.branches):
-            raise Rejected(f"branch: window {ev.window} fanned out to {win.branches} branches; "
-                           f"got branch {ev.branch}")
+            raise Rejected(f"branch: window {ev.window} fanned out to {win.branches} branches; got branch {ev.branch}")
         if win.branches == 1 and ev.branch not in (None, 0):
             raise Rejected(f"branch: window {ev.window} has no branch {ev.branch}")
         branch = ev.branch or 0
@@ -356,13 +452,19 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             vecs: list[np.ndarray | None] = [None] * len(ev.addressed)
             need = [i for i, a in enumerate(ev.addressed) if a.embedding is not None or a.text is not None]
             if need or (ev.embedding_model and ev.embedding_model != state.embedding_model):
-                got = self._vectors(uow, [texts[i] for i in need], [given[i] for i in need],
-                                    [fields[i] for i in need], ev.embedding_model)
+                got = self._vectors(
+                    uow,
+                    [texts[i] for i in need],
+                    [given[i] for i in need],
+                    [fields[i] for i in need],
+                    ev.embedding_model,
+                )
                 for i, g in zip(need, got, strict=True):
                     vecs[i] = g
         except Rejected as exc:
-            raise Rejected(exc.reason, "COVERAGE_UPDATE_REJECTED",
-                           {"session_id": ev.session_id, "window": ev.window}) from None
+            raise Rejected(
+                exc.reason, "COVERAGE_UPDATE_REJECTED", {"session_id": ev.session_id, "window": ev.window}
+            ) from None
         held = []
         for a, v in zip(ev.addressed, vecs, strict=True):
             sq = state.sub_query(a.id)
@@ -370,8 +472,11 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             emb = vec_to_json(v) if v is not None else sq.embedding
             depth = exits.report_depth(a.depth, a.words, sq.expected_words)
             held.append(vars(CoverageEntry(id=a.id, embedding=emb, depth=depth, window=ev.window, branch=ev.branch)))
-        win.pending[str(branch)] = {"coverage": held, "addressed": [a.id for a in ev.addressed],
-                                    "output_text": ev.output_text}
+        win.pending[str(branch)] = {
+            "coverage": held,
+            "addressed": [a.id for a in ev.addressed],
+            "output_text": ev.output_text,
+        }
         win.reported = sorted([*win.reported, branch])
         win.completeness[str(branch)] = float(ev.completeness)
         if ev.safety_budget is not None:
@@ -380,8 +485,9 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             self._fan_in(uow, state, win, ev.window, record, out)
         self._save(uow, state, record)
 
-    def _fan_in(self, uow: UnitOfWork, state: SessionState, win: WindowState, window: int, record: Record,
-                out: Emitter) -> None:
+    def _fan_in(
+        self, uow: UnitOfWork, state: SessionState, win: WindowState, window: int, record: Record, out: Emitter
+    ) -> None:
         """SPEC-027 §1.6 / SPEC-024 §7.2: merge every branch's report into the session, then check the
         loop exits (§6) for this window; an exit closes the window with a closing envelope."""
         addressed: list[str] = []
@@ -398,10 +504,10 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         state.reported = max(state.reported, window)
         if exits.is_terminal(state.status):  # the window's envelope already reached ckf-exhausted
             return
-        done = (completeness >= exits.COMPLETION_THRESHOLD
-                and self._residual_done(uow, state, win, record.ts_us))
-        status = exits.continuation_status(completeness, done, state.reported, state.max_windows,
-                                           win.mean_ratio, state.safety_budget)
+        done = completeness >= exits.COMPLETION_THRESHOLD and self._residual_done(uow, state, win, record.ts_us)
+        status = exits.continuation_status(
+            completeness, done, state.reported, state.max_windows, win.mean_ratio, state.safety_budget
+        )
         if not exits.is_terminal(status):
             return
         state.status, state.ended_window = status, window
@@ -412,15 +518,27 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         }
         labels = [s.label for s in state.residual_states()]
         closing = events.EnvelopeAssembled(
-            request_id=win.request_id, session_id=state.session_id, window=window, status=cast(Any, status), facts=[],
-            notes=[], residual_anchor=packing.residual_task_anchor(labels), headers=headers, closing=True)
+            request_id=win.request_id,
+            session_id=state.session_id,
+            window=window,
+            status=cast(Any, status),
+            facts=[],
+            notes=[],
+            residual_anchor=packing.residual_task_anchor(labels),
+            headers=headers,
+            closing=True,
+        )
         out.emit(ENVELOPES, state.session_id, events.encode(closing))
         if status == exits.SAFETY_BUDGET_DEPLETED:  # SPEC-024 §6 Exit 4: oversight escalation
             kind: Literal["SAFETY_BUDGET_DEPLETED"] = "SAFETY_BUDGET_DEPLETED"
-            details = {"session_id": state.session_id, "window": window, "safety_budget": state.safety_budget,
-                       "floor": exits.SAFETY_BUDGET_FLOOR,
-                       "action": "oversight escalation (SPEC-012 §2.3): review the session before any "
-                                 "further generation; the session accepts no further window"}
+            details = {
+                "session_id": state.session_id,
+                "window": window,
+                "safety_budget": state.safety_budget,
+                "floor": exits.SAFETY_BUDGET_FLOOR,
+                "action": "oversight escalation (SPEC-012 §2.3): review the session before any "
+                "further generation; the session accepts no further window",
+            }
             eid = derive_id(out.cause, kind, state.session_id, str(window))
             uow.repo.append_audit(eid, kind, record.ts_us, state.session_id, details)
             msg = events.AuditRecorded(event_id=eid, audit_type=kind, at=record.at, details=details)
@@ -434,14 +552,17 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         if not residual:
             return True
         probes = [vec_from_json(s.embedding) for s in residual]
-        best = [max((float(score) for _f, score in hits), default=-np.inf)
-                for hits in uow.vectors.search_many(probes, 1, now_us / 1e6, assembly.EXCLUDED)]
+        best = [
+            max((float(score) for _f, score in hits), default=-np.inf)
+            for hits in uow.vectors.search_many(probes, 1, now_us / 1e6, assembly.EXCLUDED)
+        ]
         gate = win.min_relevance if win.min_relevance is not None else uow.fabric.thresholds(uow.repo).min_relevance
         return exits.residual_done(exits.marginal_residual(best, gate))
 
     def _save(self, uow: UnitOfWork, state: SessionState, record: Record) -> None:
-        uow.repo.put_session(state.session_id, state.embedding_model, state.reported, state.max_windows,
-                             state.to_json(), record.ts_us)
+        uow.repo.put_session(
+            state.session_id, state.embedding_model, state.reported, state.max_windows, state.to_json(), record.ts_us
+        )
 
 
 def _r(x: Any) -> float:

@@ -29,9 +29,15 @@ def is_text_fact(row: FactRow) -> bool:
 
 
 def _view(row: FactRow) -> FactView:
-    return FactView(fact_id=row["fact_id"], text=row["text"], source=row["source"],
-                    source_type=row["source_type"], trust=float(row["trust"]), status=row["status"],
-                    epoch_seconds=row["epoch_us"] / 1e6)
+    return FactView(
+        fact_id=row["fact_id"],
+        text=row["text"],
+        source=row["source"],
+        source_type=row["source_type"],
+        trust=float(row["trust"]),
+        status=row["status"],
+        epoch_seconds=row["epoch_us"] / 1e6,
+    )
 
 
 def _threshold(uow: UnitOfWork) -> float:
@@ -50,8 +56,11 @@ def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
     adjacent = {f: w for f, w in uow.repo.adjacency([fid]).get(fid, {}).items() if f != fid}
     if not adjacent:
         return None
-    rows = [r for r in uow.repo.facts_by_ids(adjacent).values()
-            if is_text_fact(r) and (r["claim_key"] is None or str(r["claim_key"]).startswith(SIM_PREFIX))]
+    rows = [
+        r
+        for r in uow.repo.facts_by_ids(adjacent).values()
+        if is_text_fact(r) and (r["claim_key"] is None or str(r["claim_key"]).startswith(SIM_PREFIX))
+    ]
     slots = {r["fact_id"]: slot_claim(row["text"], r["text"], r["source"] == row["source"]) for r in rows}
     peers = [r for r in rows if adjacent[r["fact_id"]] > threshold or slots[r["fact_id"]] is not None]
     if not peers:

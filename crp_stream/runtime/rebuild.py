@@ -29,8 +29,12 @@ class RebuildResult:
     digest: str | None = None  # of the rebuilt projections, when verified
 
 
-def verified(result: RebuildResult, before: dict[str, Any], settings: Settings,
-             take: Callable[[Any, Settings], dict[str, Any]] | None = None) -> RebuildResult:
+def verified(
+    result: RebuildResult,
+    before: dict[str, Any],
+    settings: Settings,
+    take: Callable[[Any, Settings], dict[str, Any]] | None = None,
+) -> RebuildResult:
     """With a snapshot taken before the drop, compare the rebuilt projections with it (``--verify``);
     ``take`` is the runtime's snapshot (default: the embedded one)."""
     if before:
@@ -50,16 +54,20 @@ def saved_rows(engine: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
     if "facts" not in inspect(engine).get_table_names():
         return [], []
     with engine.connect() as conn:
-        meta_rows = [dict(r._mapping) for r in conn.execute(select(t.meta))
-                     if r.key in (MODEL_KEY, DIM_KEY) or r.key.startswith(THRESHOLDS_PREFIX)]
+        meta_rows = [
+            dict(r._mapping)
+            for r in conn.execute(select(t.meta))
+            if r.key in (MODEL_KEY, DIM_KEY) or r.key.startswith(THRESHOLDS_PREFIX)
+        ]
         audit_rows = [dict(r._mapping) for r in conn.execute(select(t.audit_log).order_by(t.audit_log.c.seq))]
     return meta_rows, audit_rows
 
 
 def drop_projections(engine: Any, meta_rows: list[dict[str, Any]], settings: Settings) -> None:
     """Every table dropped and created again (consumer offsets included), the kept ``meta`` rows back."""
-    log.info("rebuild: dropping the projections (database %s, vectors %s)", engine.url.render_as_string(),
-             settings.vectors)
+    log.info(
+        "rebuild: dropping the projections (database %s, vectors %s)", engine.url.render_as_string(), settings.vectors
+    )
     db.downgrade(engine)
     db.upgrade(engine)
     with engine.begin() as conn:
@@ -83,8 +91,9 @@ def restore_audit(fabric: Any, old_rows: list[dict[str, Any]]) -> int:
     with fabric.unit_of_work() as uow:
         for row in old_rows:
             if not uow.repo.audit_exists(row["event_id"]):
-                uow.repo.append_audit(row["event_id"], row["audit_type"], row["at_us"], row["key"],
-                                      json.loads(row["details"]))
+                uow.repo.append_audit(
+                    row["event_id"], row["audit_type"], row["at_us"], row["key"], json.loads(row["details"])
+                )
                 restored += 1
     return restored
 

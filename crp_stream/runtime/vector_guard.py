@@ -159,8 +159,12 @@ def reconcile(fabric: Fabric, journal: VectorJournal) -> int:
         _guarded("set_status", inner.set_status)(group, status)
     _guarded("flush", inner.flush)()
     fabric.vectors._ann_reset()  # it saw the undone writes: rebuilt from the index on the next search
-    log.info("vector index: %d points written by an uncommitted batch put back to the committed state "
-             "(%d hidden until redone)", len(ids), sum(1 for f in ids if f not in rows))
+    log.info(
+        "vector index: %d points written by an uncommitted batch put back to the committed state "
+        "(%d hidden until redone)",
+        len(ids),
+        sum(1 for f in ids if f not in rows),
+    )
     journal.clear()
     return len(ids)
 

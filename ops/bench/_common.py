@@ -73,6 +73,7 @@ def vec(v: np.ndarray) -> list[float]:
 
 # --- embeddings ------------------------------------------------------------------------------------
 
+
 class EmbeddingCache:
     """Default-model vectors of texts, keyed by sha256 of the text, persisted as one .npz per name."""
 
@@ -101,7 +102,7 @@ class EmbeddingCache:
 
                 self._embedder = OnnxMiniLMEmbedder(batch_size=64)
             for start in range(0, len(todo), 2048):  # saved as it goes: an interrupted run keeps its work
-                part = todo[start:start + 2048]
+                part = todo[start : start + 2048]
                 new = self._embedder.embed([t for _, t in part])
                 base = self._vecs.shape[0]
                 self._vecs = np.vstack([self._vecs, new]) if base else new
@@ -122,6 +123,7 @@ class EmbeddingCache:
 
 
 # --- the pipeline ----------------------------------------------------------------------------------
+
 
 class Rejected(RuntimeError):
     pass
@@ -167,10 +169,14 @@ class Pipeline(testing.Pipeline):
         return next((v for t, v in outs if t == "crp.envelopes" and v.get("closing")), None)
 
 
-
-def document(event_id: str, source: str, facts: Sequence[tuple[str, np.ndarray | None]],
-             model: str | None = DEFAULT_MODEL_ID, source_type: str = "official",
-             title: str | None = None) -> dict[str, Any]:
+def document(
+    event_id: str,
+    source: str,
+    facts: Sequence[tuple[str, np.ndarray | None]],
+    model: str | None = DEFAULT_MODEL_ID,
+    source_type: str = "official",
+    title: str | None = None,
+) -> dict[str, Any]:
     """A DocumentPublished with explicit facts; vectors are carried when given. With a title, the
     vectors carried must be those of "title: sentence" (what the default embedder would compute)."""
     items = []
@@ -179,8 +185,13 @@ def document(event_id: str, source: str, facts: Sequence[tuple[str, np.ndarray |
         if v is not None:
             item["embedding"] = vec(v)
         items.append(item)
-    doc: dict[str, Any] = {"event_id": event_id, "source": source, "source_type": source_type,
-                           "document_id": event_id, "facts": items}
+    doc: dict[str, Any] = {
+        "event_id": event_id,
+        "source": source,
+        "source_type": source_type,
+        "document_id": event_id,
+        "facts": items,
+    }
     if title is not None:
         doc["title"] = title
     if model is not None and any(v is not None for _, v in facts):
@@ -188,15 +199,30 @@ def document(event_id: str, source: str, facts: Sequence[tuple[str, np.ndarray |
     return doc
 
 
-def window_request(request_id: str, session_id: str, window: int, query: str, query_vec: np.ndarray | None,
-                   sub_queries: Sequence[tuple[str, str, np.ndarray | None]] | None, budget: int,
-                   graph: bool, max_windows: int = 5, model: str | None = DEFAULT_MODEL_ID) -> dict[str, Any]:
+def window_request(
+    request_id: str,
+    session_id: str,
+    window: int,
+    query: str,
+    query_vec: np.ndarray | None,
+    sub_queries: Sequence[tuple[str, str, np.ndarray | None]] | None,
+    budget: int,
+    graph: bool,
+    max_windows: int = 5,
+    model: str | None = DEFAULT_MODEL_ID,
+) -> dict[str, Any]:
     q: dict[str, Any] = {"text": query}
     if query_vec is not None:
         q["embedding"] = vec(query_vec)
-    req: dict[str, Any] = {"request_id": request_id, "session_id": session_id, "window": window, "query": q,
-                           "fact_budget": budget, "max_windows": max_windows,
-                           "policy": {"graph_retrieval": "on" if graph else "off"}}
+    req: dict[str, Any] = {
+        "request_id": request_id,
+        "session_id": session_id,
+        "window": window,
+        "query": q,
+        "fact_budget": budget,
+        "max_windows": max_windows,
+        "policy": {"graph_retrieval": "on" if graph else "off"},
+    }
     if sub_queries is not None:
         subs = []
         for sid, text, v in sub_queries:

@@ -45,8 +45,10 @@ def synthetic(n: int, queries: int, dim: int = 384, seed: int = 7) -> tuple[np.n
 
 def fill(directory: Path, corpus: np.ndarray, stale_every: int) -> EdgeVectorIndex:
     idx = EdgeVectorIndex(directory)
-    items = [VectorItem(f"f{i:08d}", v, "stale" if stale_every and i % stale_every == 0 else "active")
-             for i, v in enumerate(corpus)]
+    items = [
+        VectorItem(f"f{i:08d}", v, "stale" if stale_every and i % stale_every == 0 else "active")
+        for i, v in enumerate(corpus)
+    ]
     for start in range(0, len(items), 5000):
         idx.upsert(items[start : start + 5000])
     # a few quarantined points, which the default filter excludes
@@ -82,8 +84,10 @@ def main() -> None:
         ann_ready = exact.ann()
         build = time.perf_counter() - t0
         assert ann_ready is not None
-        print(f"ANN build from the index: {build:.1f} s ({len(corpus) / build:,.0f} points/s), "
-              f"memory {ann_ready.memory_bytes() / 2**20:.0f} MiB")
+        print(
+            f"ANN build from the index: {build:.1f} s ({len(corpus) / build:,.0f} points/s), "
+            f"memory {ann_ready.memory_bytes() / 2**20:.0f} MiB"
+        )
         head = ("k", "recall", "exact p50", "exact p99", "ann p50", "ann p99", "speed-up")
         print("{:>5} {:>7} {:>10} {:>10} {:>8} {:>8} {:>9}".format(*head))
         for k in args.k:
@@ -93,8 +97,11 @@ def main() -> None:
             got, lat_ann = timed(exact, queries, k)
             recall = float(np.mean([len(set(a) & set(b)) / max(1, len(a)) for a, b in zip(want, got, strict=True)]))
             pe, pa = percentile(lat_exact, 50), percentile(lat_ann, 50)
-            print(f"{k:>5} {recall:>7.4f} {pe:>10.2f} {percentile(lat_exact, 99):>10.2f} {pa:>8.2f} "
-                  f"{percentile(lat_ann, 99):>8.2f} {pe / pa:>8.1f}x", flush=True)
+            print(
+                f"{k:>5} {recall:>7.4f} {pe:>10.2f} {percentile(lat_exact, 99):>10.2f} {pa:>8.2f} "
+                f"{percentile(lat_ann, 99):>8.2f} {pe / pa:>8.1f}x",
+                flush=True,
+            )
         exact.close()
 
 

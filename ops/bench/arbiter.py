@@ -77,16 +77,47 @@ class Rig:
         self.applied = 0
 
     def fact(self, fid: str, source: str, subject: str, value: str, ts: int) -> None:
-        row = {"fact_id": fid, "source": source, "source_type": TYPES[source], "trust": TRUST[source],
-               "importance": 1.0, "epoch_us": ts, "modified_at_us": ts, "ttl_s": None, "expires_at_us": None,
-               "text": f"The {subject} limit is {value} rps.", "subject": subject, "attribute": "limit",
-               "value": value, "unit": "rps", "claim_key": claim_key(subject, "limit"), "status": "active",
-               "content_hash": fid, "document_id": None, "position": 0, "origin_event_id": fid, "kind": "document",
-               "extra": None}
-        ev = events.FactRecorded(fact_id=fid, source=source, source_type=TYPES[source], trust=TRUST[source],  # type: ignore[arg-type]
-                                 epoch=us_to_dt(ts), modified_at=us_to_dt(ts), ttl="none", text=row["text"],
-                                 importance=1.0, subject=subject, attribute="limit", value=value, unit="rps",
-                                 status="active", origin_event_id=fid)
+        row = {
+            "fact_id": fid,
+            "source": source,
+            "source_type": TYPES[source],
+            "trust": TRUST[source],
+            "importance": 1.0,
+            "epoch_us": ts,
+            "modified_at_us": ts,
+            "ttl_s": None,
+            "expires_at_us": None,
+            "text": f"The {subject} limit is {value} rps.",
+            "subject": subject,
+            "attribute": "limit",
+            "value": value,
+            "unit": "rps",
+            "claim_key": claim_key(subject, "limit"),
+            "status": "active",
+            "content_hash": fid,
+            "document_id": None,
+            "position": 0,
+            "origin_event_id": fid,
+            "kind": "document",
+            "extra": None,
+        }
+        ev = events.FactRecorded(
+            fact_id=fid,
+            source=source,
+            source_type=TYPES[source],
+            trust=TRUST[source],  # type: ignore[arg-type]
+            epoch=us_to_dt(ts),
+            modified_at=us_to_dt(ts),
+            ttl="none",
+            text=row["text"],
+            importance=1.0,
+            subject=subject,
+            attribute="limit",
+            value=value,
+            unit="rps",
+            status="active",
+            origin_event_id=fid,
+        )
         queue = [(events.encode(ev), fid)]
         first = True
         while queue:
@@ -146,10 +177,21 @@ def throughput(n: int, per_claim: int = 50) -> None:
             if topic == "crp.audit":
                 kinds[v["audit_type"]] = kinds.get(v["audit_type"], 0) + 1
         rig.close()
-    print(f"throughput: {n} facts in {claims} claims, {rig.applied} records arbitrated in {elapsed:.1f} s: "
-          f"{rig.applied / elapsed:,.0f} verdicts/s ({n / elapsed:,.0f} facts/s); audit events {kinds}")
-    recs = [ClaimRecord(f"r{i}", ["vendor_docs", "field_telemetry", "community_notes"][i % 3], 0.5, float(i),
-                        ["1000 rps", "250 rps"][i % 2], "active") for i in range(per_claim)]
+    print(
+        f"throughput: {n} facts in {claims} claims, {rig.applied} records arbitrated in {elapsed:.1f} s: "
+        f"{rig.applied / elapsed:,.0f} verdicts/s ({n / elapsed:,.0f} facts/s); audit events {kinds}"
+    )
+    recs = [
+        ClaimRecord(
+            f"r{i}",
+            ["vendor_docs", "field_telemetry", "community_notes"][i % 3],
+            0.5,
+            float(i),
+            ["1000 rps", "250 rps"][i % 2],
+            "active",
+        )
+        for i in range(per_claim)
+    ]
     t0 = time.perf_counter()
     reps = 20_000
     for _ in range(reps):
@@ -207,12 +249,16 @@ def drift(n_claims: int, window_days: float | None, seed: int = 11) -> None:
     served = [(ended.get(c, truth[c][1]) - truth[c][0]) / DAY for c in truth]
     by_corroboration = sum(1 for c in truth if c in ended and ended[c] < truth[c][1])
     label = "all records" if window_days is None else f"{window_days:g}-day window"
-    print(f"drift ({label}): {n_claims} claims, {len(stream)} facts ({elapsed:.1f} s); false POISONING_CANDIDATE "
-          f"verdicts: {poison_verdicts} (goal 0); DRIFT_UNDETERMINED: {undetermined}; refresh requests: {requests}")
-    print(f"drift ({label}): vendor refresh lag days median {statistics.median(lags):.1f} max {max(lags):.1f}; "
-          f"stale value served days median {statistics.median(served):.1f} "
-          f"p90 {sorted(served)[int(0.9 * len(served))]:.1f} "
-          f"max {max(served):.1f}; ended by corroboration before the vendor refresh: {by_corroboration}/{n_claims}")
+    print(
+        f"drift ({label}): {n_claims} claims, {len(stream)} facts ({elapsed:.1f} s); false POISONING_CANDIDATE "
+        f"verdicts: {poison_verdicts} (goal 0); DRIFT_UNDETERMINED: {undetermined}; refresh requests: {requests}"
+    )
+    print(
+        f"drift ({label}): vendor refresh lag days median {statistics.median(lags):.1f} max {max(lags):.1f}; "
+        f"stale value served days median {statistics.median(served):.1f} "
+        f"p90 {sorted(served)[int(0.9 * len(served))]:.1f} "
+        f"max {max(served):.1f}; ended by corroboration before the vendor refresh: {by_corroboration}/{n_claims}"
+    )
 
 
 # --- poisoning ------------------------------------------------------------------------------------
@@ -223,33 +269,51 @@ def poisoning(n_questions: int, datasets: Path) -> None:
 
     data: dict[str, Any] = {}
     for name in ("nq", "hotpotqa", "msmarco"):
-        data.update({f"{name}:{k}": v for k, v in
-                     json.loads((datasets / "poisonedrag" / f"adv_targeted_{name}.json").read_text()).items()})
+        data.update(
+            {
+                f"{name}:{k}": v
+                for k, v in json.loads((datasets / "poisonedrag" / f"adv_targeted_{name}.json").read_text()).items()
+            }
+        )
     items = sorted(data.items())[:n_questions]
-    orders = {"poison older": (-2 * DAY, 0), "same epoch": (0, 0), "poison later, 1 partition": (2 * DAY, 0),
-              "poison later, 2 partitions (spoofed corroboration)": (2 * DAY, 1)}
+    orders = {
+        "poison older": (-2 * DAY, 0),
+        "same epoch": (0, 0),
+        "poison later, 1 partition": (2 * DAY, 0),
+        "poison later, 2 partitions (spoofed corroboration)": (2 * DAY, 1),
+    }
     print(f"poisoning: {len(items)} PoisonedRAG questions x 5 adversarial passages, per epoch order")
-    print(f"{'order':<52} {'poisoned, no note':>17} {'with note':>9} {'candidates':>10} {'false q.':>8} "
-          f"{'verdicts'}")
+    print(f"{'order':<52} {'poisoned, no note':>17} {'with note':>9} {'candidates':>10} {'false q.':>8} {'verdicts'}")
     for label, (offset, extra_partitions) in orders.items():
         with scratch("crp-bench-poison-") as tmp:
-            p = Pipeline(tmp, embedder="hashing", trust={"vendor_docs": 0.9, "community_notes": 0.2,
-                                                         "unverified_blog": 0.1})
+            p = Pipeline(
+                tmp, embedder="hashing", trust={"vendor_docs": 0.9, "community_notes": 0.2, "unverified_blog": 0.1}
+            )
             p.now = T0 + 10 * DAY
             base = p.now
             served_poison = noted = 0
             for qi, (qid, q) in enumerate(items):
                 subject, wrong, right = q["question"], str(q["incorrect answer"]), str(q["correct answer"])
-                trusted = {"event_id": f"v-{qid}", "source": "vendor_docs", "source_type": "official",
-                           "facts": [{"text": f"{subject}? The answer is {right}.", "subject": subject,
-                                      "attribute": "answer", "value": right}]}
+                trusted = {
+                    "event_id": f"v-{qid}",
+                    "source": "vendor_docs",
+                    "source_type": "official",
+                    "facts": [
+                        {
+                            "text": f"{subject}? The answer is {right}.",
+                            "subject": subject,
+                            "attribute": "answer",
+                            "value": right,
+                        }
+                    ],
+                }
                 adv = [{"text": t, "subject": subject, "attribute": "answer", "value": wrong} for t in q["adv_texts"]]
-                bad = {"event_id": f"a-{qid}", "source": "community_notes", "source_type": "community",
-                       "facts": adv}
+                bad = {"event_id": f"a-{qid}", "source": "community_notes", "source_type": "community", "facts": adv}
                 t_trusted = base + qi * 10_000_000
                 t_bad = t_trusted + offset
-                first, second = ((bad, t_bad), (trusted, t_trusted)) if t_bad <= t_trusted else \
-                    ((trusted, t_trusted), (bad, t_bad))
+                first, second = (
+                    ((bad, t_bad), (trusted, t_trusted)) if t_bad <= t_trusted else ((trusted, t_trusted), (bad, t_bad))
+                )
                 for doc, ts in (first, second):
                     p.now = max(p.now, ts) - 1_000
                     p.publish("crp.documents", doc["source"], doc)
@@ -257,13 +321,21 @@ def poisoning(n_questions: int, datasets: Path) -> None:
                     blog = {**bad, "event_id": f"b-{qid}", "source": "unverified_blog", "source_type": "unverified"}
                     p.publish("crp.documents", "unverified_blog", blog)
             for qi, (qid, q) in enumerate(items):
-                env = p.request({"request_id": f"r-{qid}", "session_id": f"s-{qi}", "window": 1,
-                                 "query": {"text": q["question"]},
-                                 "sub_queries": [{"id": "q", "text": q["question"]}], "fact_budget": 5})
+                env = p.request(
+                    {
+                        "request_id": f"r-{qid}",
+                        "session_id": f"s-{qi}",
+                        "window": 1,
+                        "query": {"text": q["question"]},
+                        "sub_queries": [{"id": "q", "text": q["question"]}],
+                        "fact_budget": 5,
+                    }
+                )
                 wrong = str(q["incorrect answer"])
                 texts = [f["text"] for f in env["facts"]]
-                poisoned = any(wrong.lower() in t.lower() and str(q["correct answer"]).lower() not in t.lower()
-                               for t in texts)
+                poisoned = any(
+                    wrong.lower() in t.lower() and str(q["correct answer"]).lower() not in t.lower() for t in texts
+                )
                 if poisoned and env["notes"]:
                     noted += 1
                 elif poisoned:
@@ -287,12 +359,16 @@ def free_text(n: int, datasets: Path, names: list[str]) -> None:
     from ops.bench import counterfactual as cf
 
     pairs, flagged, by_copy, examples = cf.different_facts(datasets)
-    print(f"different facts (HotpotQA sentence pairs of different articles, each article its own source): "
-          f"{pairs} pairs, {flagged} read as contradictions, {by_copy} of them by the copy rule")
+    print(
+        f"different facts (HotpotQA sentence pairs of different articles, each article its own source): "
+        f"{pairs} pairs, {flagged} read as contradictions, {by_copy} of them by the copy rule"
+    )
     for e in examples:
         print(f"    e.g. {e}")
-    print(f"free text: {n} sets per generator; each set its own fabric, one window of 5 facts; poison "
-          f"30 days earlier / later / later from two partitions. Columns: share of sets")
+    print(
+        f"free text: {n} sets per generator; each set its own fabric, one window of 5 facts; poison "
+        f"30 days earlier / later / later from two partitions. Columns: share of sets"
+    )
     t0 = time.perf_counter()
     cf.print_header()
     cf.run(datasets, n, names)
@@ -307,8 +383,11 @@ def main() -> None:
     ap.add_argument("--windows", default="none,30,7", help="agreement windows (days) for the drift run")
     ap.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     ap.add_argument("--only", choices=["throughput", "drift", "poisoning", "free-text"])
-    ap.add_argument("--sets", default="counterfactual,poisonedrag,conflictqa",
-                    help="free-text question sets (ops/bench/counterfactual.py)")
+    ap.add_argument(
+        "--sets",
+        default="counterfactual,poisonedrag,conflictqa",
+        help="free-text question sets (ops/bench/counterfactual.py)",
+    )
     args = ap.parse_args()
     if args.only in (None, "free-text"):
         free_text(args.questions, args.datasets, args.sets.split(","))

@@ -88,8 +88,13 @@ def _swap(text: str, old: str, new: str) -> str:
 
 
 def counterfactual(datasets: Path, n: int, seed: int = 14) -> list[QSet]:
-    rows = [json.loads(line) for line in (datasets / "hotpotqa" / "hotpotqa_dev_distractor_hard_100.jsonl")
-            .read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (datasets / "hotpotqa" / "hotpotqa_dev_distractor_hard_100.jsonl")
+        .read_text(encoding="utf-8")
+        .splitlines()
+        if line.strip()
+    ]
     pool: dict[str, set[str]] = {}
     for r in rows:
         for _title, sents in r["context"]:
@@ -108,8 +113,11 @@ def counterfactual(datasets: Path, n: int, seed: int = 14) -> list[QSet]:
         title, k = gold[0]
         sent = paras[title][k]
         spans = _spans(sent)
-        target = r["answer"] if r["answer"] in spans else next(
-            (s for s in spans if s.lower() not in r["question"].lower()), None)
+        target = (
+            r["answer"]
+            if r["answer"] in spans
+            else next((s for s in spans if s.lower() not in r["question"].lower()), None)
+        )
         if target is None:
             continue
         choices = [x for x in pools.get(_kind(target), []) if x != target and x not in " ".join(paras[title])]
@@ -119,8 +127,16 @@ def counterfactual(datasets: Path, n: int, seed: int = 14) -> list[QSet]:
         true_doc = paras[title]
         poison_doc = [_swap(s, target, new) for s in true_doc]
         others = [ss[0] for t, ss in paras.items() if t not in {g[0] for g in gold} and ss]
-        out.append(QSet(f"cf{qi}", _swap(sent, target, "what"), [true_doc], [poison_doc], others[:4],
-                        {"old": target, "new": new, "kind": _kind(target)}))
+        out.append(
+            QSet(
+                f"cf{qi}",
+                _swap(sent, target, "what"),
+                [true_doc],
+                [poison_doc],
+                others[:4],
+                {"old": target, "new": new, "kind": _kind(target)},
+            )
+        )
         if len(out) >= n:
             break
     return out
@@ -129,8 +145,12 @@ def counterfactual(datasets: Path, n: int, seed: int = 14) -> list[QSet]:
 def poisonedrag(datasets: Path, n: int) -> list[QSet]:
     data: dict[str, Any] = {}
     for name in ("nq", "hotpotqa", "msmarco"):
-        data.update({f"{name}:{k}": v for k, v in
-                     json.loads((datasets / "poisonedrag" / f"adv_targeted_{name}.json").read_text()).items()})
+        data.update(
+            {
+                f"{name}:{k}": v
+                for k, v in json.loads((datasets / "poisonedrag" / f"adv_targeted_{name}.json").read_text()).items()
+            }
+        )
     items = sorted(data.items())
     sets = []
     for i, (qid, q) in enumerate(items):
@@ -141,9 +161,11 @@ def poisonedrag(datasets: Path, n: int) -> list[QSet]:
         true = [[_swap(t, wrong, right)] for t in adv]
         if any(t == [a] for t, a in zip(true, adv, strict=True)):
             continue  # the answer is not spelled out ("yes"/"no"): no swapped copy to find
-        others = [_swap(t, str(o["incorrect answer"]), str(o["correct answer"]))
-                  for _, o in items[i + 1:i + 5] + items[:max(0, i + 5 - len(items))]
-                  for t in o["adv_texts"][:1]]
+        others = [
+            _swap(t, str(o["incorrect answer"]), str(o["correct answer"]))
+            for _, o in items[i + 1 : i + 5] + items[: max(0, i + 5 - len(items))]
+            for t in o["adv_texts"][:1]
+        ]
         sets.append(QSet(qid, q["question"], true, [[t] for t in adv], others[:4], {"old": right, "new": wrong}))
         if len(sets) >= n:
             break
@@ -151,8 +173,13 @@ def poisonedrag(datasets: Path, n: int) -> list[QSet]:
 
 
 def conflictqa(datasets: Path, n: int) -> list[QSet]:
-    rows = [json.loads(line) for line in (datasets / "conflictqa" / "conflictQA-strategyQA-chatgpt.jsonl")
-            .read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (datasets / "conflictqa" / "conflictQA-strategyQA-chatgpt.jsonl")
+        .read_text(encoding="utf-8")
+        .splitlines()
+        if line.strip()
+    ]
     sets = []
     for i, r in enumerate(rows[:n]):
         others = [rows[(i + d) % len(rows)]["memory_answer"] for d in range(1, 5)]
@@ -214,13 +241,19 @@ def run_set(s: QSet, order: str, cache: EmbeddingCache, budget: int, tally: Tall
         at = 0
         for n, (ts, source, stype, sents) in enumerate(docs):
             p.now = ts
-            outs = p.publish("crp.documents", source, document(f"{s.qid}-{n}", source, list(
-                zip(sents, fv[at:at + len(sents)], strict=True)), source_type=stype))
+            outs = p.publish(
+                "crp.documents",
+                source,
+                document(
+                    f"{s.qid}-{n}", source, list(zip(sents, fv[at : at + len(sents)], strict=True)), source_type=stype
+                ),
+            )
             at += len(sents)
             audits.update(v.get("audit_type", "") for t, v in outs if t == "crp.audit")
         p.now = max(ts for ts, *_ in docs) + DAY
-        req = window_request(f"r-{s.qid}", f"s-{s.qid}", 1, s.query, qv, [("q", s.query, qv)], budget, False,
-                             max_windows=1)
+        req = window_request(
+            f"r-{s.qid}", f"s-{s.qid}", 1, s.query, qv, [("q", s.query, qv)], budget, False, max_windows=1
+        )
         outs = p.publish("crp.window.requests", f"s-{s.qid}", req)
         p.close()
     env = next(v for t, v in outs if t == "crp.envelopes")
@@ -249,10 +282,18 @@ def run(datasets: Path, n: int, names: list[str], budget: int = 5) -> dict[tuple
 
     for name in names:
         sets = list(sets_of(name, datasets, n))
-        pairs = [(a, b) for s in sets for da, db in zip(s.true_docs, s.poison_docs, strict=True)
-                 for a, b in zip(da, db, strict=True) if a != b]
-        read = sum(1 for a, b in pairs if values_conflict(FactView("t", a, source="official_docs"),
-                                                          FactView("p", b, source="community_notes")))
+        pairs = [
+            (a, b)
+            for s in sets
+            for da, db in zip(s.true_docs, s.poison_docs, strict=True)
+            for a, b in zip(da, db, strict=True)
+            if a != b
+        ]
+        read = sum(
+            1
+            for a, b in pairs
+            if values_conflict(FactView("t", a, source="official_docs"), FactView("p", b, source="community_notes"))
+        )
         print(f"{name}: {read}/{len(pairs)} swapped statement pairs read as contradictions (text rules alone)")
         for order in ORDERS:
             tally = Tally()
@@ -268,15 +309,19 @@ def pct(x: int, n: int) -> str:
 
 
 def print_header() -> None:
-    print(f"{'set':<15}{'poison':<10}{'n':>4} | {'flat: false':>11}{'trusted only':>13} | {'false':>6}"
-          f"{'uncontested':>12}{'true':>6}{'trusted only':>13}{'noted':>6} | verdicts")
+    print(
+        f"{'set':<15}{'poison':<10}{'n':>4} | {'flat: false':>11}{'trusted only':>13} | {'false':>6}"
+        f"{'uncontested':>12}{'true':>6}{'trusted only':>13}{'noted':>6} | verdicts"
+    )
 
 
 def print_row(name: str, order: str, t: Tally) -> None:
-    print(f"{name:<15}{order:<10}{t.sets:>4} | {pct(t.flat_false, t.sets):>11}{pct(t.flat_trusted_only, t.sets):>13} | "
-          f"{pct(t.false_served, t.sets):>6}{pct(t.uncontested, t.sets):>12}{pct(t.true_served, t.sets):>6}"
-          f"{pct(t.trusted_only, t.sets):>13}{pct(t.noted, t.sets):>6} | {dict(sorted(t.verdicts.items()))}",
-          flush=True)
+    print(
+        f"{name:<15}{order:<10}{t.sets:>4} | {pct(t.flat_false, t.sets):>11}{pct(t.flat_trusted_only, t.sets):>13} | "
+        f"{pct(t.false_served, t.sets):>6}{pct(t.uncontested, t.sets):>12}{pct(t.true_served, t.sets):>6}"
+        f"{pct(t.trusted_only, t.sets):>13}{pct(t.noted, t.sets):>6} | {dict(sorted(t.verdicts.items()))}",
+        flush=True,
+    )
     for e in t.examples:
         print(f"    e.g. {e}")
 
@@ -288,15 +333,24 @@ def different_facts(datasets: Path) -> tuple[int, int, int, list[str]]:
     from crp_stream.core.conflicts import FactView, values_conflict
     from crp_stream.core.substitution import copied_statement_conflict
 
-    rows = [json.loads(line) for line in (datasets / "hotpotqa" / "hotpotqa_dev_distractor_hard_100.jsonl")
-            .read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (datasets / "hotpotqa" / "hotpotqa_dev_distractor_hard_100.jsonl")
+        .read_text(encoding="utf-8")
+        .splitlines()
+        if line.strip()
+    ]
     pairs = flagged = by_copy = 0
     examples: list[str] = []
     for r in rows:
-        facts = [FactView(f"{j}.{k}", s.strip(), source=f"article{j}")
-                 for j, (_t, sents) in enumerate(r["context"]) for k, s in enumerate(sents) if s.strip()]
+        facts = [
+            FactView(f"{j}.{k}", s.strip(), source=f"article{j}")
+            for j, (_t, sents) in enumerate(r["context"])
+            for k, s in enumerate(sents)
+            if s.strip()
+        ]
         for x, a in enumerate(facts):
-            for b in facts[x + 1:]:
+            for b in facts[x + 1 :]:
                 if a.source == b.source:
                     continue
                 pairs += 1

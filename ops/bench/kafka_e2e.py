@@ -69,18 +69,43 @@ class Vectors:
 
 
 class Worker:
-    def __init__(self, name: str, args: argparse.Namespace, prefix: str, database: str, qdrant: str, groups: str,
-                 logdir: Path):
+    def __init__(
+        self, name: str, args: argparse.Namespace, prefix: str, database: str, qdrant: str, groups: str, logdir: Path
+    ):
         self.name, self.port = name, free_port()
         self.log = open(logdir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRP_")}
         env["CRP_TOPIC_PREFIX"] = prefix
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "crp_stream", "worker", "--broker", args.broker, "--database", database,
-             "--qdrant", qdrant, "--embedder", f"precomputed:{MODEL}", "--groups", groups, "--partitions",
-             str(args.partitions), "--metrics-port", str(self.port), "--data", str(logdir / f"data-{name}"),
-             "--log-level", "WARNING"],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
+            [
+                sys.executable,
+                "-m",
+                "crp_stream",
+                "worker",
+                "--broker",
+                args.broker,
+                "--database",
+                database,
+                "--qdrant",
+                qdrant,
+                "--embedder",
+                f"precomputed:{MODEL}",
+                "--groups",
+                groups,
+                "--partitions",
+                str(args.partitions),
+                "--metrics-port",
+                str(self.port),
+                "--data",
+                str(logdir / f"data-{name}"),
+                "--log-level",
+                "WARNING",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(REPO),
+        )
 
     def get(self, path: str) -> bytes:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
@@ -141,13 +166,18 @@ def histogram_stats(before: dict[float, float], after: dict[float, float]) -> di
             prev_b, prev_c = b, delta[b]
         return float("nan")
 
-    return {"count": count, "mean_ms": 1000 * total_sum / count if count else float("nan"),
-            "p50_ms": 1000 * quantile(0.5), "p99_ms": 1000 * quantile(0.99)}
+    return {
+        "count": count,
+        "mean_ms": 1000 * total_sum / count if count else float("nan"),
+        "p50_ms": 1000 * quantile(0.5),
+        "p99_ms": 1000 * quantile(0.99),
+    }
 
 
 async def ingest(args: argparse.Namespace, prefix: str, database: str, vecs: Vectors) -> dict[str, float]:
-    producer = AIOKafkaProducer(bootstrap_servers=args.servers, acks="all", max_request_size=4 * 1024 * 1024,
-                                linger_ms=5)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=args.servers, acks="all", max_request_size=4 * 1024 * 1024, linger_ms=5
+    )
     await producer.start()
     t0 = time.perf_counter()
     sent = 0
@@ -157,11 +187,22 @@ async def ingest(args: argparse.Namespace, prefix: str, database: str, vecs: Vec
         facts = []
         for i in range(n):
             topic = (d + i) % TOPICS
-            facts.append({"fact_id": str(i), "text": f"Fact {d + i} about topic {topic}: value {(d + i) * 7 % 1000}.",
-                          "embedding": vecs.near(topic, 0.8)})
+            facts.append(
+                {
+                    "fact_id": str(i),
+                    "text": f"Fact {d + i} about topic {topic}: value {(d + i) * 7 % 1000}.",
+                    "embedding": vecs.near(topic, 0.8),
+                }
+            )
         source = f"source-{(d // args.facts_per_doc) % 16}"
-        doc = {"event_id": f"bench-doc-{d}", "source": source, "source_type": "official",
-               "document_id": f"bench-doc-{d}", "embedding_model": MODEL, "facts": facts}
+        doc = {
+            "event_id": f"bench-doc-{d}",
+            "source": source,
+            "source_type": "official",
+            "document_id": f"bench-doc-{d}",
+            "embedding_model": MODEL,
+            "facts": facts,
+        }
         futures.append(await producer.send(f"{prefix}documents", json.dumps(doc).encode(), key=source.encode()))
         sent += n
     await asyncio.gather(*futures)
@@ -178,19 +219,26 @@ async def ingest(args: argparse.Namespace, prefix: str, database: str, vecs: Vec
     finally:
         engine.dispose()
     total_s = time.perf_counter() - t0
-    return {"facts": sent, "produce_s": round(produced_s, 2), "total_s": round(total_s, 2),
-            "facts_per_s": round(sent / total_s, 1)}
+    return {
+        "facts": sent,
+        "produce_s": round(produced_s, 2),
+        "total_s": round(total_s, 2),
+        "facts_per_s": round(sent / total_s, 1),
+    }
 
 
-async def load(args: argparse.Namespace, prefix: str, vecs: Vectors, rate: float, tag: str,
-               duration: float | None = None) -> dict[str, Any]:
+async def load(
+    args: argparse.Namespace, prefix: str, vecs: Vectors, rate: float, tag: str, duration: float | None = None
+) -> dict[str, Any]:
     """Open-loop load: requests at a fixed rate whatever the replies; waits at most ``--drain`` s after."""
     duration = duration or args.duration
     consumer = AIOKafkaConsumer(bootstrap_servers=args.servers, group_id=None, fetch_max_wait_ms=100)
     await consumer.start()
     cluster = await consumer._client.fetch_all_metadata()
-    parts = [TopicPartition(f"{prefix}envelopes", p)
-             for p in sorted(cluster.partitions_for_topic(f"{prefix}envelopes") or ())]
+    parts = [
+        TopicPartition(f"{prefix}envelopes", p)
+        for p in sorted(cluster.partitions_for_topic(f"{prefix}envelopes") or ())
+    ]
     consumer.assign(parts)
     await consumer.seek_to_end(*parts)
     for tp in parts:
@@ -220,11 +268,18 @@ async def load(args: argparse.Namespace, prefix: str, vecs: Vectors, rate: float
             await asyncio.sleep(delay)
         topic = i % TOPICS
         session = f"{tag}-s{i}"
-        req = {"request_id": f"{tag}-r{i}", "session_id": session, "window": 1, "embedding_model": MODEL,
-               "query": {"text": f"question about topic {topic}", "embedding": vecs.near(topic, 0.3)},
-               "sub_queries": [{"id": f"q{j}", "text": f"part {j} of topic {topic}",
-                                "embedding": vecs.near(topic, 0.4)} for j in range(3)],
-               "fact_budget": 12}
+        req = {
+            "request_id": f"{tag}-r{i}",
+            "session_id": session,
+            "window": 1,
+            "embedding_model": MODEL,
+            "query": {"text": f"question about topic {topic}", "embedding": vecs.near(topic, 0.3)},
+            "sub_queries": [
+                {"id": f"q{j}", "text": f"part {j} of topic {topic}", "embedding": vecs.near(topic, 0.4)}
+                for j in range(3)
+            ],
+            "fact_budget": 12,
+        }
         sent[req["request_id"]] = time.perf_counter()
         await producer.send(f"{prefix}window.requests", json.dumps(req).encode(), key=session.encode())
     send_s = time.perf_counter() - start
@@ -237,11 +292,17 @@ async def load(args: argparse.Namespace, prefix: str, vecs: Vectors, rate: float
     if not lat:  # saturated: every reply came within the warm-up span; report those rather than nothing
         lat = [1000 * (received[r] - sent[r]) for r in sent if r in received]
     span = (max(received.values()) - start) if received else float("nan")
-    return {"rate": rate, "sent": len(sent), "received": len(received), "achieved_rate": round(len(sent) / send_s, 1),
-            "served_per_s": round(len(received) / span, 1) if received else 0.0,
-            "mean_ms": round(sum(lat) / len(lat), 2) if lat else float("nan"),
-            "p50_ms": round(percentile(lat, 50), 2), "p99_ms": round(percentile(lat, 99), 2),
-            "max_ms": round(max(lat), 2) if lat else float("nan")}
+    return {
+        "rate": rate,
+        "sent": len(sent),
+        "received": len(received),
+        "achieved_rate": round(len(sent) / send_s, 1),
+        "served_per_s": round(len(received) / span, 1) if received else 0.0,
+        "mean_ms": round(sum(lat) / len(lat), 2) if lat else float("nan"),
+        "p50_ms": round(percentile(lat, 50), 2),
+        "p99_ms": round(percentile(lat, 99), 2),
+        "max_ms": round(max(lat), 2) if lat else float("nan"),
+    }
 
 
 def fresh_database(server: str, name: str) -> str:
@@ -257,8 +318,11 @@ def fresh_database(server: str, name: str) -> str:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--broker", default=os.environ.get("CRP_TEST_KAFKA", "127.0.0.1:9092"))
-    p.add_argument("--postgres", default=os.environ.get("CRP_TEST_POSTGRES_URL"),
-                   help="URL of any database on the server; the bench creates its own database")
+    p.add_argument(
+        "--postgres",
+        default=os.environ.get("CRP_TEST_POSTGRES_URL"),
+        help="URL of any database on the server; the bench creates its own database",
+    )
     p.add_argument("--facts", type=int, default=10_000)
     p.add_argument("--facts-per-doc", type=int, default=50)
     p.add_argument("--partitions", type=int, default=4)
@@ -277,8 +341,7 @@ def main() -> int:
     prefix = f"bench{stamp}."
     database = fresh_database(args.postgres, f"crp_bench_{stamp}")
     vecs = Vectors()
-    results: dict[str, Any] = {"facts": args.facts, "partitions": args.partitions, "cpus": os.cpu_count(),
-                               "runs": []}
+    results: dict[str, Any] = {"facts": args.facts, "partitions": args.partitions, "cpus": os.cpu_count(), "runs": []}
     with tempfile.TemporaryDirectory(prefix="crp-bench-kafka-") as tmp_:
         tmp = Path(tmp_)
         w0 = Worker("ingest", args, prefix, database, f"edge:{tmp / 'v0'}", "ingest", tmp)
@@ -301,8 +364,9 @@ def main() -> int:
     return 0
 
 
-def run_case(args: argparse.Namespace, prefix: str, database: str, tmp: Path, vecs: Vectors, nw: int,
-             rate: float) -> dict[str, Any]:
+def run_case(
+    args: argparse.Namespace, prefix: str, database: str, tmp: Path, vecs: Vectors, nw: int, rate: float
+) -> dict[str, Any]:
     """One (workers, rate) run on fresh request/envelope topics, so a backlog left by a saturated run
     never delays the next one. The retrieval group's fabric offsets belong to the previous topics
     and are dropped first (they are keyed by topic name, and these topics are new)."""
@@ -321,8 +385,11 @@ def run_case(args: argparse.Namespace, prefix: str, database: str, tmp: Path, ve
             w.wait_ready()
         _wait_split(workers, 2 * args.partitions)
         asyncio.run(load(args, prefix, vecs, min(rate, 5.0), "warm", duration=4.0))
-        probes = {"assembly": ("crp_envelope_assembly_seconds", ""),
-                  "wait": ("crp_record_wait_seconds", 'group="retrieval"'), "produce": ("crp_produce_seconds", "")}
+        probes = {
+            "assembly": ("crp_envelope_assembly_seconds", ""),
+            "wait": ("crp_record_wait_seconds", 'group="retrieval"'),
+            "produce": ("crp_produce_seconds", ""),
+        }
         before = {k: [w.buckets(*v) for w in workers] for k, v in probes.items()}
         run = asyncio.run(load(args, prefix, vecs, rate, f"w{nw}r{int(rate)}"))
         after = {k: [w.buckets(*v) for w in workers] for k, v in probes.items()}

@@ -88,15 +88,25 @@ class Run:
 
 def fact_map(outputs: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str, str]]:
     """(fact_id, origin_event_id, text) of every FactRecorded, in emission order (= position order)."""
-    return [(v["fact_id"], v["origin_event_id"], v["text"]) for t, v in outputs
-            if t == "crp.facts" and v.get("type") == "FactRecorded"]
+    return [
+        (v["fact_id"], v["origin_event_id"], v["text"])
+        for t, v in outputs
+        if t == "crp.facts" and v.get("type") == "FactRecorded"
+    ]
 
 
-def publish_doc(pipe: Pipeline, event_id: str, source: str, texts: list[str], vecs: list[np.ndarray | None],
-                title: str | None = None) -> dict[str, int]:
+def publish_doc(
+    pipe: Pipeline,
+    event_id: str,
+    source: str,
+    texts: list[str],
+    vecs: list[np.ndarray | None],
+    title: str | None = None,
+) -> dict[str, int]:
     """Publish one document; returns fact_id -> position of its sentence."""
-    outs = pipe.publish("crp.documents", source,
-                        document(event_id, source, list(zip(texts, vecs, strict=True)), title=title))
+    outs = pipe.publish(
+        "crp.documents", source, document(event_id, source, list(zip(texts, vecs, strict=True)), title=title)
+    )
     pending: dict[str, list[int]] = defaultdict(list)
     for pos, t in enumerate(texts):
         pending[t].append(pos)
@@ -118,9 +128,15 @@ def flat_topk(vecs: np.ndarray, q: np.ndarray, k: int) -> list[int]:
 
 # --- HotpotQA --------------------------------------------------------------------------------------
 
+
 def hotpotqa(datasets: Path, n: int, run: Run, budgets: Sequence[int]) -> dict[str, Any]:
-    rows = [json.loads(line) for line in (datasets / "hotpotqa" / "hotpotqa_dev_distractor_hard_100.jsonl")
-            .read_text(encoding="utf-8").splitlines() if line.strip()][:n]
+    rows = [
+        json.loads(line)
+        for line in (datasets / "hotpotqa" / "hotpotqa_dev_distractor_hard_100.jsonl")
+        .read_text(encoding="utf-8")
+        .splitlines()
+        if line.strip()
+    ][:n]
     cache = EmbeddingCache("hotpotqa")
     res: dict[str, dict[int, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     audit_total: Counter[str] = Counter()
@@ -130,8 +146,12 @@ def hotpotqa(datasets: Path, n: int, run: Run, budgets: Sequence[int]) -> dict[s
     for qi, row in enumerate(rows):
         paras = [(title, [s.strip() for s in sents]) for title, sents in row["context"]]
         title_idx = {title: j for j, (title, _) in enumerate(paras)}
-        gold = {(title_idx[t], k) for t, ks, *_ in row["supporting_facts"] for k in ks
-                if t in title_idx and k < len(paras[title_idx[t]][1]) and paras[title_idx[t]][1][k]}
+        gold = {
+            (title_idx[t], k)
+            for t, ks, *_ in row["supporting_facts"]
+            for k in ks
+            if t in title_idx and k < len(paras[title_idx[t]][1]) and paras[title_idx[t]][1][k]
+        }
         facts = [(j, k, s) for j, (_, sents) in enumerate(paras) for k, s in enumerate(sents) if s]
         vecs = cache.embed([s for _, _, s in facts] + [row["question"]])
         qv, fv = vecs[-1], vecs[:-1]
@@ -153,15 +173,25 @@ def hotpotqa(datasets: Path, n: int, run: Run, budgets: Sequence[int]) -> dict[s
                 ks = [k for k, s in enumerate(sents) if s]
                 if not texts:
                     continue
-                pos = publish_doc(pipe, f"hq{qi}-p{j}", "hotpotqa", texts, [run.v(cv[index[(j, k)]]) for k in ks],
-                                  title=title)
+                pos = publish_doc(
+                    pipe, f"hq{qi}-p{j}", "hotpotqa", texts, [run.v(cv[index[(j, k)]]) for k in ks], title=title
+                )
                 where.update({fid: (j, ks[p]) for fid, p in pos.items()})
             for b in budgets:
                 sets: dict[bool, set[tuple[int, int]]] = {}
                 for graph in (False, True):
                     sid = f"hq{qi}-b{b}-{'on' if graph else 'off'}"
-                    req = window_request(sid, sid, 1, row["question"], run.v(qv),
-                                         [("q", row["question"], run.v(qv))], b, graph, max_windows=1)
+                    req = window_request(
+                        sid,
+                        sid,
+                        1,
+                        row["question"],
+                        run.v(qv),
+                        [("q", row["question"], run.v(qv))],
+                        b,
+                        graph,
+                        max_windows=1,
+                    )
                     outs = pipe.publish("crp.window.requests", sid, req)
                     audit_total.update(audits(outs))
                     env = next(v for t, v in outs if t == "crp.envelopes")
@@ -169,8 +199,9 @@ def hotpotqa(datasets: Path, n: int, run: Run, budgets: Sequence[int]) -> dict[s
                     conns = [where.get(f["fact_id"]) for f in env["facts"] if f["role"] == "connector"]
                     via_total.update(f["via"] for f in env["facts"] if graph and f["role"] == "connector")
                     name = "CDGR (graph on)" if graph else "CDR (graph off)"
-                    res[name][b].append(_sp(row, gold, got, len(env["facts"]), len(conns),
-                                            sum(1 for c in conns if c in gold)))
+                    res[name][b].append(
+                        _sp(row, gold, got, len(env["facts"]), len(conns), sum(1 for c in conns if c in gold))
+                    )
                     sets[graph] = got
                 # SPEC-025 §6 checked fact by fact: what CDGR admitted against what it displaced from CDR
                 swaps[b][0] += len(sets[True] - sets[False])
@@ -183,32 +214,49 @@ def hotpotqa(datasets: Path, n: int, run: Run, budgets: Sequence[int]) -> dict[s
     print("  connectors by via: " + ", ".join(f"{k} {v}" for k, v in sorted(via_total.items())))
     for b in budgets:
         n, won, lost = swaps[b]
-        print(f"  budget {b}: CDGR replaced {n} of CDR's facts; supporting among those it took in: {won}, "
-              f"among those it let go: {lost}")
+        print(
+            f"  budget {b}: CDGR replaced {n} of CDR's facts; supporting among those it took in: {won}, "
+            f"among those it let go: {lost}"
+        )
     return res
 
 
-def _sp(row: dict[str, Any], gold: set[tuple[int, int]], got: set[tuple[int, int]], facts: int, conns: int,
-        gold_conns: int) -> dict[str, Any]:
+def _sp(
+    row: dict[str, Any], gold: set[tuple[int, int]], got: set[tuple[int, int]], facts: int, conns: int, gold_conns: int
+) -> dict[str, Any]:
     hit = len(gold & got)
-    return {"type": row["type"], "recall": hit / len(gold), "all": hit == len(gold), "facts": facts,
-            "connectors": conns, "gold_connectors": gold_conns}
+    return {
+        "type": row["type"],
+        "recall": hit / len(gold),
+        "all": hit == len(gold),
+        "facts": facts,
+        "connectors": conns,
+        "gold_connectors": gold_conns,
+    }
 
 
-def print_hotpot(rows: list[dict[str, Any]], res: dict[str, dict[int, list[dict[str, Any]]]],
-                 budgets: Sequence[int], audit_total: Counter[str], cache: EmbeddingCache) -> None:
+def print_hotpot(
+    rows: list[dict[str, Any]],
+    res: dict[str, dict[int, list[dict[str, Any]]]],
+    budgets: Sequence[int],
+    audit_total: Counter[str],
+    cache: EmbeddingCache,
+) -> None:
     types = Counter(r["type"] for r in rows)
-    print(f"\nHotpotQA distractor (dev, hard): {len(rows)} questions ({types['bridge']} bridge, "
-          f"{types['comparison']} comparison); split: TUNE (dev100 is the tuning set; held-out questions judge)"
-          f"\n  fabric per question = its 10 paragraphs, one titled document each, facts = sentences embedded as "
-          f"'title: sentence'; embedder all-MiniLM-L6-v2 int8 ({cache.computed} texts embedded now, the rest cached)"
-          f"\n  flat passages = paragraphs ranked by cosine of 'title\\ntext', their sentences taken in order up to "
-          f"the budget")
-    print(f"  {'budget':>6}  {'method':<24}{'SP recall':>10}{'bridge':>8}{'compar.':>8}{'all SP':>8}"
-          f"{'facts':>7}{'conn.':>7}{'gold conn.':>11}")
+    print(
+        f"\nHotpotQA distractor (dev, hard): {len(rows)} questions ({types['bridge']} bridge, "
+        f"{types['comparison']} comparison); split: TUNE (dev100 is the tuning set; held-out questions judge)"
+        f"\n  fabric per question = its 10 paragraphs, one titled document each, facts = sentences embedded as "
+        f"'title: sentence'; embedder all-MiniLM-L6-v2 int8 ({cache.computed} texts embedded now, the rest cached)"
+        f"\n  flat passages = paragraphs ranked by cosine of 'title\\ntext', their sentences taken in order up to "
+        f"the budget"
+    )
+    print(
+        f"  {'budget':>6}  {'method':<24}{'SP recall':>10}{'bridge':>8}{'compar.':>8}{'all SP':>8}"
+        f"{'facts':>7}{'conn.':>7}{'gold conn.':>11}"
+    )
     for b in budgets:
-        for name in ("flat sentences", "flat 'title: sentence'", "flat passages", "CDR (graph off)",
-                     "CDGR (graph on)"):
+        for name in ("flat sentences", "flat 'title: sentence'", "flat passages", "CDR (graph off)", "CDGR (graph on)"):
             xs = res[name][b]
             if not xs:
                 continue
@@ -220,13 +268,16 @@ def print_hotpot(rows: list[dict[str, Any]], res: dict[str, dict[int, list[dict[
                 sel = [x["recall"] for x in xs if x["type"] == t]
                 return f"{statistics.mean(sel):8.3f}" if sel else f"{'-':>8}"
 
-            print(f"  {b:>6}  {name:<24}{mean('recall'):10.3f}{typed('bridge')}{typed('comparison')}"
-                  f"{mean('all'):8.0%}{mean('facts'):7.1f}{mean('connectors'):7.2f}{mean('gold_connectors'):11.2f}")
+            print(
+                f"  {b:>6}  {name:<24}{mean('recall'):10.3f}{typed('bridge')}{typed('comparison')}"
+                f"{mean('all'):8.0%}{mean('facts'):7.1f}{mean('connectors'):7.2f}{mean('gold_connectors'):11.2f}"
+            )
     if audit_total:
         print("  audit events from the envelopes: " + ", ".join(f"{k} {v}" for k, v in sorted(audit_total.items())))
 
 
 # --- MuSiQue: novelty across windows ---------------------------------------------------------------
+
 
 def hop_texts(decomp: list[dict[str, Any]]) -> list[str]:
     out = []
@@ -258,8 +309,14 @@ def mmr(vecs: np.ndarray, q: np.ndarray, k: int, lam: float, selected: Sequence[
 def musique(datasets: Path, n: int, run: Run, budget: int, windows: int = 5) -> dict[str, Any]:
     rows = json.loads((datasets / "musique" / "hipporag_musique_train100.json").read_text(encoding="utf-8"))[:n]
     cache = EmbeddingCache("musique")
-    methods = ("flat relevance", "MMR (lambda 0.5)", "MMR + memory", "MMR + memory, 'title: sentence'",
-               "CDR (graph off)", "CDGR (graph on)")
+    methods = (
+        "flat relevance",
+        "MMR (lambda 0.5)",
+        "MMR + memory",
+        "MMR + memory, 'title: sentence'",
+        "CDR (graph off)",
+        "CDGR (graph on)",
+    )
     # per method, per window: lists over questions
     rep: dict[str, list[list[float]]] = {m: [[] for _ in range(windows)] for m in methods}
     rec: dict[str, list[list[float]]] = {m: [[] for _ in range(windows)] for m in methods}
@@ -275,12 +332,11 @@ def musique(datasets: Path, n: int, run: Run, budget: int, windows: int = 5) -> 
         hops = hop_texts(row["question_decomposition"])
         gold = [h["paragraph_support_idx"] for h in row["question_decomposition"]]
         vecs = cache.embed([s for _, s in facts] + [row["question"], *hops])
-        fv, qv, hv = vecs[:len(facts)], vecs[len(facts)], vecs[len(facts) + 1:]
+        fv, qv, hv = vecs[: len(facts)], vecs[len(facts)], vecs[len(facts) + 1 :]
         cv = cache.embed([embedding_text(titles[p], s) for p, s in facts])  # what ingest embeds
         para_of = [p for p, _ in facts]
 
-        def score(name: str, per_window: list[list[int]], para_of: list[int] = para_of,
-                  gold: list[int] = gold) -> None:
+        def score(name: str, per_window: list[list[int]], para_of: list[int] = para_of, gold: list[int] = gold) -> None:
             seen: set[int] = set()
             covered: set[int] = set()
             for w, ids in enumerate(per_window):
@@ -312,8 +368,14 @@ def musique(datasets: Path, n: int, run: Run, budget: int, windows: int = 5) -> 
             for pidx, ss in paras.items():
                 if not ss:
                     continue
-                pos = publish_doc(pipe, f"mq{qi}-p{pidx}", "musique", ss, [run.v(cv[row_of[(pidx, s)]]) for s in ss],
-                                  title=titles[pidx])
+                pos = publish_doc(
+                    pipe,
+                    f"mq{qi}-p{pidx}",
+                    "musique",
+                    ss,
+                    [run.v(cv[row_of[(pidx, s)]]) for s in ss],
+                    title=titles[pidx],
+                )
                 where.update({fid: row_of[(pidx, ss[p])] for fid, p in pos.items()})
             for graph in (False, True):
                 name = "CDGR (graph on)" if graph else "CDR (graph off)"
@@ -322,8 +384,17 @@ def musique(datasets: Path, n: int, run: Run, budget: int, windows: int = 5) -> 
                 per_window: list[list[int]] = []
                 done: set[int] = set()
                 for w in range(1, windows + 1):
-                    req = window_request(f"{sid}-w{w}", sid, w, row["question"], run.v(qv),
-                                         subs if w == 1 else None, budget, graph, max_windows=windows)
+                    req = window_request(
+                        f"{sid}-w{w}",
+                        sid,
+                        w,
+                        row["question"],
+                        run.v(qv),
+                        subs if w == 1 else None,
+                        budget,
+                        graph,
+                        max_windows=windows,
+                    )
                     env = pipe.request(req)
                     status[name][env["status"]] += 1
                     ids = [where[f["fact_id"]] for f in env["facts"]]
@@ -331,10 +402,15 @@ def musique(datasets: Path, n: int, run: Run, budget: int, windows: int = 5) -> 
                     shown = {para_of[i] for i in ids}
                     hit = [h for h, g in enumerate(gold) if g in shown]
                     done |= set(hit)
-                    closing = pipe.report({"session_id": sid, "window": w,
-                                           "addressed": [{"id": f"hop{h + 1}", "depth": 1.0} for h in hit],
-                                           "output_text": " ".join(f["text"] for f in env["facts"]) or "-",
-                                           "completeness": len(done) / len(gold)})
+                    closing = pipe.report(
+                        {
+                            "session_id": sid,
+                            "window": w,
+                            "addressed": [{"id": f"hop{h + 1}", "depth": 1.0} for h in hit],
+                            "output_text": " ".join(f["text"] for f in env["facts"]) or "-",
+                            "completeness": len(done) / len(gold),
+                        }
+                    )
                     if closing is not None:  # the loop exited (task-complete): no further window
                         status[name][closing["status"] + " (closing)"] += 1
                         per_window += [[] for _ in range(windows - w)]
@@ -344,9 +420,11 @@ def musique(datasets: Path, n: int, run: Run, budget: int, windows: int = 5) -> 
         if (qi + 1) % 10 == 0:
             log(f"  musique {qi + 1}/{len(rows)} questions, {time.perf_counter() - t0:.0f} s")
     hops_n = Counter(len(r["question_decomposition"]) for r in rows)
-    print(f"\nMuSiQue (train, answerable): {len(rows)} questions ({hops_n[2]} 2-hop, {hops_n[3]} 3-hop, "
-          f"{hops_n[4]} 4-hop), fabric per question = its 20 paragraphs, facts = sentences; {windows} windows "
-          f"of budget {budget}; sub-topic = a hop's gold paragraph")
+    print(
+        f"\nMuSiQue (train, answerable): {len(rows)} questions ({hops_n[2]} 2-hop, {hops_n[3]} 3-hop, "
+        f"{hops_n[4]} 4-hop), fabric per question = its 20 paragraphs, facts = sentences; {windows} windows "
+        f"of budget {budget}; sub-topic = a hop's gold paragraph"
+    )
     header = "".join(f"{'w' + str(w + 1):>8}" for w in range(windows))
 
     def table(title: str, data: dict[str, list[list[float]]], fmt: str) -> None:
@@ -363,8 +441,10 @@ def musique(datasets: Path, n: int, run: Run, budget: int, windows: int = 5) -> 
         total_rep = statistics.mean(sum(rep[m][w][q] for w in range(windows)) for q in range(len(rows)))
         total = statistics.mean(sum(size[m][w][q] for w in range(windows)) for q in range(len(rows)))
         print(f"    {m:<42}{statistics.mean(uniq[m]):8.1f}{total_rep:8.1f}{100 * total_rep / max(total, 1e-9):8.0f}%")
-    print("  (means per question; 'addressed' = hops whose gold paragraph has a sentence in that window's envelope,"
-          " as reported back)")
+    print(
+        "  (means per question; 'addressed' = hops whose gold paragraph has a sentence in that window's envelope,"
+        " as reported back)"
+    )
     for m, c in status.items():
         print(f"  {m} window statuses: " + ", ".join(f"{k} {v}" for k, v in sorted(c.items())))
     return {"recall": rec, "repeats": rep}
@@ -374,8 +454,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=("hotpotqa", "2wiki", "musique", "all"), nargs="?", default="all")
     ap.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
-    ap.add_argument("--questions", type=int, default=None,
-                    help="questions per dataset (default: hotpotqa 100, 2wiki 500, musique 100; 2wiki has 1000)")
+    ap.add_argument(
+        "--questions",
+        type=int,
+        default=None,
+        help="questions per dataset (default: hotpotqa 100, 2wiki 500, musique 100; 2wiki has 1000)",
+    )
     ap.add_argument("--budget", type=int, default=5, help="musique: facts per window")
     ap.add_argument("--wiki-budget", type=int, default=20, help="2wiki: envelope fact budget")
     ap.add_argument("--live-embedder", action="store_true", help="embed inside the pipeline (slow)")

@@ -80,14 +80,17 @@ TOPIC_SIZE = 500
 SUBTOPICS = 10
 DOC_FACTS = 50
 ALPHA, BETA = 0.65, 0.50  # weights of the topic and sub-topic directions; noise weight varies per fact
-_VOCABULARY = ("latency cache shard replica quorum leader follower lease token bucket window budget "
-         "index vector graph edge anchor bridge fabric stream offset commit snapshot ledger "
-         "policy tenant region zone node pod service gateway proxy route header cookie session "
-         "schema table column tuple batch queue topic partition consumer producer broker")
+_VOCABULARY = (
+    "latency cache shard replica quorum leader follower lease token bucket window budget "
+    "index vector graph edge anchor bridge fabric stream offset commit snapshot ledger "
+    "policy tenant region zone node pod service gateway proxy route header cookie session "
+    "schema table column tuple batch queue topic partition consumer producer broker"
+)
 WORDS = _VOCABULARY.split()
 
 
 # --- the corpus ------------------------------------------------------------------------------------
+
 
 @dataclass
 class Corpus:
@@ -115,25 +118,32 @@ def make_corpus(n: int, seed: int) -> Corpus:
     noise = unit_rows(rng.standard_normal((n, DIM)))
     vecs = unit_rows(ALPHA * topic_dirs[topic] + BETA * sub_dirs[topic, sub] + gamma * noise)
     words = rng.integers(0, len(WORDS), (n, 8))
-    texts = [f"Topic {topic[i]} area {sub[i]}: record {i} says the {' '.join(WORDS[w] for w in words[i])}."
-             for i in range(n)]
+    texts = [
+        f"Topic {topic[i]} area {sub[i]}: record {i} says the {' '.join(WORDS[w] for w in words[i])}." for i in range(n)
+    ]
     # Documents of DOC_FACTS facts of one topic (sub-topics mixed), published in random topic order.
     docs: list[np.ndarray] = []
     for t in range(topics):
         members = rng.permutation(np.flatnonzero(topic == t))
-        docs.extend(members[i:i + DOC_FACTS] for i in range(0, len(members), DOC_FACTS))
+        docs.extend(members[i : i + DOC_FACTS] for i in range(0, len(members), DOC_FACTS))
     order = rng.permutation(len(docs))
     return Corpus(vecs, topic, sub, texts, [docs[i] for i in order], topic_dirs, sub_dirs)
 
 
 # --- building the fabric ---------------------------------------------------------------------------
 
+
 def build_runtime(corpus: Corpus, workdir: Path) -> Fabric:
     pipe = Pipeline(workdir, embedder=f"precomputed:{MODEL}")
     for d, members in enumerate(corpus.docs):
-        doc = {"event_id": f"doc-{d}", "source": "bench", "source_type": "official", "document_id": f"doc-{d}",
-               "embedding_model": MODEL,
-               "facts": [{"text": corpus.texts[i], "embedding": vec(corpus.vecs[i])} for i in members]}
+        doc = {
+            "event_id": f"doc-{d}",
+            "source": "bench",
+            "source_type": "official",
+            "document_id": f"doc-{d}",
+            "embedding_model": MODEL,
+            "facts": [{"text": corpus.texts[i], "embedding": vec(corpus.vecs[i])} for i in members],
+        }
         pipe.publish("crp.documents", "bench", doc)
     pipe.log.close()
     return pipe.fabric
@@ -167,8 +177,11 @@ def build_direct(corpus: Corpus, workdir: Path) -> Fabric:
     fabric = open_fabric(Settings(data_dir=workdir, embedder=f"precomputed:{MODEL}"))
     th = fabric.thresholds()
     n = len(corpus.texts)
-    ids = [derive_id("fact", "bench", f"doc-{d}", str(pos), str(i))
-           for d, members in enumerate(corpus.docs) for pos, i in enumerate(members)]
+    ids = [
+        derive_id("fact", "bench", f"doc-{d}", str(pos), str(i))
+        for d, members in enumerate(corpus.docs)
+        for pos, i in enumerate(members)
+    ]
     by_fact = [""] * n
     for fid, i in zip(ids, (i for m in corpus.docs for i in m), strict=True):
         by_fact[i] = fid
@@ -177,34 +190,55 @@ def build_direct(corpus: Corpus, workdir: Path) -> Fabric:
     for d, members in enumerate(corpus.docs):
         ts = T0_US + (d + 1) * 1_000
         for pos, i in enumerate(members):
-            rows.append({
-                "fact_id": by_fact[i], "source": "bench", "source_type": "official", "trust": 0.8,
-                "importance": 1.0, "epoch_us": ts, "modified_at_us": ts, "ttl_s": 365 * 86_400.0,
-                "expires_at_us": None, "text": corpus.texts[i], "subject": None, "attribute": None, "value": None,
-                "unit": None, "claim_key": None, "status": "active", "content_hash": derive_id(corpus.texts[i]),
-                "document_id": f"doc-{d}", "position": pos, "origin_event_id": f"doc-{d}", "kind": "document",
-                "extra": None})
+            rows.append(
+                {
+                    "fact_id": by_fact[i],
+                    "source": "bench",
+                    "source_type": "official",
+                    "trust": 0.8,
+                    "importance": 1.0,
+                    "epoch_us": ts,
+                    "modified_at_us": ts,
+                    "ttl_s": 365 * 86_400.0,
+                    "expires_at_us": None,
+                    "text": corpus.texts[i],
+                    "subject": None,
+                    "attribute": None,
+                    "value": None,
+                    "unit": None,
+                    "claim_key": None,
+                    "status": "active",
+                    "content_hash": derive_id(corpus.texts[i]),
+                    "document_id": f"doc-{d}",
+                    "position": pos,
+                    "origin_event_id": f"doc-{d}",
+                    "kind": "document",
+                    "extra": None,
+                }
+            )
             items.append(VectorItem(by_fact[i], corpus.vecs[i], "active", None, "bench"))
     edges = _direct_edges(corpus, by_fact, th.edge_k, th.edge_threshold)
     with fabric.unit_of_work() as uow:
         fabric.check_model(uow, MODEL, DIM)
         for s in range(0, len(rows), 5_000):
-            uow.repo.insert_facts(rows[s:s + 5_000])
+            uow.repo.insert_facts(rows[s : s + 5_000])
         for s in range(0, len(items), 5_000):
-            uow.vectors.upsert(items[s:s + 5_000])
+            uow.vectors.upsert(items[s : s + 5_000])
         for s in range(0, len(edges), 20_000):
-            uow.repo.add_edges(edges[s:s + 20_000])
+            uow.repo.add_edges(edges[s : s + 20_000])
         # the structure ingest adds: consecutive facts of a document (no titles in this corpus)
-        adjacency = [(a["fact_id"], b["fact_id"], 1.0) for a, b in pairwise(rows)
-                     if a["document_id"] == b["document_id"]]
+        adjacency = [
+            (a["fact_id"], b["fact_id"], 1.0) for a, b in pairwise(rows) if a["document_id"] == b["document_id"]
+        ]
         for s in range(0, len(adjacency), 20_000):
-            uow.repo.add_edges(adjacency[s:s + 20_000], kind="adjacency")
+            uow.repo.add_edges(adjacency[s : s + 20_000], kind="adjacency")
         uow.repo.touch_source("bench", "official", 0.8, T0_US)
     fabric.vectors.flush()
     return fabric
 
 
 # --- timing ----------------------------------------------------------------------------------------
+
 
 class Stages:
     """Wall time per pipeline stage, by wrapping module attributes around each timed request."""
@@ -279,8 +313,12 @@ def make_sessions(corpus: Corpus, count: int, n_sub: int, seed: int) -> list[Ses
         t = int(rng.integers(0, corpus.topic_dirs.shape[0]))
         subs = [int(s) for s in rng.choice(SUBTOPICS, size=min(n_sub, SUBTOPICS), replace=False)]
         q = unit_rows(corpus.topic_dirs[t] + 0.3 * unit_rows(rng.standard_normal(DIM)))
-        sv = [unit_rows(ALPHA * corpus.topic_dirs[t] + BETA * corpus.sub_dirs[t, s]
-                        + 0.2 * unit_rows(rng.standard_normal(DIM))) for s in subs]
+        sv = [
+            unit_rows(
+                ALPHA * corpus.topic_dirs[t] + BETA * corpus.sub_dirs[t, s] + 0.2 * unit_rows(rng.standard_normal(DIM))
+            )
+            for s in subs
+        ]
         out.append(Session(t, subs, q, sv))
     return out
 
@@ -337,8 +375,9 @@ class Runner:
         self.forget_results()
         results.update(kept)
 
-    def session(self, label: str, s: Session, sid: str, graph: bool, stages: Stages, windows: int = 5,
-                cold: bool = False) -> None:
+    def session(
+        self, label: str, s: Session, sid: str, graph: bool, stages: Stages, windows: int = 5, cold: bool = False
+    ) -> None:
         warm = self.fabric.graph
         if cold:  # a cache of its own, so the warm passes keep theirs
             self.fabric.graph = self.cold_graph
@@ -347,19 +386,25 @@ class Runner:
         finally:
             self.fabric.graph = warm
 
-    def _session(self, label: str, s: Session, sid: str, graph: bool, stages: Stages, windows: int,
-                 cold: bool) -> None:
+    def _session(self, label: str, s: Session, sid: str, graph: bool, stages: Stages, windows: int, cold: bool) -> None:
         import json
 
-        subs = [{"id": f"sq{j}", "text": f"area {s.subs[j]} of topic {s.topic}", "embedding": vec(v)}
-                for j, v in enumerate(s.sub_vecs)]
+        subs = [
+            {"id": f"sq{j}", "text": f"area {s.subs[j]} of topic {s.topic}", "embedding": vec(v)}
+            for j, v in enumerate(s.sub_vecs)
+        ]
         self.forget_results()  # the passes reuse a session's vectors; a new session would bring new ones
         for w in range(1, windows + 1):
             req: dict[str, Any] = {
-                "request_id": f"{sid}-w{w}", "session_id": sid, "window": w,
+                "request_id": f"{sid}-w{w}",
+                "session_id": sid,
+                "window": w,
                 "query": {"text": f"Explain topic {s.topic}", "embedding": vec(self.query(s, w))},
-                "fact_budget": self.budget, "max_windows": windows, "embedding_model": MODEL,
-                "policy": {"graph_retrieval": "on" if graph else "off"}}
+                "fact_budget": self.budget,
+                "max_windows": windows,
+                "embedding_model": MODEL,
+                "policy": {"graph_retrieval": "on" if graph else "off"},
+            }
             if w == 1:
                 req["sub_queries"] = subs
             self.flat(self.query(s, w))
@@ -377,9 +422,13 @@ class Runner:
             self.facts_out[label].append(len(env["facts"]))
             self.connectors[label].append(sum(f["role"] == "connector" for f in env["facts"]))
             addressed = [{"id": f"sq{w - 1}", "depth": 0.8}] if w - 1 < len(subs) else []
-            rep = {"session_id": sid, "window": w, "addressed": addressed,
-                   "output_text": " ".join(f["text"] for f in env["facts"][:5]),
-                   "completeness": min(1.0, w / max(1, len(subs)))}
+            rep = {
+                "session_id": sid,
+                "window": w,
+                "addressed": addressed,
+                "output_text": " ".join(f["text"] for f in env["facts"][:5]),
+                "completeness": min(1.0, w / max(1, len(subs))),
+            }
             with self.fabric.unit_of_work() as uow:
                 apply_record(self.handler, self._record("crp.window.reports", sid, rep), uow)
 
@@ -388,17 +437,23 @@ def report_size(n: int, runner: Runner, stages: dict[str, Stages], passes: list[
     ms = {k: [x * 1e3 for x in v] for k, v in runner.lat.items()}
     flat = ms["flat top-K"]
     f50, f99 = statistics.median(flat), percentile(flat, 99)
-    print(f"\n{n:,} facts, fact_budget {runner.budget}, {len(flat)} flat queries "
-          f"(p50 {f50:.2f} ms, p99 {f99:.2f} ms):")
-    print(f"  {'':<34}{'p50 ms':>9}{'p99 ms':>9}{'mean':>9}{'p50/flat':>10}{'p99/flat':>10}{'+p50 ms':>9}"
-          f"{'+p99 ms':>9}{'facts':>7}{'conn':>6}")
+    print(f"\n{n:,} facts, fact_budget {runner.budget}, {len(flat)} flat queries (p50 {f50:.2f} ms, p99 {f99:.2f} ms):")
+    print(
+        f"  {'':<34}{'p50 ms':>9}{'p99 ms':>9}{'mean':>9}{'p50/flat':>10}{'p99/flat':>10}{'+p50 ms':>9}"
+        f"{'+p99 ms':>9}{'facts':>7}{'conn':>6}"
+    )
     for name in ["flat top-K", "flat top-K + rows", *passes]:
         xs = ms[name]
         p50, p99 = statistics.median(xs), percentile(xs, 99)
-        facts = f"{statistics.mean(runner.facts_out[name]):7.1f}{statistics.mean(runner.connectors[name]):6.1f}" \
-            if name in runner.facts_out else ""
-        print(f"  {name:<34}{p50:9.2f}{p99:9.2f}{statistics.mean(xs):9.2f}{p50 / f50:10.1f}{p99 / f99:10.1f}"
-              f"{p50 - f50:9.2f}{p99 - f99:9.2f}{facts}")
+        facts = (
+            f"{statistics.mean(runner.facts_out[name]):7.1f}{statistics.mean(runner.connectors[name]):6.1f}"
+            if name in runner.facts_out
+            else ""
+        )
+        print(
+            f"  {name:<34}{p50:9.2f}{p99:9.2f}{statistics.mean(xs):9.2f}{p50 / f50:10.1f}{p99 / f99:10.1f}"
+            f"{p50 - f50:9.2f}{p99 - f99:9.2f}{facts}"
+        )
     for name in passes:
         total = sum(runner.lat[name])
         count = len(runner.lat[name])
@@ -418,8 +473,10 @@ def prepared(n: int, seed: int, ingest: str, rebuild: bool, reuse: bool = False)
         stem = f"speed-fabric-{n}-{seed}-{mode}-v{CORPUS_VERSION}-"
         cached = CACHE_DIR / (stem + head)
         if reuse and not cached.is_dir():
-            built = sorted((p for p in CACHE_DIR.glob(stem + "*") if p.is_dir() and p.suffix != ".tmp"),
-                           key=lambda p: p.stat().st_mtime)
+            built = sorted(
+                (p for p in CACHE_DIR.glob(stem + "*") if p.is_dir() and p.suffix != ".tmp"),
+                key=lambda p: p.stat().st_mtime,
+            )
             cached = built[-1] if built else cached
         if cached.is_dir() and not rebuild:
             shutil.copytree(cached, tmp, dirs_exist_ok=True)
@@ -445,22 +502,40 @@ def rss_mib() -> float:
     return float("nan")
 
 
-def bench(n: int, requests: int, budget: int, n_sub: int, ingest: str, cold: bool, profile: bool,
-          seed: int, rebuild: bool, reuse: bool, vary_query: bool, ann_min: int) -> None:
+def bench(
+    n: int,
+    requests: int,
+    budget: int,
+    n_sub: int,
+    ingest: str,
+    cold: bool,
+    profile: bool,
+    seed: int,
+    rebuild: bool,
+    reuse: bool,
+    vary_query: bool,
+    ann_min: int,
+) -> None:
     with prepared(n, seed, ingest, rebuild, reuse) as (tmp, corpus, how):
         settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}", ann_min_points=ann_min)
         fabric = open_fabric(settings)
         t0 = time.perf_counter()
         ann = fabric.vectors.ann()  # as both runtimes do at start-up
         if ann is not None:
-            print(f"ANN cache built from the index in {time.perf_counter() - t0:.1f} s "
-                  f"(~{ann.memory_bytes() / 2**20:.0f} MiB); candidates come from it", flush=True)
+            print(
+                f"ANN cache built from the index in {time.perf_counter() - t0:.1f} s "
+                f"(~{ann.memory_bytes() / 2**20:.0f} MiB); candidates come from it",
+                flush=True,
+            )
         else:
             print("ANN cache off (fabric below ann_min_points): exact search", flush=True)
         with fabric.unit_of_work() as uow:
             edges = uow.repo.edge_count()
-        print(f"{n:,} facts in {len(corpus.docs)} documents, {edges:,} similarity edges; {how}; "
-              f"{fabric.thresholds()}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+        print(
+            f"{n:,} facts in {len(corpus.docs)} documents, {edges:,} similarity edges; {how}; "
+            f"{fabric.thresholds()}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores",
+            flush=True,
+        )
         sessions = make_sessions(corpus, max(1, requests // 5), n_sub, seed + 1)
         runner = Runner(fabric, budget, vary_query)
         gc.collect()  # as `crp-stream run` does at start-up
@@ -482,16 +557,18 @@ def bench(n: int, requests: int, budget: int, n_sub: int, ingest: str, cold: boo
         report_size(n, runner, stages, passes)
         print(f"  load average after: {os.getloadavg()[0]:.1f}; RSS of this process {rss_mib():.0f} MiB")
         g = fabric.graph
-        print(f"  graph cache after the run: {len(g):,} facts, hit rate {g.hits / max(1, g.hits + g.misses):.0%}, "
-              f"{g.loads} SQL loads; fact cache {len(fabric.facts):,} facts, hit rate "
-              f"{fabric.facts.hits / max(1, fabric.facts.hits + fabric.facts.misses):.0%}")
+        print(
+            f"  graph cache after the run: {len(g):,} facts, hit rate {g.hits / max(1, g.hits + g.misses):.0%}, "
+            f"{g.loads} SQL loads; fact cache {len(fabric.facts):,} facts, hit rate "
+            f"{fabric.facts.hits / max(1, fabric.facts.hits + fabric.facts.misses):.0%}"
+        )
         if prof:
             for key in ("cumulative", "tottime"):
                 buf = io.StringIO()
                 pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(22)
                 text = buf.getvalue()
                 print(f"\ncProfile of the graph-on pass at {n:,} facts, by {key}:")
-                print(text[text.index("   ncalls"):].rstrip())
+                print(text[text.index("   ncalls") :].rstrip())
         fabric.close()
 
 
@@ -506,17 +583,37 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="cProfile the graph-on pass")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--rebuild", action="store_true", help="rebuild the fabric even if a built copy is cached")
-    ap.add_argument("--reuse-fabric", action="store_true",
-                    help="reuse a fabric another commit built (when ingest is unchanged)")
-    ap.add_argument("--vary-query", action="store_true",
-                    help="a new query vector every window (default: the session's query in every window)")
-    ap.add_argument("--ann-min-points", type=int, default=Settings().ann_min_points,
-                    help="the ANN cache serves fabrics of at least this many facts (a huge value: exact search)")
+    ap.add_argument(
+        "--reuse-fabric", action="store_true", help="reuse a fabric another commit built (when ingest is unchanged)"
+    )
+    ap.add_argument(
+        "--vary-query",
+        action="store_true",
+        help="a new query vector every window (default: the session's query in every window)",
+    )
+    ap.add_argument(
+        "--ann-min-points",
+        type=int,
+        default=Settings().ann_min_points,
+        help="the ANN cache serves fabrics of at least this many facts (a huge value: exact search)",
+    )
     a = ap.parse_args()
     print(f"crp-stream {code_version()}")
     for n in (int(x) for x in a.sizes.split(",")):
-        bench(n, a.requests, a.budget, a.sub_queries, a.ingest, not a.no_cold, a.profile, a.seed, a.rebuild,
-              a.reuse_fabric, a.vary_query, a.ann_min_points)
+        bench(
+            n,
+            a.requests,
+            a.budget,
+            a.sub_queries,
+            a.ingest,
+            not a.no_cold,
+            a.profile,
+            a.seed,
+            a.rebuild,
+            a.reuse_fabric,
+            a.vary_query,
+            a.ann_min_points,
+        )
 
 
 if __name__ == "__main__":

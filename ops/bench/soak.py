@@ -69,38 +69,75 @@ class Traffic:
     def document(self) -> tuple[str, str, bytes]:
         self.n += 1
         topic = self.py.randrange(40)
-        facts = [{"text": f"Fact {self.n}.{i} on topic {topic}: component {self.py.randrange(10**6)} holds.",
-                  "embedding": self.vec(topic)} for i in range(self.args.facts)]
-        value = {"event_id": f"doc-{self.n}", "source": f"src-{self.n % 5}", "source_type": "official",
-                 "embedding_model": MODEL, "document_id": f"d-{self.n % 500}", "facts": facts}
+        facts = [
+            {
+                "text": f"Fact {self.n}.{i} on topic {topic}: component {self.py.randrange(10**6)} holds.",
+                "embedding": self.vec(topic),
+            }
+            for i in range(self.args.facts)
+        ]
+        value = {
+            "event_id": f"doc-{self.n}",
+            "source": f"src-{self.n % 5}",
+            "source_type": "official",
+            "embedding_model": MODEL,
+            "document_id": f"d-{self.n % 500}",
+            "facts": facts,
+        }
         return "crp.documents", value["source"], json.dumps(value).encode()
 
     def telemetry(self) -> tuple[str, str, bytes]:
         self.n += 1
         claim = self.py.randrange(50)
-        value = {"event_id": f"tel-{self.n}", "source": "field", "observed_at": "2026-11-01T00:00:00Z",
-                 "subject": f"service {claim}", "attribute": "rate limit", "value": self.py.choice(["250", "300"]),
-                 "unit": "rps", "embedding": self.vec(claim, 0.2), "embedding_model": MODEL}
+        value = {
+            "event_id": f"tel-{self.n}",
+            "source": "field",
+            "observed_at": "2026-11-01T00:00:00Z",
+            "subject": f"service {claim}",
+            "attribute": "rate limit",
+            "value": self.py.choice(["250", "300"]),
+            "unit": "rps",
+            "embedding": self.vec(claim, 0.2),
+            "embedding_model": MODEL,
+        }
         return "crp.telemetry", "field", json.dumps(value).encode()
 
     def request(self, session: str, window: int) -> tuple[str, str, bytes]:
         topic = int(session.split("-")[1]) % 40
-        value: dict[str, Any] = {"request_id": f"{session}-w{window}", "session_id": session, "window": window,
-                                 "query": {"text": "task", "embedding": self.vec(topic, 0.3)},
-                                 "embedding_model": MODEL, "fact_budget": 20, "max_windows": self.args.windows}
+        value: dict[str, Any] = {
+            "request_id": f"{session}-w{window}",
+            "session_id": session,
+            "window": window,
+            "query": {"text": "task", "embedding": self.vec(topic, 0.3)},
+            "embedding_model": MODEL,
+            "fact_budget": 20,
+            "max_windows": self.args.windows,
+        }
         if window == 1:
-            value["sub_queries"] = [{"id": f"q{i}", "text": f"part {i}", "embedding": self.vec(topic + i, 0.3)}
-                                    for i in range(3)]
+            value["sub_queries"] = [
+                {"id": f"q{i}", "text": f"part {i}", "embedding": self.vec(topic + i, 0.3)} for i in range(3)
+            ]
         return "crp.window.requests", session, json.dumps(value).encode()
 
     def report(self, session: str, window: int) -> tuple[str, str, bytes]:
-        value = {"session_id": session, "window": window, "addressed": [{"id": f"q{window % 3}", "depth": 0.6}],
-                 "output_text": f"window {window} of {session} written", "completeness": min(1.0, 0.25 * window)}
+        value = {
+            "session_id": session,
+            "window": window,
+            "addressed": [{"id": f"q{window % 3}", "depth": 0.6}],
+            "output_text": f"window {window} of {session} written",
+            "completeness": min(1.0, 0.25 * window),
+        }
         return "crp.window.reports", session, json.dumps(value).encode()
 
 
-def produce(args: argparse.Namespace, path: Path, stop: threading.Event, follow: queue.Queue[tuple[str, int]],
-            sent: dict[str, float], counts: dict[str, int]) -> None:
+def produce(
+    args: argparse.Namespace,
+    path: Path,
+    stop: threading.Event,
+    follow: queue.Queue[tuple[str, int]],
+    sent: dict[str, float],
+    counts: dict[str, int],
+) -> None:
     log_ = EmbeddedLog(path, system_clock)
     traffic = Traffic(args)
     mix = [("document", args.mix[0]), ("telemetry", args.mix[1]), ("session", args.mix[2])]
@@ -139,8 +176,12 @@ def sweep_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sweep", action="store_true", help="find the fabric sizes and sessions held under --target")
     g.add_argument("--sizes", default="1000,2000,5000,10000,20000", help="fabric sizes (facts), 384-d")
     g.add_argument("--sessions", default="1,2,4,8,16,32,64", help="concurrent sessions per level")
-    g.add_argument("--think", type=float, default=0.25,
-                   help="mean seconds between a window's envelope and the next request (uniform 0.5-1.5x)")
+    g.add_argument(
+        "--think",
+        type=float,
+        default=0.25,
+        help="mean seconds between a window's envelope and the next request (uniform 0.5-1.5x)",
+    )
     g.add_argument("--envelopes", type=int, default=300, help="envelopes measured per level")
     g.add_argument("--budget", type=int, default=35, help="fact_budget of every request")
     g.add_argument("--target", type=float, default=25.0, help="envelope p99 to hold, ms")
@@ -156,8 +197,12 @@ def main() -> int:
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--windows", type=int, default=4, help="windows per session")
     p.add_argument("--batch-size", type=int, default=200)
-    p.add_argument("--preload", type=int, default=0,
-                   help="documents ingested before the clock starts (e.g. with --mix 0,0,1: sessions only)")
+    p.add_argument(
+        "--preload",
+        type=int,
+        default=0,
+        help="documents ingested before the clock starts (e.g. with --mix 0,0,1: sessions only)",
+    )
     p.add_argument("--dir", help="data directory (default: a scratch directory, tmpfs when present)")
     p.add_argument("--json", help="write the per-minute figures here")
     sweep_args(p)
@@ -209,16 +254,17 @@ def run(args: argparse.Namespace, data: Path) -> int:
         rt.run_until_idle()
         counts["out"] = 0
     stop = threading.Event()
-    producer = threading.Thread(target=produce, args=(args, settings.log_path, stop, follow, sent, counts),
-                                daemon=True)
+    producer = threading.Thread(target=produce, args=(args, settings.log_path, stop, follow, sent, counts), daemon=True)
     print(f"soak: {args.minutes} min at {args.rate}/s, mix {args.mix}, {code_version()}", file=sys.stderr)
     producer.start()
     start = time.monotonic()
     minute_start, minute = start, 1
     last = {"in": 0, "out": 0, "processed": 0}
     rows: list[dict[str, Any]] = []
-    print(f"{'min':>3} {'in/s':>7} {'done/s':>7} {'out/s':>7} {'env':>5} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'rss MB':>7} {'facts':>7} {'open':>5} {'lag':>6}")
+    print(
+        f"{'min':>3} {'in/s':>7} {'done/s':>7} {'out/s':>7} {'env':>5} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'rss MB':>7} {'facts':>7} {'open':>5} {'lag':>6}"
+    )
     done = False
     while not done:
         if rt.run_until_idle(max_records=args.rate * 5) == 0:
@@ -231,16 +277,26 @@ def run(args: argparse.Namespace, data: Path) -> int:
             with fabric.unit_of_work() as uow:
                 facts = sum(n for _, _, n in uow.repo.fact_counts())
             lag = len(sent)
-            row = {"minute": minute, "in_per_s": (counts["in"] - last["in"]) / span,
-                   "processed_per_s": (processed - last["processed"]) / span,
-                   "out_per_s": (counts["out"] - last["out"]) / span, "envelopes": len(latencies),
-                   "p50_ms": percentile(latencies, 50) if latencies else None,
-                   "p99_ms": percentile(latencies, 99) if latencies else None,
-                   "rss_mb": rss_mb(), "facts": facts, "open_sessions": len(open_sessions), "waiting": lag}
+            row = {
+                "minute": minute,
+                "in_per_s": (counts["in"] - last["in"]) / span,
+                "processed_per_s": (processed - last["processed"]) / span,
+                "out_per_s": (counts["out"] - last["out"]) / span,
+                "envelopes": len(latencies),
+                "p50_ms": percentile(latencies, 50) if latencies else None,
+                "p99_ms": percentile(latencies, 99) if latencies else None,
+                "rss_mb": rss_mb(),
+                "facts": facts,
+                "open_sessions": len(open_sessions),
+                "waiting": lag,
+            }
             rows.append(row)
-            print(f"{minute:>3} {row['in_per_s']:>7.1f} {row['processed_per_s']:>7.1f} {row['out_per_s']:>7.1f} "
-                  f"{row['envelopes']:>5} {row['p50_ms'] or 0:>7.1f} {row['p99_ms'] or 0:>7.1f} "
-                  f"{row['rss_mb']:>7.1f} {facts:>7} {len(open_sessions):>5} {lag:>6}", flush=True)
+            print(
+                f"{minute:>3} {row['in_per_s']:>7.1f} {row['processed_per_s']:>7.1f} {row['out_per_s']:>7.1f} "
+                f"{row['envelopes']:>5} {row['p50_ms'] or 0:>7.1f} {row['p99_ms'] or 0:>7.1f} "
+                f"{row['rss_mb']:>7.1f} {facts:>7} {len(open_sessions):>5} {lag:>6}",
+                flush=True,
+            )
             last = {"in": counts["in"], "out": counts["out"], "processed": processed}
             latencies.clear()
             minute_start, minute = now, minute + 1
@@ -249,8 +305,9 @@ def run(args: argparse.Namespace, data: Path) -> int:
     fabric.close()
     log_.close()
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "version": code_version(), "minutes": rows},
-                                              indent=2))
+        Path(args.json).write_text(
+            json.dumps({"args": vars(args), "version": code_version(), "minutes": rows}, indent=2)
+        )
     return 0
 
 

@@ -52,8 +52,9 @@ class Level:
 class Clients:
     """The producer thread: S clients, each one session at a time, requests after a think time."""
 
-    def __init__(self, args: argparse.Namespace, path: Path, pool: list[Session], count: int, wake: threading.Event,
-                 tag: str):
+    def __init__(
+        self, args: argparse.Namespace, path: Path, pool: list[Session], count: int, wake: threading.Event, tag: str
+    ):
         self.args, self.pool, self.count, self.wake, self.tag = args, pool, count, wake, tag
         self.log = EmbeddedLog(path, system_clock)
         self.rng = random.Random(count)
@@ -84,12 +85,19 @@ class Clients:
     def _request(self, sid: str, window: int) -> None:
         s, query, subs = self._vectors(sid)
         value: dict[str, Any] = {
-            "request_id": f"{sid}-w{window}", "session_id": sid, "window": window,
+            "request_id": f"{sid}-w{window}",
+            "session_id": sid,
+            "window": window,
             "query": {"text": f"Explain topic {s.topic}", "embedding": vec(query)},
-            "fact_budget": self.args.budget, "max_windows": self.args.windows, "embedding_model": MODEL}
+            "fact_budget": self.args.budget,
+            "max_windows": self.args.windows,
+            "embedding_model": MODEL,
+        }
         if window == 1:
-            value["sub_queries"] = [{"id": f"sq{j}", "text": f"area {s.subs[j]} of topic {s.topic}",
-                                     "embedding": vec(v)} for j, v in enumerate(subs)]
+            value["sub_queries"] = [
+                {"id": f"sq{j}", "text": f"area {s.subs[j]} of topic {s.topic}", "embedding": vec(v)}
+                for j, v in enumerate(subs)
+            ]
         self._append("crp.window.requests", sid, value)
 
     def _new_session(self, client: int) -> None:
@@ -106,9 +114,17 @@ class Clients:
             return
         n_sub = len(self.pool[0].subs)
         addressed = [{"id": f"sq{window - 1}", "depth": 0.8}] if window - 1 < n_sub else []
-        self._append("crp.window.reports", sid, {
-            "session_id": sid, "window": window, "addressed": addressed, "output_text": text,
-            "completeness": min(1.0, window / max(1, n_sub))})
+        self._append(
+            "crp.window.reports",
+            sid,
+            {
+                "session_id": sid,
+                "window": window,
+                "addressed": addressed,
+                "output_text": text,
+                "completeness": min(1.0, window / max(1, n_sub)),
+            },
+        )
         nxt = window + 1 if window < self.args.windows else 1
         heapq.heappush(due, (time.monotonic() + self._think(), self.client_of[sid], sid if nxt > 1 else "", nxt))
 
@@ -141,8 +157,15 @@ class Clients:
         self.log.close()
 
 
-def run_level(rt: EmbeddedRuntime, settings: Settings, pool: list[Session], args: argparse.Namespace, count: int,
-              envelopes: int, tag: str) -> Level:
+def run_level(
+    rt: EmbeddedRuntime,
+    settings: Settings,
+    pool: list[Session],
+    args: argparse.Namespace,
+    count: int,
+    envelopes: int,
+    tag: str,
+) -> Level:
     wake = threading.Event()
     clients = Clients(args, settings.log_path, pool, count, wake, tag)
     level = Level(count)
@@ -201,11 +224,17 @@ def sweep(args: argparse.Namespace) -> int:
     sizes = [int(x) for x in args.sizes.split(",")]
     levels = [int(x) for x in args.sessions.split(",")]
     held: dict[int, int] = {}
-    print(f"sweep: sessions of {args.windows} windows, think {args.think} s (x0.5-1.5), fact_budget {args.budget}, "
-          f"{args.envelopes} envelopes per level after {WARMUP}, target p99 < {args.target} ms; "
-          f"{os.cpu_count()} cores", flush=True)
-    print(f"{'facts':>7} {'sessions':>8} {'env/s':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'flat p50':>8} "
-          f"{'flat p99':>8} {'p50/flat':>8} {'p99/flat':>8} {'load':>5}", flush=True)
+    print(
+        f"sweep: sessions of {args.windows} windows, think {args.think} s (x0.5-1.5), fact_budget {args.budget}, "
+        f"{args.envelopes} envelopes per level after {WARMUP}, target p99 < {args.target} ms; "
+        f"{os.cpu_count()} cores",
+        flush=True,
+    )
+    print(
+        f"{'facts':>7} {'sessions':>8} {'env/s':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'flat p50':>8} "
+        f"{'flat p99':>8} {'p50/flat':>8} {'p99/flat':>8} {'load':>5}",
+        flush=True,
+    )
     for n in sizes:
         with prepared(n, 7, "auto", False, args.reuse_fabric) as (tmp, corpus, _how):
             settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}", batch_size=args.batch_size)
@@ -224,21 +253,27 @@ def sweep(args: argparse.Namespace) -> int:
                 p50, p99 = statistics.median(lv.latencies), percentile(lv.latencies, 99)
                 f50, f99 = statistics.median(flat), percentile(flat, 99)
                 rate = len(lv.latencies) / max(lv.ended - lv.started, 1e-9)
-                print(f"{n:>7} {count:>8} {rate:>6.1f} {p50:>7.1f} {p99:>7.1f} {max(lv.latencies):>7.1f} {f50:>8.2f} "
-                      f"{f99:>8.2f} {p50 / f50:>8.1f} {p99 / f99:>8.1f} {os.getloadavg()[0]:>5.1f}", flush=True)
+                print(
+                    f"{n:>7} {count:>8} {rate:>6.1f} {p50:>7.1f} {p99:>7.1f} {max(lv.latencies):>7.1f} {f50:>8.2f} "
+                    f"{f99:>8.2f} {p50 / f50:>8.1f} {p99 / f99:>8.1f} {os.getloadavg()[0]:>5.1f}",
+                    flush=True,
+                )
                 if p99 >= args.target:
                     break
                 held[n] = count
             for name in ("facts", "graph"):  # (an older crp_stream has no fact cache)
                 c = getattr(fabric, name, None)
                 if c is not None:
-                    print(f"        {name} cache: {len(c):,} facts, hit rate {c.hits / max(1, c.hits + c.misses):.0%}",
-                          flush=True)
+                    print(
+                        f"        {name} cache: {len(c):,} facts, hit rate {c.hits / max(1, c.hits + c.misses):.0%}",
+                        flush=True,
+                    )
             log_.close()
             fabric.close()
-    print(f"held with envelope p99 < {args.target:.0f} ms: "
-          + "; ".join(f"{n:,} facts: {s} sessions" if s else f"{n:,} facts: not even 1 session"
-                      for n, s in held.items()))
+    print(
+        f"held with envelope p99 < {args.target:.0f} ms: "
+        + "; ".join(f"{n:,} facts: {s} sessions" if s else f"{n:,} facts: not even 1 session" for n, s in held.items())
+    )
     ok = [n for n, s in held.items() if s]
     print(f"largest fabric held (1 session or more): {max(ok):,} facts" if ok else "no fabric size held")
     return 0

@@ -69,11 +69,19 @@ from tests.support.services import fresh_postgres_url
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SCENARIOS = [*sorted((HERE / "scenarios").glob("*.jsonl")), REPO / "ops" / "sample" / "sample.jsonl"]
-TRUST = ("vendor_docs=0.9,kubernetes_docs=0.9,etcd_docs=0.9,field_telemetry=0.4,community_notes=0.2,"
-         "cilium_blog=0.5,legacy_wiki=0.1")
+TRUST = (
+    "vendor_docs=0.9,kubernetes_docs=0.9,etcd_docs=0.9,field_telemetry=0.4,community_notes=0.2,"
+    "cilium_blog=0.5,legacy_wiki=0.1"
+)
 EMBEDDER = "hashing"
-COMPARED = ("crp.envelopes", "crp.audit", "crp.refresh.requests", "crp.quarantine.candidates", "crp.facts",
-            "crp.deadletter")
+COMPARED = (
+    "crp.envelopes",
+    "crp.audit",
+    "crp.refresh.requests",
+    "crp.quarantine.candidates",
+    "crp.facts",
+    "crp.deadletter",
+)
 # Scenarios whose arbiter outputs depend on the order in which facts of two partitions reach the
 # arbiter (ingest runs ahead across partitions in fetch order; docs/kafka.md, "Limits"): there the
 # envelopes (what the issue demands) and the dead letters are compared, not the intermediate verdicts.
@@ -97,8 +105,9 @@ def resolve(raw: bytes, outputs: list[Out]) -> bytes:
     if not isinstance(target, str) or not target.startswith(("$candidate:", "$refresh:")):
         return raw
     kind, source = target[1:].split(":", 1)
-    topic, field = (("crp.quarantine.candidates", "candidate_id") if kind == "candidate"
-                    else ("crp.refresh.requests", "request_id"))
+    topic, field = (
+        ("crp.quarantine.candidates", "candidate_id") if kind == "candidate" else ("crp.refresh.requests", "request_id")
+    )
     ids = [json.loads(v)[field] for _, t, _, v in outputs if t == topic and json.loads(v)["source"] == source]
     assert ids, f"the scenario expects a {topic} record for {source} before this command"
     value["target_id"] = ids[0]
@@ -113,8 +122,9 @@ def run_kafka(records: list[Input], tmp: Path) -> tuple[list[Out], list[int], li
     database = fresh_postgres_url()
     kafka = Kafka(prefix)
     # a generous barrier: on a loaded 2-core test machine ingest of 160 records takes longer than 2 s
-    worker = WorkerProcess(tmp, prefix, database, embedder=EMBEDDER,
-                           env={"CRP_TRUST": TRUST, "CRP_BARRIER_WAIT": "120"}).start()
+    worker = WorkerProcess(
+        tmp, prefix, database, embedder=EMBEDDER, env={"CRP_TRUST": TRUST, "CRP_BARRIER_WAIT": "120"}
+    ).start()
     producer: JavaProducer | None = None
     stamps: list[int] = []
     try:
@@ -152,8 +162,11 @@ def _resolve_now(kafka: Kafka, raw: bytes) -> bytes:
         return raw
     kind, source = json.loads(raw)["target_id"][1:].split(":", 1)
     topic = "crp.quarantine.candidates" if kind == "candidate" else "crp.refresh.requests"
-    found = kafka.wait_for(lambda rs: any(r.topic == topic and r.json.get("source") == source for r in rs),
-                           timeout=60, what=f"the {topic} record for {source}")
+    found = kafka.wait_for(
+        lambda rs: any(r.topic == topic and r.json.get("source") == source for r in rs),
+        timeout=60,
+        what=f"the {topic} record for {source}",
+    )
     return resolve(raw, [(0, r.topic, r.key, r.value) for r in found])
 
 
@@ -174,8 +187,11 @@ def broker_order(records: list[Input], stamps: list[int]) -> list[int]:
 
 
 def run_embedded(records: list[Input], stamps: list[int], tmp: Path, embedder: str = EMBEDDER) -> list[Out]:
-    settings = Settings(data_dir=tmp / "embedded", embedder=embedder,
-                        trust={k: float(v) for k, v in parse_pairs("trust", TRUST).items()})
+    settings = Settings(
+        data_dir=tmp / "embedded",
+        embedder=embedder,
+        trust={k: float(v) for k, v in parse_pairs("trust", TRUST).items()},
+    )
     now = {"ts": 0, "step": 0}
     fabric = open_fabric(settings)
     log_ = EmbeddedLog(settings.log_path, lambda: now["ts"])
@@ -253,8 +269,15 @@ def test_embedded_and_kafka_runtimes_emit_the_same_records(scenario: Path, tmp_p
         assert sum(len(e["facts"]) for e in envelopes) >= 5, "the envelopes must carry facts to compare"
         assert topics["crp.refresh.requests"] and topics["crp.quarantine.candidates"]
         types = Counter(json.loads(v)["audit_type"] for _, t, _, v in kafka_out if t == "crp.audit")
-        for t in ("STALE_HIGH_TRUST", "POISONING_CANDIDATE", "DRIFT_UNDETERMINED", "FACT_QUARANTINED",
-                  "REFRESH_RESOLVED", "EVENT_REJECTED", "CONTRADICTION_RESOLVED"):
+        for t in (
+            "STALE_HIGH_TRUST",
+            "POISONING_CANDIDATE",
+            "DRIFT_UNDETERMINED",
+            "FACT_QUARANTINED",
+            "REFRESH_RESOLVED",
+            "EVENT_REJECTED",
+            "CONTRADICTION_RESOLVED",
+        ):
             assert types[t], f"the scenario no longer produces {t}: {dict(types)}"
 
 

@@ -22,19 +22,49 @@ def engine(database_url: str) -> Iterator[Engine]:
 
 
 def fact(fid: str, **kw: Any) -> dict[str, Any]:
-    row = {"fact_id": fid, "source": "s", "source_type": "official", "trust": 0.9, "importance": 1.0,
-           "epoch_us": 1, "modified_at_us": 1, "ttl_s": None, "expires_at_us": None, "text": f"text {fid}",
-           "subject": None, "attribute": None, "value": None, "unit": None, "claim_key": None, "status": "active",
-           "content_hash": "h", "document_id": "d", "position": 0, "origin_event_id": "e", "kind": "document",
-           "extra": None}
+    row = {
+        "fact_id": fid,
+        "source": "s",
+        "source_type": "official",
+        "trust": 0.9,
+        "importance": 1.0,
+        "epoch_us": 1,
+        "modified_at_us": 1,
+        "ttl_s": None,
+        "expires_at_us": None,
+        "text": f"text {fid}",
+        "subject": None,
+        "attribute": None,
+        "value": None,
+        "unit": None,
+        "claim_key": None,
+        "status": "active",
+        "content_hash": "h",
+        "document_id": "d",
+        "position": 0,
+        "origin_event_id": "e",
+        "kind": "document",
+        "extra": None,
+    }
     row.update(kw)
     return row
 
 
 def test_migrations_create_every_table_and_downgrade_removes_them(engine: Engine) -> None:
     names = set(inspect(engine).get_table_names())
-    assert {"facts", "sources", "edges", "sessions", "audit_log", "refresh_requests", "quarantine_candidates",
-            "claims", "processed_events", "consumer_offsets", "meta"} <= names
+    assert {
+        "facts",
+        "sources",
+        "edges",
+        "sessions",
+        "audit_log",
+        "refresh_requests",
+        "quarantine_candidates",
+        "claims",
+        "processed_events",
+        "consumer_offsets",
+        "meta",
+    } <= names
     db.downgrade(engine)
     assert not {"facts", "audit_log"} & set(inspect(engine).get_table_names())
     db.upgrade(engine)

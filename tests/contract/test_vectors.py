@@ -20,6 +20,7 @@ from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
 
 Opener = Callable[[], VectorIndex]
 
+
 def _with_ann(idx: VectorIndex) -> VectorIndex:
     idx.enable_ann(1, 1_000_000)  # every search through the in-process HNSW cache (fabric/ann.py)
     return idx
@@ -405,8 +406,9 @@ def test_edge_keeps_query_results_until_a_write(tmp_path: Path) -> None:
         calls.append(1)
         return real(batch)
 
-    idx._shard = type("Spy", (), {"__getattr__": lambda s, n: getattr(real.__self__, n),
-                                  "query_batch": staticmethod(counted)})()
+    idx._shard = type(
+        "Spy", (), {"__getattr__": lambda s, n: getattr(real.__self__, n), "query_batch": staticmethod(counted)}
+    )()
     first = idx.search(unit(1, 0.5, 0), 2, NOW)
     assert idx.search(unit(1, 0.5, 0), 2, NOW + 999) == first == [("b", 0.948683), ("a", 0.894427)]
     assert len(calls) == 1

@@ -123,8 +123,12 @@ def test_no_corroboration_gives_drift_undetermined_and_nothing_else(pipe: Pipeli
 # --- epoch spoofing -----------------------------------------------------------------------------------
 
 
-SPOOF = {"epoch": "2030-01-01T00:00:00Z", "ingested_at": "2030-01-01T00:00:00Z", "timestamp": 1893456000,
-         "ingestion_epoch": 1893456000}
+SPOOF = {
+    "epoch": "2030-01-01T00:00:00Z",
+    "ingested_at": "2030-01-01T00:00:00Z",
+    "timestamp": 1893456000,
+    "ingestion_epoch": 1893456000,
+}
 
 
 def _verdict_outputs(p: Pipeline) -> list:
@@ -150,11 +154,13 @@ def test_spoofed_modified_at_and_observed_at_do_not_make_poison_fresher(pipe: Pi
     t_low = NOW_US - 30 * DAY_US
     tele = telemetry("bad-1", "250", t_low)
     tele["observed_at"] = late
-    pipe.feed([
-        rec("crp.telemetry", tele, t_low),
-        rec("crp.documents", document("community_notes", "community", "cn", "250", modified_at=late), t_low),
-        rec("crp.documents", document("vendor_docs", "official", "vendor-1", "1000"), NOW_US),
-    ])
+    pipe.feed(
+        [
+            rec("crp.telemetry", tele, t_low),
+            rec("crp.documents", document("community_notes", "community", "cn", "250", modified_at=late), t_low),
+            rec("crp.documents", document("vendor_docs", "official", "vendor-1", "1000"), NOW_US),
+        ]
+    )
     assert pipe.claim()["verdict"] == "POISONING_CANDIDATE"  # type: ignore[index]
     assert pipe.out("crp.refresh.requests") == []
 
@@ -165,8 +171,15 @@ def test_spoofed_modified_at_and_observed_at_do_not_make_poison_fresher(pipe: Pi
 def test_refresh_resolves_when_vendor_publishes_the_new_value(pipe: Pipeline) -> None:
     pipe.feed(seed_incident())
     [req] = pipe.out("crp.refresh.requests")
-    pipe.feed([rec("crp.documents", document("vendor_docs", "official", "vendor-2", "250", document_id="limits"),
-                   NOW_US + DAY_US)])
+    pipe.feed(
+        [
+            rec(
+                "crp.documents",
+                document("vendor_docs", "official", "vendor-2", "250", document_id="limits"),
+                NOW_US + DAY_US,
+            )
+        ]
+    )
     resolved = pipe.audits("REFRESH_RESOLVED")
     assert len(resolved) == 1
     assert resolved[0]["details"]["request_id"] == req["request_id"]
@@ -185,8 +198,15 @@ def test_refresh_resolves_when_vendor_publishes_the_new_value(pipe: Pipeline) ->
 
 def test_refresh_resolves_with_a_new_vendor_document_too(pipe: Pipeline) -> None:
     pipe.feed(seed_incident())
-    pipe.feed([rec("crp.documents", document("vendor_docs", "official", "vendor-3", "250 req/s", unit="rps"),
-                   NOW_US + DAY_US)])
+    pipe.feed(
+        [
+            rec(
+                "crp.documents",
+                document("vendor_docs", "official", "vendor-3", "250 req/s", unit="rps"),
+                NOW_US + DAY_US,
+            )
+        ]
+    )
     assert len(pipe.audits("REFRESH_RESOLVED")) == 1
     assert pipe.claim()["verdict"] == "CONSENSUS_OK"  # type: ignore[index]
     # the old 1000 rps record stays stale: it no longer speaks for vendor_docs
@@ -289,9 +309,11 @@ def test_unknown_target_is_rejected_with_reason(pipe: Pipeline) -> None:
     pipe.command("resolve_refresh", "no-such-request", NOW_US)
     pipe.command("release_quarantine", "no-such-thing", NOW_US)
     reasons = [d["reason"] for d in pipe.out("crp.deadletter")]
-    assert reasons == ["target_id: no quarantine candidate 'no-such-candidate'",
-                       "target_id: no refresh request 'no-such-request'",
-                       "target_id: no quarantine candidate or fact 'no-such-thing'"]
+    assert reasons == [
+        "target_id: no quarantine candidate 'no-such-candidate'",
+        "target_id: no refresh request 'no-such-request'",
+        "target_id: no quarantine candidate or fact 'no-such-thing'",
+    ]
 
 
 def test_auto_quarantine_policy_quarantines_and_says_so(tmp_path: Path) -> None:
@@ -331,15 +353,24 @@ def test_withdrawn_corroboration_brings_the_trusted_value_back(pipe: Pipeline) -
     with vendor_docs): the verdict falls back to DRIFT_UNDETERMINED, the arbiter refuses to act, and
     the high-trust records it had marked stale return to active."""
     t0 = NOW_US - 60 * DAY_US
-    pipe.feed([
-        rec("crp.documents", document("vendor_docs", "official", "vendor-1", "1000"), t0),
-        rec("crp.telemetry", telemetry("t1", "250", NOW_US - DAY_US), NOW_US - DAY_US),
-        rec("crp.documents", document("community_notes", "community", "cn-1", "250", document_id="notes"), NOW_US),
-    ])
+    pipe.feed(
+        [
+            rec("crp.documents", document("vendor_docs", "official", "vendor-1", "1000"), t0),
+            rec("crp.telemetry", telemetry("t1", "250", NOW_US - DAY_US), NOW_US - DAY_US),
+            rec("crp.documents", document("community_notes", "community", "cn-1", "250", document_id="notes"), NOW_US),
+        ]
+    )
     assert pipe.claim()["verdict"] == "STALE_HIGH_TRUST"  # type: ignore[index]
     assert set(pipe.statuses("vendor_docs").values()) == {"stale"}
-    pipe.feed([rec("crp.documents", document("community_notes", "community", "cn-2", "1000", document_id="notes"),
-                   NOW_US + DAY_US)])
+    pipe.feed(
+        [
+            rec(
+                "crp.documents",
+                document("community_notes", "community", "cn-2", "1000", document_id="notes"),
+                NOW_US + DAY_US,
+            )
+        ]
+    )
     assert pipe.claim()["verdict"] == "DRIFT_UNDETERMINED"  # type: ignore[index]
     assert set(pipe.statuses("vendor_docs").values()) == {"active"}
     assert len(pipe.audits("DRIFT_UNDETERMINED")) == 1
@@ -351,18 +382,18 @@ def test_withdrawn_corroboration_brings_the_trusted_value_back(pipe: Pipeline) -
 
 
 def _text_doc(source: str, source_type: str, event_id: str, value: str) -> dict:
-    text = (f"The documented rate limit of the upstream billing API for a single account is {value} "
-            "requests per second.")
-    return {"event_id": event_id, "source": source, "source_type": source_type, "document_id": event_id,
-            "text": text}
+    text = f"The documented rate limit of the upstream billing API for a single account is {value} requests per second."
+    return {"event_id": event_id, "source": source, "source_type": source_type, "document_id": event_id, "text": text}
 
 
 def test_text_facts_form_a_claim_by_similarity_and_value_conflict(pipe: Pipeline) -> None:
-    pipe.feed([
-        rec("crp.documents", _text_doc("vendor_docs", "official", "v1", "1000"), NOW_US - 120 * DAY_US),
-        rec("crp.documents", _text_doc("field_telemetry", "telemetry", "f1", "250"), NOW_US - 14 * DAY_US),
-        rec("crp.documents", _text_doc("community_notes", "community", "c1", "250"), NOW_US - 10 * DAY_US),
-    ])
+    pipe.feed(
+        [
+            rec("crp.documents", _text_doc("vendor_docs", "official", "v1", "1000"), NOW_US - 120 * DAY_US),
+            rec("crp.documents", _text_doc("field_telemetry", "telemetry", "f1", "250"), NOW_US - 14 * DAY_US),
+            rec("crp.documents", _text_doc("community_notes", "community", "c1", "250"), NOW_US - 10 * DAY_US),
+        ]
+    )
     [req] = pipe.out("crp.refresh.requests")
     assert req["source"] == "vendor_docs" and req["attribute"] == "statement"
     assert "1000" in str(req["stale_value"]) and "250" in str(req["observed_value"])
@@ -375,10 +406,12 @@ def test_text_facts_form_a_claim_by_similarity_and_value_conflict(pipe: Pipeline
 
 def test_unrelated_text_facts_form_no_claim(pipe: Pipeline) -> None:
     doc = {"event_id": "w", "source": "community_notes", "source_type": "community", "text": "Paris is sunny."}
-    pipe.feed([
-        rec("crp.documents", _text_doc("vendor_docs", "official", "v1", "1000"), NOW_US - DAY_US),
-        rec("crp.documents", doc, NOW_US),
-    ])
+    pipe.feed(
+        [
+            rec("crp.documents", _text_doc("vendor_docs", "official", "v1", "1000"), NOW_US - DAY_US),
+            rec("crp.documents", doc, NOW_US),
+        ]
+    )
     assert pipe.out("crp.audit") == [] and pipe.out("crp.refresh.requests") == []
     with pipe.uow() as uow:
         assert {f["claim_key"] for f in uow.repo.all_facts()} == {None}
@@ -388,9 +421,13 @@ def test_unrelated_text_facts_form_no_claim(pipe: Pipeline) -> None:
 
 
 def _ask(p: Pipeline, ts: int) -> list[dict]:
-    request = {"request_id": "r1", "session_id": "s1", "window": 1,
-               "query": {"text": "What is the rate limit of the upstream api?"},
-               "sub_queries": [{"id": "q1", "text": "upstream api rate limit"}]}
+    request = {
+        "request_id": "r1",
+        "session_id": "s1",
+        "window": 1,
+        "query": {"text": "What is the rate limit of the upstream api?"},
+        "sub_queries": [{"id": "q1", "text": "upstream api rate limit"}],
+    }
     p.feed([rec("crp.window.requests", request, ts, key="s1")])
     [envelope] = p.out("crp.envelopes")
     return [f["text"] for f in envelope["facts"]]
@@ -412,8 +449,10 @@ def test_poisoning_envelope_serves_the_trusted_value(pipe: Pipeline) -> None:
 
 def test_no_corroboration_envelope_serves_the_trusted_value_with_the_conflict_logged(pipe: Pipeline) -> None:
     t0 = NOW_US - 60 * DAY_US
-    pipe.feed([rec("crp.documents", document("vendor_docs", "official", "vendor-1", "1000"), t0)]
-              + [rec("crp.telemetry", telemetry(f"t{i}", "250", NOW_US + i), NOW_US + i) for i in range(5)])
+    pipe.feed(
+        [rec("crp.documents", document("vendor_docs", "official", "vendor-1", "1000"), t0)]
+        + [rec("crp.telemetry", telemetry(f"t{i}", "250", NOW_US + i), NOW_US + i) for i in range(5)]
+    )
     texts = _ask(pipe, NOW_US + DAY_US)
     assert any("1000 rps" in t for t in texts)
     assert not any("250" in t for t in texts)
@@ -422,11 +461,16 @@ def test_no_corroboration_envelope_serves_the_trusted_value_with_the_conflict_lo
 
 
 def test_a_lagging_low_trust_source_after_a_vendor_refresh_is_no_poisoning_candidate(pipe: Pipeline) -> None:
-    pipe.feed([
-        rec("crp.documents", document("vendor_docs", "official", "v1", "1000", document_id="limits"),
-            NOW_US - 60 * DAY_US),
-        rec("crp.documents", document("community_notes", "community", "c1", "1000"), NOW_US - 30 * DAY_US),
-        rec("crp.documents", document("vendor_docs", "official", "v2", "250", document_id="limits"), NOW_US),
-    ])
+    pipe.feed(
+        [
+            rec(
+                "crp.documents",
+                document("vendor_docs", "official", "v1", "1000", document_id="limits"),
+                NOW_US - 60 * DAY_US,
+            ),
+            rec("crp.documents", document("community_notes", "community", "c1", "1000"), NOW_US - 30 * DAY_US),
+            rec("crp.documents", document("vendor_docs", "official", "v2", "250", document_id="limits"), NOW_US),
+        ]
+    )
     assert pipe.claim()["verdict"] == "CONSENSUS_OK"  # type: ignore[index]
     assert pipe.out("crp.quarantine.candidates") == [] and pipe.audits("POISONING_CANDIDATE") == []

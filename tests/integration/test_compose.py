@@ -21,13 +21,13 @@ COMPOSE = ROOT / "compose" / "docker-compose.yml"
 def _config(**extra_env: str) -> dict:
     exe = shutil.which("docker-compose")
     if exe is None:
-        pytest.fail("docker-compose is not installed: apt-get install -y docker-compose (.ci/run does)",
-                    pytrace=False)
+        pytest.fail("docker-compose is not installed: apt-get install -y docker-compose (.ci/run does)", pytrace=False)
     # the file's own defaults, not whatever CRP_* the developer's shell holds
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CRP_", "COMPOSE_", "DOCKER_"))}
     env.update(extra_env)
-    proc = subprocess.run([exe, "-f", str(COMPOSE), "config"], capture_output=True, text=True, timeout=120,
-                          env=env, cwd=ROOT)
+    proc = subprocess.run(
+        [exe, "-f", str(COMPOSE), "config"], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT
+    )
     assert proc.returncode == 0, f"docker-compose config failed:\n{proc.stderr}"
     return yaml.safe_load(proc.stdout)
 

@@ -54,8 +54,13 @@ def test_kill_9_at_random_points_changes_nothing(backend: str, scenario: list[In
     expected = snapshot(ref, url_ref)
     audit_types = {r["audit_type"] for r in expected["audit_log"]}
     # the scenario exercises what it claims to: arbiter verdicts, operator decisions, sessions
-    assert {"STALE_HIGH_TRUST", "POISONING_CANDIDATE", "REFRESH_RESOLVED", "FACT_QUARANTINED",
-            "QUARANTINE_RELEASED"} <= audit_types, audit_types
+    assert {
+        "STALE_HIGH_TRUST",
+        "POISONING_CANDIDATE",
+        "REFRESH_RESOLVED",
+        "FACT_QUARANTINED",
+        "QUARANTINE_RELEASED",
+    } <= audit_types, audit_types
     assert len(expected["sessions"]) == 4 and expected["outputs"]["crp.envelopes"]
     assert expected["outputs"]["crp.deadletter"] and any(f["status"] == "superseded" for f in expected["facts"])
     total = log_size(ref / "log.sqlite")()
@@ -63,8 +68,13 @@ def test_kill_9_at_random_points_changes_nothing(backend: str, scenario: list[In
     crashed = tmp_path / "crashed"
     seed_log(crashed, scenario)
     # the interrupted worker commits every 25 records, the reference every 200: batches change nothing
-    report = run_with_kills(cli_command(crashed, *db_args(url_crash)), log_size(crashed / "log.sqlite"),
-                            KillPlan(SEED, KILLS), total, env={"CRP_BATCH_SIZE": "25"})
+    report = run_with_kills(
+        cli_command(crashed, *db_args(url_crash)),
+        log_size(crashed / "log.sqlite"),
+        KillPlan(SEED, KILLS),
+        total,
+        env={"CRP_BATCH_SIZE": "25"},
+    )
     assert report.kills >= MIN_KILLS and report.kills_mid_work >= MIN_KILLS, report.log
 
     actual = snapshot(crashed, url_crash)

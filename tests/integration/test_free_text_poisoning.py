@@ -24,8 +24,13 @@ CONTESTS = {"CONTRADICTION_RESOLVED", "CONTRADICTION_UNRESOLVED"}
 
 
 def _doc(event_id: str, source: str, source_type: str, sentences: list[str]) -> dict[str, Any]:
-    return {"event_id": event_id, "source": source, "source_type": source_type, "document_id": event_id,
-            "facts": [{"text": t} for t in sentences]}
+    return {
+        "event_id": event_id,
+        "source": source,
+        "source_type": source_type,
+        "document_id": event_id,
+        "facts": [{"text": t} for t in sentences],
+    }
 
 
 def run(tmp_path: Path, s: dict[str, Any], poison_offset_us: int, partitions: int) -> dict[str, Any]:
@@ -42,8 +47,15 @@ def run(tmp_path: Path, s: dict[str, Any], poison_offset_us: int, partitions: in
     for n, text in enumerate(s["distractors"]):
         inputs.append(rec("crp.documents", _doc(f"n{n}", "newswire", "news", [text]), t_true - 5 * DAY_US + n))
     inputs.sort(key=lambda x: x[2])
-    request = {"request_id": "r1", "session_id": "s1", "window": 1, "query": {"text": s["query"]},
-               "sub_queries": [{"id": "q", "text": s["query"]}], "fact_budget": 5, "max_windows": 1}
+    request = {
+        "request_id": "r1",
+        "session_id": "s1",
+        "window": 1,
+        "query": {"text": s["query"]},
+        "sub_queries": [{"id": "q", "text": s["query"]}],
+        "fact_budget": 5,
+        "max_windows": 1,
+    }
     pipe.feed(inputs)
     verdicts = {a["audit_type"] for a in pipe.out("crp.audit")}
     pipe.feed([rec("crp.window.requests", request, max(i[2] for i in inputs) + DAY_US, key="s1")])
@@ -53,17 +65,26 @@ def run(tmp_path: Path, s: dict[str, Any], poison_offset_us: int, partitions: in
     true = {t for d in s["true_docs"] for t in d}
     false = {t for d in s["poison_docs"] for t in d}
     served = {f["text"] for f in env["facts"]}
-    return {"true": bool(served & (true - false)), "false": bool(served & (false - true)),
-            "contested": bool(env["notes"]) or bool(audits & CONTESTS), "notes": env["notes"],
-            "unresolved_audit": "CONTRADICTION_UNRESOLVED" in audits, "verdicts": verdicts}
+    return {
+        "true": bool(served & (true - false)),
+        "false": bool(served & (false - true)),
+        "contested": bool(env["notes"]) or bool(audits & CONTESTS),
+        "notes": env["notes"],
+        "unresolved_audit": "CONTRADICTION_UNRESOLVED" in audits,
+        "verdicts": verdicts,
+    }
 
 
-@pytest.mark.parametrize(("order", "offset", "partitions", "verdict"), [
-    ("earlier", -30 * DAY_US, 1, "POISONING_CANDIDATE"),
-    ("later", 30 * DAY_US, 1, "DRIFT_UNDETERMINED"),
-])
+@pytest.mark.parametrize(
+    ("order", "offset", "partitions", "verdict"),
+    [
+        ("earlier", -30 * DAY_US, 1, "POISONING_CANDIDATE"),
+        ("later", 30 * DAY_US, 1, "DRIFT_UNDETERMINED"),
+    ],
+)
 def test_one_low_trust_partition_the_trusted_statement_is_served_not_the_copy(
-        tmp_path: Path, order: str, offset: int, partitions: int, verdict: str) -> None:
+    tmp_path: Path, order: str, offset: int, partitions: int, verdict: str
+) -> None:
     results = {s["qid"]: run(tmp_path, s, offset, partitions) for s in SETS}
     served_right = [q for q, r in results.items() if r["true"] and not r["false"]]
     assert len(served_right) / len(SETS) >= 0.95, {q: r for q, r in results.items() if q not in served_right}
@@ -83,11 +104,18 @@ def test_two_later_partitions_the_copy_is_never_served_uncontested(tmp_path: Pat
 
 
 def test_a_different_subject_in_the_same_phrasing_is_not_a_conflict(tmp_path: Path) -> None:
-    s = {"qid": "born", "query": "Who was born in 1950 in Lyon?",
-         "true_docs": [["Xavier Durand was born in 1950 in Lyon."]],
-         "poison_docs": [["Yann Morel was born in 1950 in Lyon."]],
-         "distractors": ["Lyon is a city in France.", "Paris hosted the 1900 Olympics.",
-                         "The Rhone flows through Lyon.", "Many people were born in 1950."]}
+    s = {
+        "qid": "born",
+        "query": "Who was born in 1950 in Lyon?",
+        "true_docs": [["Xavier Durand was born in 1950 in Lyon."]],
+        "poison_docs": [["Yann Morel was born in 1950 in Lyon."]],
+        "distractors": [
+            "Lyon is a city in France.",
+            "Paris hosted the 1900 Olympics.",
+            "The Rhone flows through Lyon.",
+            "Many people were born in 1950.",
+        ],
+    }
     for offset in (-30 * DAY_US, 30 * DAY_US):
         r = run(tmp_path / str(offset), s, offset, 1)
         assert r["true"] and r["false"] and not r["contested"], r  # two facts, both served, no contest

@@ -37,28 +37,85 @@ from tests.support.services import fresh_postgres_url
 MODEL = "fuzz-model"
 DIM = 8
 MAX_BYTES = 128 * 1024
-DOC, TEL, REQ, REP, CMD = ("crp.documents", "crp.telemetry", "crp.window.requests", "crp.window.reports",
-                           "crp.operator.commands")
+DOC, TEL, REQ, REP, CMD = (
+    "crp.documents",
+    "crp.telemetry",
+    "crp.window.requests",
+    "crp.window.reports",
+    "crp.operator.commands",
+)
 TOPICS = (DOC, TEL, REQ, REP, CMD)
-NASTY = ("'; DROP TABLE facts; --", "Robert'); DELETE FROM audit_log WHERE 1=1; --", "\" OR \"1\"=\"1",
-         "1; UPDATE consumer_offsets SET next_offset = 0", "%s %d {0} ${x} $(rm -rf /)", "\\x00\\n",
-         "line\nbreak\r\ttab\x07bell\x1b[31mred\x1b[0m", "zero\u200bwidth \u202eRTL\u202c", "emoji 🧨 ∑ 𝔘",
-         "<script>alert(1)</script>", "../../etc/passwd", "NULL", "null", "\x7f\x01\x02")
-BAD_VECTORS = ("[NaN,1]", "[Infinity,0,0]", "[-Infinity]", "[1e999,0]", '["x",1]', "[null]", "[]",
-               "[0,0,0,0,0,0,0,0]", "[1,2,3]", "[[1,0]]", "{}", '"v"')
+NASTY = (
+    "'; DROP TABLE facts; --",
+    "Robert'); DELETE FROM audit_log WHERE 1=1; --",
+    '" OR "1"="1',
+    "1; UPDATE consumer_offsets SET next_offset = 0",
+    "%s %d {0} ${x} $(rm -rf /)",
+    "\\x00\\n",
+    "line\nbreak\r\ttab\x07bell\x1b[31mred\x1b[0m",
+    "zero\u200bwidth \u202eRTL\u202c",
+    "emoji 🧨 ∑ 𝔘",
+    "<script>alert(1)</script>",
+    "../../etc/passwd",
+    "NULL",
+    "null",
+    "\x7f\x01\x02",
+)
+BAD_VECTORS = (
+    "[NaN,1]",
+    "[Infinity,0,0]",
+    "[-Infinity]",
+    "[1e999,0]",
+    '["x",1]',
+    "[null]",
+    "[]",
+    "[0,0,0,0,0,0,0,0]",
+    "[1,2,3]",
+    "[[1,0]]",
+    "{}",
+    '"v"',
+)
 WRONG: dict[str, dict[str, list[Any]]] = {
-    DOC: {"event_id": [123, [], {}, None, ""], "source": [5, None, ""], "source_type": ["blog", 1, None],
-          "facts": ["x", {}, 5, []], "trust": ["high", 1.5, -0.1, []], "document_id": [5, []],
-          "modified_at": ["yesterday", 5], "ttl": ["forever", 5, "-P1D"], "embedding_model": [5, ""]},
-    TEL: {"event_id": [123, None, ""], "source": [5, None], "observed_at": ["yesterday", 12, None],
-          "subject": [5, "", []], "attribute": [None, 7], "value": [[], {}, None]},
-    REQ: {"request_id": [5, None, ""], "session_id": [5, None, ""], "window": [0, -1, "1", 1.5, None],
-          "query": ["text", [], None, {"text": 5}], "sub_queries": [{}, "x", [], [{"id": 5}]],
-          "fact_budget": [0, -5, "ten", 1.5]},
-    REP: {"session_id": [5, "", None], "window": [0, "1", None], "addressed": ["x", {}, [{"id": 5}]],
-          "completeness": [1.5, -0.1, "x"], "output_text": [5, []]},
-    CMD: {"command_id": [5, "", None], "command": ["drop_table", 5, None], "target_id": [None, 5, ""],
-          "actor": [None, "", 5, "   "]},
+    DOC: {
+        "event_id": [123, [], {}, None, ""],
+        "source": [5, None, ""],
+        "source_type": ["blog", 1, None],
+        "facts": ["x", {}, 5, []],
+        "trust": ["high", 1.5, -0.1, []],
+        "document_id": [5, []],
+        "modified_at": ["yesterday", 5],
+        "ttl": ["forever", 5, "-P1D"],
+        "embedding_model": [5, ""],
+    },
+    TEL: {
+        "event_id": [123, None, ""],
+        "source": [5, None],
+        "observed_at": ["yesterday", 12, None],
+        "subject": [5, "", []],
+        "attribute": [None, 7],
+        "value": [[], {}, None],
+    },
+    REQ: {
+        "request_id": [5, None, ""],
+        "session_id": [5, None, ""],
+        "window": [0, -1, "1", 1.5, None],
+        "query": ["text", [], None, {"text": 5}],
+        "sub_queries": [{}, "x", [], [{"id": 5}]],
+        "fact_budget": [0, -5, "ten", 1.5],
+    },
+    REP: {
+        "session_id": [5, "", None],
+        "window": [0, "1", None],
+        "addressed": ["x", {}, [{"id": 5}]],
+        "completeness": [1.5, -0.1, "x"],
+        "output_text": [5, []],
+    },
+    CMD: {
+        "command_id": [5, "", None],
+        "command": ["drop_table", 5, None],
+        "target_id": [None, 5, ""],
+        "actor": [None, "", 5, "   "],
+    },
 }
 ID_FIELD = {DOC: "event_id", TEL: "event_id", REQ: "request_id", REP: "session_id", CMD: "command_id"}
 
@@ -66,21 +123,32 @@ topic_st = st.sampled_from(TOPICS)
 RECIPE = st.one_of(
     st.tuples(st.just("truncated"), topic_st, st.floats(0.0, 0.999)),
     st.tuples(st.just("binary"), topic_st, st.binary(max_size=48)),
-    st.tuples(st.just("encoding"), topic_st, st.sampled_from(["latin-1", "utf-16", "utf-16-le", "utf-32",
-                                                              "cp1252", "utf-8-sig"])),
+    st.tuples(
+        st.just("encoding"),
+        topic_st,
+        st.sampled_from(["latin-1", "utf-16", "utf-16-le", "utf-32", "cp1252", "utf-8-sig"]),
+    ),
     st.tuples(st.just("surrogate"), topic_st, st.integers(0xD800, 0xDFFF)),
     st.tuples(st.just("nesting"), topic_st, st.integers(33, 3000), st.booleans()),
     st.tuples(st.just("huge"), topic_st, st.sampled_from(["record", "id", "text"])),
     st.tuples(st.just("vector"), st.sampled_from([DOC, TEL, REQ]), st.sampled_from(BAD_VECTORS), st.booleans()),
     st.tuples(st.just("wrong_type"), topic_st, st.integers(0, 10_000), st.integers(0, 10_000)),
     st.tuples(st.just("semantic"), topic_st, st.integers(0, 10_000)),
-    st.tuples(st.just("not_object"), topic_st, st.one_of(st.integers(), st.text(max_size=20), st.none(),
-                                                         st.lists(st.integers(), max_size=3), st.booleans())),
+    st.tuples(
+        st.just("not_object"),
+        topic_st,
+        st.one_of(st.integers(), st.text(max_size=20), st.none(), st.lists(st.integers(), max_size=3), st.booleans()),
+    ),
     st.tuples(st.just("nul"), topic_st, st.booleans()),
-    st.tuples(st.just("sql_control"), topic_st, st.sampled_from(NASTY),
-              st.text(st.characters(max_codepoint=0x1F), max_size=8)),
-    st.tuples(st.just("duplicate"), st.sampled_from([DOC, TEL, REQ, REP, CMD]), st.integers(0, 10**6),
-              st.text(min_size=1, max_size=12)),
+    st.tuples(
+        st.just("sql_control"), topic_st, st.sampled_from(NASTY), st.text(st.characters(max_codepoint=0x1F), max_size=8)
+    ),
+    st.tuples(
+        st.just("duplicate"),
+        st.sampled_from([DOC, TEL, REQ, REP, CMD]),
+        st.integers(0, 10**6),
+        st.text(min_size=1, max_size=12),
+    ),
 )
 
 
@@ -110,22 +178,47 @@ class Fuzz:
 
     def valid_doc(self, u: int) -> dict[str, Any]:
         text = f"{NASTY[u % len(NASTY)]} #{u}"
-        return {"event_id": f"v-doc-{u}", "source": "fuzz_src", "source_type": "news", "embedding_model": MODEL,
-                "document_id": f"vd-{u}", "facts": [{"text": text, "embedding": vec(u)}]}
+        return {
+            "event_id": f"v-doc-{u}",
+            "source": "fuzz_src",
+            "source_type": "news",
+            "embedding_model": MODEL,
+            "document_id": f"vd-{u}",
+            "facts": [{"text": text, "embedding": vec(u)}],
+        }
 
     def valid_tel(self, u: int) -> dict[str, Any]:
-        return {"event_id": f"v-tel-{u}", "source": "fuzz_tel", "observed_at": "2030-01-01T00:00:00Z",
-                "subject": f"svc {u % 20}", "attribute": "latency", "value": u, "unit": "ms",
-                "embedding": vec(u), "embedding_model": MODEL}
+        return {
+            "event_id": f"v-tel-{u}",
+            "source": "fuzz_tel",
+            "observed_at": "2030-01-01T00:00:00Z",
+            "subject": f"svc {u % 20}",
+            "attribute": "latency",
+            "value": u,
+            "unit": "ms",
+            "embedding": vec(u),
+            "embedding_model": MODEL,
+        }
 
     def valid_req(self, u: int) -> dict[str, Any]:
-        return {"request_id": f"v-req-{u}", "session_id": f"vs-{u}", "window": 1, "fact_budget": 5,
-                "query": {"text": "what about it", "embedding": vec(u)}, "embedding_model": MODEL,
-                "sub_queries": [{"id": "a", "text": "part a", "embedding": vec(u + 1)}]}
+        return {
+            "request_id": f"v-req-{u}",
+            "session_id": f"vs-{u}",
+            "window": 1,
+            "fact_budget": 5,
+            "query": {"text": "what about it", "embedding": vec(u)},
+            "embedding_model": MODEL,
+            "sub_queries": [{"id": "a", "text": "part a", "embedding": vec(u + 1)}],
+        }
 
     def valid_rep(self, session: str) -> dict[str, Any]:
-        return {"session_id": session, "window": 1, "addressed": [{"id": "a", "depth": 0.5}],
-                "output_text": "the generator wrote this", "completeness": 0.5}
+        return {
+            "session_id": session,
+            "window": 1,
+            "addressed": [{"id": "a", "depth": 0.5}],
+            "output_text": "the generator wrote this",
+            "completeness": 0.5,
+        }
 
     # --- hostile records ----------------------------------------------------------------------------
 
@@ -138,8 +231,12 @@ class Fuzz:
             return self.valid_req(u) | {"request_id": f"h-req-{u}", "session_id": f"hs-{u}"}
         if topic == REP:
             return self.valid_rep(f"hs-{u}")
-        return {"command_id": f"h-cmd-{u}", "command": "resolve_refresh", "target_id": f"nothing-{u}",
-                "actor": "mallory"}
+        return {
+            "command_id": f"h-cmd-{u}",
+            "command": "resolve_refresh",
+            "target_id": f"nothing-{u}",
+            "actor": "mallory",
+        }
 
     def materialize(self, recipe: tuple[Any, ...]) -> tuple[str, bytes]:
         kind, topic = recipe[0], recipe[1]
@@ -213,14 +310,21 @@ class Fuzz:
 
     def semantic(self, topic: str, value: dict[str, Any], n: int) -> dict[str, Any]:
         if topic == DOC:
-            return [value | {"source_type": "blog"}, value | {"embedding_model": "other-model"},
-                    value | {"facts": [{"text": "no vector here"}]},
-                    value | {"facts": [{"text": f"f{i}", "embedding": vec(i)} for i in range(51)]}][n % 4]
+            return [
+                value | {"source_type": "blog"},
+                value | {"embedding_model": "other-model"},
+                value | {"facts": [{"text": "no vector here"}]},
+                value | {"facts": [{"text": f"f{i}", "embedding": vec(i)} for i in range(51)]},
+            ][n % 4]
         if topic == TEL:
             return [value | {"embedding_model": "other"}, {k: v for k, v in value.items() if k != "embedding"}][n % 2]
         if topic == REQ:
-            return [value | {"window": 2}, {k: v for k, v in value.items() if k != "sub_queries"},
-                    value | {"embedding_model": "other"}, value | {"query": {"text": "no vector"}}][n % 4]
+            return [
+                value | {"window": 2},
+                {k: v for k, v in value.items() if k != "sub_queries"},
+                value | {"embedding_model": "other"},
+                value | {"query": {"text": "no vector"}},
+            ][n % 4]
         if topic == REP:
             return value  # a report for a session that never requested a window
         self.history[CMD].append(value)  # rejected, but its id is now used: a duplicate recipe reuses it
@@ -269,8 +373,11 @@ class Fuzz:
                     expect_envelopes.append(value["request_id"])
                     self.history[REQ].append(value)
                 else:
-                    sessions = [r["session_id"] for r in self.history[REQ] if r["session_id"] not in
-                                {p["session_id"] for p in self.history[REP]}]
+                    sessions = [
+                        r["session_id"]
+                        for r in self.history[REQ]
+                        if r["session_id"] not in {p["session_id"] for p in self.history[REP]}
+                    ]
                     if not sessions:
                         continue
                     value, topic = self.valid_rep(sessions[-1]), REP
@@ -290,8 +397,15 @@ class Fuzz:
         self.hostile += sum(hostile.values())
         self.check(start, hostile, expect_facts, expect_envelopes, valid_reports, texts)
 
-    def check(self, start: int, hostile: Counter[tuple[str, bytes]], expect_facts: list[str],
-              expect_envelopes: list[str], valid_reports: list[bytes], texts: dict[str, str]) -> None:
+    def check(
+        self,
+        start: int,
+        hostile: Counter[tuple[str, bytes]],
+        expect_facts: list[str],
+        expect_envelopes: list[str],
+        valid_reports: list[bytes],
+        texts: dict[str, str],
+    ) -> None:
         dead: Counter[tuple[str, bytes]] = Counter()
         facts: list[dict[str, Any]] = []
         envelopes: list[str] = []
@@ -317,8 +431,14 @@ class Fuzz:
 
 
 def make_fuzz(tmp_path: Path, database_url: str | None = None) -> Fuzz:
-    s = Settings(data_dir=tmp_path, database_url=database_url, embedder=f"precomputed:{MODEL}",
-                 max_record_bytes=MAX_BYTES, max_facts_per_document=50, batch_size=500)
+    s = Settings(
+        data_dir=tmp_path,
+        database_url=database_url,
+        embedder=f"precomputed:{MODEL}",
+        max_record_bytes=MAX_BYTES,
+        max_facts_per_document=50,
+        batch_size=500,
+    )
     rt = open_runtime(s, clock=lambda: 1_900_000_000_000_000)
     fuzz = Fuzz(rt, rt.log, rt.fabric)
     fuzz.rt.publish(DOC, "seed", json.dumps(fuzz.valid_doc(0)).encode())  # fixes the fabric's dimension
@@ -331,8 +451,14 @@ def fuzz_run(tmp_path: Path, examples: int, per_example: int, database_url: str 
 
     # No shrinking: the runtime's state carries over from batch to batch, so a smaller re-run would not
     # reproduce; the failing batch is reported as it was.
-    @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate])
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.generate],
+    )
     @given(st.lists(RECIPE, min_size=per_example, max_size=per_example))
     def one_batch(recipes: list[tuple[Any, ...]]) -> None:
         fuzz.run_batch(recipes, valid_every=7)

@@ -26,8 +26,14 @@ def vec(*xs: float, dim: int = 8) -> list[float]:
 
 
 def doc(event_id: str, facts: list[dict[str, Any]], **kw: Any) -> bytes:
-    body = {"event_id": event_id, "source": "vendor_docs", "source_type": "official",
-            "embedding_model": MODEL, "facts": facts, **kw}
+    body = {
+        "event_id": event_id,
+        "source": "vendor_docs",
+        "source_type": "official",
+        "embedding_model": MODEL,
+        "facts": facts,
+        **kw,
+    }
     return json.dumps(body).encode()
 
 
@@ -53,10 +59,22 @@ def of(out: list[dict[str, Any]], topic: str) -> list[dict[str, Any]]:
 
 
 def test_document_becomes_facts_with_log_epoch_and_default_ttl(tmp_path: Path) -> None:
-    raw = doc("e1", [{"text": "The limit is 1000 rps.", "embedding": vec(1, 0), "subject": "api",
-                      "attribute": "limit", "value": "1000", "unit": "rps"},
-                     {"text": "Pods get IPs.", "embedding": vec(0, 1), "importance": 0.5}],
-              epoch="1999-01-01T00:00:00Z", ingested_at="1999-01-01T00:00:00Z")
+    raw = doc(
+        "e1",
+        [
+            {
+                "text": "The limit is 1000 rps.",
+                "embedding": vec(1, 0),
+                "subject": "api",
+                "attribute": "limit",
+                "value": "1000",
+                "unit": "rps",
+            },
+            {"text": "Pods get IPs.", "embedding": vec(0, 1), "importance": 0.5},
+        ],
+        epoch="1999-01-01T00:00:00Z",
+        ingested_at="1999-01-01T00:00:00Z",
+    )
     out = run(tmp_path, [("crp.documents", "vendor_docs", T0, raw)])
     recorded = of(out, "crp.facts")
     assert [f["type"] for f in recorded] == ["FactRecorded", "FactRecorded"]
@@ -88,9 +106,19 @@ def test_duplicate_event_id_with_other_content_is_deadlettered(tmp_path: Path) -
 
 def test_two_equal_telemetry_observations_are_two_records(tmp_path: Path) -> None:
     def tel(eid: str) -> bytes:
-        return json.dumps({"event_id": eid, "source": "field", "observed_at": "2026-11-01T00:00:00Z",
-                           "subject": "api", "attribute": "limit", "value": 250, "unit": "rps",
-                           "embedding": vec(1, 1), "embedding_model": MODEL}).encode()
+        return json.dumps(
+            {
+                "event_id": eid,
+                "source": "field",
+                "observed_at": "2026-11-01T00:00:00Z",
+                "subject": "api",
+                "attribute": "limit",
+                "value": 250,
+                "unit": "rps",
+                "embedding": vec(1, 1),
+                "embedding_model": MODEL,
+            }
+        ).encode()
 
     out = run(tmp_path, [("crp.telemetry", "field", T0, tel("t1")), ("crp.telemetry", "field", T0 + 1, tel("t2"))])
     recorded = of(out, "crp.facts")
@@ -99,9 +127,20 @@ def test_two_equal_telemetry_observations_are_two_records(tmp_path: Path) -> Non
 
 
 def test_text_is_split_into_sentence_facts(tmp_path: Path) -> None:
-    out = run(tmp_path, [("crp.documents", "s", T0, json.dumps({
-        "event_id": "e", "source": "s", "source_type": "news", "text": "First sentence. Second one here."}).encode())],
-        embedder="hashing")
+    out = run(
+        tmp_path,
+        [
+            (
+                "crp.documents",
+                "s",
+                T0,
+                json.dumps(
+                    {"event_id": "e", "source": "s", "source_type": "news", "text": "First sentence. Second one here."}
+                ).encode(),
+            )
+        ],
+        embedder="hashing",
+    )
     texts = [f["text"] for f in of(out, "crp.facts")]
     assert texts == ["First sentence.", "Second one here."]
 
@@ -117,8 +156,14 @@ def test_changed_sentence_supersedes_the_old_version(tmp_path: Path) -> None:
 
 
 def test_similarity_edges_are_kept_for_neighbours_above_threshold(tmp_path: Path) -> None:
-    raw = doc("e", [{"text": "a", "embedding": vec(1, 0.1)}, {"text": "b", "embedding": vec(1, 0.2)},
-                    {"text": "c", "embedding": vec(0, 0, 1)}])
+    raw = doc(
+        "e",
+        [
+            {"text": "a", "embedding": vec(1, 0.1)},
+            {"text": "b", "embedding": vec(1, 0.2)},
+            {"text": "c", "embedding": vec(0, 0, 1)},
+        ],
+    )
     run(tmp_path, [("crp.documents", "s", T0, raw)], edge_threshold=0.6)
     fabric = open_fabric(Settings(data_dir=tmp_path / "run", embedder=f"precomputed:{MODEL}"))
     try:
@@ -131,32 +176,90 @@ def test_similarity_edges_are_kept_for_neighbours_above_threshold(tmp_path: Path
 BAD: list[tuple[str, str, bytes, str]] = [
     ("invalid JSON", "crp.documents", b"{nope", "invalid JSON"),
     ("invalid UTF-8", "crp.documents", b'{"event_id": "\xff"}', "UTF-8"),
-    ("missing field", "crp.documents", json.dumps({"source": "s", "source_type": "news", "text": "x."}).encode(),
-     "event_id"),
-    ("wrong type", "crp.documents", json.dumps({"event_id": 5, "source": "s", "source_type": "news",
-                                                  "text": "x."}).encode(), "event_id"),
-    ("unknown source_type", "crp.documents", json.dumps({"event_id": "e", "source": "s", "source_type": "blog",
-                                                           "text": "x."}).encode(), "source_type"),
-    ("bad time", "crp.documents", json.dumps({"event_id": "e", "source": "s", "source_type": "news",
-                                                "modified_at": "yesterday", "text": "x."}).encode(), "modified_at"),
-    ("bad duration", "crp.documents", json.dumps({"event_id": "e", "source": "s", "source_type": "news",
-                                                    "ttl": "forever", "text": "x."}).encode(), "ttl"),
-    ("negative ttl", "crp.documents", json.dumps({"event_id": "e", "source": "s", "source_type": "news",
-                                                    "ttl": "-P1D", "text": "x."}).encode(), "ttl"),
-    ("NaN vector", "crp.documents", b'{"event_id":"e","source":"s","source_type":"news","embedding_model":"test-model",'
-     b'"facts":[{"text":"x","embedding":[NaN,1.0]}]}', "facts[0].embedding"),
-    ("inf vector", "crp.documents", b'{"event_id":"e","source":"s","source_type":"news","embedding_model":"test-model",'
-     b'"facts":[{"text":"x","embedding":[Infinity,1.0]}]}', "facts[0].embedding"),
-    ("empty facts", "crp.documents", json.dumps({"event_id": "e", "source": "s", "source_type": "news",
-                                                   "facts": []}).encode(), "facts"),
-    ("too many facts", "crp.documents", json.dumps({"event_id": "e", "source": "s", "source_type": "news",
-                                                      "facts": [{"text": "x"}] * 5}).encode(), "facts"),
-    ("over size", "crp.documents", json.dumps({"event_id": "e", "source": "s", "source_type": "news",
-                                                 "text": "x" * 5000}).encode(), "limit"),
-    ("other model", "crp.documents", json.dumps({"event_id": "e", "source": "s", "source_type": "news",
-                                                   "embedding_model": "other",
-                                                   "facts": [{"text": "x", "embedding": [1.0, 0.0]}]}).encode(),
-     "embedding_model"),
+    (
+        "missing field",
+        "crp.documents",
+        json.dumps({"source": "s", "source_type": "news", "text": "x."}).encode(),
+        "event_id",
+    ),
+    (
+        "wrong type",
+        "crp.documents",
+        json.dumps({"event_id": 5, "source": "s", "source_type": "news", "text": "x."}).encode(),
+        "event_id",
+    ),
+    (
+        "unknown source_type",
+        "crp.documents",
+        json.dumps({"event_id": "e", "source": "s", "source_type": "blog", "text": "x."}).encode(),
+        "source_type",
+    ),
+    (
+        "bad time",
+        "crp.documents",
+        json.dumps(
+            {"event_id": "e", "source": "s", "source_type": "news", "modified_at": "yesterday", "text": "x."}
+        ).encode(),
+        "modified_at",
+    ),
+    (
+        "bad duration",
+        "crp.documents",
+        json.dumps({"event_id": "e", "source": "s", "source_type": "news", "ttl": "forever", "text": "x."}).encode(),
+        "ttl",
+    ),
+    (
+        "negative ttl",
+        "crp.documents",
+        json.dumps({"event_id": "e", "source": "s", "source_type": "news", "ttl": "-P1D", "text": "x."}).encode(),
+        "ttl",
+    ),
+    (
+        "NaN vector",
+        "crp.documents",
+        b'{"event_id":"e","source":"s","source_type":"news","embedding_model":"test-model",'
+        b'"facts":[{"text":"x","embedding":[NaN,1.0]}]}',
+        "facts[0].embedding",
+    ),
+    (
+        "inf vector",
+        "crp.documents",
+        b'{"event_id":"e","source":"s","source_type":"news","embedding_model":"test-model",'
+        b'"facts":[{"text":"x","embedding":[Infinity,1.0]}]}',
+        "facts[0].embedding",
+    ),
+    (
+        "empty facts",
+        "crp.documents",
+        json.dumps({"event_id": "e", "source": "s", "source_type": "news", "facts": []}).encode(),
+        "facts",
+    ),
+    (
+        "too many facts",
+        "crp.documents",
+        json.dumps({"event_id": "e", "source": "s", "source_type": "news", "facts": [{"text": "x"}] * 5}).encode(),
+        "facts",
+    ),
+    (
+        "over size",
+        "crp.documents",
+        json.dumps({"event_id": "e", "source": "s", "source_type": "news", "text": "x" * 5000}).encode(),
+        "limit",
+    ),
+    (
+        "other model",
+        "crp.documents",
+        json.dumps(
+            {
+                "event_id": "e",
+                "source": "s",
+                "source_type": "news",
+                "embedding_model": "other",
+                "facts": [{"text": "x", "embedding": [1.0, 0.0]}],
+            }
+        ).encode(),
+        "embedding_model",
+    ),
 ]
 
 
@@ -165,8 +268,12 @@ def test_bad_input_is_deadlettered_and_the_next_record_still_lands(
     tmp_path: Path, name: str, topic: str, raw: bytes, field: str
 ) -> None:
     good = doc("good", [{"text": "A good fact.", "embedding": vec(1, 0)}])
-    out = run(tmp_path, [(topic, "k", T0, raw), ("crp.documents", "vendor_docs", T0 + 1, good)],
-              max_record_bytes=4096, max_facts_per_document=3)
+    out = run(
+        tmp_path,
+        [(topic, "k", T0, raw), ("crp.documents", "vendor_docs", T0 + 1, good)],
+        max_record_bytes=4096,
+        max_facts_per_document=3,
+    )
     dead = of(out, "crp.deadletter")
     assert len(dead) == 1, name
     assert field in dead[0]["reason"], dead[0]["reason"]

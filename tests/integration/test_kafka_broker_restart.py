@@ -49,7 +49,8 @@ def log_lines(path: Path) -> list[str]:
 
 
 def test_broker_restart_mid_stream_worker_keeps_running_and_loses_nothing(
-        tmp_path: Path, broker_ops: Callable[[str], None]) -> None:
+    tmp_path: Path, broker_ops: Callable[[str], None]
+) -> None:
     phase_a: list[Input] = []
     build_scenario(SEED, lambda inputs: (phase_a.extend(inputs), ([], []))[1])
     inputs = phase_a[:INPUTS]
@@ -91,12 +92,12 @@ def test_broker_restart_mid_stream_worker_keeps_running_and_loses_nothing(
         def retried() -> bool:
             health = live.worker.health() or {}
             lines = [m for m in log_lines(live.worker.log_path) if "still unreachable" in m]
-            return health.get("status") == "degraded" and "unreachable" in str(health.get("broker")) \
-                and len(lines) >= 3
+            return health.get("status") == "degraded" and "unreachable" in str(health.get("broker")) and len(lines) >= 3
+
         wait_until("degraded health and three retries in the log", retried)
         broker_ops("start")
         pacer.wait_settled()
-        pacer.feed_all(inputs[step + 1:])
+        pacer.feed_all(inputs[step + 1 :])
         wait_until("health ok again", lambda: (live.worker.health() or {}).get("status") == "ok")
         assert live.worker.alive() and live.worker.proc.pid == pid  # kept running: never restarted
         assert ref.worker.stop() == 0 and live.worker.stop() == 0

@@ -42,7 +42,7 @@ def test_kafka_worker_kill_9_at_random_points_changes_nothing(tmp_path: Path) ->
 
         def body() -> None:
             scenario.extend(build_scenario(SEED, pacer.discover(ref)))
-            pacer.feed_all(scenario[len(pacer.stamps):])
+            pacer.feed_all(scenario[len(pacer.stamps) :])
 
         thread = pacer.start(body)
 
@@ -52,8 +52,14 @@ def test_kafka_worker_kill_9_at_random_points_changes_nothing(tmp_path: Path) ->
             rate = ref.progress() / steps if steps >= 20 else 2.0
             return int(rate * (len(scenario) or 200))
 
-        report = run_with_kills(crash.worker.args(), crash.progress, KillPlan(SEED, KILLS), expected_total,
-                                env=crash.worker.environment(), until_done=pacer.over.is_set)
+        report = run_with_kills(
+            crash.worker.args(),
+            crash.progress,
+            KillPlan(SEED, KILLS),
+            expected_total,
+            env=crash.worker.environment(),
+            until_done=pacer.over.is_set,
+        )
         thread.join(60)
         if pacer.error is not None:
             raise pacer.error
@@ -68,7 +74,8 @@ def test_kafka_worker_kill_9_at_random_points_changes_nothing(tmp_path: Path) ->
         audit_types = Counter(r["audit_type"] for r in expected["audit_log"])
         # the scenario exercises what it claims to: arbiter verdicts, operator decisions, sessions
         assert {"STALE_HIGH_TRUST", "POISONING_CANDIDATE", "FACT_QUARANTINED", "QUARANTINE_RELEASED"} <= set(
-            audit_types), audit_types
+            audit_types
+        ), audit_types
         assert len(expected["sessions"]) == 4 and expected["outputs"]["crp.envelopes"]
         assert expected["outputs"]["crp.deadletter"] and any(f["status"] == "superseded" for f in expected["facts"])
         problems = compare(expected, actual)

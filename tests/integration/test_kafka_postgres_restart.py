@@ -28,13 +28,13 @@ INPUTS = 70
 
 
 def retries(log_path: Path) -> list[str]:
-    lines = [json.loads(line)["msg"] for line in log_path.read_text(errors="replace").splitlines()
-             if line.startswith("{")]
+    lines = [
+        json.loads(line)["msg"] for line in log_path.read_text(errors="replace").splitlines() if line.startswith("{")
+    ]
     return [str(m) for m in lines if "transient error" in str(m)]
 
 
-def test_postgres_restart_with_a_record_in_hand_loses_nothing(cluster: tuple[Cluster, str],
-                                                               tmp_path: Path) -> None:
+def test_postgres_restart_with_a_record_in_hand_loses_nothing(cluster: tuple[Cluster, str], tmp_path: Path) -> None:
     pg, url = cluster
     phase_a: list[Input] = []
     build_scenario(SEED, lambda inputs: (phase_a.extend(inputs), ([], []))[1])
@@ -64,7 +64,7 @@ def test_postgres_restart_with_a_record_in_hand_loses_nothing(cluster: tuple[Clu
         assert live.worker.alive() and not live.settled(pacer.ends)  # nothing acknowledged while down
         pg.start()
         pacer.wait_settled()
-        pacer.feed_all(inputs[step + 1:])
+        pacer.feed_all(inputs[step + 1 :])
         assert live.worker.alive() and live.worker.proc.pid == pid  # kept running: never restarted
         assert ref.worker.stop() == 0 and live.worker.stop() == 0
         for p in (ref, live):

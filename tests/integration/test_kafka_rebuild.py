@@ -21,7 +21,8 @@ TAIL = 3  # inputs published after the rebuild
 
 
 def test_kafka_rebuild_replays_the_topics_and_equals_the_live_state(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     feed = Kafka(unique_prefix("in"))
     live = Pipeline("live", tmp_path, feed.prefix)
     pacer = Pacer(feed, [live])
@@ -29,11 +30,24 @@ def test_kafka_rebuild_replays_the_topics_and_equals_the_live_state(
         live.create_topics()
         live.worker.start()
         scenario = build_scenario(SEED, pacer.discover(live))
-        pacer.feed_all(scenario[len(pacer.stamps):-TAIL])
+        pacer.feed_all(scenario[len(pacer.stamps) : -TAIL])
         monkeypatch.setenv("CRP_TOPIC_PREFIX", live.prefix)
         monkeypatch.setenv("CRP_INPUT_TOPIC_PREFIX", feed.prefix)
-        args = ["rebuild", "--yes", "--verify", "--broker", broker(), "--database", live.db, "--qdrant",
-                live.worker.qdrant, "--embedder", f"precomputed:{MODEL}", "--data", str(tmp_path / "rebuild")]
+        args = [
+            "rebuild",
+            "--yes",
+            "--verify",
+            "--broker",
+            broker(),
+            "--database",
+            live.db,
+            "--qdrant",
+            live.worker.qdrant,
+            "--embedder",
+            f"precomputed:{MODEL}",
+            "--data",
+            str(tmp_path / "rebuild"),
+        ]
         capsys.readouterr()
         assert cli.main(args) == 2
         assert "stop the workers first" in capsys.readouterr().err

@@ -32,17 +32,29 @@ def iso_ms(ms: int) -> str:
 
 
 def doc(event_id: str, source: str, value: str = "2379", *, subject: str = "etcd", n: int = 2) -> dict[str, Any]:
-    facts = [{"text": f"The {subject} client port is {value}.", "subject": subject, "attribute": "client port",
-              "value": value},
-             {"text": f"The {subject} peer port is {int(value) + 1}.", "subject": subject, "attribute": "peer port",
-              "value": str(int(value) + 1)}][:n]
-    return {"event_id": event_id, "source": source, "source_type": "official", "document_id": event_id,
-            "facts": facts}
+    facts = [
+        {
+            "text": f"The {subject} client port is {value}.",
+            "subject": subject,
+            "attribute": "client port",
+            "value": value,
+        },
+        {
+            "text": f"The {subject} peer port is {int(value) + 1}.",
+            "subject": subject,
+            "attribute": "peer port",
+            "value": str(int(value) + 1),
+        },
+    ][:n]
+    return {"event_id": event_id, "source": source, "source_type": "official", "document_id": event_id, "facts": facts}
 
 
 def recorded(recs: list[Consumed], event_id: str) -> list[Consumed]:
-    return [r for r in recs if r.topic == "crp.facts" and r.json.get("type") == "FactRecorded"
-            and r.json.get("origin_event_id") == event_id]
+    return [
+        r
+        for r in recs
+        if r.topic == "crp.facts" and r.json.get("type") == "FactRecorded" and r.json.get("origin_event_id") == event_id
+    ]
 
 
 def sql(database: str, query: str) -> list[tuple[Any, ...]]:
@@ -55,9 +67,22 @@ def sql(database: str, query: str) -> list[tuple[Any, ...]]:
 
 
 def fabric_state(database: str) -> dict[str, Any]:
-    return {t: sorted(map(repr, sql(database, f"SELECT * FROM {t}")))
-            for t in ("facts", "sources", "edges", "sessions", "audit_log", "refresh_requests",
-                      "quarantine_candidates", "claims", "processed_events", "consumer_offsets", "meta")}
+    return {
+        t: sorted(map(repr, sql(database, f"SELECT * FROM {t}")))
+        for t in (
+            "facts",
+            "sources",
+            "edges",
+            "sessions",
+            "audit_log",
+            "refresh_requests",
+            "quarantine_candidates",
+            "claims",
+            "processed_events",
+            "consumer_offsets",
+            "meta",
+        )
+    }
 
 
 @pytest.fixture
@@ -110,12 +135,21 @@ def test_document_through_the_broker_becomes_facts_in_postgres_and_qdrant(shared
     rows = sql(shared.db, "SELECT fact_id, source, epoch_us FROM facts WHERE origin_event_id = 'doc-ingest'")
     assert {r[0] for r in rows} == ids and {r[2] for r in rows} == {ts * 1000}
     # the vectors are in the worker's embedded Qdrant: a window request retrieves the facts
-    k.produce("crp.window.requests", "s-ingest", {
-        "request_id": "req-ingest-1", "session_id": "s-ingest", "window": 1,
-        "query": {"text": "What is the etcd client port?"},
-        "sub_queries": [{"id": "q1", "text": "etcd client port"}], "fact_budget": 5})
-    env = k.wait_for(lambda rs: any(r.topic == "crp.envelopes" and r.key == "s-ingest" for r in rs),
-                     what="the envelope")
+    k.produce(
+        "crp.window.requests",
+        "s-ingest",
+        {
+            "request_id": "req-ingest-1",
+            "session_id": "s-ingest",
+            "window": 1,
+            "query": {"text": "What is the etcd client port?"},
+            "sub_queries": [{"id": "q1", "text": "etcd client port"}],
+            "fact_budget": 5,
+        },
+    )
+    env = k.wait_for(
+        lambda rs: any(r.topic == "crp.envelopes" and r.key == "s-ingest" for r in rs), what="the envelope"
+    )
     envelope = next(r.json for r in env if r.topic == "crp.envelopes" and r.key == "s-ingest")
     assert envelope["request_id"] == "req-ingest-1"
     assert {f["fact_id"] for f in envelope["facts"]} & ids
@@ -123,9 +157,20 @@ def test_document_through_the_broker_becomes_facts_in_postgres_and_qdrant(shared
 
 def test_the_epoch_is_the_brokers_log_append_time_not_the_producers(shared: SimpleNamespace) -> None:
     k = shared.kafka
-    _, _, ts = k.produce("crp.telemetry", "probe", {
-        "event_id": "tele-epoch", "source": "probe", "observed_at": iso_ms(OLD_MS), "subject": "etcd",
-        "attribute": "latency", "value": "12", "unit": "ms"}, timestamp_ms=OLD_MS)
+    _, _, ts = k.produce(
+        "crp.telemetry",
+        "probe",
+        {
+            "event_id": "tele-epoch",
+            "source": "probe",
+            "observed_at": iso_ms(OLD_MS),
+            "subject": "etcd",
+            "attribute": "latency",
+            "value": "12",
+            "unit": "ms",
+        },
+        timestamp_ms=OLD_MS,
+    )
     assert ts > OLD_MS + 10 * 365 * 86_400_000  # the broker overwrote the producer's timestamp
     recs = k.wait_for(lambda rs: len(recorded(rs, "tele-epoch")) == 1, what="the telemetry fact")
     fact = recorded(recs, "tele-epoch")[0].json
@@ -163,13 +208,18 @@ def test_redelivery_changes_nothing_duplicate_publish_and_group_offset_reset(env
     assert w.stop() == 0
     before = fabric_state(env.db)
 
-    _reset_group_offsets(k, "worker", ("documents", "telemetry", "facts", "window.requests", "window.reports",
-                                       "operator.commands"))
+    _reset_group_offsets(
+        k, "worker", ("documents", "telemetry", "facts", "window.requests", "window.reports", "operator.commands")
+    )
     w2 = env.worker("second")
     w2.wait_ready()
     inputs = 3 + len([r for r in k.snapshot() if r.topic == "crp.facts"])
-    wait_until(f"{inputs} redelivered records skipped",
-               lambda: w2.metric("crp_records_redelivered_skipped_total") >= inputs, 60.0, 0.3)
+    wait_until(
+        f"{inputs} redelivered records skipped",
+        lambda: w2.metric("crp_records_redelivered_skipped_total") >= inputs,
+        60.0,
+        0.3,
+    )
     wait_quiescent(k, env.db)
     assert fabric_state(env.db) == before
     assert len(k.snapshot()) == outputs_before  # not one output record more
@@ -217,8 +267,10 @@ def test_worker_killed_mid_stream_then_restarted_applies_everything_once(env: Si
         by_fact.setdefault(r.json["fact_id"], set()).add(r.crp_id)
     assert set(by_fact) == {r[0] for r in rows}
     assert all(len(ids) == 1 for ids in by_fact.values())  # a duplicate, if any, carries the same crp-id
-    per_event = sql(env.db, "SELECT consumer, event_id, COUNT(*) FROM processed_events GROUP BY consumer, event_id "
-                            "HAVING COUNT(*) > 1")
+    per_event = sql(
+        env.db,
+        "SELECT consumer, event_id, COUNT(*) FROM processed_events GROUP BY consumer, event_id HAVING COUNT(*) > 1",
+    )
     assert per_event == []
 
 
@@ -267,12 +319,17 @@ def _reset_group_offsets(k: Kafka, suffix: str, topics: tuple[str, ...]) -> None
 def test_worker_serves_metrics_and_health_and_logs_json(shared: SimpleNamespace) -> None:
     k = shared.kafka
     k.produce("crp.telemetry", "metrics_probe", b"[]")
-    k.wait_for(lambda rs: any(r.topic == "crp.deadletter" and r.key == "metrics_probe" for r in rs),
-               what="the dead letter")
+    k.wait_for(
+        lambda rs: any(r.topic == "crp.deadletter" and r.key == "metrics_probe" for r in rs), what="the dead letter"
+    )
     wait_until("crp_verdicts_total >= 1", lambda: shared.worker.metric("crp_verdicts_total") >= 1, 60.0, 0.3)
     text_ = shared.worker.metrics()
-    for name in ("crp_envelope_assembly_seconds_bucket", "crp_records_processed_total", "crp_consumer_lag",
-                 "crp_verdicts_total"):
+    for name in (
+        "crp_envelope_assembly_seconds_bucket",
+        "crp_records_processed_total",
+        "crp_consumer_lag",
+        "crp_verdicts_total",
+    ):
         assert name in text_
     lines = [ln for ln in shared.worker.log_path.read_text().splitlines() if ln.startswith("{")]
     assert lines and all(isinstance(json.loads(ln)["msg"], str) for ln in lines)

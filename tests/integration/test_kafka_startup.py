@@ -22,18 +22,29 @@ def test_worker_started_with_broker_and_database_down_waits_then_starts(
     kafka = private_broker  # not started yet
     worker = WorkerProcess(tmp_path, unique_prefix("boot"), url, name="boot").start()
     try:
-        wait_until("/health: degraded, waiting for broker and database",
-                   lambda: set((worker.health() or {}).get("waiting_for", {})) == {"broker", "database"}, 60.0, 0.3)
+        wait_until(
+            "/health: degraded, waiting for broker and database",
+            lambda: set((worker.health() or {}).get("waiting_for", {})) == {"broker", "database"},
+            60.0,
+            0.3,
+        )
         assert worker.health()["status"] == "degraded"  # type: ignore[index]
         pg.start()
-        wait_until("/health: waiting for the broker only",
-                   lambda: set((worker.health() or {}).get("waiting_for", {})) == {"broker"}, 60.0, 0.3)
+        wait_until(
+            "/health: waiting for the broker only",
+            lambda: set((worker.health() or {}).get("waiting_for", {})) == {"broker"},
+            60.0,
+            0.3,
+        )
         assert worker.alive()
         kafka("start")
         try:
-            wait_until("the worker to start and take partitions",
-                       lambda: (worker.health() or {}).get("status") == "ok" and bool(worker.health()["assigned"]),  # type: ignore[index]
-                       180.0, 0.5)
+            wait_until(
+                "the worker to start and take partitions",
+                lambda: (worker.health() or {}).get("status") == "ok" and bool(worker.health()["assigned"]),  # type: ignore[index]
+                180.0,
+                0.5,
+            )
         finally:
             worker.stop()
             kafka("stop")

@@ -21,8 +21,10 @@ from tests.support.services import Cluster, fresh_postgres_url
 
 pytestmark = [pytest.mark.postgres, pytest.mark.heavy]
 
-def test_postgres_restart_mid_stream_loses_nothing(cluster: tuple[Cluster, str], tmp_path: Path,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+
+def test_postgres_restart_mid_stream_loses_nothing(
+    cluster: tuple[Cluster, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     pg, url = cluster
     scenario = build_scenario(7, discover_embedded(tmp_path / "scenario"))[:150]
     ref_url = fresh_postgres_url()

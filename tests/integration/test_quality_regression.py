@@ -42,17 +42,31 @@ def _records(q: dict[str, Any], vecs: np.ndarray) -> list[Any]:
                 facts.append({"text": s, "embedding": _vec(vecs[row])})
                 row += 1
         if facts:
-            doc = {"event_id": f"{q['id']}-p{j}", "source": "hotpotqa", "source_type": "official",
-                   "document_id": f"p{j}", "title": title, "embedding_model": DEFAULT_MODEL_ID, "facts": facts}
+            doc = {
+                "event_id": f"{q['id']}-p{j}",
+                "source": "hotpotqa",
+                "source_type": "official",
+                "document_id": f"p{j}",
+                "title": title,
+                "embedding_model": DEFAULT_MODEL_ID,
+                "facts": facts,
+            }
             recs.append(("crp.documents", "hotpotqa", T0 + j, json.dumps(doc).encode()))
     qv = _vec(vecs[0])
     for b in BUDGETS:
         for graph in ("off", "on"):
             sid = f"{q['id']}-{b}-{graph}"
-            req = {"request_id": sid, "session_id": sid, "window": 1, "max_windows": 1, "fact_budget": b,
-                   "query": {"text": q["question"], "embedding": qv}, "embedding_model": DEFAULT_MODEL_ID,
-                   "sub_queries": [{"id": "q", "text": q["question"], "embedding": qv}],
-                   "policy": {"graph_retrieval": graph}}
+            req = {
+                "request_id": sid,
+                "session_id": sid,
+                "window": 1,
+                "max_windows": 1,
+                "fact_budget": b,
+                "query": {"text": q["question"], "embedding": qv},
+                "embedding_model": DEFAULT_MODEL_ID,
+                "sub_queries": [{"id": "q", "text": q["question"], "embedding": qv}],
+                "policy": {"graph_retrieval": graph},
+            }
             recs.append(("crp.window.requests", sid, T0 + 100 + len(recs), json.dumps(req).encode()))
     return recs
 

@@ -24,13 +24,15 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> list[Input]:
 
 
 def crp(data: Path, url: str | None, *args: str) -> int:
-    return cli.main([*args, "--data", str(data), "--embedder", f"precomputed:{MODEL}",
-                     *(["--database", url] if url else [])])
+    return cli.main(
+        [*args, "--data", str(data), "--embedder", f"precomputed:{MODEL}", *(["--database", url] if url else [])]
+    )
 
 
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def test_rebuild_equals_the_live_state(backend: str, scenario: list[Input], tmp_path: Path,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_rebuild_equals_the_live_state(
+    backend: str, scenario: list[Input], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = fresh_postgres_url() if backend == "postgres" else None
     data = tmp_path / "live"
     half = len(scenario) // 2
@@ -63,7 +65,8 @@ def test_rebuild_requires_confirmation(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_rebuild_keeps_audit_rows_it_cannot_derive_and_ignores_stale_derivations(
-        tmp_path: Path, scenario: list[Input], caplog: pytest.LogCaptureFixture) -> None:
+    tmp_path: Path, scenario: list[Input], caplog: pytest.LogCaptureFixture
+) -> None:
     data = tmp_path / "live"
     seed_log(data, scenario[:60])
     assert crp(data, None, "run", "--until-idle") == 0
@@ -75,8 +78,13 @@ def test_rebuild_keeps_audit_rows_it_cannot_derive_and_ignores_stale_derivations
     with fabric.unit_of_work() as uow:
         uow.repo.append_audit("old-audit-row", "DRIFT_UNDETERMINED", 1, "k", {"by": "an older version"})
     fabric.close()
-    stale: dict[str, Any] = {"type": "FactStatusChanged", "fact_id": "nope", "status": "stale",
-                             "reason": "an older derivation", "at": "2031-01-01T00:00:00Z"}
+    stale: dict[str, Any] = {
+        "type": "FactStatusChanged",
+        "fact_id": "nope",
+        "status": "stale",
+        "reason": "an older derivation",
+        "at": "2031-01-01T00:00:00Z",
+    }
     log_ = EmbeddedLog(data / "log.sqlite", lambda: 0)
     log_.append([Append("crp.facts", "nope", json.dumps(stale).encode(), record_id="old-derivation")])
     log_.close()

@@ -41,22 +41,47 @@ def vec(*xs: float) -> list[float]:
 
 
 def doc(eid: str, facts: list[tuple[str, list[float]]], source: str = "vendor_docs", **kw: Any) -> Input:
-    value = {"event_id": eid, "source": source, "source_type": "official", "embedding_model": MODEL,
-             "facts": [{"text": t, "embedding": e} for t, e in facts], **kw}
+    value = {
+        "event_id": eid,
+        "source": source,
+        "source_type": "official",
+        "embedding_model": MODEL,
+        "facts": [{"text": t, "embedding": e} for t, e in facts],
+        **kw,
+    }
     return ("crp.documents", source, 0, json.dumps(value).encode())
 
 
 def claim(eid: str, source: str, stype: str, value: str) -> Input:
-    body = {"event_id": eid, "source": source, "source_type": stype, "embedding_model": MODEL,
-            "facts": [{"text": f"The api rate limit is {value} rps.", "embedding": vec(0, 0, 0, 1),
-                       "subject": "api", "attribute": "rate limit", "value": value, "unit": "rps"}]}
+    body = {
+        "event_id": eid,
+        "source": source,
+        "source_type": stype,
+        "embedding_model": MODEL,
+        "facts": [
+            {
+                "text": f"The api rate limit is {value} rps.",
+                "embedding": vec(0, 0, 0, 1),
+                "subject": "api",
+                "attribute": "rate limit",
+                "value": value,
+                "unit": "rps",
+            }
+        ],
+    }
     return ("crp.documents", source, 0, json.dumps(body).encode())
 
 
 def request(session: str, q: list[float]) -> Input:
-    value = {"request_id": f"r-{session}", "session_id": session, "window": 1, "embedding_model": MODEL,
-             "query": {"text": "q", "embedding": q}, "fact_budget": 4,
-             "sub_queries": [{"id": "a", "text": "a", "embedding": q}]}
+    value = {
+        "request_id": f"r-{session}",
+        "session_id": session,
+        "window": 1,
+        "embedding_model": MODEL,
+        "query": {"text": "q", "embedding": q},
+        "fact_budget": 4,
+        "sub_queries": [{"id": "a", "text": "a", "embedding": q}],
+    }
     return ("crp.window.requests", session, 0, json.dumps(value).encode())
 
 
@@ -117,8 +142,10 @@ def incident() -> list[Input]:
 def supersede() -> tuple[list[Input], list[Input]]:
     """A window request, then (same batch) a document that supersedes the request's best fact."""
     first = [doc("d1", [("Alpha routes packets.", vec(1, 0.1)), ("Beta is stable.", vec(0, 1))], document_id="d")]
-    second = [request("s1", vec(1)), doc("d2", [("Alpha routes frames now.", vec(0.2, 0.1, 1)),
-                                                ("Beta is stable.", vec(0, 1))], document_id="d")]
+    second = [
+        request("s1", vec(1)),
+        doc("d2", [("Alpha routes frames now.", vec(0.2, 0.1, 1)), ("Beta is stable.", vec(0, 1))], document_id="d"),
+    ]
     return first, second
 
 
@@ -155,8 +182,9 @@ def old_append(self: EmbeddedRuntime, outs: Any) -> None:
     self._emitted.extend(written)
 
 
-def test_outputs_already_in_the_log_are_consumed_when_re_caused(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_outputs_already_in_the_log_are_consumed_when_re_caused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     want = reference(tmp_path, [incident()])
     assert any(r["audit_type"] == "STALE_HIGH_TRUST" for r in want["audit_log"])
     assert differences(want, crashed(tmp_path, [incident()], "fixed")) == []
@@ -174,8 +202,9 @@ def test_vector_writes_of_an_uncommitted_batch_are_undone(tmp_path: Path, monkey
     assert differences(want, crashed(tmp_path, [first, second], "unfixed")) != []  # the test can fail
 
 
-def test_transient_database_errors_are_retried_and_lose_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                caplog: pytest.LogCaptureFixture) -> None:
+def test_transient_database_errors_are_retried_and_lose_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     want = reference(tmp_path, [incident()])
     w = World(tmp_path / "flaky")
     w.publish(incident())
@@ -202,8 +231,9 @@ def test_transient_database_errors_are_retried_and_lose_nothing(tmp_path: Path, 
         w.close()
 
 
-def test_a_record_the_database_refuses_is_deadlettered_not_retried_forever(tmp_path: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_record_the_database_refuses_is_deadlettered_not_retried_forever(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     w = World(tmp_path / "refused")
     w.publish([doc("bad", [("Refused by the database.", vec(1))]), doc("good", [("Accepted.", vec(0, 1))])])
     from crp_stream.fabric.repository import Repository

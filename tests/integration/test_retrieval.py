@@ -395,13 +395,19 @@ def test_hard_expired_fact_never_enters_as_a_connector(tmp_path: Path) -> None:
     never returns it; with slots no anchor fills, the graph walk brought it in anyway (assembly's
     ``_append_outside``). No expired fact may enter."""
     vec = from_gram(CHAIN_NAMES, CHAIN_GRAM)
-    old = doc("chain-b", [fact(CHAIN_TEXT["B"], vec["B"], importance=0.99)], ttl="P1D",
-              modified_at=iso(T0 - 10 * DAY_US))
-    recs = [old,  # one document per fact: no adjacency edges, only the similarity chain
-            *(doc(f"chain-{n}", [fact(CHAIN_TEXT[n], vec[n], importance=1.0 if n == "A" else 0.99)])
-              for n in ("A", "C", "D")),
-            request(1, T0 + 1, query=vec["q"], subs=[sub("why", vec["q"])], fact_budget=4,
-                    policy={"connector_budget": 0.5})]
+    old = doc(
+        "chain-b", [fact(CHAIN_TEXT["B"], vec["B"], importance=0.99)], ttl="P1D", modified_at=iso(T0 - 10 * DAY_US)
+    )
+    recs = [
+        old,  # one document per fact: no adjacency edges, only the similarity chain
+        *(
+            doc(f"chain-{n}", [fact(CHAIN_TEXT[n], vec[n], importance=1.0 if n == "A" else 0.99)])
+            for n in ("A", "C", "D")
+        ),
+        request(
+            1, T0 + 1, query=vec["q"], subs=[sub("why", vec["q"])], fact_budget=4, policy={"connector_budget": 0.5}
+        ),
+    ]
     kept = by_text(run(recs, tmp_path / "kept", edge_threshold=0.6).envelope(1))
     assert kept[CHAIN_TEXT["B"]]["role"] == "connector"  # stale (recency 0.3) but not hidden without expiry
     env = run(recs, tmp_path / "expired", edge_threshold=0.6, expire_after_ttls=1.0).envelope(1)
@@ -418,8 +424,9 @@ def test_a_connector_displaces_only_an_anchor_it_outscores(tmp_path: Path, direc
     if direct:
         gram[1][4] = gram[4][1] = 0.65  # A-D is now a similarity edge
         gram[1][3] = gram[3][1] = gram[2][4] = gram[4][2] = 0.5  # (still no A-C or B-D edge)
-    off = run(_chain_records({"graph_retrieval": "off", "connector_budget": 0.5}, gram), tmp_path / "off",
-              edge_threshold=0.6).envelope(1)
+    off = run(
+        _chain_records({"graph_retrieval": "off", "connector_budget": 0.5}, gram), tmp_path / "off", edge_threshold=0.6
+    ).envelope(1)
     on = run(_chain_records({"connector_budget": 0.5}, gram), tmp_path / "on", edge_threshold=0.6).envelope(1)
     cdr = {f["fact_id"]: f["score"] for f in off["facts"]}
     seeds = sorted(cdr, key=lambda f: -cdr[f])[:2]
@@ -881,11 +888,23 @@ def test_depth_from_word_count_and_the_default(tmp_path: Path) -> None:
     subs = _mw_subs()
     subs[0]["expected_words"] = 300
     subs[1]["expected_words"] = 300
-    rep = record_of("crp.window.reports", "s", T0 + 2, {
-        "session_id": "s", "window": 1, "output_text": "", "completeness": 0.5,
-        "addressed": [{"id": "s1", "words": 60}, {"id": "s2", "words": 280}, {"id": "s3"},
-                      {"id": "s4", "words": 10, "depth": 0.7}],
-    })
+    rep = record_of(
+        "crp.window.reports",
+        "s",
+        T0 + 2,
+        {
+            "session_id": "s",
+            "window": 1,
+            "output_text": "",
+            "completeness": 0.5,
+            "addressed": [
+                {"id": "s1", "words": 60},
+                {"id": "s2", "words": 280},
+                {"id": "s3"},
+                {"id": "s4", "words": 10, "depth": 0.7},
+            ],
+        },
+    )
     run([*_mw_docs(), request(1, T0 + 1, subs=subs, fact_budget=4), rep], tmp_path)
     row = session_row(tmp_path)
     assert row is not None

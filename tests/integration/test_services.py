@@ -61,9 +61,7 @@ async def _log_append_roundtrip(bootstrap: str) -> None:
         assert broker.get("log.message.timestamp.type") == "LogAppendTime", "broker default must be LogAppendTime"
         assert broker.get("auto.create.topics.enable") == "false"
 
-        await admin.create_topics(
-            [NewTopic(topic, 1, 1, topic_configs={"message.timestamp.type": "LogAppendTime"})]
-        )
+        await admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"message.timestamp.type": "LogAppendTime"})])
         for _ in range(100):  # creation returns before every metadata cache has the topic
             try:
                 cfg = _config_values(await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)]))
@@ -82,8 +80,7 @@ async def _log_append_roundtrip(bootstrap: str) -> None:
         assert meta.timestamp_type == LOG_APPEND_TIME
         assert meta.timestamp != OLD_MS
 
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                    auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
         await consumer.start()
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])

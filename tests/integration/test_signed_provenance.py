@@ -33,14 +33,34 @@ def vec(axis: int) -> list[float]:
 
 
 def doc(event_id: str, source: str = "vendor_docs", text: str = "The limit is 1000 rps.", **kw: Any) -> bytes:
-    return json.dumps({"event_id": event_id, "source": source, "source_type": "official", "embedding_model": MODEL,
-                       "document_id": "limits", "facts": [{"text": text, "embedding": vec(0)}], **kw}).encode()
+    return json.dumps(
+        {
+            "event_id": event_id,
+            "source": source,
+            "source_type": "official",
+            "embedding_model": MODEL,
+            "document_id": "limits",
+            "facts": [{"text": text, "embedding": vec(0)}],
+            **kw,
+        }
+    ).encode()
 
 
 def tele(event_id: str, **kw: Any) -> bytes:
-    return json.dumps({"event_id": event_id, "source": "field_telemetry", "observed_at": "2026-11-01T00:00:00Z",
-                       "subject": "api", "attribute": "limit", "value": 250, "unit": "rps", "embedding": vec(1),
-                       "embedding_model": MODEL, **kw}).encode()
+    return json.dumps(
+        {
+            "event_id": event_id,
+            "source": "field_telemetry",
+            "observed_at": "2026-11-01T00:00:00Z",
+            "subject": "api",
+            "attribute": "limit",
+            "value": 250,
+            "unit": "rps",
+            "embedding": vec(1),
+            "embedding_model": MODEL,
+            **kw,
+        }
+    ).encode()
 
 
 def signed(topic: str, raw: bytes, key: str, ts: int = T0) -> ReplayRecord:
@@ -76,26 +96,45 @@ def audit_rows(tmp_path: Path) -> list[dict[str, Any]]:
 
 
 def test_signed_records_are_ingested_under_their_source(tmp_path: Path) -> None:
-    out = run(tmp_path, [signed("crp.documents", doc("e1"), VENDOR_KEY),
-                         signed("crp.telemetry", tele("t1"), TELE_KEY, T0 + 1)], trust={"vendor_docs": 0.9})
+    out = run(
+        tmp_path,
+        [signed("crp.documents", doc("e1"), VENDOR_KEY), signed("crp.telemetry", tele("t1"), TELE_KEY, T0 + 1)],
+        trust={"vendor_docs": 0.9},
+    )
     assert of(out, "crp.deadletter") == []
     recorded = {f["source"]: f for f in of(out, "crp.facts")}
     assert set(recorded) == {"vendor_docs", "field_telemetry"}
     assert recorded["vendor_docs"]["trust"] == 0.9
 
 
-@pytest.mark.parametrize(("case", "record", "why"), [
-    ("unsigned", ("crp.documents", "k", T0, doc("e1")), "carries no crp-signature header"),
-    ("wrong key", signed("crp.documents", doc("e1"), "a-guessed-key"), "does not match"),
-    ("tampered", ("crp.documents", "k", T0, doc("e1", text="The limit is 5 rps."),
-                  ((SIGNATURE_HEADER, sign_value(VENDOR_KEY, doc("e1")).encode()),)), "does not match"),
-    ("other source's key", signed("crp.documents", doc("e1"), TELE_KEY), "does not match"),
-    ("no key for source", signed("crp.documents", doc("e1", source="community"), VENDOR_KEY),
-     "no signing key is configured"),
-    ("unsigned telemetry", ("crp.telemetry", "k", T0, tele("t1")), "carries no crp-signature header"),
-])
-def test_unproven_source_is_deadlettered_with_an_audit_event(tmp_path: Path, case: str, record: ReplayRecord,
-                                                             why: str) -> None:
+@pytest.mark.parametrize(
+    ("case", "record", "why"),
+    [
+        ("unsigned", ("crp.documents", "k", T0, doc("e1")), "carries no crp-signature header"),
+        ("wrong key", signed("crp.documents", doc("e1"), "a-guessed-key"), "does not match"),
+        (
+            "tampered",
+            (
+                "crp.documents",
+                "k",
+                T0,
+                doc("e1", text="The limit is 5 rps."),
+                ((SIGNATURE_HEADER, sign_value(VENDOR_KEY, doc("e1")).encode()),),
+            ),
+            "does not match",
+        ),
+        ("other source's key", signed("crp.documents", doc("e1"), TELE_KEY), "does not match"),
+        (
+            "no key for source",
+            signed("crp.documents", doc("e1", source="community"), VENDOR_KEY),
+            "no signing key is configured",
+        ),
+        ("unsigned telemetry", ("crp.telemetry", "k", T0, tele("t1")), "carries no crp-signature header"),
+    ],
+)
+def test_unproven_source_is_deadlettered_with_an_audit_event(
+    tmp_path: Path, case: str, record: ReplayRecord, why: str
+) -> None:
     good = signed("crp.documents", doc("good", text="A proven fact.", document_id="other"), VENDOR_KEY, T0 + 5)
     out = run(tmp_path, [record, good])
     dead = of(out, "crp.deadletter")
@@ -136,8 +175,13 @@ def test_without_signing_keys_every_source_is_taken_as_claimed(tmp_path: Path) -
 
 # --- the epoch is the log-append time ---------------------------------------------------------------------
 
-CLAIMS = {"epoch": "1999-01-01T00:00:00Z", "ingested_at": "1999-01-01T00:00:00Z", "timestamp": 915148800,
-          "ts": "1999-01-01T00:00:00Z", "log_append_time": "1999-01-01T00:00:00Z"}
+CLAIMS = {
+    "epoch": "1999-01-01T00:00:00Z",
+    "ingested_at": "1999-01-01T00:00:00Z",
+    "timestamp": 915148800,
+    "ts": "1999-01-01T00:00:00Z",
+    "log_append_time": "1999-01-01T00:00:00Z",
+}
 
 
 def test_payload_time_claims_never_set_the_epoch(tmp_path: Path) -> None:
@@ -147,8 +191,14 @@ def test_payload_time_claims_never_set_the_epoch(tmp_path: Path) -> None:
     t = json.loads(tele("t1"))
     t.update(CLAIMS)
     headers = (("crp-epoch", b"1999-01-01T00:00:00Z"), ("timestamp", b"915148800"))
-    out = run(tmp_path, [("crp.documents", "k", T0, json.dumps(d).encode(), headers),
-                         ("crp.telemetry", "k", T0 + 7, json.dumps(t).encode(), headers)], signing_keys={})
+    out = run(
+        tmp_path,
+        [
+            ("crp.documents", "k", T0, json.dumps(d).encode(), headers),
+            ("crp.telemetry", "k", T0 + 7, json.dumps(t).encode(), headers),
+        ],
+        signing_keys={},
+    )
     recorded = sorted(of(out, "crp.facts"), key=lambda f: f["epoch"])
     assert [f["epoch"] for f in recorded] == [rfc3339(T0), rfc3339(T0 + 7)]
     assert sorted(r["epoch_us"] for r in facts(tmp_path)) == [T0, T0 + 7]
@@ -177,13 +227,17 @@ def test_epoch_is_the_append_time_through_publish_and_run(tmp_path: Path, monkey
 # --- crp-stream sign ----------------------------------------------------------------------------------
 
 
-def test_sign_command_output_replays_as_proven(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_sign_command_output_replays_as_proven(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     lines = [
-        {"topic": "crp.documents", "key": "vendor_docs", "ts": "2026-10-01T00:00:00Z",
-         "value": json.loads(doc("e1"))},
-        {"topic": "crp.documents", "key": "community", "ts": "2026-10-01T00:00:01Z",
-         "value": json.loads(doc("e2", source="community", text="Another fact here.", document_id="c"))},
+        {"topic": "crp.documents", "key": "vendor_docs", "ts": "2026-10-01T00:00:00Z", "value": json.loads(doc("e1"))},
+        {
+            "topic": "crp.documents",
+            "key": "community",
+            "ts": "2026-10-01T00:00:01Z",
+            "value": json.loads(doc("e2", source="community", text="Another fact here.", document_id="c")),
+        },
     ]
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -218,8 +272,9 @@ def test_sign_command_output_replays_as_proven(tmp_path: Path, monkeypatch: pyte
     assert sources == ["vendor_docs"]
 
 
-def test_sign_refuses_a_missing_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_sign_refuses_a_missing_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
     (tmp_path / "x.jsonl").write_text("")
     assert cli.main(["sign", "--source", "s", "--key-env", "NO_SUCH_KEY_VAR", str(tmp_path / "x.jsonl")]) == 2
@@ -233,7 +288,12 @@ def test_a_producer_cannot_borrow_another_records_identity(tmp_path: Path) -> No
 
     first_cause = derive_id("crp.documents", "0", "0")
     forged = (("crp-id", first_cause.encode()),)
-    out = run(tmp_path, [("crp.documents", "k", T0, doc("e1")),
-                         ("crp.documents", "k", T0 + 1, doc("e2", text="Another fact.", document_id="x"), forged)],
-              signing_keys={})
+    out = run(
+        tmp_path,
+        [
+            ("crp.documents", "k", T0, doc("e1")),
+            ("crp.documents", "k", T0 + 1, doc("e2", text="Another fact.", document_id="x"), forged),
+        ],
+        signing_keys={},
+    )
     assert sorted(f["origin_event_id"] for f in of(out, "crp.facts")) == ["e1", "e2"]

@@ -66,8 +66,9 @@ def test_each_fact_keeps_at_most_its_k_nearest_similarity_edges(tmp_path: Path) 
     last = 29
     assert sorted(lists[last]) == sorted(sorted(range(last), key=lambda j: -sims[last, j])[:k])
     for i, nbrs in lists.items():  # a kept neighbour is never farther than one the fact was offered and dropped
-        assert min(sims[i, j] for j in nbrs) >= max((sims[i, j] for j in range(30) if i in lists[j]
-                                                     and j not in nbrs), default=-1.0)
+        assert min(sims[i, j] for j in nbrs) >= max(
+            (sims[i, j] for j in range(30) if i in lists[j] and j not in nbrs), default=-1.0
+        )
 
 
 # --- issue 13 point 5: the depth walked -------------------------------------------------------------
@@ -90,8 +91,16 @@ def test_the_walk_goes_max_hops_deep_and_reports_the_depth_walked(
 ) -> None:
     vec = from_gram(CHAIN, GRAM)
     records = [doc(f"chain-{n}", [fact(TEXT[n], vec[n])]) for n in "ABCD"]
-    records.append(request(1, T0 + 1, query=vec["q"], subs=[sub("why", vec["q"])], fact_budget=4,
-                           policy={"connector_budget": 0.5, "max_hops": max_hops}))
+    records.append(
+        request(
+            1,
+            T0 + 1,
+            query=vec["q"],
+            subs=[sub("why", vec["q"])],
+            fact_budget=4,
+            policy={"connector_budget": 0.5, "max_hops": max_hops},
+        )
+    )
     env = run(records, tmp_path, edge_threshold=0.6).envelope(1)
     got = {f["text"] for f in env["facts"]}
     assert got == {TEXT[n] for n in facts}  # A passes the gate; B, C, D are reached through the graph
@@ -102,8 +111,16 @@ def test_the_walk_goes_max_hops_deep_and_reports_the_depth_walked(
 def test_hops_is_the_depth_walked_not_the_depth_asked(tmp_path: Path) -> None:
     vec = from_gram(CHAIN, GRAM)
     records = [doc(f"chain-{n}", [fact(TEXT[n], vec[n])]) for n in "AB"]  # nothing past B
-    records.append(request(1, T0 + 1, query=vec["q"], subs=[sub("why", vec["q"])], fact_budget=4,
-                           policy={"connector_budget": 0.5, "max_hops": 3}))
+    records.append(
+        request(
+            1,
+            T0 + 1,
+            query=vec["q"],
+            subs=[sub("why", vec["q"])],
+            fact_budget=4,
+            policy={"connector_budget": 0.5, "max_hops": 3},
+        )
+    )
     env = run(records, tmp_path, edge_threshold=0.6).envelope(1)
     assert env["headers"]["CRP-Context-Graph-Hops"] == 1
 
@@ -114,11 +131,23 @@ def test_hops_is_the_depth_walked_not_the_depth_asked(tmp_path: Path) -> None:
 def test_adjacency_and_mention_edges_in_either_order(tmp_path: Path) -> None:
     v = [rel_vec(0.1, (1 + i, 1.0)) for i in range(6)]  # orthogonal: no similarity edge at all
     before = doc("engine", [fact("Babbage designed the engine with ada lovelace in mind.", v[0])], ts=T0)
-    titled = doc("ada", [fact("She was born in 1815.", v[1]), fact("She wrote the first program.", v[2]),
-                         fact("She died in 1852.", v[3])], ts=T0 + 1, document_id="ada",
-                 title="Ada Lovelace (mathematician)", section="Biography")
-    after = doc("notes", [fact("Menabrea's paper was translated by Ada Lovelace.", v[4]),
-                          fact("Nothing about her here.", v[5])], ts=T0 + 2)
+    titled = doc(
+        "ada",
+        [
+            fact("She was born in 1815.", v[1]),
+            fact("She wrote the first program.", v[2]),
+            fact("She died in 1852.", v[3]),
+        ],
+        ts=T0 + 1,
+        document_id="ada",
+        title="Ada Lovelace (mathematician)",
+        section="Biography",
+    )
+    after = doc(
+        "notes",
+        [fact("Menabrea's paper was translated by Ada Lovelace.", v[4]), fact("Nothing about her here.", v[5])],
+        ts=T0 + 2,
+    )
     out = run([before, titled, after], tmp_path, edge_threshold=0.9)
     ids = _fact_ids_by_text(out)
     kinds: dict[tuple[str, str], str] = {}
@@ -141,28 +170,46 @@ def test_a_query_that_names_a_title_reaches_its_document(tmp_path: Path) -> None
     second = rel_vec(0.05, (3, 1.0))
     records = [
         doc("x", [fact("Analytical engines compute tables.", x)]),
-        doc("ada", [fact("She was born in 1815.", lead), fact("She wrote the first program.", second)],
-            document_id="ada", title="Ada Lovelace"),
+        doc(
+            "ada",
+            [fact("She was born in 1815.", lead), fact("She wrote the first program.", second)],
+            document_id="ada",
+            title="Ada Lovelace",
+        ),
         request(1, T0 + 1, subs=[sub("q", Q)], fact_budget=3, query_text="What did Ada Lovelace write?"),
     ]
     env = run(records, tmp_path, edge_threshold=0.9).envelope(1)
     via = {f["text"]: f["via"] for f in env["facts"]}
-    assert via == {"Analytical engines compute tables.": "similarity", "She was born in 1815.": "mention",
-                   "She wrote the first program.": "adjacency"}
+    assert via == {
+        "Analytical engines compute tables.": "similarity",
+        "She was born in 1815.": "mention",
+        "She wrote the first program.": "adjacency",
+    }
     assert sorted(f["rank"] for f in env["facts"]) == [1, 2, 3]
 
 
 def test_a_titled_document_is_embedded_as_title_colon_sentence(tmp_path: Path) -> None:
     s = Settings(embedder="hashing:64", data_dir=tmp_path)
-    value = {"event_id": "e1", "source": "docs", "source_type": "official", "document_id": "d1",
-             "title": "Ada Lovelace", "facts": [{"text": "She wrote the first program."}]}
+    value = {
+        "event_id": "e1",
+        "source": "docs",
+        "source_type": "official",
+        "document_id": "d1",
+        "title": "Ada Lovelace",
+        "facts": [{"text": "She wrote the first program."}],
+    }
     lines = replay_records([("crp.documents", "docs", T0, json.dumps(value).encode())], s, tmp_path / "w")
     fid = next(json.loads(line)["value"]["fact_id"] for line in lines if '"FactRecorded"' in line)
     fabric = Fabric(replace(s, data_dir=tmp_path / "w"))
     try:
         with fabric.unit_of_work() as uow:
             got = np.asarray(uow.vectors.get_vectors([fid])[fid])
-            assert uow.repo.get_meta("embedding_text", ) is not None
+            assert (
+                uow.repo.get_meta(
+                    "embedding_text",
+                )
+                is not None
+            )
         want = fabric.embedder.embed(["Ada Lovelace: She wrote the first program."])[0]
         plain = fabric.embedder.embed(["She wrote the first program."])[0]
     finally:

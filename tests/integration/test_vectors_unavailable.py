@@ -31,8 +31,13 @@ class QdrantDown(Exception):
 
 
 # The backend hooks behind each call of the port (GuardedVectors calls the inner index's hooks).
-HOOKS = {"upsert": {"_upsert"}, "set_status": {"_set_status"}, "search": {"_query", "_query_many"},
-         "search_many": {"_query", "_query_many"}, "get_vectors": {"get_vectors"}}
+HOOKS = {
+    "upsert": {"_upsert"},
+    "set_status": {"_set_status"},
+    "search": {"_query", "_query_many"},
+    "search_many": {"_query", "_query_many"},
+    "get_vectors": {"get_vectors"},
+}
 
 
 class Flaky:
@@ -70,16 +75,32 @@ def vec(axis: int) -> list[float]:
 
 
 def doc(i: int) -> bytes:
-    return json.dumps({"event_id": f"d{i}", "source": "vendor_docs", "source_type": "official",
-                       "embedding_model": MODEL, "document_id": "doc",
-                       "facts": [{"text": f"Fact {i} about routers.", "embedding": vec(i % 6)},
-                                 {"text": "A stable sentence.", "embedding": vec(6)}]}).encode()
+    return json.dumps(
+        {
+            "event_id": f"d{i}",
+            "source": "vendor_docs",
+            "source_type": "official",
+            "embedding_model": MODEL,
+            "document_id": "doc",
+            "facts": [
+                {"text": f"Fact {i} about routers.", "embedding": vec(i % 6)},
+                {"text": "A stable sentence.", "embedding": vec(6)},
+            ],
+        }
+    ).encode()
 
 
 def request(session: str) -> bytes:
-    return json.dumps({"request_id": f"r-{session}", "session_id": session, "window": 1,
-                       "query": {"text": "routers", "embedding": vec(0)}, "embedding_model": MODEL,
-                       "sub_queries": [{"id": "a", "text": "routers", "embedding": vec(0)}]}).encode()
+    return json.dumps(
+        {
+            "request_id": f"r-{session}",
+            "session_id": session,
+            "window": 1,
+            "query": {"text": "routers", "embedding": vec(0)},
+            "embedding_model": MODEL,
+            "sub_queries": [{"id": "a", "text": "routers", "embedding": vec(0)}],
+        }
+    ).encode()
 
 
 def committed(db_path: Path) -> dict[str, Any]:
@@ -94,11 +115,18 @@ def committed(db_path: Path) -> dict[str, Any]:
         engine.dispose()
 
 
-@pytest.mark.parametrize(("fail_on", "apply_first"), [
-    ({"upsert"}, False), ({"upsert"}, True), ({"set_status"}, True), ({"search", "search_many", "get_vectors"}, False),
-])
-def test_nothing_is_acknowledged_until_the_vector_write_succeeds(tmp_path: Path, fail_on: set[str],
-                                                                 apply_first: bool) -> None:
+@pytest.mark.parametrize(
+    ("fail_on", "apply_first"),
+    [
+        ({"upsert"}, False),
+        ({"upsert"}, True),
+        ({"set_status"}, True),
+        ({"search", "search_many", "get_vectors"}, False),
+    ],
+)
+def test_nothing_is_acknowledged_until_the_vector_write_succeeds(
+    tmp_path: Path, fail_on: set[str], apply_first: bool
+) -> None:
     s = Settings(data_dir=tmp_path, embedder=f"precomputed:{MODEL}")
     fabric = open_fabric(s)
     log_ = EmbeddedLog(s.log_path, lambda: T0)
@@ -124,8 +152,9 @@ def test_nothing_is_acknowledged_until_the_vector_write_succeeds(tmp_path: Path,
     rt.run_until_idle()
     assert len(seen) == 6 and flaky.failures == 0  # more failures than max_attempts: still no dead letter
 
-    outputs = {t: [json.loads(r.value) for r in log_.iter_topic(t)] for t in ("crp.facts", "crp.deadletter",
-                                                                             "crp.envelopes")}
+    outputs = {
+        t: [json.loads(r.value) for r in log_.iter_topic(t)] for t in ("crp.facts", "crp.deadletter", "crp.envelopes")
+    }
     assert outputs["crp.deadletter"] == []
     recorded = [f["fact_id"] for f in outputs["crp.facts"] if f["type"] == "FactRecorded"]
     assert len(recorded) == len(set(recorded)) == 4  # d0's two facts, then one new sentence each for d1, d2

@@ -45,8 +45,24 @@ T0 = dt_to_us(datetime(2031, 1, 1, tzinfo=UTC))
 MINUTE_US = 60 * 1_000_000
 Input = tuple[str, str | None, int, bytes]
 
-WORDS = ("router", "switch", "cache", "proxy", "queue", "shard", "index", "broker", "ledger", "gateway",
-         "replica", "cluster", "token", "schema", "buffer", "socket")
+WORDS = (
+    "router",
+    "switch",
+    "cache",
+    "proxy",
+    "queue",
+    "shard",
+    "index",
+    "broker",
+    "ledger",
+    "gateway",
+    "replica",
+    "cluster",
+    "token",
+    "schema",
+    "buffer",
+    "socket",
+)
 
 
 def iso(us: int) -> str:
@@ -76,42 +92,83 @@ class _Gen:
         self.out.append((topic, key, self.ts, data))
 
     def doc(self, eid: str, source: str, stype: str, facts: list[dict[str, Any]], **kw: Any) -> None:
-        self.add("crp.documents", source, {"event_id": eid, "source": source, "source_type": stype,
-                                           "embedding_model": MODEL, "facts": facts, **kw})
+        self.add(
+            "crp.documents",
+            source,
+            {"event_id": eid, "source": source, "source_type": stype, "embedding_model": MODEL, "facts": facts, **kw},
+        )
 
     def fact(self, topic: int, i: int, **kw: Any) -> dict[str, Any]:
         return {"text": self.sentence(topic, i), "embedding": self.vec(topic), **kw}
 
     def claim_fact(self, subject: str, value: str, axis: int) -> dict[str, Any]:
-        return {"text": f"The {subject} rate limit is {value} rps.", "embedding": self.vec(axis, 0.05),
-                "subject": subject, "attribute": "rate limit", "value": value, "unit": "rps"}
+        return {
+            "text": f"The {subject} rate limit is {value} rps.",
+            "embedding": self.vec(axis, 0.05),
+            "subject": subject,
+            "attribute": "rate limit",
+            "value": value,
+            "unit": "rps",
+        }
 
     def telemetry(self, eid: str, subject: str, value: str, axis: int) -> None:
-        self.add("crp.telemetry", "field_telemetry", {
-            "event_id": eid, "source": "field_telemetry", "observed_at": iso(self.ts), "subject": subject,
-            "attribute": "rate limit", "value": value, "unit": "rps", "embedding": self.vec(axis, 0.05),
-            "embedding_model": MODEL})
+        self.add(
+            "crp.telemetry",
+            "field_telemetry",
+            {
+                "event_id": eid,
+                "source": "field_telemetry",
+                "observed_at": iso(self.ts),
+                "subject": subject,
+                "attribute": "rate limit",
+                "value": value,
+                "unit": "rps",
+                "embedding": self.vec(axis, 0.05),
+                "embedding_model": MODEL,
+            },
+        )
 
     def request(self, session: str, window: int, topics: Sequence[int]) -> None:
         value: dict[str, Any] = {
-            "request_id": f"{session}-w{window}", "session_id": session, "window": window,
+            "request_id": f"{session}-w{window}",
+            "session_id": session,
+            "window": window,
             "query": {"text": f"explain {session}", "embedding": self.vec(topics[0], 0.5)},
-            "fact_budget": 6, "max_windows": 4, "embedding_model": MODEL,
+            "fact_budget": 6,
+            "max_windows": 4,
+            "embedding_model": MODEL,
         }
         if window == 1:
-            value["sub_queries"] = [{"id": f"q{t}", "text": f"about {WORDS[t % len(WORDS)]}",
-                                     "embedding": self.vec(t, 0.1)} for t in topics]
+            value["sub_queries"] = [
+                {"id": f"q{t}", "text": f"about {WORDS[t % len(WORDS)]}", "embedding": self.vec(t, 0.1)} for t in topics
+            ]
         self.add("crp.window.requests", session, value)
 
     def report(self, session: str, window: int, topics: Sequence[int]) -> None:
-        self.add("crp.window.reports", session, {
-            "session_id": session, "window": window,
-            "addressed": [{"id": f"q{t}", "depth": round(0.3 + 0.2 * window, 2)} for t in topics[:2]],
-            "output_text": " ".join(self.sentence(t, window) for t in topics), "completeness": 0.3 * window})
+        self.add(
+            "crp.window.reports",
+            session,
+            {
+                "session_id": session,
+                "window": window,
+                "addressed": [{"id": f"q{t}", "depth": round(0.3 + 0.2 * window, 2)} for t in topics[:2]],
+                "output_text": " ".join(self.sentence(t, window) for t in topics),
+                "completeness": 0.3 * window,
+            },
+        )
 
     def command(self, cid: str, command: str, target: str, actor: str = "alice") -> None:
-        self.add("crp.operator.commands", "ops", {"command_id": cid, "command": command, "target_id": target,
-                                                  "actor": actor, "reason": f"{command} by the crash scenario"})
+        self.add(
+            "crp.operator.commands",
+            "ops",
+            {
+                "command_id": cid,
+                "command": command,
+                "target_id": target,
+                "actor": actor,
+                "reason": f"{command} by the crash scenario",
+            },
+        )
 
 
 def _phase_a(g: _Gen) -> None:
@@ -128,31 +185,47 @@ def _phase_a(g: _Gen) -> None:
         g.doc(f"vendor-{i}", "vendor_docs", "official", facts, document_id=f"doc-{i}")
         if i == 5:
             g.add("crp.documents", "bad", None, raw=b'{"event_id": "broken", "source": ')  # invalid JSON
-            g.add("crp.documents", "bad", None, raw=b'{"event_id":"nan","source":"x","source_type":"news",'
-                  b'"embedding_model":"crash-model","facts":[{"text":"x","embedding":[NaN,1.0]}]}')
+            g.add(
+                "crp.documents",
+                "bad",
+                None,
+                raw=b'{"event_id":"nan","source":"x","source_type":"news",'
+                b'"embedding_model":"crash-model","facts":[{"text":"x","embedding":[NaN,1.0]}]}',
+            )
     for s, topics in sessions.items():
         g.request(s, 1, topics)
     for i in range(30):  # the drift shape: telemetry and community agree on a later value
         g.telemetry(f"tele-a-{i}", "api-a", "250", 10)
         if i % 10 == 0:
-            g.doc(f"community-{i}", "community_notes", "community", [g.claim_fact("api-a", "250", 10),
-                                                                       g.fact(9, i)])
+            g.doc(f"community-{i}", "community_notes", "community", [g.claim_fact("api-a", "250", 10), g.fact(9, i)])
         if i % 6 == 0:
             s = f"s{(i // 6) % 4}"
             g.report(s, 1, sessions[s])
-    g.doc("vendor-3-v2", "vendor_docs", "official", [g.fact(3, 999), g.fact(3, 31), g.fact(3, 32)],
-          document_id="doc-3")  # supersedes doc-3's changed sentence
+    g.doc(
+        "vendor-3-v2", "vendor_docs", "official", [g.fact(3, 999), g.fact(3, 31), g.fact(3, 32)], document_id="doc-3"
+    )  # supersedes doc-3's changed sentence
     g.doc("vendor-0", "vendor_docs", "official", [g.fact(0, 1)])  # same id, other content: dead-lettered
     for s, topics in sessions.items():
         g.request(s, 2, topics)
         g.report(s, 2, topics)
-    g.add("crp.window.reports", "s9", {"session_id": "s9", "window": 1, "addressed": [],
-                                       "output_text": "", "completeness": 0.1})  # unknown session
-    g.add("crp.telemetry", "field_telemetry", {"event_id": "t-bad", "source": "field_telemetry",
-                                               "observed_at": "yesterday"})  # bad time
+    g.add(
+        "crp.window.reports",
+        "s9",
+        {"session_id": "s9", "window": 1, "addressed": [], "output_text": "", "completeness": 0.1},
+    )  # unknown session
+    g.add(
+        "crp.telemetry",
+        "field_telemetry",
+        {"event_id": "t-bad", "source": "field_telemetry", "observed_at": "yesterday"},
+    )  # bad time
     for i in range(60):
-        g.doc(f"late-{i}", "vendor_docs" if i % 3 else "community_notes", "official" if i % 3 else "community",
-              [g.fact((i * 5) % 8, 500 + i), g.fact((i * 3) % 8, 600 + i)], document_id=f"late-{i}")
+        g.doc(
+            f"late-{i}",
+            "vendor_docs" if i % 3 else "community_notes",
+            "official" if i % 3 else "community",
+            [g.fact((i * 5) % 8, 500 + i), g.fact((i * 3) % 8, 600 + i)],
+            document_id=f"late-{i}",
+        )
         if i % 8 == 0:
             g.telemetry(f"tele-c-{i}", "api-c", str(100 + i), 12)
 
@@ -170,8 +243,13 @@ def _phase_b(g: _Gen, refresh_ids: list[str], candidate_ids: list[str]) -> None:
     g.command("cmd-unknown", "resolve_refresh", "no-such-request")
     g.command("cmd-blank-actor", "release_quarantine", "no-such", actor="   ")
     for i in range(40):
-        g.doc(f"tail-{i}", "vendor_docs", "official", [g.fact(i % 8, 700 + i), g.fact((i + 1) % 8, 800 + i)],
-              document_id=f"doc-{i % 12}")  # rewrites the early documents: supersedes
+        g.doc(
+            f"tail-{i}",
+            "vendor_docs",
+            "official",
+            [g.fact(i % 8, 700 + i), g.fact((i + 1) % 8, 800 + i)],
+            document_id=f"doc-{i % 12}",
+        )  # rewrites the early documents: supersedes
         if i % 10 == 9:
             s = f"s{(i // 10) % 4}"
             g.report(s, 3, sessions[s])
@@ -251,9 +329,16 @@ def sqlite_log_size(path: Path) -> Callable[[], int]:
     return size
 
 
-def run_with_kills(command: Sequence[str], progress: Callable[[], int], plan: KillPlan,
-                   total: int | Callable[[], int], *, env: dict[str, str] | None = None, timeout_s: float = 600.0,
-                   until_done: Callable[[], bool] | None = None) -> CrashReport:
+def run_with_kills(
+    command: Sequence[str],
+    progress: Callable[[], int],
+    plan: KillPlan,
+    total: int | Callable[[], int],
+    *,
+    env: dict[str, str] | None = None,
+    timeout_s: float = 600.0,
+    until_done: Callable[[], bool] | None = None,
+) -> CrashReport:
     """Kill the worker at ``plan``'s points until it has made them all (``total``: the progress an
     uninterrupted run reaches, or a function estimating it when that run goes alongside), then let it
     finish. A worker that never exits by itself (a Kafka worker) gets ``until_done``: once it is true,
@@ -274,7 +359,8 @@ def run_with_kills(command: Sequence[str], progress: Callable[[], int], plan: Ki
             if grew_at is None and now > start:
                 grew_at = time.monotonic()
             if (point.kind == "records" and now >= start + point.at) or (
-                    point.kind == "ms" and grew_at is not None and (time.monotonic() - grew_at) * 1000 >= point.at):
+                point.kind == "ms" and grew_at is not None and (time.monotonic() - grew_at) * 1000 >= point.at
+            ):
                 proc.send_signal(signal.SIGKILL)
                 killed = True
                 break
@@ -325,8 +411,9 @@ def run_with_kills(command: Sequence[str], progress: Callable[[], int], plan: Ki
         err_file.seek(0)
         err = err_file.read()
     if proc.returncode != 0 or not until_done():
-        raise AssertionError(f"final run exited {proc.returncode} (done: {until_done()}): "
-                             f"{err.decode(errors='replace')[-2000:]}")
+        raise AssertionError(
+            f"final run exited {proc.returncode} (done: {until_done()}): {err.decode(errors='replace')[-2000:]}"
+        )
     return report
 
 
@@ -399,8 +486,10 @@ def discover_embedded(tmp: Path) -> Callable[[list[Input]], tuple[list[str], lis
         try:
             rt.run_until_idle()
             with fabric.unit_of_work() as uow:
-                return ([r["request_id"] for r in uow.repo.refresh_requests()],
-                        [c["candidate_id"] for c in uow.repo.candidates()])
+                return (
+                    [r["request_id"] for r in uow.repo.refresh_requests()],
+                    [c["candidate_id"] for c in uow.repo.candidates()],
+                )
         finally:
             fabric.close()
             log_.close()
@@ -430,5 +519,17 @@ def embedded_snapshot(data: Path, database_url: str | None = None) -> dict[str, 
 
 def cli_command(data: Path, *extra: str) -> list[str]:
     """The embedded worker; ``CRP_BATCH_SIZE`` in its environment sets how often it commits."""
-    return [sys.executable, "-m", "crp_stream", "run", "--until-idle", "--data", str(data),
-            "--embedder", f"precomputed:{MODEL}", "--log-level", "WARNING", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "crp_stream",
+        "run",
+        "--until-idle",
+        "--data",
+        str(data),
+        "--embedder",
+        f"precomputed:{MODEL}",
+        "--log-level",
+        "WARNING",
+        *extra,
+    ]

@@ -53,8 +53,13 @@ def private_broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     require_env("CRP_TEST_KAFKA")  # the suite's broker must be configured: fail, never skip
     port = free_port()
     controller = next(p for p in iter(free_port, None) if p != port)
-    env = {**os.environ, "CRP_KAFKA_PORT": str(port), "CRP_KAFKA_CONTROLLER_PORT": str(controller),
-           "CRP_KAFKA_RUN": str(tmp_path / "kafka"), "CRP_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "CRP_KAFKA_PORT": str(port),
+        "CRP_KAFKA_CONTROLLER_PORT": str(controller),
+        "CRP_KAFKA_RUN": str(tmp_path / "kafka"),
+        "CRP_PYTHON": sys.executable,
+    }
     started: list[bool] = []
 
     def ops(command: str) -> None:

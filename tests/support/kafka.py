@@ -31,11 +31,19 @@ from crp_stream.fabric.db import make_engine
 from tests.support.services import require_env
 
 REPO = Path(__file__).resolve().parents[2]
-OUTPUT_TOPICS = ("crp.facts", "crp.envelopes", "crp.audit", "crp.refresh.requests", "crp.quarantine.candidates",
-                 "crp.deadletter")
+OUTPUT_TOPICS = (
+    "crp.facts",
+    "crp.envelopes",
+    "crp.audit",
+    "crp.refresh.requests",
+    "crp.quarantine.candidates",
+    "crp.deadletter",
+)
 INPUTS_BY_GROUP = {
-    "ingest": ("crp.documents", "crp.telemetry"), "arbiter": ("crp.facts",),
-    "retrieval": ("crp.window.requests", "crp.window.reports"), "operator": ("crp.operator.commands",),
+    "ingest": ("crp.documents", "crp.telemetry"),
+    "arbiter": ("crp.facts",),
+    "retrieval": ("crp.window.requests", "crp.window.reports"),
+    "operator": ("crp.operator.commands",),
 }
 
 
@@ -81,9 +89,20 @@ class Consumed:
 class WorkerProcess:
     """One ``crp-stream worker`` subprocess with its own metrics port and log file."""
 
-    def __init__(self, tmp: Path, prefix: str, database: str, *, name: str = "w", groups: str | None = None,
-                 qdrant: str | None = None, embedder: str = "hashing", partitions: int = 4,
-                 env: dict[str, str] | None = None, exit_after_commit: int | None = None):
+    def __init__(
+        self,
+        tmp: Path,
+        prefix: str,
+        database: str,
+        *,
+        name: str = "w",
+        groups: str | None = None,
+        qdrant: str | None = None,
+        embedder: str = "hashing",
+        partitions: int = 4,
+        env: dict[str, str] | None = None,
+        exit_after_commit: int | None = None,
+    ):
         self.tmp, self.prefix, self.database, self.name = tmp, prefix, database, name
         self.exit_after_commit = exit_after_commit  # the fault: die between a commit and its produce
         self.groups, self.embedder, self.partitions = groups, embedder, partitions
@@ -94,12 +113,30 @@ class WorkerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def args(self) -> list[str]:
-        launcher = ["-m", "crp_stream"] if self.exit_after_commit is None else [
-            "-m", "tests.support.faulty_worker", str(self.exit_after_commit)]
-        args = [sys.executable, *launcher, "worker", "--broker", broker(), "--database",
-                self.database, "--qdrant", self.qdrant, "--embedder", self.embedder, "--data",
-                str(self.tmp / f"data-{self.name}"), "--partitions", str(self.partitions), "--metrics-port",
-                str(self.port)]
+        launcher = (
+            ["-m", "crp_stream"]
+            if self.exit_after_commit is None
+            else ["-m", "tests.support.faulty_worker", str(self.exit_after_commit)]
+        )
+        args = [
+            sys.executable,
+            *launcher,
+            "worker",
+            "--broker",
+            broker(),
+            "--database",
+            self.database,
+            "--qdrant",
+            self.qdrant,
+            "--embedder",
+            self.embedder,
+            "--data",
+            str(self.tmp / f"data-{self.name}"),
+            "--partitions",
+            str(self.partitions),
+            "--metrics-port",
+            str(self.port),
+        ]
         if self.groups:
             args += ["--groups", self.groups]
         return args
@@ -111,8 +148,9 @@ class WorkerProcess:
 
     def start(self) -> WorkerProcess:
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()/kill()
-        self.proc = subprocess.Popen(self.args(), stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=self.environment(), cwd=str(REPO))
+        self.proc = subprocess.Popen(
+            self.args(), stdout=self._log, stderr=subprocess.STDOUT, env=self.environment(), cwd=str(REPO)
+        )
         return self
 
     def log_tail(self, n: int = 40) -> str:
@@ -209,8 +247,13 @@ class Kafka:
     def base(self, physical: str) -> str:
         return "crp." + physical.removeprefix(self.prefix)
 
-    def produce(self, topic: str, key: str | None, value: bytes | dict[str, Any], timestamp_ms: int | None = None,
-                ) -> tuple[int, int, int]:
+    def produce(
+        self,
+        topic: str,
+        key: str | None,
+        value: bytes | dict[str, Any],
+        timestamp_ms: int | None = None,
+    ) -> tuple[int, int, int]:
         """Produce one record; returns (partition, offset, broker timestamp ms)."""
         raw = value if isinstance(value, bytes) else json.dumps(value, separators=(",", ":")).encode()
 
@@ -218,9 +261,9 @@ class Kafka:
             if self._producer is None:
                 self._producer = AIOKafkaProducer(bootstrap_servers=servers(), acks="all")
                 await self._producer.start()
-            md = await self._producer.send_and_wait(self.physical(topic), raw,
-                                                    key=None if key is None else key.encode(),
-                                                    timestamp_ms=timestamp_ms)
+            md = await self._producer.send_and_wait(
+                self.physical(topic), raw, key=None if key is None else key.encode(), timestamp_ms=timestamp_ms
+            )
             return md.partition, md.offset, md.timestamp
 
         result: tuple[int, int, int] = self._run(go())
@@ -245,12 +288,22 @@ class Kafka:
                     for tp, msgs in batch.items():
                         for m in msgs:
                             key = None if m.key is None else m.key.decode("utf-8", "replace")
-                            self.records.append(Consumed(self.base(tp.topic), tp.partition, m.offset, key,
-                                                         m.value or b"", m.timestamp, tuple(m.headers or ())))
+                            self.records.append(
+                                Consumed(
+                                    self.base(tp.topic),
+                                    tp.partition,
+                                    m.offset,
+                                    key,
+                                    m.value or b"",
+                                    m.timestamp,
+                                    tuple(m.headers or ()),
+                                )
+                            )
 
         async def start() -> None:
-            c = AIOKafkaConsumer(bootstrap_servers=servers(), group_id=None, enable_auto_commit=False,
-                                 auto_offset_reset="earliest")
+            c = AIOKafkaConsumer(
+                bootstrap_servers=servers(), group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+            )
             await c.start()
             parts = await wait_metadata(c)
             c.assign(parts)
@@ -265,8 +318,12 @@ class Kafka:
         with self._lock:
             return [r for r in self.records if topic is None or r.topic == topic]
 
-    def wait_for(self, predicate: Callable[[list[Consumed]], bool], timeout: float = 60.0, what: str = "",
-                 ) -> list[Consumed]:
+    def wait_for(
+        self,
+        predicate: Callable[[list[Consumed]], bool],
+        timeout: float = 60.0,
+        what: str = "",
+    ) -> list[Consumed]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             recs = self.snapshot()
@@ -344,8 +401,13 @@ def db_offsets(database: str) -> dict[tuple[str, str, int], int]:
         engine.dispose()
 
 
-def wait_quiescent(kafka: Kafka, database: str, groups: Sequence[str] = tuple(INPUTS_BY_GROUP),
-                   timeout: float = 120.0, settle: float = 0.4) -> None:
+def wait_quiescent(
+    kafka: Kafka,
+    database: str,
+    groups: Sequence[str] = tuple(INPUTS_BY_GROUP),
+    timeout: float = 120.0,
+    settle: float = 0.4,
+) -> None:
     """Until every group has committed (in the fabric) every record of its input topics, the tap has
     read every output, and nothing moved for ``settle`` seconds."""
     inputs = sorted({t for g in groups for t in INPUTS_BY_GROUP[g]})
@@ -355,8 +417,12 @@ def wait_quiescent(kafka: Kafka, database: str, groups: Sequence[str] = tuple(IN
     while time.monotonic() < deadline:
         ends = kafka.end_offsets(watched)
         committed = db_offsets(database)
-        done = all(committed.get((g, t, p), 0) >= end for g in groups for (t, p), end in ends.items()
-                   if t in INPUTS_BY_GROUP[g] and end > 0)
+        done = all(
+            committed.get((g, t, p), 0) >= end
+            for g in groups
+            for (t, p), end in ends.items()
+            if t in INPUTS_BY_GROUP[g] and end > 0
+        )
         seen: dict[tuple[str, int], int] = {}
         for r in kafka.snapshot():
             seen[(r.topic, r.partition)] = max(seen.get((r.topic, r.partition), 0), r.offset + 1)
@@ -380,8 +446,9 @@ def kafka_client_jars() -> str:
     return str(libs[-1] / "*")
 
 
-def java_produce(records: Sequence[tuple[str, str | None, bytes]], timeout: float = 180.0,
-                 distinct_ms: bool = False) -> list[tuple[int, int, int]]:
+def java_produce(
+    records: Sequence[tuple[str, str | None, bytes]], timeout: float = 180.0, distinct_ms: bool = False
+) -> list[tuple[int, int, int]]:
     """Produce ``(physical topic, key, value)`` records at full speed with the Java kafka-clients producer
     (no pacing, no wait between records); returns ``(partition, offset, timestamp_ms)`` of each, in order.
     ``distinct_ms``: one broker millisecond per record (FastProducer.java says why), still unpaced."""
@@ -393,8 +460,7 @@ def java_produce(records: Sequence[tuple[str, str | None, bytes]], timeout: floa
     lines = "".join(f"{t}\t{'-' if k is None else b64(k.encode())}\t{b64(v)}\n" for t, k, v in records)
     args = ["java", "-cp", kafka_client_jars(), str(JAVA_PRODUCER), servers()]
     args += ["distinct-ms"] if distinct_ms else []
-    done = subprocess.run(args, input=lines.encode(),
-                          capture_output=True, timeout=timeout, check=False)
+    done = subprocess.run(args, input=lines.encode(), capture_output=True, timeout=timeout, check=False)
     if done.returncode != 0:
         pytest.fail(f"java producer failed ({done.returncode}): {done.stderr.decode(errors='replace')[-2000:]}")
     out = [tuple(int(x) for x in line.split()) for line in done.stdout.decode().splitlines() if line.strip()]

@@ -95,8 +95,16 @@ class Clock:
 class Pipeline:
     """One worker's world: output topics + consumer group (``prefix``), database, edge index, a tap."""
 
-    def __init__(self, name: str, tmp: Path, input_prefix: str, *, instance_id: str | None = None,
-                 env: Mapping[str, str] | None = None, db: str | None = None):
+    def __init__(
+        self,
+        name: str,
+        tmp: Path,
+        input_prefix: str,
+        *,
+        instance_id: str | None = None,
+        env: Mapping[str, str] | None = None,
+        db: str | None = None,
+    ):
         self.name = name
         self.prefix = unique_prefix(name)
         self.input_prefix = input_prefix
@@ -154,8 +162,10 @@ class Pipeline:
     def _fabric(self) -> tuple[dict[tuple[str, str, int], int], list[str]]:
         """Committed offsets by (group, topic, partition), and the record ids in the outboxes."""
         with self._engine.connect() as conn:
-            offsets = {(r[0], r[1], int(r[2])): int(r[3]) for r in conn.execute(
-                text('SELECT consumer, topic, "partition", next_offset FROM consumer_offsets'))}
+            offsets = {
+                (r[0], r[1], int(r[2])): int(r[3])
+                for r in conn.execute(text('SELECT consumer, topic, "partition", next_offset FROM consumer_offsets'))
+            }
             rows = [r[0] for r in conn.execute(text("SELECT value FROM meta WHERE key LIKE 'outbox:%'"))]
         return offsets, [row[4] for raw in rows for row in json.loads(raw)]
 
@@ -172,8 +182,11 @@ class Pipeline:
         snap: dict[str, Any] = tables_snapshot(self._engine)
         ends = self.kafka.ends() or {}
         for table, rows in snap.items():
-            snap[table] = [_row(table, r, clock, ends) for r in rows
-                           if not (table == "meta" and str(r["key"]).startswith("outbox:"))]
+            snap[table] = [
+                _row(table, r, clock, ends)
+                for r in rows
+                if not (table == "meta" and str(r["key"]).startswith("outbox:"))
+            ]
         snap["audit_log"].sort(key=lambda r: r["event_id"])
         vectors = open_vector_index(self.worker.qdrant)
         try:
@@ -212,7 +225,8 @@ def outputs(records: Sequence[Consumed], clock: Clock) -> Outputs:
     for r in records:
         value = clock.json_text(r.value.decode("utf-8", "replace"))
         by_topic.setdefault(r.topic, []).append(
-            (clock.step(r.ts_ms * 1000), r.crp_id or "", r.partition, r.offset, (r.crp_id, r.key, value)))
+            (clock.step(r.ts_ms * 1000), r.crp_id or "", r.partition, r.offset, (r.crp_id, r.key, value))
+        )
     return {t: [x[-1] for x in sorted(rows)] for t, rows in sorted(by_topic.items())}
 
 
@@ -232,8 +246,9 @@ def first_occurrences(outputs: Outputs) -> Outputs:
 def compare(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
     """Differences between two snapshots; ``actual`` may repeat an output (same id, same content)."""
     problems = compare_outputs(first_occurrences(expected["outputs"]), actual["outputs"], allow_duplicates=True)
-    return problems + differences({k: v for k, v in expected.items() if k != "outputs"},
-                                  {k: v for k, v in actual.items() if k != "outputs"})
+    return problems + differences(
+        {k: v for k, v in expected.items() if k != "outputs"}, {k: v for k, v in actual.items() if k != "outputs"}
+    )
 
 
 class Pacer:
@@ -266,9 +281,11 @@ class Pacer:
                 if self.stopping.is_set():
                     raise RuntimeError("pacer stopped")
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"{p.name} did not settle input {len(self.stamps) - 1} within "
-                                       f"{self.step_timeout_s}s; outputs never produced: {p.pending_outbox()[:5]}; "
-                                       f"worker log:\n{p.worker.log_tail()}")
+                    raise TimeoutError(
+                        f"{p.name} did not settle input {len(self.stamps) - 1} within "
+                        f"{self.step_timeout_s}s; outputs never produced: {p.pending_outbox()[:5]}; "
+                        f"worker log:\n{p.worker.log_tail()}"
+                    )
                 time.sleep(0.01)
 
     def feed_all(self, items: Sequence[Input]) -> None:

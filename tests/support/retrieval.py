@@ -177,8 +177,9 @@ class Run:
 
     def envelope(self, window: int, branch: int | None = None) -> dict[str, Any]:
         """The envelope that answered window ``window``'s request (not a closing envelope)."""
-        found = [e for e in self.envelopes
-                 if e["window"] == window and e.get("branch") == branch and not e.get("closing")]
+        found = [
+            e for e in self.envelopes if e["window"] == window and e.get("branch") == branch and not e.get("closing")
+        ]
         assert len(found) == 1, f"expected one envelope for window {window} branch {branch}, got {len(found)}"
         return found[0]
 

@@ -65,8 +65,9 @@ class Cluster:
         self.env = {**os.environ, "CRP_PG_PORT": str(port)}
 
     def _ops(self, action: str) -> str:
-        done = subprocess.run(["bash", str(OPS / "postgres"), action], env=self.env, capture_output=True,
-                              text=True, timeout=180)
+        done = subprocess.run(
+            ["bash", str(OPS / "postgres"), action], env=self.env, capture_output=True, text=True, timeout=180
+        )
         assert done.returncode == 0, f"ops/postgres {action}: {done.stderr.strip()}"
         return done.stdout.strip()
 

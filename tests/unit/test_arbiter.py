@@ -20,15 +20,32 @@ from crp_stream.processors.text_claims import claim_text, text_values
 DAY = 86_400.0
 
 
-def row(fid: str, source: str, value: Any, epoch_s: float, *, unit: str | None = "rps", trust: float = 0.5,
-        status: str = "active", text: str = "") -> dict[str, Any]:
-    return {"fact_id": fid, "source": source, "source_type": "official", "trust": trust, "value": value,
-            "unit": unit, "epoch_us": int(epoch_s * 1_000_000), "status": status, "text": text or f"x {value}"}
+def row(
+    fid: str,
+    source: str,
+    value: Any,
+    epoch_s: float,
+    *,
+    unit: str | None = "rps",
+    trust: float = 0.5,
+    status: str = "active",
+    text: str = "",
+) -> dict[str, Any]:
+    return {
+        "fact_id": fid,
+        "source": source,
+        "source_type": "official",
+        "trust": trust,
+        "value": value,
+        "unit": unit,
+        "epoch_us": int(epoch_s * 1_000_000),
+        "status": status,
+        "text": text or f"x {value}",
+    }
 
 
 def test_claim_records_normalise_values_and_take_the_epoch_from_the_row() -> None:
-    rows = [row("a", "v", "1,000", 10.0), row("b", "t", "1000 req/s", 20.0, unit=None),
-            row("c", "t", None, 30.0)]
+    rows = [row("a", "v", "1,000", 10.0), row("b", "t", "1000 req/s", 20.0, unit=None), row("c", "t", None, 30.0)]
     recs = claim_records(rows, text_claim=False)
     assert [(r.fact_id, r.value, r.epoch) for r in recs] == [("a", "1000 rps", 10.0), ("b", "1000 rps", 20.0)]
 
@@ -40,10 +57,14 @@ def _recs(*specs: tuple[str, str, float, str, float]) -> list[ClaimRecord]:
 def test_choose_verdict_prefers_a_stale_high_trust_reading_of_a_minority_value() -> None:
     # Two partitions (older) assert 300 -> claim_verdict evaluates 300 (poisoning); two later ones
     # assert 250, which is fresher and corroborated: the stale high-trust verdict must win.
-    recs = _recs(("v", "vendor", 0.9, 100.0, "1000 rps"),
-                 ("p1", "spam1", 0.1, 50.0, "300 rps"), ("p2", "spam2", 0.1, 60.0, "300 rps"),
-                 ("p3", "spam3", 0.1, 70.0, "300 rps"),
-                 ("t", "telemetry", 0.4, 200.0, "250 rps"), ("c", "community", 0.2, 210.0, "250 rps"))
+    recs = _recs(
+        ("v", "vendor", 0.9, 100.0, "1000 rps"),
+        ("p1", "spam1", 0.1, 50.0, "300 rps"),
+        ("p2", "spam2", 0.1, 60.0, "300 rps"),
+        ("p3", "spam3", 0.1, 70.0, "300 rps"),
+        ("t", "telemetry", 0.4, 200.0, "250 rps"),
+        ("c", "community", 0.2, 210.0, "250 rps"),
+    )
     views = partition_views(recs)
     assert claim_verdict(views, claim="k").kind == POISONING_CANDIDATE
     chosen = choose_verdict(views, "k")
@@ -53,8 +74,12 @@ def test_choose_verdict_prefers_a_stale_high_trust_reading_of_a_minority_value()
 
 
 def test_choose_verdict_keeps_the_base_verdict_when_no_value_is_stale() -> None:
-    recs = _recs(("v", "vendor", 0.9, 100.0, "1000 rps"), ("p1", "spam1", 0.1, 50.0, "300 rps"),
-                 ("p2", "spam2", 0.1, 60.0, "300 rps"), ("t", "telemetry", 0.4, 200.0, "250 rps"))
+    recs = _recs(
+        ("v", "vendor", 0.9, 100.0, "1000 rps"),
+        ("p1", "spam1", 0.1, 50.0, "300 rps"),
+        ("p2", "spam2", 0.1, 60.0, "300 rps"),
+        ("t", "telemetry", 0.4, 200.0, "250 rps"),
+    )
     views = partition_views(recs)
     assert choose_verdict(views, "k") == claim_verdict(views, claim="k")
     assert choose_verdict(partition_views(recs[:1]), "k").kind == CONSENSUS_OK
@@ -67,8 +92,12 @@ def test_choose_verdict_single_later_partition_is_undetermined() -> None:
 
 def test_text_values_group_non_conflicting_statements() -> None:
     base = "The documented rate limit of the upstream billing API is {} requests per second."
-    rows = [row("a", "v", None, 1.0, text=base.format(1000)), row("b", "t", None, 2.0, text=base.format(250)),
-            row("c", "c", None, 3.0, text=base.format(250)), row("d", "v", None, 4.0, text=base.format(1000))]
+    rows = [
+        row("a", "v", None, 1.0, text=base.format(1000)),
+        row("b", "t", None, 2.0, text=base.format(250)),
+        row("c", "c", None, 3.0, text=base.format(250)),
+        row("d", "v", None, 4.0, text=base.format(1000)),
+    ]
     values = text_values(rows)
     assert values["a"] == values["d"] != values["b"] == values["c"]
     assert (values["a"], values["b"]) == ("1000", "250")  # issue 14: the claim's slot, not the sentence
@@ -77,11 +106,15 @@ def test_text_values_group_non_conflicting_statements() -> None:
 
 def test_text_values_name_the_swapped_subject_of_a_copied_statement() -> None:
     base = "{} collected 39 medals in 2018, the largest haul by any country in a single Winter Olympics."
-    rows = [row("a", "official", None, 1.0, text=base.format("Norway")),
-            row("b", "community", None, 2.0, text=base.format("U.S."))]
+    rows = [
+        row("a", "official", None, 1.0, text=base.format("Norway")),
+        row("b", "community", None, 2.0, text=base.format("U.S.")),
+    ]
     assert text_values(rows) == {"a": "norway", "b": "u.s."}
-    other = [row("x", "official", None, 1.0, text="X was born in 1950."),
-             row("y", "community", None, 2.0, text="Y was born in 1950.")]
+    other = [
+        row("x", "official", None, 1.0, text="X was born in 1950."),
+        row("y", "community", None, 2.0, text="Y was born in 1950."),
+    ]
     assert len(set(text_values(other).values())) == 1  # another subject, not another value
 
 
@@ -95,10 +128,12 @@ def test_effect_helpers_bound_sizes() -> None:
 def test_current_records_window_keeps_each_partitions_recent_records() -> None:
     from crp_stream.processors.arbiter import current_records
 
-    recs = [ClaimRecord("old", "tele", 0.4, 0.0, "1000 rps", "active"),
-            ClaimRecord("new", "tele", 0.4, 10 * DAY, "250 rps", "active"),
-            ClaimRecord("q", "tele", 0.4, 20 * DAY, "250 rps", "quarantined"),
-            ClaimRecord("v", "vendor", 0.9, 0.0, "1000 rps", "active")]
+    recs = [
+        ClaimRecord("old", "tele", 0.4, 0.0, "1000 rps", "active"),
+        ClaimRecord("new", "tele", 0.4, 10 * DAY, "250 rps", "active"),
+        ClaimRecord("q", "tele", 0.4, 20 * DAY, "250 rps", "quarantined"),
+        ClaimRecord("v", "vendor", 0.9, 0.0, "1000 rps", "active"),
+    ]
     assert current_records(recs, None) == recs
     # the window ends at each source's newest COUNTED record (the quarantined one does not move it)
     assert [r.fact_id for r in current_records(recs, 5 * DAY)] == ["new", "q", "v"]
@@ -106,14 +141,20 @@ def test_current_records_window_keeps_each_partitions_recent_records() -> None:
 
 
 def test_a_low_trust_source_repeating_the_high_trust_sources_old_value_is_lag_not_poisoning() -> None:
-    recs = _recs(("v-old", "vendor", 0.9, 10.0, "1000 rps"), ("c", "community", 0.2, 20.0, "1000 rps"),
-                 ("v-new", "vendor", 0.9, 30.0, "250 rps"))
+    recs = _recs(
+        ("v-old", "vendor", 0.9, 10.0, "1000 rps"),
+        ("c", "community", 0.2, 20.0, "1000 rps"),
+        ("v-new", "vendor", 0.9, 30.0, "250 rps"),
+    )
     views = partition_views(recs)
     assert claim_verdict(views, claim="k").kind == POISONING_CANDIDATE
     chosen = choose_verdict(views, "k", recs)
     assert chosen.kind == CONSENSUS_OK and chosen.suspect_fact_ids == ()
     assert "lags behind a refresh" in chosen.reason
     # a value the vendor never asserted stays a poisoning candidate
-    other = _recs(("v-old", "vendor", 0.9, 10.0, "1000 rps"), ("c", "community", 0.2, 20.0, "9 rps"),
-                  ("v-new", "vendor", 0.9, 30.0, "250 rps"))
+    other = _recs(
+        ("v-old", "vendor", 0.9, 10.0, "1000 rps"),
+        ("c", "community", 0.2, 20.0, "9 rps"),
+        ("v-new", "vendor", 0.9, 30.0, "250 rps"),
+    )
     assert choose_verdict(partition_views(other), "k", other).kind == POISONING_CANDIDATE

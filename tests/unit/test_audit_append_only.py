@@ -20,8 +20,11 @@ from crp_stream.config import Settings
 from crp_stream.testing import replay as replay_records
 
 ROOT = Path(__file__).resolve().parents[2] / "crp_stream"
-SQL = re.compile(r"\b(UPDATE|DELETE\s+FROM|TRUNCATE(\s+TABLE)?|REPLACE\s+INTO|INSERT\s+OR\s+REPLACE\s+INTO)"
-                 r"\s+[\"'`\[]?audit_log\b", re.IGNORECASE)
+SQL = re.compile(
+    r"\b(UPDATE|DELETE\s+FROM|TRUNCATE(\s+TABLE)?|REPLACE\s+INTO|INSERT\s+OR\s+REPLACE\s+INTO)"
+    r"\s+[\"'`\[]?audit_log\b",
+    re.IGNORECASE,
+)
 MUTATORS = {"update", "delete", "truncate"}
 
 
@@ -58,25 +61,31 @@ def mutations_of_audit_log(source: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("snippet", [
-    "update(t.audit_log).where(t.audit_log.c.seq == 1).values(key='x')",
-    "sa.delete(audit_log)",
-    "t.audit_log.delete().where(t.audit_log.c.seq > 0)",
-    "t.audit_log.update().values(details='{}')",
-    "conn.execute(text('DELETE FROM audit_log WHERE seq = 1'))",
-    "conn.exec_driver_sql('update \"audit_log\" set key = 1')",
-    "conn.execute(text('TRUNCATE TABLE audit_log'))",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "update(t.audit_log).where(t.audit_log.c.seq == 1).values(key='x')",
+        "sa.delete(audit_log)",
+        "t.audit_log.delete().where(t.audit_log.c.seq > 0)",
+        "t.audit_log.update().values(details='{}')",
+        "conn.execute(text('DELETE FROM audit_log WHERE seq = 1'))",
+        "conn.exec_driver_sql('update \"audit_log\" set key = 1')",
+        "conn.execute(text('TRUNCATE TABLE audit_log'))",
+    ],
+)
 def test_the_scan_finds_a_mutation(snippet: str) -> None:
     assert mutations_of_audit_log(snippet), snippet
 
 
-@pytest.mark.parametrize("snippet", [
-    "t.audit_log.insert().values(event_id='e')",
-    "select(t.audit_log).order_by(t.audit_log.c.seq)",
-    "update(t.facts).values(status='stale')",
-    "conn.execute(text('SELECT * FROM audit_log'))",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "t.audit_log.insert().values(event_id='e')",
+        "select(t.audit_log).order_by(t.audit_log.c.seq)",
+        "update(t.facts).values(status='stale')",
+        "conn.execute(text('SELECT * FROM audit_log'))",
+    ],
+)
 def test_the_scan_leaves_reads_and_appends_alone(snippet: str) -> None:
     assert mutations_of_audit_log(snippet) == []
 
@@ -121,16 +130,27 @@ def test_audit_log_only_grows_through_a_scenario(tmp_path: Path) -> None:
 # --- operator commands must name an actor --------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("actor", "why"), [
-    (None, "actor"), ("", "actor"), ("   ", "must name the actor"), (7, "actor"),
-])
+@pytest.mark.parametrize(
+    ("actor", "why"),
+    [
+        (None, "actor"),
+        ("", "actor"),
+        ("   ", "must name the actor"),
+        (7, "actor"),
+    ],
+)
 def test_operator_command_without_an_actor_is_rejected(tmp_path: Path, actor: object, why: str) -> None:
     value: dict[str, object] = {"command_id": "c1", "command": "resolve_refresh", "target_id": "r1"}
     if actor is not None:
         value["actor"] = actor
-    out = [json.loads(x) for x in replay_records(
-        [("crp.operator.commands", "ops", 1_000_000, json.dumps(value).encode())],
-        Settings(embedder="hashing"), tmp_path)]
+    out = [
+        json.loads(x)
+        for x in replay_records(
+            [("crp.operator.commands", "ops", 1_000_000, json.dumps(value).encode())],
+            Settings(embedder="hashing"),
+            tmp_path,
+        )
+    ]
     dead = [o["value"] for o in out if o["topic"] == "crp.deadletter"]
     assert len(dead) == 1 and why in dead[0]["reason"], dead
     assert "actor" in dead[0]["reason"]
@@ -138,5 +158,6 @@ def test_operator_command_without_an_actor_is_rejected(tmp_path: Path, actor: ob
 
 def test_the_event_model_refuses_an_empty_actor() -> None:
     with pytest.raises(events.Rejected, match="actor"):
-        events.decode_input("crp.operator.commands",
-                            b'{"command_id":"c","command":"resolve_refresh","target_id":"t","actor":""}')
+        events.decode_input(
+            "crp.operator.commands", b'{"command_id":"c","command":"resolve_refresh","target_id":"t","actor":""}'
+        )

@@ -18,8 +18,11 @@ from crp_stream.core.calibration import (
 def test_seed_defaults() -> None:
     t = Thresholds()
     assert dataclasses.asdict(t) == {
-        "min_relevance": 0.55, "edge_threshold": 0.60, "edge_k": 20,
-        "contradiction_threshold": 0.85, "min_connector_relevance": 0.30,
+        "min_relevance": 0.55,
+        "edge_threshold": 0.60,
+        "edge_k": 20,
+        "contradiction_threshold": 0.85,
+        "min_connector_relevance": 0.30,
     }
     with pytest.raises(dataclasses.FrozenInstanceError):
         t.edge_k = 5  # type: ignore[misc]

@@ -194,7 +194,6 @@ def test_edge_list_rules_equal_the_mapping_rules_bit_for_bit() -> None:
         found = sorted(expand_connectors(anchors, adj, 2)) + rng.sample(nodes, min(3, len(nodes)))
         cols = sorted(set(anchors))
         want, want_bridged = bridge_values(found, anchors, adj, chunk=5)
-        values, bridged = bridge_values_edges([ints[f] for f in found], [ints[a] for a in cols], src, dst, wts,
-                                              chunk=5)
+        values, bridged = bridge_values_edges([ints[f] for f in found], [ints[a] for a in cols], src, dst, wts, chunk=5)
         assert values.tolist() == want.tolist()  # bit for bit, not approximately
         assert [[cols[j] for j in b] for b in bridged] == want_bridged

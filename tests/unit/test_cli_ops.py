@@ -19,15 +19,33 @@ TRUST = {"vendor_docs": 0.9, "field_telemetry": 0.4, "community_notes": 0.2}
 
 
 def _doc(source: str, source_type: str, eid: str, subject: str, value: str) -> dict[str, Any]:
-    return {"event_id": eid, "source": source, "source_type": source_type, "document_id": eid,
-            "facts": [{"text": f"The {subject} rate limit is {value} rps.", "subject": subject,
-                       "attribute": "rate limit", "value": value, "unit": "rps"}]}
+    return {
+        "event_id": eid,
+        "source": source,
+        "source_type": source_type,
+        "document_id": eid,
+        "facts": [
+            {
+                "text": f"The {subject} rate limit is {value} rps.",
+                "subject": subject,
+                "attribute": "rate limit",
+                "value": value,
+                "unit": "rps",
+            }
+        ],
+    }
 
 
 def _tele(eid: str, subject: str, value: str, at: int) -> dict[str, Any]:
-    return {"event_id": eid, "source": "field_telemetry", "subject": subject, "attribute": "rate limit",
-            "value": value, "unit": "rps",
-            "observed_at": datetime.fromtimestamp(at / 1e6, tz=UTC).isoformat()}
+    return {
+        "event_id": eid,
+        "source": "field_telemetry",
+        "subject": subject,
+        "attribute": "rate limit",
+        "value": value,
+        "unit": "rps",
+        "observed_at": datetime.fromtimestamp(at / 1e6, tz=UTC).isoformat(),
+    }
 
 
 def _prepare(data: Path) -> None:
@@ -102,8 +120,9 @@ def test_refresh_list_show_and_resolve(capsys: pytest.CaptureFixture[str], data:
 
     code, out, _ = run(capsys, data, "refresh", "resolve", rid[:10], "--actor", "alice", "--reason", "ticket 42")
     assert code == 0
-    assert out.strip() == (f"resolved refresh request {rid} (vendor_docs: billing api rate limit "
-                           "1000 rps -> 250 rps) by alice")
+    assert out.strip() == (
+        f"resolved refresh request {rid} (vendor_docs: billing api rate limit 1000 rps -> 250 rps) by alice"
+    )
     assert run_json(capsys, data, "refresh", "show", rid)["resolved_by"] == "alice"
     code, out, _ = run(capsys, data, "refresh", "list", "--status", "open")
     assert out.strip() == "no refresh requests (open)"
@@ -156,19 +175,23 @@ def test_audit_tail_table_and_filters(capsys: pytest.CaptureFixture[str], data: 
     assert out.strip() == "no audit events of type FACT_QUARANTINED"
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("refresh", "resolve", "abc"), "the following arguments are required: --actor"),
-    (("refresh", "resolve", "ffff", "--actor", "a"), "no refresh request 'ffff'"),
-    (("refresh", "show", "ffff"), "no refresh request 'ffff'"),
-    (("quarantine", "confirm", "ffff", "--actor", "a"), "no quarantine candidate 'ffff'"),
-    (("quarantine", "release", "ffff", "--actor", "a"), "no quarantine candidate or fact 'ffff'"),
-    (("quarantine", "confirm", " ", "--actor", "a"), "ID: must not be empty"),
-    (("refresh", "resolve", "abc", "--actor", " "), "--actor: must name who decides"),
-    (("audit", "tail", "--type", "BOGUS"), "--type: 'BOGUS' is not an audit type"),
-    (("audit", "tail", "--limit", "0"), "--limit: 0 must be at least 1"),
-])
-def test_bad_arguments_print_one_line(capsys: pytest.CaptureFixture[str], data: Path, args: tuple[str, ...],
-                                      message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("refresh", "resolve", "abc"), "the following arguments are required: --actor"),
+        (("refresh", "resolve", "ffff", "--actor", "a"), "no refresh request 'ffff'"),
+        (("refresh", "show", "ffff"), "no refresh request 'ffff'"),
+        (("quarantine", "confirm", "ffff", "--actor", "a"), "no quarantine candidate 'ffff'"),
+        (("quarantine", "release", "ffff", "--actor", "a"), "no quarantine candidate or fact 'ffff'"),
+        (("quarantine", "confirm", " ", "--actor", "a"), "ID: must not be empty"),
+        (("refresh", "resolve", "abc", "--actor", " "), "--actor: must name who decides"),
+        (("audit", "tail", "--type", "BOGUS"), "--type: 'BOGUS' is not an audit type"),
+        (("audit", "tail", "--limit", "0"), "--limit: 0 must be at least 1"),
+    ],
+)
+def test_bad_arguments_print_one_line(
+    capsys: pytest.CaptureFixture[str], data: Path, args: tuple[str, ...], message: str
+) -> None:
     code, out, err = run(capsys, data, *args)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err

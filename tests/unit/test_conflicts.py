@@ -40,8 +40,16 @@ def conflict(a: str, b: str) -> str | None:
 def test_extract_numbers_units_normalised() -> None:
     got = extract_numbers("1,000 rps, 1 krps, 250 req/s, 120 ms, 0.5 s, 2 GiB, 512Mi, 1 GB, 5%, 7 percent")
     assert got == [
-        (1000.0, "rps"), (1000.0, "rps"), (250.0, "rps"), (pytest.approx(0.12), "s"), (0.5, "s"),
-        (2.0 * 2**30, "B"), (512.0 * 2**20, "B"), (1e9, "B"), (5.0, "%"), (7.0, "%"),
+        (1000.0, "rps"),
+        (1000.0, "rps"),
+        (250.0, "rps"),
+        (pytest.approx(0.12), "s"),
+        (0.5, "s"),
+        (2.0 * 2**30, "B"),
+        (512.0 * 2**20, "B"),
+        (1e9, "B"),
+        (5.0, "%"),
+        (7.0, "%"),
     ]
 
 
@@ -84,9 +92,7 @@ def test_double_negation_is_not_a_flip() -> None:
 
 
 def test_entity_substituted() -> None:
-    assert conflict("Kubernetes uses etcd as its store", "Kubernetes uses Consul as its store") == (
-        ENTITY_SUBSTITUTED
-    )
+    assert conflict("Kubernetes uses etcd as its store", "Kubernetes uses Consul as its store") == (ENTITY_SUBSTITUTED)
     assert conflict("Primary region is us-east-1", "Primary region is eu-west-2") == ENTITY_SUBSTITUTED
 
 
@@ -95,9 +101,7 @@ def test_a_different_name_in_subject_position_is_another_subject_not_a_conflict(
     assert conflict("The capital of France is Paris", "The capital of Germany is Paris") is None
     assert conflict("The 1984 Oklahoma team represented OU", "The 1989 Oklahoma team represented OU") is None
     assert conflict("The M65 is a motorway in Lancashire", "The A601(M) is a motorway in Lancashire") is None
-    assert conflict("The film was directed by Ang Lee", "The film was directed by Tim Burton") == (
-        ENTITY_SUBSTITUTED
-    )
+    assert conflict("The film was directed by Ang Lee", "The film was directed by Tim Burton") == (ENTITY_SUBSTITUTED)
     assert conflict("Cilium replaces kube-proxy with eBPF", "Cilium replaces kube-proxy with IPVS") == (
         ENTITY_SUBSTITUTED
     )
@@ -117,10 +121,17 @@ def test_two_changes_are_not_detected() -> None:
 # ---- values_conflict: structured ---------------------------------------------------------------
 
 
-def s_fact(fid: str, value: object, unit: str | None = None, subject: str = "upstream api",
-           attribute: str = "rate limit", text: str = "") -> FactView:
-    return fv(fid, text or f"{subject} {attribute} {value}", subject=subject, attribute=attribute,
-              value=value, unit=unit)
+def s_fact(
+    fid: str,
+    value: object,
+    unit: str | None = None,
+    subject: str = "upstream api",
+    attribute: str = "rate limit",
+    text: str = "",
+) -> FactView:
+    return fv(
+        fid, text or f"{subject} {attribute} {value}", subject=subject, attribute=attribute, value=value, unit=unit
+    )
 
 
 def test_structured_same_key_different_numbers() -> None:
@@ -246,8 +257,11 @@ def vecs(*rows: list[float]) -> np.ndarray:
 
 
 def test_detect_requires_cosine_above_threshold_for_text_facts() -> None:
-    facts = [fv("1", "etcd default client port is 2379"), fv("2", "etcd default client port is 4001"),
-             fv("3", "Kubernetes uses etcd as its store")]
+    facts = [
+        fv("1", "etcd default client port is 2379"),
+        fv("2", "etcd default client port is 4001"),
+        fv("3", "Kubernetes uses etcd as its store"),
+    ]
     close = vecs([1, 0.1, 0], [1, 0.12, 0], [0, 1, 0])
     assert detect_envelope_contradictions(facts, close) == [(0, 1, NUMBER_CHANGED)]
     far = vecs([1, 0, 0], [0.8, 0.6, 0], [0, 1, 0])  # cos 0.8 < 0.85
@@ -302,11 +316,29 @@ def test_arbitrate_chain_never_suppresses_the_best() -> None:
 
 
 def test_47_identical_telemetry_readings_collapse_to_one_group() -> None:
-    readings = [fv(f"t{i:02d}", "upstream api rate limit observed at 250 rps", subject="upstream api",
-                   attribute="rate limit", value=250, unit="rps", source="field_telemetry",
-                   source_type="telemetry", trust=0.4) for i in range(47)]
-    vendor = fv("v1", "upstream api rate limit is 1000 rps", subject="upstream api", attribute="rate limit",
-                value="1000", unit="rps", source="vendor_docs")
+    readings = [
+        fv(
+            f"t{i:02d}",
+            "upstream api rate limit observed at 250 rps",
+            subject="upstream api",
+            attribute="rate limit",
+            value=250,
+            unit="rps",
+            source="field_telemetry",
+            source_type="telemetry",
+            trust=0.4,
+        )
+        for i in range(47)
+    ]
+    vendor = fv(
+        "v1",
+        "upstream api rate limit is 1000 rps",
+        subject="upstream api",
+        attribute="rate limit",
+        value="1000",
+        unit="rps",
+        source="vendor_docs",
+    )
     facts = [vendor, *readings]
     v = np.tile(np.array([[1.0, 0.0]], dtype=np.float32), (48, 1))  # all identical vectors
     groups = same_claim_duplicates(facts, v)
@@ -325,8 +357,14 @@ def test_same_claim_across_units_and_phrasing() -> None:
 
 
 def test_same_text_groups_but_different_numbers_never_do() -> None:
-    texts = ["Pods get new IPs", "pods  get new IPs", "p99 latency is 120 ms", "p99 latency is 125 ms",
-             "Kubernetes uses etcd", "Kubernetes uses Consul"]
+    texts = [
+        "Pods get new IPs",
+        "pods  get new IPs",
+        "p99 latency is 120 ms",
+        "p99 latency is 125 ms",
+        "Kubernetes uses etcd",
+        "Kubernetes uses Consul",
+    ]
     facts = [fv(str(i), t) for i, t in enumerate(texts)]
     # pairs (0,1), (2,3), (4,5) share a vector (cosine 1.0); the pairs are mutually orthogonal
     v = np.repeat(np.eye(3, dtype=np.float32), 2, axis=0)

@@ -33,9 +33,7 @@ OLD = normalise_value("1000 rps")
 NEW = normalise_value("250 rps")
 
 
-def rec(
-    fact_id: str, source: str, trust: float, epoch: float, value: str, status: str = "active"
-) -> ClaimRecord:
+def rec(fact_id: str, source: str, trust: float, epoch: float, value: str, status: str = "active") -> ClaimRecord:
     return ClaimRecord(fact_id, source, trust, epoch, value, status)
 
 
@@ -195,8 +193,10 @@ def test_vendor_republishes_new_value_resolves_refresh() -> None:
     before = claim_verdict(partition_views(recs), claim=CLAIM)
     assert before.kind == "STALE_HIGH_TRUST"
     # The processor marks the stale facts stale; the verdict must not change (and not vanish).
-    recs = [rec(r.fact_id, r.source, r.trust, r.epoch, r.value, "stale")
-            if r.fact_id in before.stale_fact_ids else r for r in recs]
+    recs = [
+        rec(r.fact_id, r.source, r.trust, r.epoch, r.value, "stale") if r.fact_id in before.stale_fact_ids else r
+        for r in recs
+    ]
     marked = claim_verdict(partition_views(recs), claim=CLAIM)
     assert marked.kind == "STALE_HIGH_TRUST"
     assert verdict_fingerprint(marked) == verdict_fingerprint(before)
@@ -330,9 +330,7 @@ def test_verdict_and_fingerprint_are_deterministic_and_order_independent() -> No
 def test_fingerprint_ignores_accumulating_evidence_but_tracks_the_effect() -> None:
     recs = incident_records()
     base = claim_verdict(partition_views(recs), claim=CLAIM)
-    more = claim_verdict(
-        partition_views([*recs, rec("forum-1", "forum", 0.1, NOW - DAY, NEW)]), claim=CLAIM
-    )
+    more = claim_verdict(partition_views([*recs, rec("forum-1", "forum", 0.1, NOW - DAY, NEW)]), claim=CLAIM)
     assert more.corroborating_partitions == 2 and more.evidence_fact_ids != base.evidence_fact_ids
     assert verdict_fingerprint(more) == verdict_fingerprint(base)
     other_claim = claim_verdict(partition_views(recs), claim=claim_key("upstream api", "burst"))
@@ -341,11 +339,14 @@ def test_fingerprint_ignores_accumulating_evidence_but_tracks_the_effect() -> No
     changed = claim_verdict(partition_views(second_vendor), claim=CLAIM)
     assert changed.kind == "STALE_HIGH_TRUST" and changed.stale_fact_ids == ("vendor-0", "vendor-1")
     assert verdict_fingerprint(changed) != verdict_fingerprint(base)
-    kinds = {verdict_fingerprint(claim_verdict(partition_views(r), claim=CLAIM)) for r in (
-        recs,
-        [rec("v", "vendor_docs", 0.9, NOW, OLD), rec("t", "field_telemetry", 0.4, NOW - DAY, NEW)],
-        [rec("v", "vendor_docs", 0.9, NOW - DAY, OLD), rec("t", "field_telemetry", 0.4, NOW, NEW)],
-    )}
+    kinds = {
+        verdict_fingerprint(claim_verdict(partition_views(r), claim=CLAIM))
+        for r in (
+            recs,
+            [rec("v", "vendor_docs", 0.9, NOW, OLD), rec("t", "field_telemetry", 0.4, NOW - DAY, NEW)],
+            [rec("v", "vendor_docs", 0.9, NOW - DAY, OLD), rec("t", "field_telemetry", 0.4, NOW, NEW)],
+        )
+    }
     assert len(kinds) == 3
 
 
@@ -355,9 +356,7 @@ def test_fingerprint_changes_with_new_suspects() -> None:
         rec("p-1", "community_notes", 0.2, NOW - DAY, "berlin"),
     ]
     one = claim_verdict(partition_views(base), claim=CLAIM)
-    two = claim_verdict(
-        partition_views([*base, rec("p-2", "community_notes", 0.2, NOW - DAY, "berlin")]), claim=CLAIM
-    )
+    two = claim_verdict(partition_views([*base, rec("p-2", "community_notes", 0.2, NOW - DAY, "berlin")]), claim=CLAIM)
     assert one.kind == two.kind == "POISONING_CANDIDATE"
     assert verdict_fingerprint(one) != verdict_fingerprint(two)
 
@@ -367,8 +366,16 @@ def test_fingerprint_changes_with_new_suspects() -> None:
 
 @pytest.mark.parametrize(
     ("value", "unit"),
-    [("250 rps", None), ("250 req/s", None), ("250", "rps"), ("250 requests per second", None),
-     ("250.0 RPS", None), ("  250   req / s. ", None), ("250", "req/sec"), ("250 rps", "rpm")],
+    [
+        ("250 rps", None),
+        ("250 req/s", None),
+        ("250", "rps"),
+        ("250 requests per second", None),
+        ("250.0 RPS", None),
+        ("  250   req / s. ", None),
+        ("250", "req/sec"),
+        ("250 rps", "rpm"),
+    ],
 )
 def test_normalise_value_equal_forms(value: str, unit: str | None) -> None:
     assert normalise_value(value, unit) == "250 rps"

@@ -44,8 +44,27 @@ def test_none_means_never() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", "P", "PT", "P1DT", "1D", "P1D2H", "p1d", "P1.5DT2H", "P1W2D", "PT-1H", "P-1D", "+P1D",
-     "30 days", "P1Y1Y", "None", "NONE", "P\u0663D", "P" + "9" * 80 + "D", "P1D "],
+    [
+        "",
+        "P",
+        "PT",
+        "P1DT",
+        "1D",
+        "P1D2H",
+        "p1d",
+        "P1.5DT2H",
+        "P1W2D",
+        "PT-1H",
+        "P-1D",
+        "+P1D",
+        "30 days",
+        "P1Y1Y",
+        "None",
+        "NONE",
+        "P\u0663D",
+        "P" + "9" * 80 + "D",
+        "P1D ",
+    ],
 )
 def test_parse_invalid(text: str) -> None:
     with pytest.raises(ValueError):

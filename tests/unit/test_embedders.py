@@ -32,22 +32,29 @@ from crp_stream.fabric.embedders import (
 # Pairs from ops/bench/embedders.py. Measured with the default model: related cosines 0.45..0.87,
 # unrelated -0.06..0.28 (written set: related min 0.453, unrelated max 0.275; gap of means 0.64).
 RELATED = [
-    ("How do pods talk to each other across nodes?",
-     "Every pod can reach every other pod in the cluster without NAT, whatever node it runs on."),
-    ("What resolves service names inside the cluster?",
-     "CoreDNS answers DNS queries for Service names in the cluster."),
+    (
+        "How do pods talk to each other across nodes?",
+        "Every pod can reach every other pod in the cluster without NAT, whatever node it runs on.",
+    ),
+    (
+        "What resolves service names inside the cluster?",
+        "CoreDNS answers DNS queries for Service names in the cluster.",
+    ),
     ("The API returned HTTP 429 Too Many Requests.", "The client exceeded its rate limit and was throttled."),
-    ("Retry throttled requests with exponential backoff.",
-     "When rate limited, wait longer between each retry attempt."),
+    (
+        "Retry throttled requests with exponential backoff.",
+        "When rate limited, wait longer between each retry attempt.",
+    ),
     ("Paris is the capital of France.", "The French government sits in its capital city, Paris."),
 ]
 UNRELATED = [
     ("How do pods talk to each other across nodes?", "Water boils at 100 degrees Celsius at sea level."),
-    ("What resolves service names inside the cluster?",
-     "Plants use light energy to make glucose from CO2 and water."),
+    ("What resolves service names inside the cluster?", "Plants use light energy to make glucose from CO2 and water."),
     ("The API returned HTTP 429 Too Many Requests.", "The French government sits in its capital city, Paris."),
-    ("CoreDNS answers DNS queries for Service names in the cluster.",
-     "Retry throttled requests with exponential backoff."),
+    (
+        "CoreDNS answers DNS queries for Service names in the cluster.",
+        "Retry throttled requests with exponential backoff.",
+    ),
     ("Paris is the capital of France.", "Retry throttled requests with exponential backoff."),
 ]
 
@@ -122,18 +129,28 @@ def test_hashing_fails_the_same_quality_bar() -> None:
 def test_calibrated_thresholds_fit_the_model(model: OnnxMiniLMEmbedder) -> None:
     t = CALIBRATED_THRESHOLDS[DEFAULT_MODEL_ID]
     assert set(t) == set(SEED_THRESHOLDS)
-    query, fact, off = model.embed([
-        "Write a guide to Kubernetes networking architecture.",
-        "EndpointSlices list the addresses of the ready pods behind a Service.",  # measured 0.39
-        "Paris is the capital of France.",
-    ])
+    query, fact, off = model.embed(
+        [
+            "Write a guide to Kubernetes networking architecture.",
+            "EndpointSlices list the addresses of the ready pods behind a Service.",  # measured 0.39
+            "Paris is the capital of France.",
+        ]
+    )
     assert float(query @ fact) >= t["min_relevance"] > float(query @ off)
     assert float(query @ fact) < SEED_THRESHOLDS["min_relevance"]  # why a calibration is needed
-    a, b = model.embed(["The api-gateway rate limit is 100 requests per second per client.",
-                        "The api-gateway rate limit is 250 requests per second per client."])
+    a, b = model.embed(
+        [
+            "The api-gateway rate limit is 100 requests per second per client.",
+            "The api-gateway rate limit is 250 requests per second per client.",
+        ]
+    )
     assert float(a @ b) >= t["contradiction_threshold"]
-    s1, s2 = model.embed(["A LoadBalancer Service asks the cloud provider to provision a load balancer.",
-                          "Water boils at 100 degrees Celsius at sea level."])
+    s1, s2 = model.embed(
+        [
+            "A LoadBalancer Service asks the cloud provider to provision a load balancer.",
+            "Water boils at 100 degrees Celsius at sea level.",
+        ]
+    )
     assert float(s1 @ s2) < t["edge_threshold"]
 
 
@@ -233,9 +250,14 @@ def test_precomputed_fixed_dimension() -> None:
     assert p.validate([0.1] * 384).shape == (384,)
 
 
-@pytest.mark.parametrize(("bad", "pos", "what"), [
-    (math.nan, 2, "NaN"), (math.inf, 0, "inf"), (-math.inf, 3, "inf"),
-])
+@pytest.mark.parametrize(
+    ("bad", "pos", "what"),
+    [
+        (math.nan, 2, "NaN"),
+        (math.inf, 0, "inf"),
+        (-math.inf, 3, "inf"),
+    ],
+)
 def test_precomputed_rejects_non_finite_values(bad: float, pos: int, what: str) -> None:
     vec = [0.5, 0.5, 0.5, 0.5]
     vec[pos] = bad
@@ -251,17 +273,20 @@ def test_precomputed_rejects_non_finite_numpy_and_nan_from_json() -> None:
         PrecomputedEmbedder("m").validate(np.array([np.inf, 1.0]))
 
 
-@pytest.mark.parametrize(("vec", "message"), [
-    ([], "vector is empty"),
-    ([0.0, 0.0], "vector is all zeros"),
-    ([0.1, "0.2"], r"vector\[1\] is str '0.2', not a number"),
-    ([True, 0.2], r"vector\[0\] is bool True, not a number"),
-    ([0.1, None], r"vector\[1\] is NoneType None, not a number"),
-    ("0.1,0.2", "vector must be a list of numbers, got str"),
-    ({"x": 1.0}, "vector must be a list of numbers, got dict"),
-    (np.zeros((2, 2)), "vector must be a 1-d array of numbers"),
-    ([10**400, 1.0], "integer too large for a float"),
-])
+@pytest.mark.parametrize(
+    ("vec", "message"),
+    [
+        ([], "vector is empty"),
+        ([0.0, 0.0], "vector is all zeros"),
+        ([0.1, "0.2"], r"vector\[1\] is str '0.2', not a number"),
+        ([True, 0.2], r"vector\[0\] is bool True, not a number"),
+        ([0.1, None], r"vector\[1\] is NoneType None, not a number"),
+        ("0.1,0.2", "vector must be a list of numbers, got str"),
+        ({"x": 1.0}, "vector must be a list of numbers, got dict"),
+        (np.zeros((2, 2)), "vector must be a 1-d array of numbers"),
+        ([10**400, 1.0], "integer too large for a float"),
+    ],
+)
 def test_precomputed_rejects_malformed_vectors(vec: object, message: str) -> None:
     with pytest.raises(EmbedderError, match=message):
         PrecomputedEmbedder("m").validate(vec)  # type: ignore[arg-type]
@@ -328,13 +353,20 @@ def test_hashing_is_deterministic_and_unit_norm() -> None:
 
 def test_hashing_is_stable_across_processes() -> None:
     # Python's hash() is salted per process; the hashing embedder must not depend on it.
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); "
-            "from crp_stream.fabric.embedders import HashingEmbedder; "
-            "print(HashingEmbedder(64).embed(['rate limit of 100 requests per second'])[0].tobytes().hex())")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); "
+        "from crp_stream.fabric.embedders import HashingEmbedder; "
+        "print(HashingEmbedder(64).embed(['rate limit of 100 requests per second'])[0].tobytes().hex())"
+    )
     repo = str(Path(__file__).resolve().parents[2])
     outs = {
-        subprocess.run([sys.executable, "-c", code, repo], capture_output=True, text=True, check=True,
-                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout.strip()
+        subprocess.run(
+            [sys.executable, "-c", code, repo],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout.strip()
         for seed in ("1", "2")
     }
     here = HashingEmbedder(64).embed(["rate limit of 100 requests per second"])[0].tobytes().hex()
@@ -371,17 +403,20 @@ def test_make_embedder_valid_forms() -> None:
     assert isinstance(h64, HashingEmbedder) and h64.dim == 64 and h64.model_id == "hashing-64"
 
 
-@pytest.mark.parametrize(("name", "message"), [
-    ("", "unknown embedder ''; valid: default, all-MiniLM-L6-v2-onnx-int8, precomputed:MODEL_ID, hashing"),
-    ("bge-small-en-v1.5", "unknown embedder 'bge-small-en-v1.5'; valid: default,"),
-    ("all-MiniLM-L6-v2", "unknown embedder 'all-MiniLM-L6-v2'; valid:"),  # the fp32 model is another space
-    ("hash", "unknown embedder 'hash'"),
-    ("precomputed:", "precomputed needs a model id"),
-    ("precomputed:a b", "model id must be a non-empty string without spaces"),
-    ("hashing:abc", "DIM in hashing:DIM must be an integer, got 'abc'"),
-    ("hashing:-5", "DIM in hashing:DIM must be an integer"),
-    ("hashing:1", r"dim must be an integer in 2\.\.65536, got 1"),
-])
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("", "unknown embedder ''; valid: default, all-MiniLM-L6-v2-onnx-int8, precomputed:MODEL_ID, hashing"),
+        ("bge-small-en-v1.5", "unknown embedder 'bge-small-en-v1.5'; valid: default,"),
+        ("all-MiniLM-L6-v2", "unknown embedder 'all-MiniLM-L6-v2'; valid:"),  # the fp32 model is another space
+        ("hash", "unknown embedder 'hash'"),
+        ("precomputed:", "precomputed needs a model id"),
+        ("precomputed:a b", "model id must be a non-empty string without spaces"),
+        ("hashing:abc", "DIM in hashing:DIM must be an integer, got 'abc'"),
+        ("hashing:-5", "DIM in hashing:DIM must be an integer"),
+        ("hashing:1", r"dim must be an integer in 2\.\.65536, got 1"),
+    ],
+)
 def test_make_embedder_errors_are_one_clear_line(name: str, message: str) -> None:
     with pytest.raises(EmbedderError, match=message) as info:
         make_embedder(name)

@@ -32,8 +32,12 @@ def doc(**patch: Any) -> dict[str, Any]:
         "facts": [
             {"text": "Every Pod gets its own IP address."},
             {"text": "kube-proxy programs iptables rules.", "subject": "kube-proxy", "attribute": "mode"},
-            {"text": "The API rate limit is 1000 rps.", "value": 1000, "unit": "rps",
-             "embedding": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]},
+            {
+                "text": "The API rate limit is 1000 rps.",
+                "value": 1000,
+                "unit": "rps",
+                "embedding": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8],
+            },
         ],
     }
     value.update(patch)
@@ -94,12 +98,28 @@ def test_window_request_defaults() -> None:
 
 def test_every_input_topic_decodes_a_sample() -> None:
     samples = {
-        "crp.telemetry": {"event_id": "t1", "source": "field_telemetry", "observed_at": T0,
-                          "subject": "api", "attribute": "rate_limit", "value": 250, "unit": "rps"},
-        "crp.window.reports": {"session_id": "s-1", "window": 1, "addressed": [{"id": "sq1", "depth": 0.6}],
-                               "output_text": "Pods get IPs.", "completeness": 0.4},
-        "crp.operator.commands": {"command_id": "c1", "command": "confirm_quarantine", "target_id": "q1",
-                                  "actor": "alice"},
+        "crp.telemetry": {
+            "event_id": "t1",
+            "source": "field_telemetry",
+            "observed_at": T0,
+            "subject": "api",
+            "attribute": "rate_limit",
+            "value": 250,
+            "unit": "rps",
+        },
+        "crp.window.reports": {
+            "session_id": "s-1",
+            "window": 1,
+            "addressed": [{"id": "sq1", "depth": 0.6}],
+            "output_text": "Pods get IPs.",
+            "completeness": 0.4,
+        },
+        "crp.operator.commands": {
+            "command_id": "c1",
+            "command": "confirm_quarantine",
+            "target_id": "q1",
+            "actor": "alice",
+        },
     }
     for topic, value in samples.items():
         ev = decode_input(topic, raw(value))
@@ -378,8 +398,13 @@ def test_duplicate_sub_query_ids() -> None:
 
 
 def test_report_depth_out_of_range() -> None:
-    value = {"session_id": "s", "window": 1, "addressed": [{"id": "sq1", "depth": 1.5}],
-             "output_text": "", "completeness": 0.5}
+    value = {
+        "session_id": "s",
+        "window": 1,
+        "addressed": [{"id": "sq1", "depth": 1.5}],
+        "output_text": "",
+        "completeness": 0.5,
+    }
     assert reason("crp.window.reports", raw(value)) == "addressed[0].depth: 1.5 is above the maximum 1.0"
 
 
@@ -412,8 +437,14 @@ def test_round_trip_every_topic() -> None:
     values = {
         DOCS: doc(),
         REQUESTS: request(embedding_model="m", query={"text": "q", "embedding": [1.0, 0.0]}),
-        "crp.telemetry": {"event_id": "t1", "source": "tel", "observed_at": T0, "subject": "api",
-                          "attribute": "rate_limit", "value": "250"},
+        "crp.telemetry": {
+            "event_id": "t1",
+            "source": "tel",
+            "observed_at": T0,
+            "subject": "api",
+            "attribute": "rate_limit",
+            "value": "250",
+        },
     }
     for topic, value in values.items():
         ev = decode_input(topic, raw(value))
@@ -446,9 +477,18 @@ def test_encode_is_deterministic_for_equal_events() -> None:
 def test_encode_python_built_output() -> None:
     epoch = datetime(2025, 3, 1, 12, tzinfo=timezone(timedelta(hours=1)))
     fact = events.FactRecorded(
-        fact_id="f1", source="vendor_docs", source_type="official", trust=0.9, epoch=epoch,
-        modified_at=epoch, ttl=format_duration(182.5 * 86_400), text="Pods get IPs.", importance=1.0,
-        status="active", origin_event_id="ev-1", subject=None,
+        fact_id="f1",
+        source="vendor_docs",
+        source_type="official",
+        trust=0.9,
+        epoch=epoch,
+        modified_at=epoch,
+        ttl=format_duration(182.5 * 86_400),
+        text="Pods get IPs.",
+        importance=1.0,
+        status="active",
+        origin_event_id="ev-1",
+        subject=None,
     )
     data = encode(fact)
     assert data == (
@@ -480,8 +520,13 @@ def test_deadletter_keeps_utf8_text() -> None:
     at = datetime(2025, 3, 1, tzinfo=UTC)
     rec = deadletter(DOCS, "vendor_docs", b'{"event_id": ', "invalid JSON: x", at)
     assert isinstance(rec, events.EventRejected)
-    assert (rec.topic, rec.key, rec.raw, rec.reason, rec.at) == (DOCS, "vendor_docs", '{"event_id": ',
-                                                                 "invalid JSON: x", at)
+    assert (rec.topic, rec.key, rec.raw, rec.reason, rec.at) == (
+        DOCS,
+        "vendor_docs",
+        '{"event_id": ',
+        "invalid JSON: x",
+        at,
+    )
     data = encode(rec)
     assert decode_input("crp.deadletter", data) == rec
     assert json.loads(data)["type"] == "EventRejected"
@@ -524,14 +569,27 @@ def test_deadletter_flow_from_a_rejection() -> None:
 
 def test_topics_cover_the_contract() -> None:
     assert set(events.TOPICS) == {
-        "crp.documents", "crp.telemetry", "crp.window.requests", "crp.window.reports",
-        "crp.operator.commands", "crp.facts", "crp.envelopes", "crp.audit", "crp.refresh.requests",
-        "crp.quarantine.candidates", "crp.deadletter",
+        "crp.documents",
+        "crp.telemetry",
+        "crp.window.requests",
+        "crp.window.reports",
+        "crp.operator.commands",
+        "crp.facts",
+        "crp.envelopes",
+        "crp.audit",
+        "crp.refresh.requests",
+        "crp.quarantine.candidates",
+        "crp.deadletter",
     }
     assert events.TOPICS["crp.documents"].model is events.DocumentPublished
     assert events.TOPICS["crp.facts"].models == (events.FactRecorded, events.FactStatusChanged)
-    assert set(events.INPUT_TOPICS) == {"crp.documents", "crp.telemetry", "crp.window.requests",
-                                        "crp.window.reports", "crp.operator.commands"}
+    assert set(events.INPUT_TOPICS) == {
+        "crp.documents",
+        "crp.telemetry",
+        "crp.window.requests",
+        "crp.window.reports",
+        "crp.operator.commands",
+    }
     named = {m.__name__ for spec in events.TOPICS.values() for m in spec.models}
     assert named == set(events.EVENT_MODELS)
 

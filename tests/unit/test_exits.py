@@ -20,15 +20,20 @@ from crp_stream.core.exits import (
 
 
 def status(**kw: object) -> str:
-    args: dict[str, object] = dict(completeness=0.5, residual_empty=False, window_count=1, max_windows=5,
-                                   mean_novelty_ratio=0.8, safety_budget=1.0)
+    args: dict[str, object] = dict(
+        completeness=0.5, residual_empty=False, window_count=1, max_windows=5, mean_novelty_ratio=0.8, safety_budget=1.0
+    )
     args.update(kw)
     return continuation_status(**args)  # type: ignore[arg-type]
 
 
 def test_status_strings() -> None:
     assert (TASK_COMPLETE, LIMIT_REACHED, CKF_EXHAUSTED, SAFETY_BUDGET_DEPLETED, IN_PROGRESS) == (
-        "task-complete", "limit-reached", "ckf-exhausted", "safety-budget-depleted", "in-progress",
+        "task-complete",
+        "limit-reached",
+        "ckf-exhausted",
+        "safety-budget-depleted",
+        "in-progress",
     )
 
 
@@ -59,13 +64,16 @@ def test_safety_budget_at_or_below_010() -> None:
 
 
 def test_priority_order_when_several_hold() -> None:
-    everything = dict(completeness=0.95, residual_empty=True, window_count=9, mean_novelty_ratio=0.01,
-                      safety_budget=0.0)
+    everything = dict(
+        completeness=0.95, residual_empty=True, window_count=9, mean_novelty_ratio=0.01, safety_budget=0.0
+    )
     assert status(**everything) == TASK_COMPLETE
     assert status(**{**everything, "residual_empty": False}) == LIMIT_REACHED
     assert status(**{**everything, "residual_empty": False, "window_count": 1}) == CKF_EXHAUSTED
-    assert status(**{**everything, "residual_empty": False, "window_count": 1,
-                     "mean_novelty_ratio": 0.5}) == SAFETY_BUDGET_DEPLETED
+    assert (
+        status(**{**everything, "residual_empty": False, "window_count": 1, "mean_novelty_ratio": 0.5})
+        == SAFETY_BUDGET_DEPLETED
+    )
 
 
 def test_novelty_ratio_is_freshness_share() -> None:
@@ -125,5 +133,9 @@ def test_only_in_progress_continues_the_loop() -> None:
     from crp_stream.core.exits import is_terminal
 
     assert [is_terminal(s) for s in (TASK_COMPLETE, LIMIT_REACHED, CKF_EXHAUSTED, SAFETY_BUDGET_DEPLETED)] == [
-        True, True, True, True]
+        True,
+        True,
+        True,
+        True,
+    ]
     assert is_terminal(IN_PROGRESS) is False

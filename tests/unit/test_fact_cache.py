@@ -17,11 +17,30 @@ from crp_stream.fabric.repository import Repository
 
 
 def fact(fid: str, **kw: Any) -> dict[str, Any]:
-    row = {"fact_id": fid, "source": "s", "source_type": "official", "trust": 0.9, "importance": 1.0,
-           "epoch_us": 1, "modified_at_us": 2, "ttl_s": None, "expires_at_us": None, "text": f"text {fid}",
-           "subject": None, "attribute": None, "value": None, "unit": None, "claim_key": None, "status": "active",
-           "content_hash": "h", "document_id": "d", "position": 0, "origin_event_id": "e", "kind": "document",
-           "extra": None}
+    row = {
+        "fact_id": fid,
+        "source": "s",
+        "source_type": "official",
+        "trust": 0.9,
+        "importance": 1.0,
+        "epoch_us": 1,
+        "modified_at_us": 2,
+        "ttl_s": None,
+        "expires_at_us": None,
+        "text": f"text {fid}",
+        "subject": None,
+        "attribute": None,
+        "value": None,
+        "unit": None,
+        "claim_key": None,
+        "status": "active",
+        "content_hash": "h",
+        "document_id": "d",
+        "position": 0,
+        "origin_event_id": "e",
+        "kind": "document",
+        "extra": None,
+    }
     row.update(kw)
     return row
 

@@ -78,11 +78,13 @@ def test_seed_from_index_zero_and_ties_to_lowest_centre() -> None:
 
 def test_assign_shared_facts_highest_score_wins_lowest_branch_on_ties() -> None:
     inf = -np.inf
-    scores = np.array([
-        [0.9, 0.5, inf, 0.4, inf],
-        [0.8, 0.7, 0.3, 0.4, inf],
-        [inf, 0.7, inf, 0.1, inf],
-    ])
+    scores = np.array(
+        [
+            [0.9, 0.5, inf, 0.4, inf],
+            [0.8, 0.7, 0.3, 0.4, inf],
+            [inf, 0.7, inf, 0.1, inf],
+        ]
+    )
     owner = assign_shared_facts(scores)
     assert owner.tolist() == [0, 1, 1, 0, -1]
     assert owner.dtype == np.int64

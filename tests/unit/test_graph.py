@@ -145,8 +145,7 @@ def test_backed_by_the_repository(engine: Engine) -> None:
     with engine.begin() as conn:
         repo = Repository(conn)
         walked = cache.walk(repo, ["a"], hops=1)
-        assert walked == {"a": {"b": 0.9, "e": 0.6}, "b": {"a": 0.9, "c": 0.8, "e": 0.65},
-                          "e": {"a": 0.6, "b": 0.65}}
+        assert walked == {"a": {"b": 0.9, "e": 0.6}, "b": {"a": 0.9, "c": 0.8, "e": 0.65}, "e": {"a": 0.6, "b": 0.65}}
         # the repository's own answer for hop 1 holds a partial entry for a: what the cache avoids
         assert repo.adjacency(["b", "e"])["a"] == {"b": 0.9, "e": 0.6}
         assert repo.adjacency(["b"])["a"] == {"b": 0.9}

@@ -39,8 +39,9 @@ def _fact_recorded(fid: str, subject: str | None, attribute: str | None) -> byte
 
 
 def test_facts_are_partitioned_by_claim_key_and_keyed_by_fact_id(fabric: Fabric) -> None:
-    outs = [Output("crp.facts", f"f{i}", _fact_recorded(f"f{i}", "Upstream API", "rate limit"), f"id{i}")
-            for i in range(20)]
+    outs = [
+        Output("crp.facts", f"f{i}", _fact_recorded(f"f{i}", "Upstream API", "rate limit"), f"id{i}") for i in range(20)
+    ]
     with fabric.unit_of_work() as uow:
         routed = route(outs, uow, fabric.settings, PARTS)
     assert {r.partition for r in routed} == {partition_for(claim_key("Upstream API", "rate limit"), 8)}
@@ -50,16 +51,46 @@ def test_facts_are_partitioned_by_claim_key_and_keyed_by_fact_id(fabric: Fabric)
 
 def test_status_change_follows_its_facts_claim_from_the_fabric(fabric: Fabric) -> None:
     with fabric.unit_of_work() as uow:
-        uow.repo.insert_facts([{
-            "fact_id": "f1", "source": "s", "source_type": "official", "trust": 0.9, "importance": 1.0,
-            "epoch_us": 1, "modified_at_us": 1, "ttl_s": None, "expires_at_us": None, "text": "t",
-            "subject": "etcd", "attribute": "client port", "value": "2379", "unit": None,
-            "claim_key": claim_key("etcd", "client port"), "status": "active", "content_hash": "h",
-            "document_id": "d", "position": 0, "origin_event_id": "e", "kind": "document", "extra": None}])
+        uow.repo.insert_facts(
+            [
+                {
+                    "fact_id": "f1",
+                    "source": "s",
+                    "source_type": "official",
+                    "trust": 0.9,
+                    "importance": 1.0,
+                    "epoch_us": 1,
+                    "modified_at_us": 1,
+                    "ttl_s": None,
+                    "expires_at_us": None,
+                    "text": "t",
+                    "subject": "etcd",
+                    "attribute": "client port",
+                    "value": "2379",
+                    "unit": None,
+                    "claim_key": claim_key("etcd", "client port"),
+                    "status": "active",
+                    "content_hash": "h",
+                    "document_id": "d",
+                    "position": 0,
+                    "origin_event_id": "e",
+                    "kind": "document",
+                    "extra": None,
+                }
+            ]
+        )
         change = json.dumps({"type": "FactStatusChanged", "fact_id": "f1", "status": "stale"}).encode()
         unknown = json.dumps({"type": "FactStatusChanged", "fact_id": "nope", "status": "stale"}).encode()
-        routed = route([Output("crp.facts", "f1", change, "a"), Output("crp.facts", "nope", unknown, "b"),
-                        Output("crp.envelopes", "sess", b"{}", "c")], uow, fabric.settings, PARTS)
+        routed = route(
+            [
+                Output("crp.facts", "f1", change, "a"),
+                Output("crp.facts", "nope", unknown, "b"),
+                Output("crp.envelopes", "sess", b"{}", "c"),
+            ],
+            uow,
+            fabric.settings,
+            PARTS,
+        )
     assert routed[0].partition == partition_for(claim_key("etcd", "client port"), 8)
     assert routed[1].partition == partition_for("nope", 8)  # no claim known: by its key, the fact id
     assert routed[2].partition == partition_for("sess", 8) and routed[2].topic == "app1.envelopes"
@@ -105,8 +136,9 @@ def test_metrics_count_dead_letters_verdicts_and_assembly() -> None:
     assert 'crp_records_processed_total{group="ingest",topic="crp.documents"} 1.0' in text
 
 
-def test_worker_command_needs_a_broker_and_known_groups(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_worker_command_needs_a_broker_and_known_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from crp_stream.cli import main
 
     monkeypatch.delenv("CRP_BROKER", raising=False)
@@ -118,7 +150,8 @@ def test_worker_command_needs_a_broker_and_known_groups(tmp_path: Path, monkeypa
 
 
 def test_a_rollback_whose_vector_reset_failed_is_reconciled_before_the_next_attempt(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The third attempt fails after writing vectors and the reset fails too (the database blinked):
     the dead-letter attempt that follows must put those points back first, not leave them active."""
     import asyncio
@@ -129,8 +162,7 @@ def test_a_rollback_whose_vector_reset_failed_is_reconciled_before_the_next_atte
     from crp_stream.runtime.kafka import worker as kafka
     from crp_stream.runtime.kafka.worker import KafkaWorker
 
-    worker = KafkaWorker(Settings(data_dir=tmp_path, embedder="hashing:16", broker="kafka://127.0.0.1:1"),
-                         ("ingest",))
+    worker = KafkaWorker(Settings(data_dir=tmp_path, embedder="hashing:16", broker="kafka://127.0.0.1:1"), ("ingest",))
     worker.partitions = dict(PARTS)  # as ensure_topics would find them
     real_route, real_reconcile = kafka.route, kafka.reconcile
     calls = []
@@ -148,8 +180,12 @@ def test_a_rollback_whose_vector_reset_failed_is_reconciled_before_the_next_atte
 
     monkeypatch.setattr(kafka, "route", route)
     monkeypatch.setattr(kafka, "reconcile", reconcile)
-    doc = {"event_id": "d1", "source": "vendor", "source_type": "official",
-           "facts": [{"text": "The etcd client port is 2379."}, {"text": "The etcd peer port is 2380."}]}
+    doc = {
+        "event_id": "d1",
+        "source": "vendor",
+        "source_type": "official",
+        "facts": [{"text": "The etcd client port is 2379."}, {"text": "The etcd peer port is 2380."}],
+    }
     record = Record("crp.documents", 0, 0, "vendor", json.dumps(doc).encode(), 1_700_000_000_000_000)
     try:
         outs, _ = asyncio.run(worker._apply(worker.handlers[0], record))
@@ -180,8 +216,9 @@ def test_a_copy_of_our_own_changelog_record_is_not_applied_again(fabric: Fabric)
         def handle(self, event: object, record: Record, uow: object, out: object) -> None:
             seen.append(record.offset)
 
-    change = events.encode(events.FactStatusChanged(fact_id="f1", status="stale", reason="r",
-                                                    at=datetime(2030, 1, 1, tzinfo=UTC)))
+    change = events.encode(
+        events.FactStatusChanged(fact_id="f1", status="stale", reason="r", at=datetime(2030, 1, 1, tzinfo=UTC))
+    )
     headers = ((ID_HEADER, b"5bcb188406c47fcf185d974d28193fab"),)
     with fabric.unit_of_work() as uow:
         for offset in (7, 12):  # the record, then its copy

@@ -18,7 +18,13 @@ from crp_stream.core.ngram import (
 
 def test_tokenize_lowercases_unicode_words() -> None:
     assert tokenize("Kube-Proxy manages Service routing; Ünïcode ok!") == [
-        "kube", "proxy", "manages", "service", "routing", "ünïcode", "ok",
+        "kube",
+        "proxy",
+        "manages",
+        "service",
+        "routing",
+        "ünïcode",
+        "ok",
     ]
     assert tokenize("") == []
 
@@ -70,8 +76,23 @@ def test_ngram_overlaps_equal_ngram_overlap_text_by_text() -> None:
     from crp_stream.core.ngram import ngram_overlap, ngram_overlaps, update_ngram_blacklist
 
     rng = random.Random(2)
-    words = ["the", "pod", "ip", "changes", "when", "a", "node", "restarts", "and", "dns", "caches", "stale",
-             "records", "for", "minutes"]
+    words = [
+        "the",
+        "pod",
+        "ip",
+        "changes",
+        "when",
+        "a",
+        "node",
+        "restarts",
+        "and",
+        "dns",
+        "caches",
+        "stale",
+        "records",
+        "for",
+        "minutes",
+    ]
 
     def text(k: int) -> str:
         return " ".join(rng.choice(words) for _ in range(k)) + rng.choice([".", "!", ""])

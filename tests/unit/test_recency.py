@@ -35,7 +35,14 @@ def test_crp_stream_default_ttls_for_other_source_types() -> None:
     assert default_ttl_seconds("community") == 90 * DAY
     assert default_ttl_seconds("unverified") == 30 * DAY
     assert set(DEFAULT_TTL_SECONDS) == {
-        "regulatory", "official", "version_specific", "news", "user", "telemetry", "community", "unverified",
+        "regulatory",
+        "official",
+        "version_specific",
+        "news",
+        "user",
+        "telemetry",
+        "community",
+        "unverified",
     }
 
 

@@ -24,8 +24,10 @@ def test_a_swapped_subject_with_a_long_remainder_is_a_copy_between_sources_only(
 
 
 def test_a_uniqueness_predicate_makes_a_short_subject_swap_a_conflict() -> None:
-    assert copied_statement_conflict("Facebook acquired Instagram.", "Apple acquired Instagram.", False) == \
-        ENTITY_SUBSTITUTED
+    assert (
+        copied_statement_conflict("Facebook acquired Instagram.", "Apple acquired Instagram.", False)
+        == ENTITY_SUBSTITUTED
+    )
     assert uniqueness_predicate(("the", "tallest", "building")) and not uniqueness_predicate(("was", "born"))
 
 
@@ -44,14 +46,23 @@ def test_a_name_repeated_twice_is_one_slot_and_two_edits_are_none() -> None:
 
 
 def test_numbers_and_negations() -> None:
-    assert copied_statement_conflict("The season has 23 episodes.", "The season has 24 episodes.", True) == \
-        NUMBER_CHANGED
-    assert copied_statement_conflict("The Space Race did not use relay batons.", "The Space Race used relay batons.",
-                                     False) == NEGATION_FLIP
-    assert copied_statement_conflict("It is impossible to use it here.", "It is possible to use it here.",
-                                     False) == NEGATION_FLIP
-    assert copied_statement_conflict("There is no warthog on Broadway.", "There is a warthog on Broadway.",
-                                     False) == NEGATION_FLIP
+    assert (
+        copied_statement_conflict("The season has 23 episodes.", "The season has 24 episodes.", True) == NUMBER_CHANGED
+    )
+    assert (
+        copied_statement_conflict(
+            "The Space Race did not use relay batons.", "The Space Race used relay batons.", False
+        )
+        == NEGATION_FLIP
+    )
+    assert (
+        copied_statement_conflict("It is impossible to use it here.", "It is possible to use it here.", False)
+        == NEGATION_FLIP
+    )
+    assert (
+        copied_statement_conflict("There is no warthog on Broadway.", "There is a warthog on Broadway.", False)
+        == NEGATION_FLIP
+    )
     # a name for a date is not one slot
     assert aligned_substitution("It was released for Microsoft Windows.", "It was released on 11 September.") is None
 

@@ -68,8 +68,9 @@ def decode_headers(text: str | None) -> Headers:
 
 def _record(row: Sequence[Any]) -> LogRecord:
     seq, topic, partition, offset, key, value, ts_us, record_id, headers = row
-    return LogRecord(int(seq), topic, int(partition), int(offset), key, bytes(value), int(ts_us), record_id,
-                     decode_headers(headers))
+    return LogRecord(
+        int(seq), topic, int(partition), int(offset), key, bytes(value), int(ts_us), record_id, decode_headers(headers)
+    )
 
 
 @dataclass(frozen=True)
@@ -162,8 +163,9 @@ class EmbeddedLog:
                 last = self.last_ts()
                 for it in items:
                     if it.record_id is not None:
-                        old = cur.execute(f"SELECT {COLUMNS} FROM records WHERE record_id = ?",
-                                          (it.record_id,)).fetchone()
+                        old = cur.execute(
+                            f"SELECT {COLUMNS} FROM records WHERE record_id = ?", (it.record_id,)
+                        ).fetchone()
                         if old:
                             written.append((_record(old), False))
                             continue
@@ -183,8 +185,12 @@ class EmbeddedLog:
                         "ON CONFLICT(topic) DO UPDATE SET next_offset = excluded.next_offset",
                         (it.topic, offset + 1),
                     )
-                    written.append((LogRecord(seq, it.topic, 0, offset, it.key, it.value, ts, it.record_id,
-                                              tuple(it.headers)), True))
+                    written.append(
+                        (
+                            LogRecord(seq, it.topic, 0, offset, it.key, it.value, ts, it.record_id, tuple(it.headers)),
+                            True,
+                        )
+                    )
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")

@@ -16,8 +16,7 @@ from crp_stream.runtime.embedded.runtime import EmbeddedRuntime, system_clock
 from crp_stream.runtime.rebuild import RebuildResult, drop_projections, restore_audit, saved_rows, snapshot, verified
 
 
-def rebuild(settings: Settings, verify: bool,
-            progress: Callable[[int, int], None] | None = None) -> RebuildResult:
+def rebuild(settings: Settings, verify: bool, progress: Callable[[int, int], None] | None = None) -> RebuildResult:
     """Drop and re-derive the projections; with ``verify``, compare them with the dropped ones.
     ``progress(done, total)`` follows the replay (``EmbeddedRuntime.drain``)."""
     log_ = EmbeddedLog(settings.log_path, system_clock)
@@ -40,7 +39,8 @@ def rebuild(settings: Settings, verify: bool,
         rt.journal.close()
     finally:
         fabric.close()
-    grown = {tp: end - ends_before.get(tp, 0) for tp, end in log_.end_offsets().items()
-             if end != ends_before.get(tp, 0)}
+    grown = {
+        tp: end - ends_before.get(tp, 0) for tp, end in log_.end_offsets().items() if end != ends_before.get(tp, 0)
+    }
     log_.close()
     return verified(RebuildResult(sum(rt.stats.processed.values()), n, grown, restored), before, settings)

@@ -45,9 +45,16 @@ class Stats:
 
 
 class EmbeddedRuntime:
-    def __init__(self, fabric: Fabric, log_: EmbeddedLog, handlers: Sequence[AnyHandler],
-                 max_attempts: int = 3, on_output: Callable[[LogRecord], None] | None = None,
-                 batch_size: int = 200, rederive: bool = False):
+    def __init__(
+        self,
+        fabric: Fabric,
+        log_: EmbeddedLog,
+        handlers: Sequence[AnyHandler],
+        max_attempts: int = 3,
+        on_output: Callable[[LogRecord], None] | None = None,
+        batch_size: int = 200,
+        rederive: bool = False,
+    ):
         self.fabric = fabric
         self.log = log_
         self.handlers = list(handlers)
@@ -64,8 +71,10 @@ class EmbeddedRuntime:
         self.rederive = rederive
         self._inputs = [self.physical(t) for t in INPUT_TOPICS] if rederive else None
         if not isinstance(fabric.vectors, GuardedVectors):
-            raise TypeError("EmbeddedRuntime needs a fabric with a guarded vector index: build it with "
-                            "crp_stream.runtime.embedded.open_fabric")
+            raise TypeError(
+                "EmbeddedRuntime needs a fabric with a guarded vector index: build it with "
+                "crp_stream.runtime.embedded.open_fabric"
+            )
         self.journal = fabric.vectors.journal
         for h in self.handlers:
             h.bind(fabric)
@@ -90,8 +99,9 @@ class EmbeddedRuntime:
                     starts.append(seq - 1)
         self._cursor = min(starts) if starts else self.log.max_seq()
 
-    def publish(self, base_topic: str, key: str | None, value: bytes, ts_us: int | None = None,
-                headers: Headers = ()) -> LogRecord | None:
+    def publish(
+        self, base_topic: str, key: str | None, value: bytes, ts_us: int | None = None, headers: Headers = ()
+    ) -> LogRecord | None:
         written = self.log.append([Append(self.physical(base_topic), key, value, None, ts_us, tuple(headers))])
         return written[0] if written else None
 
@@ -225,8 +235,15 @@ class EmbeddedRuntime:
             for h in self.handlers:
                 if base not in h.topics or self._offsets.get((h.group, base), 0) > rec.offset:
                     continue
-                log.error("handler %s: dead-lettering %s@%d after %d attempts: %s: %s", h.group, base,
-                          rec.offset, self.max_attempts, type(exc).__name__, exc)
+                log.error(
+                    "handler %s: dead-lettering %s@%d after %d attempts: %s: %s",
+                    h.group,
+                    base,
+                    rec.offset,
+                    self.max_attempts,
+                    type(exc).__name__,
+                    exc,
+                )
                 self._append(internal_error_output(h, record, exc))
                 self._offsets[(h.group, base)] = rec.offset + 1
                 uow.repo.commit_offset(h.group, base, 0, rec.offset + 1)

@@ -59,8 +59,15 @@ def route(
     routed = []
     for o in outputs:
         pkey = claims.get(o.record_id, o.key) if o.topic == FACTS else o.key
-        routed.append(Routed(settings.topic(o.topic), partition_for(pkey, partitions[o.topic]),
-                             o.key.encode("utf-8"), o.value, o.record_id))
+        routed.append(
+            Routed(
+                settings.topic(o.topic),
+                partition_for(pkey, partitions[o.topic]),
+                o.key.encode("utf-8"),
+                o.value,
+                o.record_id,
+            )
+        )
     return routed
 
 
@@ -90,8 +97,10 @@ def outbox_key(group: str, base_topic: str, partition: int) -> str:
 
 
 def save_outbox(uow: UnitOfWork, key: str, routed: Sequence[Routed]) -> None:
-    rows = [[r.topic, r.partition, base64.b64encode(r.key).decode(), base64.b64encode(r.value).decode(),
-             r.record_id] for r in routed]
+    rows = [
+        [r.topic, r.partition, base64.b64encode(r.key).decode(), base64.b64encode(r.value).decode(), r.record_id]
+        for r in routed
+    ]
     uow.repo.set_meta(key, json.dumps(rows, separators=(",", ":")))
 
 

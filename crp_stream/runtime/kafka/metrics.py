@@ -15,8 +15,29 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2,
-                   0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
+LATENCY_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.0075,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.035,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+)
 WINDOW_REQUESTS = "crp.window.requests"
 DEADLETTER = "crp.deadletter"
 AUDIT = "crp.audit"
@@ -30,39 +51,72 @@ class Metrics:
         r = self.registry
         self.info = Gauge("crp_worker_info", "Constant 1, labelled with the runtime", ["runtime"], registry=r)
         self.info.labels(runtime=runtime).set(1)
-        self.processed = Counter("crp_records_processed", "Input records applied by a handler group",
-                                 ["group", "topic"], registry=r)
-        self.deadlettered = Counter("crp_records_deadlettered", "Input records sent to crp.deadletter",
-                                    ["topic"], registry=r)
-        self.skipped = Counter("crp_records_redelivered_skipped",
-                               "Redelivered records skipped because the fabric already committed them",
-                               ["group", "topic"], registry=r)
+        self.processed = Counter(
+            "crp_records_processed", "Input records applied by a handler group", ["group", "topic"], registry=r
+        )
+        self.deadlettered = Counter(
+            "crp_records_deadlettered", "Input records sent to crp.deadletter", ["topic"], registry=r
+        )
+        self.skipped = Counter(
+            "crp_records_redelivered_skipped",
+            "Redelivered records skipped because the fabric already committed them",
+            ["group", "topic"],
+            registry=r,
+        )
         self.outputs = Counter("crp_output_records", "Records produced, by output topic", ["topic"], registry=r)
-        self.verdicts = Counter("crp_verdicts", "Audit events emitted, by audit_type (verdicts and actions)",
-                                ["audit_type"], registry=r)
-        self.errors = Counter("crp_handler_errors", "Failed attempts to apply a record (retried)",
-                              ["group", "kind"], registry=r)
-        self.assembly = Histogram("crp_envelope_assembly_seconds",
-                                  "In-process time to turn a window request into its envelopes",
-                                  buckets=LATENCY_BUCKETS, registry=r)
-        self.handling = Histogram("crp_record_handling_seconds", "In-process time to apply one record",
-                                  ["group"], buckets=LATENCY_BUCKETS, registry=r)
-        self.barrier = Histogram("crp_barrier_wait_seconds",
-                                 "Kafka: a window request's wait for the inputs appended before it",
-                                 buckets=LATENCY_BUCKETS, registry=r)
-        self.barrier_timeouts = Counter("crp_barrier_timeouts",
-                                        "Kafka: window requests served before the barrier was met "
-                                        "(envelope header CRP-Context-Fabric-Lag)", registry=r)
-        self.waited = Histogram("crp_record_wait_seconds",
-                                "From the broker's append of a record to the start of its handling (fetch + queue)",
-                                ["group"], buckets=LATENCY_BUCKETS, registry=r)
-        self.produced = Histogram("crp_produce_seconds", "Producing one record's outputs until acknowledged",
-                                  buckets=LATENCY_BUCKETS, registry=r)
-        self.lag = Gauge("crp_consumer_lag", "Records behind the partition's high watermark",
-                         ["group", "topic", "partition"], registry=r)
+        self.verdicts = Counter(
+            "crp_verdicts", "Audit events emitted, by audit_type (verdicts and actions)", ["audit_type"], registry=r
+        )
+        self.errors = Counter(
+            "crp_handler_errors", "Failed attempts to apply a record (retried)", ["group", "kind"], registry=r
+        )
+        self.assembly = Histogram(
+            "crp_envelope_assembly_seconds",
+            "In-process time to turn a window request into its envelopes",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.handling = Histogram(
+            "crp_record_handling_seconds",
+            "In-process time to apply one record",
+            ["group"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.barrier = Histogram(
+            "crp_barrier_wait_seconds",
+            "Kafka: a window request's wait for the inputs appended before it",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.barrier_timeouts = Counter(
+            "crp_barrier_timeouts",
+            "Kafka: window requests served before the barrier was met (envelope header CRP-Context-Fabric-Lag)",
+            registry=r,
+        )
+        self.waited = Histogram(
+            "crp_record_wait_seconds",
+            "From the broker's append of a record to the start of its handling (fetch + queue)",
+            ["group"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.produced = Histogram(
+            "crp_produce_seconds",
+            "Producing one record's outputs until acknowledged",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.lag = Gauge(
+            "crp_consumer_lag",
+            "Records behind the partition's high watermark",
+            ["group", "topic", "partition"],
+            registry=r,
+        )
         self.assigned = Gauge("crp_assigned_partitions", "Partitions assigned to this worker", registry=r)
-        self.broker_reachable = Gauge("crp_broker_reachable", "1 while the broker answers metadata requests",
-                                      registry=r)
+        self.broker_reachable = Gauge(
+            "crp_broker_reachable", "1 while the broker answers metadata requests", registry=r
+        )
         self._lock = threading.Lock()
 
     def record_outputs(self, input_topic: str, outputs: Iterable[Any]) -> None:

@@ -87,8 +87,9 @@ async def _rebuild(settings: Settings, verify: bool) -> RebuildResult:
     await producer.start()
     tmp = tempfile.TemporaryDirectory()
     journal = VectorJournal(Path(tmp.name) / "journal.sqlite")
-    fabric = Fabric(settings, engine=engine, migrate=False,
-                    vectors=GuardedVectors(open_vector_index(settings.vectors), journal))
+    fabric = Fabric(
+        settings, engine=engine, migrate=False, vectors=GuardedVectors(open_vector_index(settings.vectors), journal)
+    )
     try:
         fabric.vectors.delete_all()
         replay = _Replay(settings, fabric, topics, producer, journal)
@@ -102,13 +103,15 @@ async def _rebuild(settings: Settings, verify: bool) -> RebuildResult:
         fabric.close()
         tmp.cleanup()
         await producer.stop()
-    return verified(RebuildResult(len(topics.inputs), replay.handled, dict(replay.grown), restored), before,
-                    settings, snapshot)
+    return verified(
+        RebuildResult(len(topics.inputs), replay.handled, dict(replay.grown), restored), before, settings, snapshot
+    )
 
 
 class _Replay:
-    def __init__(self, settings: Settings, fabric: Fabric, topics: Topics, producer: AIOKafkaProducer,
-                 journal: VectorJournal):
+    def __init__(
+        self, settings: Settings, fabric: Fabric, topics: Topics, producer: AIOKafkaProducer, journal: VectorJournal
+    ):
         self.settings, self.fabric, self.topics, self.producer = settings, fabric, topics, producer
         self.journal = journal
         self.handlers = all_handlers()
@@ -157,16 +160,24 @@ class _Replay:
                     raise  # even the dead letter fails
                 attempts += 1
                 if attempts >= 3:
-                    log.error("rebuild: %s: %s[%d]@%d: dead-lettering after %d attempts: %s", h.group, record.topic,
-                              record.partition, record.offset, attempts, exc)
+                    log.error(
+                        "rebuild: %s: %s[%d]@%d: dead-lettering after %d attempts: %s",
+                        h.group,
+                        record.topic,
+                        record.partition,
+                        record.offset,
+                        attempts,
+                        exc,
+                    )
                     failed = exc
 
     async def produce(self, out: Output) -> Msg:
         """A derivation the topics do not have (the code changed): produce it, as a worker would."""
         with self.fabric.unit_of_work() as uow:
             routed = route([out], uow, self.settings, self.topics.partitions)[0]
-        md = await self.producer.send_and_wait(routed.topic, routed.value, key=routed.key, partition=routed.partition,
-                                               headers=routed.headers)
+        md = await self.producer.send_and_wait(
+            routed.topic, routed.value, key=routed.key, partition=routed.partition, headers=routed.headers
+        )
         msg = Msg(out.topic, md.partition, md.offset, out.key, out.value, md.timestamp, tuple(routed.headers))
         self.topics.known.setdefault(out.topic, {})[out.record_id] = msg
         self.grown[out.topic] = self.grown.get(out.topic, 0) + 1
@@ -190,8 +201,9 @@ def _record(msg: Msg) -> Record:
 async def read_topics(settings: Settings, servers: str) -> Topics:
     """Every record of every topic up to its end now; inputs in the order the broker appended them."""
     names = {settings.topic(b): b for b in ALL_TOPICS}
-    consumer = AIOKafkaConsumer(bootstrap_servers=servers, group_id=None, enable_auto_commit=False,
-                                auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=servers, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+    )
     await consumer.start()
     try:
         cluster = await consumer._client.fetch_all_metadata()  # fresh metadata of every topic
@@ -212,8 +224,17 @@ async def read_topics(settings: Settings, servers: str) -> Topics:
                 for m in batch:
                     if m.offset < ends[tp]:
                         key = None if m.key is None else bytes(m.key).decode("utf-8", "replace")
-                        read.append(Msg(names[tp.topic], tp.partition, m.offset, key, bytes(m.value or b""),
-                                        m.timestamp, tuple(m.headers or ())))
+                        read.append(
+                            Msg(
+                                names[tp.topic],
+                                tp.partition,
+                                m.offset,
+                                key,
+                                bytes(m.value or b""),
+                                m.timestamp,
+                                tuple(m.headers or ()),
+                            )
+                        )
                     if m.offset + 1 >= ends[tp]:
                         left.discard(tp)
     finally:
@@ -234,8 +255,9 @@ async def _refuse_if_workers_run(settings: Settings, servers: str) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=servers)
     await admin.start()
     try:
-        groups = [g[0] for g in await admin.list_consumer_groups()
-                  if str(g[0]).startswith(f"{settings.topic_prefix}worker")]
+        groups = [
+            g[0] for g in await admin.list_consumer_groups() if str(g[0]).startswith(f"{settings.topic_prefix}worker")
+        ]
         busy = []
         for resp in await admin.describe_consumer_groups(groups) if groups else []:
             for group in resp.to_object()["groups"]:
@@ -250,8 +272,11 @@ async def _refuse_if_workers_run(settings: Settings, servers: str) -> None:
 def _clear_worker_journals(settings: Settings) -> None:
     """The workers' vector journals name points of the dropped projections."""
     spec = settings.vectors
-    paths = [Path(spec[len("edge:"):] + ".kafka-journal.sqlite")] if spec.startswith("edge:") else sorted(
-        Path(settings.data_dir).glob("kafka-vector-journal-*.sqlite"))
+    paths = (
+        [Path(spec[len("edge:") :] + ".kafka-journal.sqlite")]
+        if spec.startswith("edge:")
+        else sorted(Path(settings.data_dir).glob("kafka-vector-journal-*.sqlite"))
+    )
     for path in paths:
         if path.exists():
             journal = VectorJournal(path)

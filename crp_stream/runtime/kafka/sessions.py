@@ -157,8 +157,7 @@ class WorkerBarrier:
                 await w.handle_message(h, ev.message, lag)
                 self.ack(h.group, ev)
 
-            self.sequencer = SessionSequencer(w.settings.topic("crp.window.requests"), process, self.wait,
-                                              self.crash)
+            self.sequencer = SessionSequencer(w.settings.topic("crp.window.requests"), process, self.wait, self.crash)
         self.sequencer.offer(event)
 
     def ack(self, group: str, event: Any) -> None:

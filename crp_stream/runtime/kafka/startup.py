@@ -65,12 +65,14 @@ def database_probe(settings: Settings) -> Probe:
     return probe
 
 
-async def wait_for_services(settings: Settings, stop: asyncio.Event, probes: dict[str, Probe] | None = None,
-                            ) -> bool:
+async def wait_for_services(
+    settings: Settings,
+    stop: asyncio.Event,
+    probes: dict[str, Probe] | None = None,
+) -> bool:
     """Return True once every probe answers (False if ``stop`` came first); serve a degraded
     ``/health`` on the metrics port while waiting."""
-    probes = probes if probes is not None else {"broker": broker_probe(settings),
-                                                "database": database_probe(settings)}
+    probes = probes if probes is not None else {"broker": broker_probe(settings), "database": database_probe(settings)}
     waiting: dict[str, str] = {}
     runner = await _health_server(settings.metrics_port, waiting)
     attempt = 0
@@ -101,8 +103,11 @@ async def _health_server(port: int | None, waiting: dict[str, str]) -> web.AppRu
         return None
 
     async def health(_request: web.Request) -> web.Response:
-        body: dict[str, object] = {"status": "degraded" if waiting else "starting", "waiting_for": dict(waiting),
-                                   "assigned": []}
+        body: dict[str, object] = {
+            "status": "degraded" if waiting else "starting",
+            "waiting_for": dict(waiting),
+            "assigned": [],
+        }
         return web.json_response(body, status=503)
 
     app = web.Application()

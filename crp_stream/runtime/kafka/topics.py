@@ -18,10 +18,15 @@ from crp_stream.config import ConfigError, Settings
 
 log = logging.getLogger("crp_stream.kafka")
 
-INPUT_TOPICS = ("crp.documents", "crp.telemetry", "crp.window.requests", "crp.window.reports",
-                "crp.operator.commands")
-OUTPUT_TOPICS = ("crp.facts", "crp.envelopes", "crp.audit", "crp.refresh.requests", "crp.quarantine.candidates",
-                 "crp.deadletter")
+INPUT_TOPICS = ("crp.documents", "crp.telemetry", "crp.window.requests", "crp.window.reports", "crp.operator.commands")
+OUTPUT_TOPICS = (
+    "crp.facts",
+    "crp.envelopes",
+    "crp.audit",
+    "crp.refresh.requests",
+    "crp.quarantine.candidates",
+    "crp.deadletter",
+)
 ALL_TOPICS = INPUT_TOPICS + OUTPUT_TOPICS
 TIMESTAMP_TYPE = "message.timestamp.type"
 LOG_APPEND_TIME = "LogAppendTime"
@@ -32,14 +37,18 @@ def bootstrap_servers(broker: str | None) -> str:
     """``kafka://h1:9092,h2:9092`` -> ``h1:9092,h2:9092``."""
     if not broker or not broker.startswith("kafka://"):
         raise ConfigError(f"broker: {broker!r} must look like kafka://HOST:PORT")
-    servers = broker[len("kafka://"):].strip("/")
+    servers = broker[len("kafka://") :].strip("/")
     if not servers or any(":" not in s for s in servers.split(",")):
         raise ConfigError(f"broker: {broker!r} must look like kafka://HOST:PORT")
     return servers
 
 
-async def ensure_topics(settings: Settings, bases: Iterable[str] = ALL_TOPICS, *, timeout_s: float = 60.0,
-                        ) -> dict[str, int]:
+async def ensure_topics(
+    settings: Settings,
+    bases: Iterable[str] = ALL_TOPICS,
+    *,
+    timeout_s: float = 60.0,
+) -> dict[str, int]:
     """Create the missing topics (``settings.partitions`` each, LogAppendTime); return the partition
     count of every topic by its contract name. Existing topics keep their partition count."""
     servers = bootstrap_servers(settings.broker)
@@ -58,14 +67,13 @@ async def ensure_topics(settings: Settings, bases: Iterable[str] = ALL_TOPICS, *
         existing = set(await admin.list_topics())
         missing = [n for n in names if n not in existing]
         if missing:
-            resp = await admin.create_topics([
-                NewTopic(n, settings.partitions, 1, topic_configs={TIMESTAMP_TYPE: LOG_APPEND_TIME})
-                for n in missing])
+            resp = await admin.create_topics(
+                [NewTopic(n, settings.partitions, 1, topic_configs={TIMESTAMP_TYPE: LOG_APPEND_TIME}) for n in missing]
+            )
             for err in resp.to_object()["topic_errors"]:
                 if err["error_code"] not in (0, TOPIC_EXISTS):
                     raise ConfigError(f"topic {err['topic']}: cannot create: {err['error_message']}")
-            log.info("created topics %s (%d partitions, %s)", ", ".join(missing), settings.partitions,
-                     LOG_APPEND_TIME)
+            log.info("created topics %s (%d partitions, %s)", ", ".join(missing), settings.partitions, LOG_APPEND_TIME)
         counts = await _partition_counts(admin, list(names), deadline)
         await _check_timestamp_type(admin, list(names))
     finally:
@@ -93,6 +101,8 @@ async def _check_timestamp_type(admin: AIOKafkaAdminClient, topics: list[str]) -
                 if entry["config_names"] == TIMESTAMP_TYPE and entry["config_value"] != LOG_APPEND_TIME:
                     wrong.append(f"{res['resource_name']}={entry['config_value']}")
     if wrong:
-        raise ConfigError(f"{TIMESTAMP_TYPE} must be {LOG_APPEND_TIME} (the broker stamps the epoch); "
-                          f"found {', '.join(sorted(wrong))}: kafka-configs --alter --add-config "
-                          f"{TIMESTAMP_TYPE}={LOG_APPEND_TIME}")
+        raise ConfigError(
+            f"{TIMESTAMP_TYPE} must be {LOG_APPEND_TIME} (the broker stamps the epoch); "
+            f"found {', '.join(sorted(wrong))}: kafka-configs --alter --add-config "
+            f"{TIMESTAMP_TYPE}={LOG_APPEND_TIME}"
+        )

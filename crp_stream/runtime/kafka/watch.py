@@ -56,8 +56,15 @@ class RateLimit(logging.Filter):
 class BrokerWatch:
     """Checks the broker's metadata; ``down_since`` is the monotonic time it became unreachable."""
 
-    def __init__(self, servers: str, *, interval_s: float = 2.0, first_retry_s: float = 0.5,
-                 max_backoff_s: float = 10.0, on_change: Callable[[bool], None] | None = None):
+    def __init__(
+        self,
+        servers: str,
+        *,
+        interval_s: float = 2.0,
+        first_retry_s: float = 0.5,
+        max_backoff_s: float = 10.0,
+        on_change: Callable[[bool], None] | None = None,
+    ):
         self.servers = servers
         self.interval_s = interval_s
         self.first_retry_s = first_retry_s
@@ -103,8 +110,9 @@ class BrokerWatch:
 
     async def _check(self) -> None:
         if self._client is None:
-            self._client = AIOKafkaClient(bootstrap_servers=self.servers, request_timeout_ms=5000,
-                                          client_id="crp-broker-watch")
+            self._client = AIOKafkaClient(
+                bootstrap_servers=self.servers, request_timeout_ms=5000, client_id="crp-broker-watch"
+            )
             await self._client.bootstrap()
         await self._client.fetch_all_metadata()
 
@@ -121,15 +129,25 @@ class BrokerWatch:
         now = time.monotonic()
         if self.down_since is None:
             self.down_since = now
-            log.warning("broker %s unreachable (%s): consuming and producing wait for it (outputs of the "
-                        "record in hand are held and produced when it is back; nothing is acknowledged "
-                        "early); checking again in %.1f s", self.servers, self.error, delay)
+            log.warning(
+                "broker %s unreachable (%s): consuming and producing wait for it (outputs of the "
+                "record in hand are held and produced when it is back; nothing is acknowledged "
+                "early); checking again in %.1f s",
+                self.servers,
+                self.error,
+                delay,
+            )
             if self.on_change:
                 self.on_change(False)
             return delay
         delay = min(delay * 2, self.max_backoff_s)
-        log.warning("broker %s still unreachable after %.1f s (%s): retrying, next check in %.1f s",
-                    self.servers, now - self.down_since, self.error, delay)
+        log.warning(
+            "broker %s still unreachable after %.1f s (%s): retrying, next check in %.1f s",
+            self.servers,
+            now - self.down_since,
+            self.error,
+            delay,
+        )
         return delay
 
     def confirm(self) -> None:
@@ -139,8 +157,9 @@ class BrokerWatch:
     def _reachable(self) -> None:
         if self.down_since is None:
             return
-        log.warning("broker %s reachable again after %.1f s unreachable", self.servers,
-                    time.monotonic() - self.down_since)
+        log.warning(
+            "broker %s reachable again after %.1f s unreachable", self.servers, time.monotonic() - self.down_since
+        )
         self.down_since = None
         self.error = None
         if self.on_change:

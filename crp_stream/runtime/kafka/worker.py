@@ -112,9 +112,17 @@ def open_fabric(settings: Settings, journal: VectorJournal) -> Fabric:
 
 
 class KafkaWorker:
-    def __init__(self, settings: Settings, groups: Sequence[str] | None = None, *, max_attempts: int = 3,
-                 session_timeout_s: float = 10.0, commit_interval_s: float = 1.0,
-                 after_commit: Callable[[list[Routed]], None] | None = None, mounts: Sequence[Mount] = ()):
+    def __init__(
+        self,
+        settings: Settings,
+        groups: Sequence[str] | None = None,
+        *,
+        max_attempts: int = 3,
+        session_timeout_s: float = 10.0,
+        commit_interval_s: float = 1.0,
+        after_commit: Callable[[list[Routed]], None] | None = None,
+        mounts: Sequence[Mount] = (),
+    ):
         self.settings = settings
         self.servers = bootstrap_servers(settings.broker)
         self.groups = parse_groups(groups)
@@ -159,7 +167,7 @@ class KafkaWorker:
         workers on one host need distinct ``--data`` directories."""
         spec = self.settings.vectors
         if spec.startswith("edge:"):
-            return Path(spec[len("edge:"):] + ".kafka-journal.sqlite")
+            return Path(spec[len("edge:") :] + ".kafka-journal.sqlite")
         return Path(self.settings.data_dir) / f"kafka-vector-journal-{self.app_id}.sqlite"
 
     @property
@@ -174,22 +182,40 @@ class KafkaWorker:
         if self.settings.instance_id:
             # static membership: a restarted worker takes its partitions back without a rebalance;
             # faust's assignor asserts the returned assignment names this worker's URL, so keep it stable
-            static = {"consumer_group_instance_id": self.settings.instance_id,
-                      "canonical_url": f"http://localhost/{quote(self.settings.instance_id, safe='')}"}
+            static = {
+                "consumer_group_instance_id": self.settings.instance_id,
+                "canonical_url": f"http://localhost/{quote(self.settings.instance_id, safe='')}",
+            }
         datadir = self.settings.data_dir / "faust"  # not the cwd: faust writes there even with memory://
         datadir.mkdir(parents=True, exist_ok=True)
         app = faust.App(
-            self.app_id, broker=f"kafka://{self.servers}", value_serializer="raw", key_serializer="raw",
-            store="memory://", autodiscover=False, topic_allow_declare=False, topic_disable_leader=True,
-            consumer_auto_offset_reset="earliest", processing_guarantee="at_least_once",
-            broker_commit_interval=self.commit_interval_s, broker_session_timeout=self.session_timeout_s,
-            broker_heartbeat_interval=max(1.0, self.session_timeout_s / 4), broker_rebalance_timeout=60.0,
-            producer_acks=-1, stream_wait_empty=False, web_enabled=bool(port), web_port=port or 6066,
-            web_bind="0.0.0.0", web_in_thread=False, datadir=str(datadir), **static,
+            self.app_id,
+            broker=f"kafka://{self.servers}",
+            value_serializer="raw",
+            key_serializer="raw",
+            store="memory://",
+            autodiscover=False,
+            topic_allow_declare=False,
+            topic_disable_leader=True,
+            consumer_auto_offset_reset="earliest",
+            processing_guarantee="at_least_once",
+            broker_commit_interval=self.commit_interval_s,
+            broker_session_timeout=self.session_timeout_s,
+            broker_heartbeat_interval=max(1.0, self.session_timeout_s / 4),
+            broker_rebalance_timeout=60.0,
+            producer_acks=-1,
+            stream_wait_empty=False,
+            web_enabled=bool(port),
+            web_port=port or 6066,
+            web_bind="0.0.0.0",
+            web_in_thread=False,
+            datadir=str(datadir),
+            **static,
         )
         for h in self.handlers:
-            channel = app.topic(*[self.settings.topic(t) for t in h.topics], key_serializer="raw",
-                                value_serializer="raw")
+            channel = app.topic(
+                *[self.settings.topic(t) for t in h.topics], key_serializer="raw", value_serializer="raw"
+            )
             app.agent(channel, name=f"crp-{h.group}")(self._agent(h))
 
         @app.page("/metrics")
@@ -245,8 +271,9 @@ class KafkaWorker:
             log.warning("topic %s: record timestamps are not LogAppendTime; the epoch is the producer's", m.topic)
         ts_us = round((m.timestamp or 0.0) * 1000) * 1000
         key = None if m.key is None else bytes(m.key).decode("utf-8", "replace")
-        record = Record(base, m.partition, m.offset, key, bytes(m.value or b""), ts_us, tuple(m.headers or ()),
-                        fabric_lag_ms=lag_ms)
+        record = Record(
+            base, m.partition, m.offset, key, bytes(m.value or b""), ts_us, tuple(m.headers or ()), fabric_lag_ms=lag_ms
+        )
         slot = (h.group, base, m.partition)
         if self._generation.get(slot, -1) != m.generation_id or slot not in self._committed:
             await self._claim_partition(h, base, m.partition)
@@ -294,8 +321,13 @@ class KafkaWorker:
 
         committed, pending = await self._retry(load, f"{h.group}: loading {base}[{partition}]")
         if pending:
-            log.info("%s: %s[%d] assigned; producing %d outputs of its outbox again (same crp-id)",
-                     h.group, base, partition, len(pending))
+            log.info(
+                "%s: %s[%d] assigned; producing %d outputs of its outbox again (same crp-id)",
+                h.group,
+                base,
+                partition,
+                len(pending),
+            )
             await self._produce(pending)
             with self._outbox_lock:
                 self._outbox_dirty.add(okey)
@@ -315,8 +347,12 @@ class KafkaWorker:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    async def _apply(self, h: AnyHandler, record: Record, commit_to: int | None = None,
-                     ) -> tuple[list[Output] | None, list[Routed]]:
+    async def _apply(
+        self,
+        h: AnyHandler,
+        record: Record,
+        commit_to: int | None = None,
+    ) -> tuple[list[Output] | None, list[Routed]]:
         """Apply with retries; ``(None, [])`` when the fabric had already committed the record.
         ``commit_to``: the offset committed with it (default: the next one)."""
         commit_to = record.offset + 1 if commit_to is None else commit_to
@@ -334,8 +370,14 @@ class KafkaWorker:
                 if is_transient(exc):
                     self.metrics.errors.labels(group=h.group, kind="transient").inc()
                     self.last_error = f"{where}: {type(exc).__name__}"
-                    log.warning("%s: transient error (attempt %d), retrying in %.2fs: %s: %s", where, attempt,
-                                delay, type(exc).__name__, (str(exc).splitlines() or [""])[0][:200])
+                    log.warning(
+                        "%s: transient error (attempt %d), retrying in %.2fs: %s: %s",
+                        where,
+                        attempt,
+                        delay,
+                        type(exc).__name__,
+                        (str(exc).splitlines() or [""])[0][:200],
+                    )
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 5.0)
                     continue
@@ -345,11 +387,17 @@ class KafkaWorker:
                     continue
                 log.error("%s: dead-lettering after %d attempts: %s: %s", where, attempt, type(exc).__name__, exc)
                 done: tuple[list[Output] | None, list[Routed]] = await self._retry(
-                    functools.partial(self._apply_sync, h, record, exc, commit_to), where)
+                    functools.partial(self._apply_sync, h, record, exc, commit_to), where
+                )
                 return done
 
-    def _apply_sync(self, h: AnyHandler, record: Record, failed: BaseException | None, commit_to: int,
-                    ) -> tuple[list[Output] | None, list[Routed]]:
+    def _apply_sync(
+        self,
+        h: AnyHandler,
+        record: Record,
+        failed: BaseException | None,
+        commit_to: int,
+    ) -> tuple[list[Output] | None, list[Routed]]:
         okey = outbox_key(h.group, record.topic, record.partition)
         if self._unreconciled:  # a rolled-back attempt's vector writes first; while down, raises: retried
             reconcile(self.fabric, self.journal)
@@ -396,8 +444,9 @@ class KafkaWorker:
         delay = 0.1
         while True:
             try:
-                futures = [await self.app.producer.send(r.topic, r.key, r.value, r.partition, None, r.headers)
-                           for r in routed]
+                futures = [
+                    await self.app.producer.send(r.topic, r.key, r.value, r.partition, None, r.headers) for r in routed
+                ]
                 await asyncio.gather(*futures)
                 self.broker.confirm()
                 return
@@ -405,8 +454,13 @@ class KafkaWorker:
                 raise
             except Exception as exc:
                 self.last_error = f"produce: {type(exc).__name__}"
-                log.warning("producing %d outputs failed, retrying in %.1fs: %s: %s", len(routed), delay,
-                            type(exc).__name__, exc)
+                log.warning(
+                    "producing %d outputs failed, retrying in %.1fs: %s: %s",
+                    len(routed),
+                    delay,
+                    type(exc).__name__,
+                    exc,
+                )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
@@ -442,7 +496,8 @@ class KafkaWorker:
         ok = self.last_error is None and self.broker.reachable
         return {
             "status": "ok" if running and ok else "degraded" if running else "down",
-            "groups": list(self.groups), "consumer_group": self.app_id,
+            "groups": list(self.groups),
+            "consumer_group": self.app_id,
             "assigned": [f"{tp.topic}[{tp.partition}]" for tp in self.assignment()],
             "broker": "reachable" if self.broker.reachable else f"unreachable: {self.broker.error}",
             "last_error": self.last_error,
@@ -458,9 +513,15 @@ class KafkaWorker:
         self.started_at = time.monotonic()
         self.metrics.broker_reachable.set(1)
         self.broker.start()
-        log.info("kafka worker %s started: groups=%s broker=%s topics prefix=%r model=%s metrics=%s",
-                 self.app_id, ",".join(self.groups), self.servers, self.settings.topic_prefix,
-                 self.fabric.embedder.model_id, self.settings.metrics_port)
+        log.info(
+            "kafka worker %s started: groups=%s broker=%s topics prefix=%r model=%s metrics=%s",
+            self.app_id,
+            ",".join(self.groups),
+            self.servers,
+            self.settings.topic_prefix,
+            self.fabric.embedder.model_id,
+            self.settings.metrics_port,
+        )
 
     async def stop(self) -> None:
         await self.broker.stop()
@@ -502,8 +563,11 @@ class KafkaWorker:
             assert self.app is not None
             while not stop.is_set():
                 if self.app.crashed or self.app.should_stop:
-                    log.error("kafka worker %s: the faust app stopped: %r", self.app_id,
-                              getattr(self.app, "crash_reason", None))
+                    log.error(
+                        "kafka worker %s: the faust app stopped: %r",
+                        self.app_id,
+                        getattr(self.app, "crash_reason", None),
+                    )
                     code = 1
                     break
                 with contextlib.suppress(asyncio.TimeoutError):
@@ -514,8 +578,12 @@ class KafkaWorker:
         return code
 
 
-def run_worker(settings: Settings, groups: Sequence[str] | str | None = None,
-               after_commit: Callable[[list[Routed]], None] | None = None, mounts: Sequence[Mount] = ()) -> int:
+def run_worker(
+    settings: Settings,
+    groups: Sequence[str] | str | None = None,
+    after_commit: Callable[[list[Routed]], None] | None = None,
+    mounts: Sequence[Mount] = (),
+) -> int:
     """``crp-stream worker``: run one Kafka worker process until it is told to stop."""
     for name in ("faust", "mode", "aiokafka", "kafka"):
         if logging.getLogger().level > logging.DEBUG:
