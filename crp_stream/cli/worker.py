@@ -38,7 +38,8 @@ def run(ns: argparse.Namespace) -> int:
     settings = settings_of(ns)
     if not settings.broker:
         raise CliError("worker: --broker kafka://HOST:PORT (or CRP_BROKER) is required")
-    from crp_stream.runtime.kafka.worker import Mount, run_worker  # faust loads only for this command
+    from crp_stream.runtime.kafka.launch import run_worker  # faust loads only for this command
+    from crp_stream.runtime.kafka.worker import Mount
 
     mounts: list[Mount] = []
     if ns.console:

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from crp_stream.cli.main import main as cli_main
-from crp_stream.runtime.kafka import worker
+from crp_stream.runtime.kafka import launch as worker
 
 
 def _hook(n: int) -> Any:
@@ -32,7 +32,7 @@ def main() -> int:
     def run_worker(settings: Any, groups: Any = None, after_commit: Any = None) -> int:
         return real(settings, groups, after_commit=_hook(n))
 
-    worker.run_worker = run_worker  # the CLI looks it up at call time
+    worker.run_worker = run_worker  # type: ignore[assignment]  # the CLI looks it up at call time
     return cli_main(sys.argv[2:])
 
 

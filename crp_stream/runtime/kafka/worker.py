@@ -1,47 +1,11 @@
-"""The Kafka runtime: a faust-streaming app (aiokafka transport) driving the same handlers as the
-embedded runtime, on a real broker, PostgreSQL and Qdrant.
+"""The Kafka runtime: a faust-streaming app driving the same handlers as the embedded runtime, on a
+real broker, PostgreSQL and Qdrant; one agent per handler group, workers of a group split partitions.
 
-One faust agent per handler group (ingest: documents + telemetry; arbiter: facts; retrieval: window
-requests + reports; operator: operator commands). Records are consumed as raw bytes; ``apply_record``
-decodes them, so a malformed record becomes a ``crp.deadletter`` output and never crashes an agent
-or stalls its partition. ``Record.ts_us`` is the consumed record's timestamp, which the broker set
-(every topic is ``message.timestamp.type=LogAppendTime``, see ``kafka_topics``). N workers with the
-same ``--groups`` form one consumer group and split the partitions.
-
-Processing guarantee: at-least-once delivery + idempotent, transactional fabric effects; not
-faust's ``exactly_once``. Why: the effects that matter live in PostgreSQL and Qdrant, not in Kafka.
-A Kafka transaction can commit produced records with the consumer offset atomically, but not with
-a database transaction, so it would still need the fabric's idempotency, and its consumers must read
-``read_committed``, which holds every output back until the producer's transaction commits (faust
-commits every ``broker_commit_interval``), far beyond the latency this runtime aims at. Instead,
-per record and per handler group, in ONE database transaction (like ``runtime.embedded``):
-
-1. the partition's offset committed in the fabric is checked: a record below it was already applied
-   and is skipped (a redelivery after a crash, a rebalance or a reset of the group's Kafka offsets);
-2. ``apply_record`` applies it (decode, dead-letter, idempotency by event id, handler);
-3. the consumer offset is committed in the fabric (``repo.commit_offset``) and the outputs, with
-   their derived record ids, are written to the partition's outbox (``kafka_delivery``);
-
-then the outputs are produced (header ``crp-id`` = derived id) and acknowledged before the next
-record. Producing after the commit, not before it as the embedded runtime may, matters on a real
-broker: another worker could otherwise consume ``FactRecorded`` before the fact is visible in the
-database. Faust commits the group's Kafka offsets after each record is processed; they trail the
-fabric's, which are the authority. Faust seeks to the Kafka offsets on assignment (it re-seeks after
-its own rebalance hooks, so a seek of ours would be undone); on the first record of each newly
-assigned partition the worker instead loads the fabric's offset and produces the outbox again, and
-records below that offset are skipped without touching a handler, which has the effect of a seek.
-A record the handlers apply twice anyway (a duplicate publish, a zombie worker) is caught by
-``processed_events`` (same event id) and the unique keys of the fabric, and emits nothing new.
-
-A broker that goes away stops nothing: the clients reconnect, outputs wait for their acknowledgement,
-and ``kafka_watch.BrokerWatch`` says so (and when it is back) with backoff, ``/health`` degraded meanwhile.
-AnyHandler work runs on one thread per worker (the vector index is not thread-safe), off the event loop
-so heartbeats and the web endpoints stay responsive. Transient errors (database, vector index) are
-retried with backoff, forever; any other error is retried ``max_attempts`` times, then dead-lettered.
-Vector writes are not part of the database transaction: as in the embedded runtime they are
-journaled (``vector_guard``) and put back to the committed state after a rollback or a crash.
-One transaction per record (the embedded runtime batches): a record's outputs must be produced
-before the next record of its partition is applied, and window requests want the lowest latency.
+At-least-once delivery with idempotent, transactional fabric effects (not faust's exactly_once: the
+effects live in the database, which a Kafka transaction cannot include). Per record and group, one
+database transaction checks the fabric's offset, applies the record and writes the outputs to the
+partition's outbox; the outputs are produced after the commit. Handler work runs on one thread, off
+the event loop. Why each step, and what it guards against: docs/kafka.md.
 """
 
 from __future__ import annotations
@@ -49,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import logging
 import signal
 import threading
@@ -72,9 +35,9 @@ from crp_stream.processors.dispatch import apply_record, internal_error_output
 from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, route, save_outbox
 from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
 from crp_stream.runtime.kafka.sessions import WorkerBarrier
-from crp_stream.runtime.kafka.startup import wait_for_services
+from crp_stream.runtime.kafka.status import WorkerStatus
 from crp_stream.runtime.kafka.topics import bootstrap_servers, ensure_topics
-from crp_stream.runtime.kafka.watch import BrokerWatch, RateLimit
+from crp_stream.runtime.kafka.watch import BrokerWatch
 from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
 
@@ -111,7 +74,7 @@ def open_fabric(settings: Settings, journal: VectorJournal) -> Fabric:
             conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK})
 
 
-class KafkaWorker:
+class KafkaWorker(WorkerStatus):
     def __init__(
         self,
         settings: Settings,
@@ -464,46 +427,6 @@ class KafkaWorker:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
-    # observability --------------------------------------------------------------------------------
-    def assignment(self) -> list[Any]:
-        if self.app is None:
-            return []
-        try:
-            return sorted(self.app.consumer.assignment(), key=lambda tp: (tp.topic, tp.partition))
-        except Exception:
-            return []
-
-    def update_lag(self) -> None:
-        assigned = self.assignment()
-        self.metrics.assigned.set(len(assigned))
-        for tp in assigned:
-            group = self._group_of.get(tp.topic)
-            if group is None or self.app is None:
-                continue
-            base = self.settings.base_topic(tp.topic)
-            position = self._committed.get((group, base, tp.partition))
-            try:
-                high = self.app.consumer.highwater(tp)
-            except Exception:
-                continue
-            if high is None or position is None:
-                continue
-            self.metrics.lag.labels(group=group, topic=base, partition=str(tp.partition)).set(max(0, high - position))
-
-    def health(self) -> dict[str, Any]:
-        app = self.app
-        running = app is not None and app.started and not app.should_stop and not app.crashed
-        ok = self.last_error is None and self.broker.reachable
-        return {
-            "status": "ok" if running and ok else "degraded" if running else "down",
-            "groups": list(self.groups),
-            "consumer_group": self.app_id,
-            "assigned": [f"{tp.topic}[{tp.partition}]" for tp in self.assignment()],
-            "broker": "reachable" if self.broker.reachable else f"unreachable: {self.broker.error}",
-            "last_error": self.last_error,
-            "uptime_s": round(time.monotonic() - self.started_at, 1) if self.started_at else 0.0,
-        }
-
     # lifecycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
         self.partitions = await ensure_topics(self.settings)
@@ -578,38 +501,4 @@ class KafkaWorker:
         return code
 
 
-def run_worker(
-    settings: Settings,
-    groups: Sequence[str] | str | None = None,
-    after_commit: Callable[[list[Routed]], None] | None = None,
-    mounts: Sequence[Mount] = (),
-) -> int:
-    """``crp-stream worker``: run one Kafka worker process until it is told to stop."""
-    for name in ("faust", "mode", "aiokafka", "kafka"):
-        if logging.getLogger().level > logging.DEBUG:
-            logging.getLogger(name).setLevel(logging.WARNING)
-    limit = RateLimit()  # the clients log every reconnect attempt; BrokerWatch says what matters
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(limit)
-    chosen = parse_groups(groups)
-
-    async def main() -> int:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, stop.set)
-        if not await wait_for_services(settings, stop):
-            return 0
-        worker = KafkaWorker(settings, chosen, after_commit=after_commit, mounts=mounts)
-        # What is alive now (modules, faust's and the fabric's objects) lives as long as the process:
-        # frozen out of the collector's sight, a full collection scans only what requests allocate
-        # (as `crp-stream run` does; a full collection over faust's objects cost tens of ms mid-request).
-        gc.collect()
-        gc.freeze()
-        return await worker.run(stop)
-
-    return asyncio.run(main())
-
-
-__all__ = ["GROUPS", "KafkaWorker", "open_fabric", "parse_groups", "run_worker"]
+__all__ = ["GROUPS", "KafkaWorker", "Mount", "open_fabric", "parse_groups"]
