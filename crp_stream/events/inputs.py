@@ -138,8 +138,11 @@ class SubQuery(Part):
     text: Text
     label: Label | None = None
     embedding: Vector | None = None
-    # SPEC-024 §3.2: how many words this sub-query is expected to produce (a report's ``words`` / this)
-    expected_words: int | None = Field(default=None, ge=1, le=10_000_000)
+    # SPEC-024 §3.2: how many words this sub-query is expected to produce (a report's ``words`` / this).
+    # A list of words (this field's earlier form) is still accepted, and gives no count.
+    expected_words: (
+        Annotated[int, Field(ge=1, le=10_000_000)] | Annotated[list[Label], Field(max_length=LIST_MAX)] | None
+    ) = None
 
 
 class Policy(Part):

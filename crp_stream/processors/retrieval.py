@@ -294,7 +294,11 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         model = uow.repo.get_meta("embedding_model") or uow.embedder.model_id
         sq = [
             SubQueryState(
-                id=s.id, text=s.text, label=s.label or s.text, embedding=vec_to_json(v), expected_words=s.expected_words
+                id=s.id,
+                text=s.text,
+                label=s.label or s.text,
+                embedding=vec_to_json(v),
+                expected_words=s.expected_words if isinstance(s.expected_words, int) else None,
             )
             for s, v in zip(subs, vecs, strict=True)
         ]

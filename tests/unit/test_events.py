@@ -601,3 +601,15 @@ def test_topic_name_prefix() -> None:
     ev = decode_input("acme.documents", raw(doc()), prefix="acme.")
     assert isinstance(ev, events.DocumentPublished)
     assert reason("acme.documents", raw(doc())) == "topic: unknown topic 'acme.documents'"
+
+
+def test_expected_words_is_a_count_and_the_earlier_list_form_still_decodes() -> None:
+    raw = (
+        b'{"request_id":"r","session_id":"s","window":1,"query":{"text":"q"},"sub_queries":['
+        b'{"id":"a","text":"t","expected_words":["pod","ip"]},{"id":"b","text":"u","expected_words":300}]}'
+    )
+    ev = events.decode_input("crp.window.requests", raw)
+    assert isinstance(ev, events.WindowRequested) and ev.sub_queries is not None
+    assert [s.expected_words for s in ev.sub_queries] == [["pod", "ip"], 300]
+    with pytest.raises(events.Rejected, match="expected_words"):
+        events.decode_input("crp.window.requests", raw.replace(b"300", b"0"))
