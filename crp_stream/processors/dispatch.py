@@ -39,13 +39,13 @@ def record_cause(record: Record) -> str:
     return derive_id(record.topic, str(record.partition), str(record.offset))
 
 
-def idempotency_key(event: Any, record: Record) -> str:
+def idempotency_key(event: events.Event, record: Record) -> str:
     for attr in ("event_id", "command_id", "request_id"):
         value = getattr(event, attr, None)
         if isinstance(value, str) and value:
             return f"{attr}:{value}"
-    if getattr(event, "type", "") == "WindowReported" or record.topic == "crp.window.reports":
-        return f"report:{event.session_id}:{event.window}:{getattr(event, 'branch', None)}"
+    if isinstance(event, events.WindowReported):
+        return f"report:{event.session_id}:{event.window}:{event.branch}"
     return f"record:{record_cause(record)}"
 
 

@@ -16,9 +16,10 @@ its meta (``embedding_text``) at its first write.
 from __future__ import annotations
 
 from itertools import pairwise
-from typing import Any
 
+from crp_stream import events
 from crp_stream.core import graph_rank
+from crp_stream.fabric.fabric import UnitOfWork
 
 STRUCTURE_WEIGHT = 1.0
 EMBEDDING_TEXT_KEY = "embedding_text"
@@ -31,14 +32,18 @@ def embedding_text(title: str | None, text: str) -> str:
     return f"{title}: {text}" if title else text
 
 
-def record_convention(uow: Any) -> None:
+def record_convention(uow: UnitOfWork) -> None:
     """The fabric records, once, how fact texts were embedded (beside its model id)."""
     if uow.repo.get_meta(EMBEDDING_TEXT_KEY) is None:
         uow.repo.set_meta(EMBEDDING_TEXT_KEY, EMBEDDING_TEXT)
 
 
 def structure_edges(
-    uow: Any, event: Any, document_id: str | None, fact_ids: list[str], texts: dict[str, str]
+    uow: UnitOfWork,
+    event: events.DocumentPublished,
+    document_id: str | None,
+    fact_ids: list[str],
+    texts: dict[str, str],
 ) -> set[str]:
     """Write the adjacency and mention edges of one document; returns every endpoint (to invalidate).
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from crp_stream.core import cdgr, graph_rank
+from crp_stream.fabric.fabric import UnitOfWork
 
 NAMED_SEED_SHARE = 0.5
 OUTSIDE_PER_SLOT = 4
@@ -50,7 +51,7 @@ class Walk:
         return graph_rank.EDGE_KINDS[int(ek[best])]
 
 
-def named_leads(uow: Any, query_text: str) -> list[str]:
+def named_leads(uow: UnitOfWork, query_text: str) -> list[str]:
     """Lead facts of the documents whose title the query names (``core.graph_rank.title_key``)."""
     spans = graph_rank.mention_spans(query_text)
     if not spans:
@@ -58,7 +59,7 @@ def named_leads(uow: Any, query_text: str) -> list[str]:
     return sorted({lead for _k, _s, _d, lead in uow.repo.titled_leads(spans)})
 
 
-def walk(uow: Any, c: Any, seed_idx: list[int], named: list[str], max_hops: int) -> Walk:
+def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hops: int) -> Walk:
     """Walk the typed graph from the seeds and rank the ball by personalised PageRank."""
     g = c.graph
     g.bind(uow)
@@ -108,7 +109,7 @@ def walk(uow: Any, c: Any, seed_idx: list[int], named: list[str], max_hops: int)
 
 
 def choose(
-    uow: Any,
+    uow: UnitOfWork,
     c: Any,
     sel: Any,
     live: list[int],
@@ -172,7 +173,7 @@ def choose(
 
 
 def _bridging(
-    uow: Any, c: Any, anchors: list[int], conns: list[int], est: dict[int, float]
+    uow: UnitOfWork, c: Any, anchors: list[int], conns: list[int], est: dict[int, float]
 ) -> list[tuple[int, list[str], float, float]]:
     """SPEC-025 §2.4 for the admitted connectors: bridge value and the anchors each bridges (or, when
     it bridges no pair, the anchors it has an edge to), for packing (§2.6) and the headers (§5.3)."""

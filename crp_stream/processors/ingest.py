@@ -136,7 +136,7 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
         # Each fact keeps its K nearest (SPEC-025 §1.3): an older fact that just gained a nearer
         # neighbour drops its farthest one (that direction only), so no list grows past K.
         uow.repo.prune_similarity(touched, uow.fabric.thresholds().edge_k)
-        if kind == "document":
+        if isinstance(event, events.DocumentPublished):
             touched |= doc_graph.structure_edges(
                 uow, event, document_id, [d.fact_id for d in drafts], {d.fact_id: d.text for d, _ in fresh}
             )
@@ -186,7 +186,7 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
         default = uow.settings.ttl_by_type.get(source_type)
         return default, "none" if default is None else format_duration(default)
 
-    def _document_drafts(self, event: Any, uow: UnitOfWork) -> list[_Draft]:
+    def _document_drafts(self, event: events.DocumentPublished, uow: UnitOfWork) -> list[_Draft]:
         doc = event.document_id or event.event_id
         drafts: list[_Draft] = []
         if event.facts:
@@ -220,7 +220,7 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             )
         return drafts
 
-    def _telemetry_draft(self, event: Any, uow: UnitOfWork) -> _Draft:
+    def _telemetry_draft(self, event: events.TelemetryObserved, uow: UnitOfWork) -> _Draft:
         ttl_s, ttl_text = self._ttl(uow, "telemetry")
         value = str(event.value)
         text = event.text or f"{event.subject} {event.attribute} is {value}{' ' + event.unit if event.unit else ''}"
@@ -239,7 +239,9 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             extra=None,
         )
 
-    def _vectors(self, event: Any, drafts: list[_Draft], uow: UnitOfWork) -> list[np.ndarray]:
+    def _vectors(
+        self, event: events.DocumentPublished | events.TelemetryObserved, drafts: list[_Draft], uow: UnitOfWork
+    ) -> list[np.ndarray]:
         emb = uow.embedder
         model = getattr(event, "embedding_model", None)
         given = [d.vector is not None for d in drafts]
@@ -301,7 +303,7 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
         ]
 
 
-def record_is_telemetry(event: Any) -> bool:
+def record_is_telemetry(event: events.DocumentPublished | events.TelemetryObserved) -> bool:
     return getattr(event, "observed_at", None) is not None
 
 

@@ -16,8 +16,8 @@ Without signing keys every record is admitted as it claims (the development defa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from crp_stream import events
 from crp_stream.core.ids import derive_id
 from crp_stream.core.provenance import SIGNATURE_HEADER, source_is_proven
 from crp_stream.events import Rejected
@@ -30,11 +30,15 @@ UNPROVEN_SOURCE = "unproven"
 
 @dataclass(frozen=True)
 class Admission:
-    event: Any  # the event to ingest (relabelled to the ``unproven`` partition when not proven)
+    event: (
+        events.DocumentPublished | events.TelemetryObserved
+    )  # the event to ingest (relabelled to the ``unproven`` partition when not proven)
     trust: float | None  # the trust to record instead of the configured one, or None
 
 
-def admit(event: Any, record: Record, uow: UnitOfWork, out: Emitter) -> Admission:
+def admit(
+    event: events.DocumentPublished | events.TelemetryObserved, record: Record, uow: UnitOfWork, out: Emitter
+) -> Admission:
     """Check the claimed source's signature; dead-letter (raise) or downgrade an unproven record."""
     settings = uow.settings
     keys = settings.signing_keys

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import faust
+
 from crp_stream.processors.base import AnyHandler
 from crp_stream.runtime.kafka.barrier import EventTimeBarrier
 
@@ -34,7 +36,7 @@ log = logging.getLogger("crp_stream.kafka")
 @dataclass(order=True)
 class Item:
     sort: tuple[int, int, int]  # (log-append ms, 0 report / 1 request, offset)
-    event: Any = field(compare=False)
+    event: faust.EventT[Any] = field(compare=False)
     request: bool = field(compare=False)
     partition: int = field(compare=False)
 
@@ -55,7 +57,7 @@ class SessionSequencer:
         self.wake: dict[bytes, asyncio.Event] = {}
         self.tasks: dict[bytes, asyncio.Task[None]] = {}
 
-    def offer(self, event: Any) -> None:
+    def offer(self, event: faust.EventT[Any]) -> None:
         m = event.message
         request = m.topic == self.requests_topic
         ts_ms = round((m.timestamp or 0.0) * 1000)  # faust gives seconds
@@ -144,7 +146,7 @@ class WorkerBarrier:
         self.locks: dict[tuple[str, str, int], asyncio.Lock] = {}
         self._db_positions: dict[str, tuple[float, dict[tuple[str, int], int]]] = {}
 
-    def sequence(self, h: AnyHandler, event: Any) -> None:
+    def sequence(self, h: AnyHandler, event: faust.EventT[Any]) -> None:
         w = self.w
         m = event.message
         slot = (h.group, w.settings.base_topic(m.topic), m.partition)
@@ -160,7 +162,7 @@ class WorkerBarrier:
             self.sequencer = SessionSequencer(w.settings.topic("crp.window.requests"), process, self.wait, self.crash)
         self.sequencer.offer(event)
 
-    def ack(self, group: str, event: Any) -> None:
+    def ack(self, group: str, event: faust.EventT[Any]) -> None:
         """Acknowledge ``event`` once applied, and only as part of the run of applied offsets from the
         lowest one received, so faust never commits past a record still waiting."""
         m = event.message
