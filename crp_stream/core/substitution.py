@@ -47,120 +47,27 @@ LONG_REMAINDER = 10
 #: Shared tokens from which a statement is a copied passage: a lower-case word swapped in it is a value.
 COPIED_PASSAGE = 25
 
+
+def _words(text: str) -> frozenset[str]:
+    """A word list written as one string (kept short by the formatter)."""
+    return frozenset(text.split())
+
+
 _TOKEN = re.compile(r"\d[\d,.]*\d%?|\d%?|\w+(?:['’.\-]\w+)*\.?", re.UNICODE)
 _NEGATORS = frozenset({"not", "no", "never", "n't"})
 # Verbs that open a predicate; other verbs are recognised by their -s/-ed ending (lower-case only).
-_PREDICATE_VERBS = frozenset(
-    {
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "being",
-        "am",
-        "has",
-        "have",
-        "had",
-        "do",
-        "does",
-        "did",
-        "can",
-        "could",
-        "will",
-        "would",
-        "shall",
-        "should",
-        "may",
-        "might",
-        "must",
-        "use",
-        "run",
-        "ran",
-        "become",
-        "became",
-        "remain",
-        "remains",
-        "stay",
-        "stays",
-        "hold",
-        "holds",
-        "held",
-        "keep",
-        "kept",
-        "listen",
-        "default",
-        "point",
-        "map",
-        "go",
-        "went",
-        "win",
-        "won",
-        "lead",
-        "led",
-        "make",
-        "made",
-        "bought",
-        "sold",
-        "wrote",
-        "built",
-        "took",
-        "gave",
-        "got",
-        "beat",
-        "paid",
-        "owns",
-        "own",
-    }
+_PREDICATE_VERBS = _words(
+    "is are was were be been being am has have had do does did can could will would shall should may "
+    "might must use run ran become became remain remains stay stays hold holds held keep kept listen "
+    "default point map go went win won lead led make made bought sold wrote built took gave got beat paid "
+    "owns own"
 )
 # Predicates only one subject can hold at a time: superlatives, firsts, acquisitions, victories.
-_UNIQUE_WORDS = frozenset(
-    {
-        "first",
-        "only",
-        "sole",
-        "last",
-        "largest",
-        "biggest",
-        "smallest",
-        "highest",
-        "lowest",
-        "most",
-        "least",
-        "oldest",
-        "youngest",
-        "longest",
-        "shortest",
-        "fastest",
-        "best",
-        "worst",
-        "record",
-        "acquired",
-        "acquisition",
-        "bought",
-        "purchased",
-        "won",
-        "wins",
-        "winner",
-        "champion",
-        "founded",
-        "founder",
-        "invented",
-        "inventor",
-        "discovered",
-        "created",
-        "creator",
-        "directed",
-        "director",
-        "capital",
-        "headquartered",
-        "ceo",
-        "president",
-        "owner",
-        "owns",
-        "owned",
-    }
+_UNIQUE_WORDS = _words(
+    "first only sole last largest biggest smallest highest lowest most least oldest youngest longest "
+    "shortest fastest best worst record acquired acquisition bought purchased won wins winner champion "
+    "founded founder invented inventor discovered created creator directed director capital headquartered "
+    "ceo president owner owns owned"
 )
 
 
@@ -269,34 +176,8 @@ def _merge_close(ops: list[_Op], gap: int = 2) -> list[_Op]:
     return [("replace" if (i2 > i1 and j2 > j1) else t, i1, i2, j1, j2) for t, i1, i2, j1, j2 in out]
 
 
-_FUNCTION = frozenset(
-    {
-        "the",
-        "a",
-        "an",
-        "in",
-        "on",
-        "at",
-        "of",
-        "for",
-        "by",
-        "to",
-        "from",
-        "with",
-        "and",
-        "or",
-        "as",
-        "after",
-        "before",
-        "since",
-        "during",
-        "its",
-        "his",
-        "her",
-        "their",
-        "this",
-        "that",
-    }
+_FUNCTION = _words(
+    "the a an in on at of for by to from with and or as after before since during its his her their this that"
 )
 
 
