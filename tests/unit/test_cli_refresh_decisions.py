@@ -1,4 +1,4 @@
-"""``crp-stream refresh acknowledge|reject`` (issue 15) on the prepared data dir of test_cli_ops."""
+"""``crp-stream refresh acknowledge|reject`` (issue 15) on the prepared data dir (tests/support/cli.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.test_cli_ops import data, prepared, run, run_json
-
-__all__ = ["data", "prepared"]  # the fixtures, shared
+from tests.support.cli import run, run_json
 
 
 def test_acknowledge_keeps_it_open_and_reject_closes_it(capsys: pytest.CaptureFixture[str], data: Path) -> None:
