@@ -124,7 +124,8 @@ def test_a_request_waits_for_the_document_published_just_before_it(tmp_path: Pat
 def test_the_sample_produced_with_no_gap_gives_the_embedded_envelope(tmp_path: Path) -> None:
     """Issue 13's report, as a test: the 21 records of ops/sample/sample.jsonl produced at once by the Java
     producer (no gap at all); the envelope equals the embedded runtime's for the same input."""
-    from tests.congruence.test_congruence import REPO, TRUST, normalise, read_replay, run_embedded
+    from crp_stream.replay_format import read_replay
+    from tests.support.congruence import REPO, TRUST, normalise, run_embedded
 
     records = read_replay(REPO / "ops" / "sample" / "sample.jsonl")
     prefix = unique_prefix("bs")

@@ -11,13 +11,12 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from sqlalchemy.engine import make_url
 
 from crp_stream.runtime.projections import differences
-from tests.support.crash import build_scenario, discover_embedded, embedded_settings, embedded_snapshot, seed_log
+from tests.support.crash import build_scenario, discover_embedded, embedded_snapshot, run_embedded, seed_log
 from tests.support.crash import sqlite_log_size as log_size
 from tests.support.services import fresh_postgres_url
 
@@ -82,19 +81,6 @@ class Proxy:
     def close(self) -> None:
         self.server.close()
         self.cut()
-
-
-def run_embedded(data: Path, url: str, until: Any = None) -> None:
-    from crp_stream.runtime.embedded import open_runtime
-
-    s = embedded_settings(data, url)
-    rt = open_runtime(s, clock=lambda: 0, batch_size=20)
-    fabric, log_ = rt.fabric, rt.log
-    try:
-        rt.run_until_idle()
-    finally:
-        fabric.close()
-        log_.close()
 
 
 def test_postgres_outage_mid_stream_loses_nothing(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

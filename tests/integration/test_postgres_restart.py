@@ -14,8 +14,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from crp_stream.runtime.projections import differences
-from tests.integration.test_postgres_outage import run_embedded
-from tests.support.crash import build_scenario, discover_embedded, embedded_snapshot, seed_log
+from tests.support.crash import build_scenario, discover_embedded, embedded_snapshot, run_embedded, seed_log
 from tests.support.crash import sqlite_log_size as log_size
 from tests.support.services import Cluster, fresh_postgres_url
 

@@ -533,3 +533,17 @@ def cli_command(data: Path, *extra: str) -> list[str]:
         "WARNING",
         *extra,
     ]
+
+
+def run_embedded(data: Path, url: str, until: Any = None) -> None:
+    """Run the embedded runtime over a seeded log until idle, on the database at ``url``."""
+    from crp_stream.runtime.embedded import open_runtime
+
+    s = embedded_settings(data, url)
+    rt = open_runtime(s, clock=lambda: 0, batch_size=20)
+    fabric, log_ = rt.fabric, rt.log
+    try:
+        rt.run_until_idle()
+    finally:
+        fabric.close()
+        log_.close()
