@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -79,7 +80,10 @@ def test_broker_restart_mid_stream_worker_keeps_running_and_loses_nothing(
             pacer.wait_settled([ref])
             before = live.progress()
             os.kill(pid, signal.SIGCONT)
-            wait_until("the worker's first commit of the input", lambda n=before: live.progress() > n)
+            if step % 2 == 0:  # just after its first commit of the input ...
+                wait_until("the worker's first commit of the input", lambda n=before: live.progress() > n)
+            else:  # ... or a moment into the work (the barrier may hold its commits back)
+                time.sleep(0.002 * (step - OUTAGE_AT + 1))
             os.kill(pid, signal.SIGSTOP)
             wait_until("the tap reading what the frozen worker produced", live.caught_up)
             if not live.settled(pacer.ends):
