@@ -185,11 +185,15 @@ def old_append(self: EmbeddedRuntime, outs: Any) -> None:
 def test_outputs_already_in_the_log_are_consumed_when_re_caused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    want = reference(tmp_path, [incident()])
+    # A window request closes the batch: it must see what the arbiter made of the facts the batch caused
+    # (the vendor's value stale). The arbiter judges claims as of each fact's time, so only a consumer
+    # after it in causal order shows whether re-caused outputs were handed over in that order.
+    phase = [*incident(), request("s1", vec(0, 0, 0, 1))]
+    want = reference(tmp_path, [phase])
     assert any(r["audit_type"] == "STALE_HIGH_TRUST" for r in want["audit_log"])
-    assert differences(want, crashed(tmp_path, [incident()], "fixed")) == []
+    assert differences(want, crashed(tmp_path, [phase], "fixed")) == []
     monkeypatch.setattr(EmbeddedRuntime, "_append", old_append)
-    assert differences(want, crashed(tmp_path, [incident()], "unfixed")) != []  # the test can fail
+    assert differences(want, crashed(tmp_path, [phase], "unfixed")) != []  # the test can fail
 
 
 def test_vector_writes_of_an_uncommitted_batch_are_undone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
