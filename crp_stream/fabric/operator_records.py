@@ -1,0 +1,135 @@
+"""The operator workflow's records (refresh requests, quarantine candidates) and the arbiter's claims:
+part of ``Repository``, kept apart so each file stays one noun."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Connection, select, update
+
+from crp_stream.fabric import tables as t
+from crp_stream.fabric.rows import CandidateRow, ClaimRow, RefreshRow
+
+
+def canonical_json(obj: Any) -> str:
+    """Stable JSON text for a stored document: both databases keep the same bytes."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def decoded(mapping: Any, field: str = "payload") -> Any:
+    """A row with its JSON column ``field`` decoded (the caller names the row's type)."""
+    row = dict(mapping)
+    row[field] = json.loads(row[field])
+    return row
+
+
+class OperatorRecords:
+    """Mixed into ``Repository``: the same connection, the same transaction."""
+
+    conn: Connection
+
+    # refresh requests and quarantine candidates ------------------------------------------------
+    def put_refresh(self, request_id: str, claim_key: str, source: str, payload: dict[str, Any], at_us: int) -> bool:
+        if self.conn.execute(
+            select(t.refresh_requests.c.request_id).where(t.refresh_requests.c.request_id == request_id)
+        ).first():
+            return False
+        self.conn.execute(
+            t.refresh_requests.insert().values(
+                request_id=request_id,
+                claim_key=claim_key,
+                source=source,
+                status="open",
+                payload=canonical_json(payload),
+                created_at_us=at_us,
+            )
+        )
+        return True
+
+    def refresh_requests(self, status: str | None = None) -> list[RefreshRow]:
+        q = select(t.refresh_requests).order_by(t.refresh_requests.c.created_at_us, t.refresh_requests.c.request_id)
+        if status:
+            q = q.where(t.refresh_requests.c.status == status)
+        return [decoded(r._mapping) for r in self.conn.execute(q)]
+
+    def resolve_refresh(self, request_id: str, at_us: int, by: str, status: str = "resolved") -> bool:
+        """Close an open request as ``resolved`` (or ``rejected`` by an operator); False if it was not open."""
+        tbl = t.refresh_requests
+        res = self.conn.execute(
+            update(tbl)
+            .where((tbl.c.request_id == request_id) & (tbl.c.status == "open"))
+            .values(status=status, resolved_at_us=at_us, resolved_by=by)
+        )
+        return res.rowcount > 0
+
+    def put_candidate(
+        self, candidate_id: str, claim_key: str, source: str, payload: dict[str, Any], at_us: int
+    ) -> bool:
+        tbl = t.quarantine_candidates
+        if self.conn.execute(select(tbl.c.candidate_id).where(tbl.c.candidate_id == candidate_id)).first():
+            return False
+        self.conn.execute(
+            tbl.insert().values(
+                candidate_id=candidate_id,
+                claim_key=claim_key,
+                source=source,
+                status="pending",
+                payload=canonical_json(payload),
+                created_at_us=at_us,
+            )
+        )
+        return True
+
+    def candidates(self, status: str | None = None) -> list[CandidateRow]:
+        tbl = t.quarantine_candidates
+        q = select(tbl).order_by(tbl.c.created_at_us, tbl.c.candidate_id)
+        if status:
+            q = q.where(tbl.c.status == status)
+        return [decoded(r._mapping) for r in self.conn.execute(q)]
+
+    def decide_candidate(self, candidate_id: str, status: str, at_us: int, by: str) -> None:
+        tbl = t.quarantine_candidates
+        self.conn.execute(
+            update(tbl)
+            .where(tbl.c.candidate_id == candidate_id)
+            .values(status=status, decided_at_us=at_us, decided_by=by)
+        )
+
+    def refresh_request(self, request_id: str) -> RefreshRow | None:
+        tbl = t.refresh_requests
+        r = self.conn.execute(select(tbl).where(tbl.c.request_id == request_id)).first()
+        return decoded(r._mapping) if r else None
+
+    def refresh_requests_for_claim(self, claim_key: str, status: str | None = None) -> list[RefreshRow]:
+        tbl = t.refresh_requests
+        q = select(tbl).where(tbl.c.claim_key == claim_key).order_by(tbl.c.created_at_us, tbl.c.request_id)
+        if status:
+            q = q.where(tbl.c.status == status)
+        return [decoded(r._mapping) for r in self.conn.execute(q)]
+
+    def candidate(self, candidate_id: str) -> CandidateRow | None:
+        tbl = t.quarantine_candidates
+        r = self.conn.execute(select(tbl).where(tbl.c.candidate_id == candidate_id)).first()
+        return decoded(r._mapping) if r else None
+
+    def candidates_for_claim(self, claim_key: str) -> list[CandidateRow]:
+        tbl = t.quarantine_candidates
+        q = select(tbl).where(tbl.c.claim_key == claim_key).order_by(tbl.c.created_at_us, tbl.c.candidate_id)
+        return [decoded(r._mapping) for r in self.conn.execute(q)]
+
+    # claims (arbiter state) -------------------------------------------------------------------
+    def get_claim(self, claim_key: str) -> ClaimRow | None:
+        r = self.conn.execute(select(t.claims).where(t.claims.c.claim_key == claim_key)).first()
+        return decoded(r._mapping, "details") if r else None
+
+    def put_claim(self, claim_key: str, verdict: str, fingerprint: str, details: dict[str, Any], at_us: int) -> None:
+        values = {
+            "verdict": verdict,
+            "fingerprint": fingerprint,
+            "details": canonical_json(details),
+            "updated_at_us": at_us,
+        }
+        res = self.conn.execute(update(t.claims).where(t.claims.c.claim_key == claim_key).values(**values))
+        if res.rowcount == 0:
+            self.conn.execute(t.claims.insert().values(claim_key=claim_key, **values))
