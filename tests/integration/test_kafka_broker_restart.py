@@ -81,11 +81,12 @@ def test_broker_restart_mid_stream_worker_keeps_running_and_loses_nothing(
             before = live.progress()
             os.kill(pid, signal.SIGCONT)
             if step % 2 == 0:  # just after its first commit of the input ...
-                wait_until("the worker's first commit of the input", lambda n=before: live.progress() > n)
+                # polled every 2 ms: the worker finishes a document within tens of ms
+                wait_until("the worker's first commit of the input", lambda n=before: live.progress() > n, 120.0, 0.002)
             else:  # ... or a moment into the work (the barrier may hold its commits back)
                 time.sleep(0.002 * (step - OUTAGE_AT + 1))
             os.kill(pid, signal.SIGSTOP)
-            wait_until("the tap reading what the frozen worker produced", live.caught_up)
+            wait_until("the tap reading what the frozen worker produced", live.caught_up, 120.0, 0.002)
             if not live.settled(pacer.ends):
                 break
             os.kill(pid, signal.SIGCONT)
@@ -98,11 +99,11 @@ def test_broker_restart_mid_stream_worker_keeps_running_and_loses_nothing(
             lines = [m for m in log_lines(live.worker.log_path) if "still unreachable" in m]
             return health.get("status") == "degraded" and "unreachable" in str(health.get("broker")) and len(lines) >= 3
 
-        wait_until("degraded health and three retries in the log", retried)
+        wait_until("degraded health and three retries in the log", retried, 120.0, 0.002)
         broker_ops("start")
         pacer.wait_settled()
         pacer.feed_all(inputs[step + 1 :])
-        wait_until("health ok again", lambda: (live.worker.health() or {}).get("status") == "ok")
+        wait_until("health ok again", lambda: (live.worker.health() or {}).get("status") == "ok", 120.0, 0.002)
         assert live.worker.alive() and live.worker.proc.pid == pid  # kept running: never restarted
         assert ref.worker.stop() == 0 and live.worker.stop() == 0
 
