@@ -24,25 +24,28 @@ from typing import Any, cast
 from urllib.parse import quote
 
 import faust
+from sqlalchemy import text
 
 from crp_stream.config import ConfigError, Settings
+from crp_stream.fabric import db
+from crp_stream.fabric.fabric import Fabric, open_vector_index
 from crp_stream.processors import HANDLER_GROUPS, all_handlers
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import apply_record, internal_error_output
 from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, route, save_outbox
-from crp_stream.runtime.kafka.fabric_open import open_fabric
 from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
 from crp_stream.runtime.kafka.sessions import WorkerBarrier
 from crp_stream.runtime.kafka.status import WorkerStatus
 from crp_stream.runtime.kafka.topics import bootstrap_servers, ensure_topics
 from crp_stream.runtime.kafka.watch import BrokerWatch
 from crp_stream.runtime.transient import is_transient
-from crp_stream.runtime.vector_guard import VectorJournal, reconcile
+from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
 
 log = logging.getLogger("crp_stream.kafka")
 
 GROUPS = HANDLER_GROUPS
 LOG_APPEND_TIME = 1
+MIGRATION_LOCK = 0x637270  # pg advisory lock: workers starting together migrate one at a time
 
 
 Mount = tuple[str, Callable[["KafkaWorker"], Any]]  # (path prefix, ASGI app factory)
@@ -54,6 +57,21 @@ def parse_groups(raw: str | Sequence[str] | None) -> tuple[str, ...]:
     if unknown or not items:
         raise ConfigError(f"groups: {', '.join(unknown) or '(none)'} not among {', '.join(GROUPS)}")
     return tuple(g for g in GROUPS if g in items)
+
+
+def open_fabric(settings: Settings, journal: VectorJournal) -> Fabric:
+    """The fabric with its vector index guarded by ``journal``, migrated once even when several
+    workers start together on one PostgreSQL."""
+    engine = db.make_engine(settings.database)
+    vectors = GuardedVectors(open_vector_index(settings.vectors), journal)
+    if engine.dialect.name != "postgresql":
+        return Fabric(settings, engine=engine, vectors=vectors)
+    with engine.connect() as conn:
+        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK})
+        try:
+            return Fabric(settings, engine=engine, vectors=vectors)
+        finally:
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK})
 
 
 class KafkaWorker(WorkerStatus):
