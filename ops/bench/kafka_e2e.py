@@ -14,6 +14,10 @@
    produced, on this machine's clock. The workers' ``crp_envelope_assembly_seconds`` histogram gives
    the in-process assembly time of the same requests, so the broker's (and the runtime's) share is
    the difference.
+
+With ``--preload direct`` step 1 is replaced by writing the same facts straight into PostgreSQL and
+the edge index (``ops/bench/preload.py``: the rows and edges ingest would leave), so that 100k facts
+take minutes; the latency runs are unchanged.
 """
 
 from __future__ import annotations
@@ -332,6 +336,12 @@ def main() -> int:
     p.add_argument("--warmup", type=float, default=3.0, help="seconds of each run left out of the percentiles")
     p.add_argument("--drain", type=float, default=30.0, help="seconds to wait for replies after the last request")
     p.add_argument("--out", type=Path, help="write the results as JSON here too")
+    p.add_argument(
+        "--preload",
+        choices=("kafka", "direct"),
+        default="kafka",
+        help="fill the fabric through the Kafka ingest worker (measured) or write it directly (large fabrics)",
+    )
     args = p.parse_args()
     if not args.postgres:
         raise SystemExit("--postgres (or CRP_TEST_POSTGRES_URL) is required")
@@ -344,13 +354,17 @@ def main() -> int:
     results: dict[str, Any] = {"facts": args.facts, "partitions": args.partitions, "cpus": os.cpu_count(), "runs": []}
     with tempfile.TemporaryDirectory(prefix="crp-bench-kafka-") as tmp_:
         tmp = Path(tmp_)
-        w0 = Worker("ingest", args, prefix, database, f"edge:{tmp / 'v0'}", "ingest", tmp)
-        try:
-            w0.wait_ready()
-            results["ingest"] = asyncio.run(ingest(args, prefix, database, vecs))
-            print(f"ingest: {results['ingest']}", flush=True)
-        finally:
-            w0.stop()
+        if args.preload == "direct":
+            results["preload"] = preload_direct(args, database, tmp, vecs)
+            print(f"preload: {results['preload']}", flush=True)
+        else:
+            w0 = Worker("ingest", args, prefix, database, f"edge:{tmp / 'v0'}", "ingest", tmp)
+            try:
+                w0.wait_ready()
+                results["ingest"] = asyncio.run(ingest(args, prefix, database, vecs))
+                print(f"ingest: {results['ingest']}", flush=True)
+            finally:
+                w0.stop()
         k = 0
         for nw in [int(x) for x in args.workers.split(",")]:
             for rate in [float(x) for x in args.rates.split(",")]:
@@ -362,6 +376,34 @@ def main() -> int:
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
     return 0
+
+
+def preload_direct(args: argparse.Namespace, database: str, tmp: Path, vecs: Vectors) -> dict[str, Any]:
+    """The facts ingest would write for the same documents, written directly (``ops/bench/preload.py``)."""
+    from crp_stream.config import Settings
+    from crp_stream.runtime.embedded import open_fabric
+    from ops.bench.preload import Corpus, write_direct
+
+    t0 = time.perf_counter()
+    n = args.facts
+    group = np.arange(n) % TOPICS
+    noise = vecs.rng.normal(size=(n, DIM)) * 0.8 / np.sqrt(DIM)
+    v = vecs.centroids[group] + noise
+    v = (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+    texts = [f"Fact {i} about topic {group[i]}: value {i * 7 % 1000}." for i in range(n)]
+    docs = [np.arange(d, min(n, d + args.facts_per_doc)) for d in range(0, n, args.facts_per_doc)]
+    settings = Settings(
+        data_dir=tmp / "preload",
+        database_url=database,
+        qdrant=f"edge:{tmp / 'v0'}",
+        embedder=f"precomputed:{MODEL}",
+    )
+    fabric = open_fabric(settings)
+    try:
+        edges = write_direct(fabric, Corpus(v, texts, group, docs), MODEL)
+    finally:
+        fabric.close()
+    return {"facts": n, "similarity_edges": edges, "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def run_case(
