@@ -66,7 +66,7 @@ from crp_stream.fabric.graph import GraphCache
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.vectors import VectorIndex, VectorItem
 from crp_stream.fabric.vectors_edge import EdgeVectorIndex
-from crp_stream.processors import assembly, graph_select
+from crp_stream.processors import assembly, envelope, graph_select
 from crp_stream.processors.base import Record
 from crp_stream.processors.dispatch import apply_record
 from crp_stream.processors.retrieval import RetrievalHandler
@@ -263,7 +263,7 @@ class Stages:
         (graph_rank, "admit_connectors", "  admission over displaced anchors"),
         (cdgr, "bridge_values_edges", "  bridge values (admitted connectors)"),
         (assembly, "_arbitrate", "conflict arbitration"),
-        (RetrievalHandler, "_envelope", "envelope build"),
+        (envelope, "build", "envelope build"),
         (events, "encode", "envelope encode"),
         (RetrievalHandler, "_save", "session state save"),
     )
@@ -336,6 +336,7 @@ class Runner:
         self.lat: dict[str, list[float]] = defaultdict(list)
         self.facts_out: dict[str, list[int]] = defaultdict(list)
         self.connectors: dict[str, list[int]] = defaultdict(list)
+        self.dump: Any = None  # a file: every envelope as it was emitted (to compare two commits)
 
     def _record(self, topic: str, key: str, value: dict[str, Any]) -> Record:
         import json
@@ -417,6 +418,9 @@ class Runner:
                 outs = apply_record(self.handler, rec, uow)
                 self.lat[label].append(time.perf_counter() - t)
             env = next((json.loads(o.value) for o in outs if o.topic == "crp.envelopes"), None)
+            if self.dump is not None:
+                for o in outs:
+                    self.dump.write(f"{label}\t{o.topic}\t{o.value.decode()}\n")
             if env is None:
                 raise RuntimeError(f"{sid} window {w}: no envelope: {[o.value[:300] for o in outs]}")
             self.facts_out[label].append(len(env["facts"]))
@@ -515,6 +519,7 @@ def bench(
     reuse: bool,
     vary_query: bool,
     ann_min: int,
+    dump: str | None = None,
 ) -> None:
     with prepared(n, seed, ingest, rebuild, reuse) as (tmp, corpus, how):
         settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}", ann_min_points=ann_min)
@@ -538,6 +543,8 @@ def bench(
         )
         sessions = make_sessions(corpus, max(1, requests // 5), n_sub, seed + 1)
         runner = Runner(fabric, budget, vary_query)
+        if dump:
+            runner.dump = open(f"{dump}.{n}", "w")  # noqa: SIM115  # closed after the passes
         gc.collect()  # as `crp-stream run` does at start-up
         gc.freeze()
         passes = ["envelope, graph off (CDR)", "envelope, graph on (CDGR)", "envelope, CDGR, cold graph cache"]
@@ -554,6 +561,8 @@ def bench(
                 prof.disable()
             if cold:
                 runner.session(passes[2], s, f"cold-{i}", True, stages[passes[2]], cold=True)
+        if runner.dump is not None:
+            runner.dump.close()
         report_size(n, runner, stages, passes)
         print(f"  load average after: {os.getloadavg()[0]:.1f}; RSS of this process {rss_mib():.0f} MiB")
         g = fabric.graph
@@ -597,6 +606,7 @@ def main() -> None:
         default=Settings().ann_min_points,
         help="the ANN cache serves fabrics of at least this many facts (a huge value: exact search)",
     )
+    ap.add_argument("--dump-envelopes", metavar="PATH", help="write every output record to PATH.<size>")
     a = ap.parse_args()
     print(f"crp-stream {code_version()}")
     for n in (int(x) for x in a.sizes.split(",")):
@@ -613,6 +623,7 @@ def main() -> None:
             a.reuse_fabric,
             a.vary_query,
             a.ann_min_points,
+            a.dump_envelopes,
         )
 
 
