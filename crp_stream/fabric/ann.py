@@ -137,6 +137,21 @@ class AnnCache:
             out.append(hits[:limit])
         return out
 
+    def vectors(self, fact_ids: Sequence[str]) -> tuple[list[str], Vector]:
+        """The stored vectors of the given facts it holds: (their ids, in the given order; n x dim).
+
+        The HNSW graph keeps every vector as written (flat float32 storage), the same floats Qdrant
+        returns; read here, a candidate's vector costs no round trip to the index."""
+        slot_of = self._slot_of
+        found = [f for f in fact_ids if f in slot_of]
+        if not found:
+            return [], np.zeros((0, self.dim), dtype=np.float32)
+        storage = faiss.downcast_index(self.index.storage)
+        # a view of the storage (valid until the next add), fancy-indexed into a copy
+        xb = storage.get_xb()  # type: ignore[attr-defined]  # IndexFlat's, missing from its stubs
+        flat = faiss.rev_swig_ptr(xb, self.index.ntotal * self.dim).reshape(-1, self.dim)
+        return found, flat[np.fromiter((slot_of[f] for f in found), dtype=np.int64, count=len(found))]
+
     def memory_bytes(self) -> int:
         graph = self.index.ntotal * (self.dim * 4 + CONNECTIVITY * 2 * 4 * 1.1)
         return int(graph) + self._status.nbytes + self._expires.nbytes

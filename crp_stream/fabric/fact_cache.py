@@ -118,7 +118,7 @@ class FactCache:
         if missing:
             self.misses += len(missing)
             rows = repo.fact_rows(missing, FIELDS)
-            vecs = vectors.get_vectors(missing)
+            vecs = vectors.stored_vectors(missing)
             loaded = {
                 f: ({k: rows[f][k] for k in FIELDS}, np.asarray(vecs[f], dtype=np.float32))
                 for f in missing

@@ -83,3 +83,19 @@ def test_ann_cache_replaces_a_rewritten_point() -> None:
     found = ann.search(np.array([[0, 0, 1, 0]], dtype=np.float32), 1, (), None, None)
     assert found is not None and found[0][0][0] == "a" and found[0][0][1] == pytest.approx(1.0)
     assert len(ann) == 2
+
+
+def test_stored_vectors_from_the_ann_cache_are_the_index_floats(index: EdgeVectorIndex) -> None:
+    """Candidates' vectors come from the cache's flat storage: bit for bit what the index returns,
+    for points built from the index and for points written after (the envelope must not change)."""
+    index.enable_ann(1000, 10_000)
+    assert index.ann() is not None
+    extra = clustered(50, seed=11) * 3.0  # not unit length: normalised on the way in, as every write
+    index.upsert([VectorItem(f"g{i:03d}", v, "active", None) for i, v in enumerate(extra)])
+    wanted = ["f00007", "g003", "missing", "f02999", "g049", "f00000"]
+    got = index.stored_vectors(wanted)
+    exact = index.get_vectors(wanted)
+    assert sorted(got) == sorted(exact) == sorted(f for f in wanted if f != "missing")
+    for f in exact:
+        assert got[f].dtype == np.float32
+        assert np.array_equal(got[f], exact[f]), f
