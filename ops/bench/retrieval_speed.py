@@ -579,9 +579,11 @@ def bench(
             f"{fabric.facts.hits / max(1, fabric.facts.hits + fabric.facts.misses):.0%}"
         )
         if prof:
+            if os.environ.get("CRP_BENCH_PROFILE_OUT"):  # for pstats: callers, callees
+                prof.dump_stats(os.environ["CRP_BENCH_PROFILE_OUT"])
             for key in ("cumulative", "tottime"):
                 buf = io.StringIO()
-                pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(22)
+                pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(45)
                 text = buf.getvalue()
                 print(f"\ncProfile of the graph-on pass at {n:,} facts, by {key}:")
                 print(text[text.index("   ncalls") :].rstrip())
