@@ -106,11 +106,13 @@ class Fabric:
             self.facts.clear()  # it may hold rows this transaction wrote and did not commit
             raise
 
-    def warm(self) -> None:
+    def warm(self, graph: bool = True) -> None:
         """Fill the in-process caches a window request reads, at start-up rather than on the first
-        requests: the ANN cache of a large fabric, and the similarity graph of up to
-        ``cache_graph_nodes`` facts (``GraphCache.preload``)."""
+        requests: the ANN cache of a large fabric, and (``graph``: the process serves window
+        requests) the similarity graph of up to ``cache_graph_nodes`` facts (``GraphCache.preload``)."""
         self.vectors.ann()
+        if not graph:
+            return
         with self.unit_of_work() as uow:
             generation = uow.repo.get_meta(GRAPH_GENERATION) or "0"
             self.graph.preload(uow.repo, uow.repo.fact_ids(limit=self.graph.max_nodes), generation)

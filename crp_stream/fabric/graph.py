@@ -14,6 +14,8 @@ ingested, so a fact's neighbours can be kept in memory between requests.
   ``old``, so the next ``sync(new)`` keeps everything else (a rolled-back write leaves the store at
   ``old``, and ``sync(old)`` then drops everything: never stale).
 - Bounded: past ``max_nodes`` entries the oldest are dropped (FIFO), so memory stays flat.
+- ``preload`` fills it at start-up (``Fabric.warm``, with the ANN cache), so that the walks of the first
+  requests read no edge from the store; it is refilled lazily after a ``sync`` drops it.
 - Compact: fact ids are interned as ints (``index``/``names``) and an entry is three numpy arrays
   (neighbours, weights, edge kinds), which ``rows`` returns as they are, for vectorised walks (``core.cdgr``'s
   edge-list rules); ``adjacency`` returns the same entries as dicts. Read them, never mutate them.
