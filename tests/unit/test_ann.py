@@ -99,3 +99,32 @@ def test_stored_vectors_from_the_ann_cache_are_the_index_floats(index: EdgeVecto
     for f in exact:
         assert got[f].dtype == np.float32
         assert np.array_equal(got[f], exact[f]), f
+
+
+def test_alive_fraction_kept_with_the_writes_equals_a_full_pass() -> None:
+    """The filter's share of passing points is kept per status code (no pass over every point per
+    search); it must equal the full pass exactly, since it sizes the over-fetch (and so the hits)."""
+    import math
+
+    rng = np.random.default_rng(5)
+    ann = AnnCache(8, capacity=4)
+    statuses = ["active", "stale", "quarantined", "superseded", "expired"]
+    ids = [f"f{i}" for i in range(300)]
+
+    def full(excluded: tuple[str, ...], alive_at: float | None) -> float:
+        n = len(ann._fact)
+        codes = [*(["active", "stale", "quarantined", "superseded", "expired"].index(s) for s in excluded), 255]
+        ok = ~np.isin(ann._status[:n], codes)
+        if alive_at is not None:
+            ok &= ann._expires[:n] > alive_at
+        return float(ok.sum()) / n
+
+    for _round in range(40):
+        batch = list(rng.choice(ids, size=int(rng.integers(1, 20)), replace=False))
+        expires = [None if rng.random() < 0.7 else float(rng.integers(0, 100)) for _ in batch]
+        ann.add(batch, clustered(len(batch), dim=8, seed=_round), list(rng.choice(statuses, len(batch))), expires)
+        changed = list(rng.choice(ids, size=10, replace=False))
+        ann.set_status([*changed, changed[0]], str(rng.choice(statuses)))
+        for excluded in [(), ("quarantined",), ("quarantined", "expired", "superseded")]:
+            for alive_at in [None, 0.0, 50.0, 99.5, math.inf]:
+                assert ann.alive_fraction(excluded, alive_at) == full(excluded, alive_at)
