@@ -44,6 +44,11 @@ class AnnCache:
         self._fact: list[str] = []  # by slot, the order of the writes
         self._status = np.zeros(max(capacity, 1), dtype=np.uint8)
         self._expires = np.full(max(capacity, 1), math.inf)
+        # kept with every write, so that the share of points a filter passes costs no pass over
+        # them all (~0.3 ms at 100k per search, 10x that at 1M): points per status code, and the
+        # slots whose point expires (few: most facts never do)
+        self._per_code = np.zeros(256, dtype=np.int64)
+        self._expiring: list[int] = []
 
     def __len__(self) -> int:
         return len(self._slot_of)
@@ -65,6 +70,8 @@ class AnnCache:
         for f in fact_ids:
             old = self._slot_of.get(f)
             if old is not None:
+                self._per_code[self._status[old]] -= 1
+                self._per_code[_REPLACED] += 1
                 self._status[old] = _REPLACED
         need = start + len(fact_ids)
         if need > len(self._status):
@@ -76,6 +83,8 @@ class AnnCache:
         self._fact.extend(fact_ids)
         self._status[start:need] = [_STATUS_CODES[s] for s in statuses]
         self._expires[start:need] = [math.inf if e is None else float(e) for e in expires]
+        self._per_code += np.bincount(self._status[start:need], minlength=256)
+        self._expiring.extend(start + i for i, e in enumerate(expires) if e is not None)
         faiss.omp_set_num_threads(threads or os.cpu_count() or 1)
         try:
             self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
@@ -85,16 +94,24 @@ class AnnCache:
     def set_status(self, fact_ids: Iterable[str], status: str) -> None:
         slots = [self._slot_of[f] for f in fact_ids if f in self._slot_of]
         if slots:
-            self._status[np.asarray(slots)] = _STATUS_CODES[status]
+            at = np.unique(np.asarray(slots))
+            self._per_code -= np.bincount(self._status[at], minlength=256)
+            self._per_code[_STATUS_CODES[status]] += at.shape[0]
+            self._status[at] = _STATUS_CODES[status]
 
     def alive_fraction(self, excluded: Sequence[str], alive_at: float | None) -> float:
         n = len(self._fact)
         if n == 0:
             return 0.0
-        ok = ~np.isin(self._status[:n], [*(_STATUS_CODES[s] for s in excluded), _REPLACED])
-        if alive_at is not None:
-            ok &= self._expires[:n] > alive_at
-        return float(ok.sum()) / n
+        codes = sorted({*(_STATUS_CODES[s] for s in excluded), _REPLACED})
+        if alive_at is not None and not alive_at < math.inf:  # every point has expired (or NaN): a full pass
+            passing = ~np.isin(self._status[:n], codes) & (self._expires[:n] > alive_at)
+            return float(passing.sum()) / n
+        ok = n - int(self._per_code[codes].sum())
+        if alive_at is not None and self._expiring:  # minus the passing points expired at ``alive_at``
+            at = np.asarray(self._expiring, dtype=np.int64)
+            ok -= int((~np.isin(self._status[at], codes) & (self._expires[at] <= alive_at)).sum())
+        return float(ok) / n
 
     def search(
         self,
@@ -136,6 +153,21 @@ class AnnCache:
                 return None
             out.append(hits[:limit])
         return out
+
+    def vectors(self, fact_ids: Sequence[str]) -> tuple[list[str], Vector]:
+        """The stored vectors of the given facts it holds: (their ids, in the given order; n x dim).
+
+        The HNSW graph keeps every vector as written (flat float32 storage), the same floats Qdrant
+        returns; read here, a candidate's vector costs no round trip to the index."""
+        slot_of = self._slot_of
+        found = [f for f in fact_ids if f in slot_of]
+        if not found:
+            return [], np.zeros((0, self.dim), dtype=np.float32)
+        storage = faiss.downcast_index(self.index.storage)
+        # a view of the storage (valid until the next add), fancy-indexed into a copy
+        xb = storage.get_xb()  # type: ignore[attr-defined]  # IndexFlat's, missing from its stubs
+        flat = faiss.rev_swig_ptr(xb, self.index.ntotal * self.dim).reshape(-1, self.dim)
+        return found, flat[np.fromiter((slot_of[f] for f in found), dtype=np.int64, count=len(found))]
 
     def memory_bytes(self) -> int:
         graph = self.index.ntotal * (self.dim * 4 + CONNECTIVITY * 2 * 4 * 1.1)

@@ -19,7 +19,7 @@ from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric import db
 from crp_stream.fabric.embedders import CALIBRATED_THRESHOLDS, Embedder, make_embedder
 from crp_stream.fabric.fact_cache import FactCache
-from crp_stream.fabric.graph import GraphCache
+from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.vectors import VectorIndex
 
@@ -105,6 +105,17 @@ class Fabric:
         except BaseException:
             self.facts.clear()  # it may hold rows this transaction wrote and did not commit
             raise
+
+    def warm(self, graph: bool = True) -> None:
+        """Fill the in-process caches a window request reads, at start-up rather than on the first
+        requests: the ANN cache of a large fabric, and (``graph``: the process serves window
+        requests) the similarity graph of up to ``cache_graph_nodes`` facts (``GraphCache.preload``)."""
+        self.vectors.ann()
+        if not graph:
+            return
+        with self.unit_of_work() as uow:
+            generation = uow.repo.get_meta(GRAPH_GENERATION) or "0"
+            self.graph.preload(uow.repo, uow.repo.fact_ids(limit=self.graph.max_nodes), generation)
 
     def thresholds(self, repo: Repository | None = None) -> Thresholds:
         """The similarity thresholds in force, each from the first of these that sets it:

@@ -16,6 +16,8 @@ than the whole flat top-K. What is cached is what never changes once a fact is c
   known (a narrow ``SELECT fact_id, status`` in the caller's transaction).
 - What a transaction read may be its own uncommitted write: ``Fabric.unit_of_work`` clears the cache
   when a transaction does not commit. Rebuilds (which rewrite every fact) run with workers stopped.
+- The vectors of misses come through ``VectorIndex.stored_vectors``: from the ANN cache's storage when
+  the index has one (the same floats, no round trip), else from the index.
 - Bounded: past ``max_facts`` entries the least recently used are dropped (~2.5 KB a fact at 384-d:
   ~250 MB at the default bound). Vectors live in one float32 matrix, so a candidate set is one
   fancy-indexing copy. Not thread-safe (one record at a time).
@@ -118,7 +120,7 @@ class FactCache:
         if missing:
             self.misses += len(missing)
             rows = repo.fact_rows(missing, FIELDS)
-            vecs = vectors.get_vectors(missing)
+            vecs = vectors.stored_vectors(missing)
             loaded = {
                 f: ({k: rows[f][k] for k in FIELDS}, np.asarray(vecs[f], dtype=np.float32))
                 for f in missing

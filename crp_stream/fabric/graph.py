@@ -14,6 +14,8 @@ ingested, so a fact's neighbours can be kept in memory between requests.
   ``old``, so the next ``sync(new)`` keeps everything else (a rolled-back write leaves the store at
   ``old``, and ``sync(old)`` then drops everything: never stale).
 - Bounded: past ``max_nodes`` entries the oldest are dropped (FIFO), so memory stays flat.
+- ``preload`` fills it at start-up (``Fabric.warm``, with the ANN cache), so that the walks of the first
+  requests read no edge from the store; it is refilled lazily after a ``sync`` drops it.
 - Compact: fact ids are interned as ints (``index``/``names``) and an entry is three numpy arrays
   (neighbours, weights, edge kinds), which ``rows`` returns as they are, for vectorised walks (``core.cdgr``'s
   edge-list rules); ``adjacency`` returns the same entries as dicts. Read them, never mutate them.
@@ -36,6 +38,7 @@ Adjacency = dict[str, dict[str, float]]
 Row = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int8]]
 _EMPTY: Row = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int8))
 _KIND = {k: i for i, k in enumerate(EDGE_KINDS)}
+GRAPH_GENERATION = "graph_generation"  # meta counter: moves whenever edges are written (ingest)
 
 
 class EdgeSource(Protocol):
@@ -112,6 +115,17 @@ class GraphCache:
             self._ids.clear()
             self._names.clear()
 
+    def preload(self, source: EdgeSource, fact_ids: Sequence[str], generation: object, batch: int = 5_000) -> int:
+        """Load every edge of ``fact_ids`` (the first ``max_nodes``), read in the transaction that read
+        ``generation``: at start-up, as the ANN cache is built, so that the walks of the first
+        requests read no edge from the store. Returns the entries held."""
+        self.sync(generation)
+        ids = self.index(fact_ids[: self.max_nodes])
+        for start in range(0, len(ids), batch):
+            self.rows(source, ids[start : start + batch])
+        self.hits = self.misses = self.loads = 0  # the counters describe the requests served
+        return len(self)
+
     # reads --------------------------------------------------------------------------------------
     def rows(self, source: EdgeSource, ids: Sequence[int]) -> list[Row]:
         """Every edge of each fact (given as ints), as ``(neighbour ints, weights)``; misses are loaded
@@ -141,16 +155,26 @@ class GraphCache:
             for i in missing:
                 self._adj[i] = _EMPTY
             return
-        src = np.asarray(self.index(r[0] for r in raw), dtype=np.int64)
-        dst = np.asarray(self.index(str(r[1]) for r in raw), dtype=np.int64)
-        w = np.asarray([float(r[2]) for r in raw], dtype=np.float64)
-        kind = np.asarray([_KIND.get(str(r[3]), 0) if len(r) > 3 else 0 for r in raw], dtype=np.int8)
+        # columns by C-level transposition, ints by one dict lookup a row (new ids interned in order
+        # of first appearance, as ``index`` would): the load is thousands of rows per request
+        src_col, dst_col, w_col, kind_col = zip(*raw, strict=True)
+        ids = self._ids
+        fresh = [f for f in dict.fromkeys(dst_col) if f not in ids]
+        if fresh:
+            self.index(fresh)
+        src = np.fromiter(map(ids.__getitem__, src_col), dtype=np.int64, count=len(raw))
+        dst = np.fromiter(map(ids.__getitem__, dst_col), dtype=np.int64, count=len(raw))
+        w = np.asarray(w_col, dtype=np.float64)
+        kind = np.fromiter((_KIND.get(k, 0) for k in kind_col), dtype=np.int8, count=len(raw))
         order = np.argsort(src, kind="stable")
         src, dst, w, kind = src[order], dst[order], w[order], kind[order]
-        bounds = np.searchsorted(src, np.asarray(missing, dtype=np.int64), side="left")
-        ends = np.searchsorted(src, np.asarray(missing, dtype=np.int64), side="right")
-        for i, lo, hi in zip(missing, bounds.tolist(), ends.tolist(), strict=True):
-            self._adj[i] = (dst[lo:hi].copy(), w[lo:hi].copy(), kind[lo:hi].copy()) if hi > lo else _EMPTY
+        wanted = np.asarray(missing, dtype=np.int64)
+        bounds = np.searchsorted(src, wanted, side="left").tolist()
+        ends = np.searchsorted(src, wanted, side="right").tolist()
+        adj = self._adj
+        for i, lo, hi in zip(missing, bounds, ends, strict=True):
+            # copies: a view would keep the whole load alive while any one of its entries is
+            adj[i] = (dst[lo:hi].copy(), w[lo:hi].copy(), kind[lo:hi].copy()) if hi > lo else _EMPTY
 
     def adjacency(self, source: EdgeSource, fact_ids: Iterable[str]) -> Adjacency:
         """``{id: {neighbour: weight}}`` for every requested id (``{}`` when it has no edge).
@@ -188,4 +212,4 @@ class GraphCache:
         return out
 
 
-__all__ = ["Adjacency", "EdgeSource", "GraphCache", "Row"]
+__all__ = ["GRAPH_GENERATION", "Adjacency", "EdgeSource", "GraphCache", "Row"]

@@ -342,9 +342,25 @@ class Repository(OperatorRecords):
             "state": canonical_json(state),
             "updated_at_us": at_us,
         }
-        res = self.conn.execute(update(t.sessions).where(t.sessions.c.session_id == session_id).values(**values))
-        if res.rowcount == 0:
-            self.conn.execute(t.sessions.insert().values(session_id=session_id, **values))
+        # on the driver's connection, in this transaction, as ``_select_in``: every window request and
+        # report saves its session, and SQLAlchemy's statement handling cost more than the write
+        mark = "%s" if self._dialect == "postgresql" else "?"
+        cols = list(values)
+        args = [*values.values(), session_id]
+        sql = f"UPDATE sessions SET {', '.join(f'{c} = {mark}' for c in cols)} WHERE session_id = {mark}"
+        raw = self.conn.connection.driver_connection
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql, args)
+                if cur.rowcount == 0:
+                    cur.execute(self._insert_session_sql(mark, cols), [session_id, *values.values()])
+            return
+        if raw.execute(sql, args).rowcount == 0:  # type: ignore[union-attr]
+            raw.execute(self._insert_session_sql(mark, cols), [session_id, *values.values()])  # type: ignore[union-attr]
+
+    @staticmethod
+    def _insert_session_sql(mark: str, cols: list[str]) -> str:
+        return f"INSERT INTO sessions (session_id, {', '.join(cols)}) VALUES ({', '.join([mark] * (len(cols) + 1))})"
 
     # audit log: append-only by construction (no update or delete method exists) -----------------
     def append_audit(self, event_id: str, audit_type: str, at_us: int, key: str, details: dict[str, Any]) -> None:

@@ -175,6 +175,18 @@ class VectorIndex(ABC):
         self._ann = ann
         return ann
 
+    def stored_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
+        """``get_vectors``, served from the ANN cache for the facts it holds (the same floats)."""
+        ann = self._ann
+        if ann is None:
+            return self.get_vectors(fact_ids)
+        found, matrix = ann.vectors(fact_ids)
+        out = dict(zip(found, matrix, strict=True))
+        rest = [f for f in fact_ids if f not in out]
+        if rest:
+            out.update(self.get_vectors(rest))
+        return out
+
     def _ann_reset(self) -> None:
         self._ann, self._ann_unknown = None, True
 

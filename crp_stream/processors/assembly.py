@@ -7,6 +7,7 @@ fabric and wires the rules together for one branch of one window.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,10 @@ from crp_stream.processors.graph_walk import LoadedEdges
 from crp_stream.processors.session import SubQueryState, vec_from_json
 
 EXCLUDED = ("quarantined", "expired", "superseded")
+# FactView's fields up to ``importance``, in its order; the rest (recency, status, epoch, relevance) follow
+_VIEW_HEAD = itemgetter(
+    "fact_id", "text", "subject", "attribute", "value", "unit", "source", "source_type", "trust", "importance"
+)
 
 
 @dataclass
@@ -170,12 +175,13 @@ def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.
     sig = cdr.cdr_signals(vecs, ctx.query_vec, ctx.coverage_vecs, ctx.depth, ctx.residual_vecs)
     if ctx.branch_scoped:
         sig = replace(sig, residual_pull=cdr.residual_pull(vecs, ctx.residual_vecs))
-    age = np.asarray([ctx.now_s - r["modified_at_us"] / 1e6 for r in rows], dtype=np.float64)
-    ttl = np.asarray([recency.ttl_or_inf(r["ttl_s"]) for r in rows], dtype=np.float64)
+    n = len(rows)
+    age = ctx.now_s - np.fromiter((r["modified_at_us"] for r in rows), dtype=np.float64, count=n) / 1e6
+    ttl = np.fromiter((recency.ttl_or_inf(r["ttl_s"]) for r in rows), dtype=np.float64, count=n)
     rec = recency.recency_factor(age, ttl)
     overlaps = np.asarray(ngram.ngram_overlaps([r["text"] for r in rows], ctx.blacklist), dtype=np.float64)
     pen = ngram.ngram_penalty(overlaps)
-    imp = np.asarray([r["importance"] for r in rows], dtype=np.float64)
+    imp = np.fromiter((r["importance"] for r in rows), dtype=np.float64, count=n)
     score = cdr.cdr_score(imp, sig.relevance, sig.residual_pull, sig.novelty, rec, pen)
     c.ids.extend(ids)
     c.rows.extend(rows)
@@ -187,24 +193,11 @@ def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.
     c.penalty = np.concatenate([c.penalty, pen])
     c.score = np.concatenate([c.score, score])
     c.support = np.concatenate([c.support, np.ones(len(ids), dtype=np.int64)])
+    # a named tuple from the row's fixed columns in one C call: built for every candidate of every window
+    make = conflicts.FactView._make
     c.views.extend(
-        conflicts.FactView(
-            fact_id=r["fact_id"],
-            text=r["text"],
-            subject=r["subject"],
-            attribute=r["attribute"],
-            value=r["value"],
-            unit=r["unit"],
-            source=r["source"],
-            source_type=r["source_type"],
-            trust=r["trust"],
-            importance=r["importance"],
-            recency=float(rec[i]),
-            status=r["status"],
-            epoch_seconds=r["epoch_us"] / 1e6,
-            relevance=float(sig.relevance[i]),
-        )
-        for i, r in enumerate(rows)
+        make((*_VIEW_HEAD(r), rc, r["status"], r["epoch_us"] / 1e6, rl))
+        for r, rc, rl in zip(rows, rec.tolist(), sig.relevance.tolist(), strict=True)
     )
 
 

@@ -16,8 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from crp_stream.fabric.fabric import UnitOfWork
-
-GRAPH_GENERATION = "graph_generation"
+from crp_stream.fabric.graph import GRAPH_GENERATION
 
 
 def _ints(n: int = 0) -> npt.NDArray[np.int64]:

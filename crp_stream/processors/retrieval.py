@@ -7,17 +7,18 @@ the session's Coverage Set, Residual Set, n-gram blacklist and window count (SPE
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal, cast
+from typing import Any
 
 import numpy as np
 
 from crp_stream import events
-from crp_stream.core import cdgr, cdr, conflicts, exits, fanout, ngram, packing, recency
-from crp_stream.core.ids import derive_id
+from crp_stream.core import exits, fanout
 from crp_stream.events import Rejected
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.processors import assembly
-from crp_stream.processors.base import Emitter, Handler, Record, us_to_dt
+from crp_stream.processors import assembly, envelope, fan_in
+from crp_stream.processors import branches as branches_mod
+from crp_stream.processors.base import Emitter, Handler, Record
+from crp_stream.processors.envelope import ONBOARDING_HINT
 from crp_stream.processors.session import (
     CoverageEntry,
     SessionState,
@@ -30,8 +31,6 @@ from crp_stream.processors.session import (
 log = logging.getLogger(__name__)
 
 ENVELOPES = "crp.envelopes"
-AUDIT = "crp.audit"
-ONBOARDING_HINT = "ingest-more-documents-for-continued-quality"
 
 
 class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
@@ -126,7 +125,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             )
             for part in partitions
         ]
-        sels, shared = self._select_branches(uow, ev, th, branches)
+        sels, shared = branches_mod.select_branches(uow, ev, th, branches)
         window_state = WindowState(
             request_id=ev.request_id,
             branches=len(partitions),
@@ -137,7 +136,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         envs: list[dict[str, Any]] = []
         ratios: list[np.ndarray] = []
         for b, (cands, part, sel) in enumerate(zip(branches, partitions, sels, strict=True)):
-            env, r = self._envelope(
+            env, r = envelope.build(
                 uow,
                 ev,
                 record,
@@ -210,78 +209,6 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         if status == exits.CKF_EXHAUSTED:
             h["CRP-Onboarding-Hint"] = ONBOARDING_HINT
 
-    def _select_branches(
-        self, uow: UnitOfWork, ev: Any, th: Any, branches: list[assembly.Candidates]
-    ) -> tuple[list[assembly.Selection], list[dict[str, Any]]]:
-        """Select every branch's facts so that no fact is in two branches (SPEC-027 §1.3, §1.6).
-
-        A candidate several branches retrieved belongs to the branch that scores it higher (its
-        partition pulls it harder); the others never select it. Facts outside every candidate set
-        (connectors reached through the graph) are settled the same way once selected: the lower
-        scoring branch drops the fact and selects again, until the branches are disjoint.
-        """
-        owners = self._owners(branches)
-        exclude: list[set[str]] = []
-        eligible: list[list[int]] = []
-        for b, c in enumerate(branches):
-            elig, members = assembly.collapse_duplicates(c)
-            eligible.append(elig)
-            dups = {c.ids[m] for rep, g in members.items() for m in g if m != rep}
-            exclude.append(dups | {f for f, o in owners.items() if o != b})
-
-        def pick(b: int) -> assembly.Selection:
-            return assembly.select(uow, branches[b], eligible[b], ev.fact_budget, ev.policy, th, exclude[b])
-
-        sels = [pick(b) for b in range(len(branches))]
-        id_sets = [set(c.ids) for c in branches]
-        wanted = {f: {b for b, ids in enumerate(id_sets) if f in ids} for f in owners}
-        while len(branches) > 1:
-            chosen = [{branches[b].ids[i] for i in sel.chosen()} for b, sel in enumerate(sels)]
-            both = sorted({f for b in range(len(sels)) for f in chosen[b] if sum(f in ch for ch in chosen) > 1})
-            if not both:
-                break
-            redo: set[int] = set()
-            for f in both:
-                holders = [b for b in range(len(sels)) if f in chosen[b]]
-                owner = max(holders, key=lambda b: (self._score(branches[b], f), -b))
-                owners[f] = owner
-                wanted[f] = wanted.get(f, set()) | set(holders)
-                for b in holders:
-                    if b != owner:
-                        exclude[b].add(f)
-                        redo.add(b)
-            for b in sorted(redo):
-                sels[b] = pick(b)
-        shared = [
-            {
-                "fact_id": f,
-                "branch": owners[f],
-                "wanted_by": sorted(wanted[f]),
-                "score": _r(self._score(branches[owners[f]], f)),
-            }
-            for f in sorted(owners)
-            if len(wanted.get(f, ())) > 1
-        ]
-        return sels, shared
-
-    @staticmethod
-    def _score(c: assembly.Candidates, fact_id: str) -> float:
-        return float(c.score[c.ids.index(fact_id)])
-
-    @staticmethod
-    def _owners(branches: list[assembly.Candidates]) -> dict[str, int]:
-        """SPEC-027 §1.6: a fact two branches want goes to the branch that scores it higher."""
-        if len(branches) < 2:
-            return {}
-        all_ids = sorted({f for c in branches for f in c.ids})
-        col = {f: i for i, f in enumerate(all_ids)}
-        m = np.full((len(branches), len(all_ids)), -np.inf)
-        for b, c in enumerate(branches):
-            for i, f in enumerate(c.ids):
-                m[b, col[f]] = c.score[i]
-        owner = fanout.assign_shared_facts(m)
-        return {f: int(owner[col[f]]) for f in all_ids}
-
     def _new_session(self, ev: events.WindowRequested, uow: UnitOfWork) -> SessionState:
         subs = ev.sub_queries or []
         vecs = self._vectors(
@@ -309,126 +236,6 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             sub_queries=sq,
             residual=[s.id for s in sq],
         )
-
-    def _envelope(
-        self,
-        uow: UnitOfWork,
-        ev: Any,
-        record: Record,
-        out: Emitter,
-        state: SessionState,
-        c: assembly.Candidates,
-        sel: assembly.Selection,
-        part: list[SubQueryState],
-        branch: int | None,
-        partitions: int | None,
-    ) -> tuple[dict[str, Any], np.ndarray]:
-        anchors = sel.anchors
-        connectors = sel.connectors
-        order = packing.pack_envelope(
-            [c.ids[i] for i in anchors],
-            c.score[anchors],
-            [(c.ids[ci], bridged) for ci, bridged, _b, _s in connectors],
-            c.graph.edges_of(c.ids[ci] for ci, *_ in connectors),
-        )
-        index = {fid: i for i, fid in enumerate(c.ids)}
-        conn = {c.ids[ci]: (bridged, bridge, score) for ci, bridged, bridge, score in connectors}
-        facts = []
-        for fid in order:
-            i = index[fid]
-            r = c.rows[i]
-            v = c.views[i]
-            auth = float(conflicts.fact_authority(v))
-            entry: dict[str, Any] = {
-                "fact_id": fid,
-                "text": r["text"],
-                "role": "connector" if fid in conn else "anchor",
-                "score": _r(conn[fid][2] if fid in conn else c.score[i]),
-                "relevance": _r(c.relevance[i]),
-                "novelty": _r(c.novelty[i]),
-                "recency": _r(c.recency[i]),
-                "authority": _r(auth),
-                "source": r["source"],
-                "source_type": r["source_type"],
-                "epoch": us_to_dt(r["epoch_us"]),
-                "modified_at": us_to_dt(r["modified_at_us"]),
-                "support": int(c.support[i]),
-            }
-            if fid in conn:
-                entry["bridges"] = list(conn[fid][0])
-            entry["via"] = sel.via.get(i, "similarity")
-            entry["rank"] = sel.rank[i]
-            facts.append(entry)
-        idx = [index[f] for f in order]
-        ratios = assembly.novelty_ratios(c, idx, [f in conn for f in order])
-        self._audit_conflicts(uow, ev, record, out, sel, branch)
-        bridges = [b for _ci, _br, b, _s in connectors]
-        cov_score = exits.coverage_score_header(ratios)
-        activations = ngram.ngram_guard_activations(c.penalty)
-        notes = list(sel.notes)
-        diagnostic = ngram.ngram_guard_diagnostic(activations, len(c.ids))
-        headers: dict[str, Any] = {
-            "CRP-Context-Coverage-Score": _r(cov_score) if cov_score is not None else 0.0,
-            "CRP-Context-Coverage-Depth": len(state.coverage),
-            "CRP-Context-NGram-Guard-Activations": activations,
-            "CRP-Context-Continuation-Status": exits.IN_PROGRESS,  # set for the window by _set_status
-            "CRP-Context-Graph-Hops": sel.hops if ev.policy.graph_retrieval == "on" else 0,
-            "CRP-Context-Connectors-Included": cdgr.connectors_included_header(len(connectors), len(facts)),
-            "CRP-Context-Bridge-Score": _r(cdgr.bridge_score_header(bridges)),
-            "CRP-Context-Conflicts-Resolved": conflicts.conflicts_resolved_header(sel.detected, sel.unresolved),
-            "CRP-Context-Recency-Penalised": recency.recency_penalised_count(c.recency),
-        }
-        if partitions is not None:
-            headers["CRP-Context-Coverage-Partitions"] = partitions
-        if diagnostic is not None:  # SPEC-024 §5.3: the operator should ingest more documents
-            notes.append(diagnostic)
-            headers["CRP-Onboarding-Hint"] = ONBOARDING_HINT
-        labels = [s.label for s in (part if branch is not None else state.residual_states())]
-        env: dict[str, Any] = {
-            "request_id": ev.request_id,
-            "session_id": ev.session_id,
-            "window": ev.window,
-            "status": exits.IN_PROGRESS,
-            "facts": facts,
-            "notes": notes,
-            "residual_anchor": packing.residual_task_anchor(labels),
-            "headers": headers,
-        }
-        if branch is not None:
-            env["branch"] = branch
-            env["partition"] = [s.id for s in part]
-        return env, ratios
-
-    def _audit_conflicts(
-        self, uow: UnitOfWork, ev: Any, record: Record, out: Emitter, sel: assembly.Selection, branch: int | None
-    ) -> None:
-        for res in sel.resolutions:
-            kind: Literal["CONTRADICTION_UNRESOLVED", "CONTRADICTION_RESOLVED"] = (
-                "CONTRADICTION_UNRESOLVED" if res["tie"] else "CONTRADICTION_RESOLVED"
-            )
-            details = {
-                "kept": res["kept"],
-                "suppressed": res["suppressed"],
-                "pattern": res["pattern"],
-                "authority_kept": res["authority_kept"],
-                "authority_suppressed": res["authority_suppressed"],
-                "session_id": ev.session_id,
-                "window": ev.window,
-            }
-            if res["tie"]:
-                details = {
-                    "facts": sorted(res["pair"]),
-                    "pattern": res["pattern"],
-                    "authority": res["authority_kept"],
-                    "session_id": ev.session_id,
-                    "window": ev.window,
-                }
-            if branch is not None:
-                details["branch"] = branch
-            eid = derive_id(out.cause, kind, *sorted(res["pair"]), str(branch))
-            uow.repo.append_audit(eid, kind, record.ts_us, ev.session_id, details)
-            msg = events.AuditRecorded(event_id=eid, audit_type=kind, at=record.at, details=details)
-            out.emit(AUDIT, ev.session_id, events.encode(msg), record_id=eid)
 
     # reports ----------------------------------------------------------------------------------
     def _report(self, ev: events.WindowReported, record: Record, uow: UnitOfWork, out: Emitter) -> None:
@@ -486,88 +293,10 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         if ev.safety_budget is not None:
             win.safety[str(branch)] = float(ev.safety_budget)
         if win.fanned_in:
-            self._fan_in(uow, state, win, ev.window, record, out)
+            fan_in.fan_in(uow, state, win, ev.window, record, out)
         self._save(uow, state, record)
-
-    def _fan_in(
-        self, uow: UnitOfWork, state: SessionState, win: WindowState, window: int, record: Record, out: Emitter
-    ) -> None:
-        """SPEC-027 §1.6 / SPEC-024 §7.2: merge every branch's report into the session, then check the
-        loop exits (§6) for this window; an exit closes the window with a closing envelope."""
-        addressed: list[str] = []
-        for b in range(win.branches):  # branch order: the merge does not depend on arrival order
-            held = win.pending.pop(str(b))
-            state.coverage.extend(CoverageEntry(**e) for e in held["coverage"])
-            addressed.extend(held["addressed"])
-            state.blacklist = sorted(ngram.update_ngram_blacklist(frozenset(state.blacklist), held["output_text"]))
-        state.residual = cdr.update_residual_set(state.residual, addressed)
-        completeness, safety = win.fan_in()
-        state.completeness = completeness
-        if safety is not None:
-            state.safety_budget = safety
-        state.reported = max(state.reported, window)
-        if exits.is_terminal(state.status):  # the window's envelope already reached ckf-exhausted
-            return
-        done = completeness >= exits.COMPLETION_THRESHOLD and self._residual_done(uow, state, win, record.ts_us)
-        status = exits.continuation_status(
-            completeness, done, state.reported, state.max_windows, win.mean_ratio, state.safety_budget
-        )
-        if not exits.is_terminal(status):
-            return
-        state.status, state.ended_window = status, window
-        headers: dict[str, Any] = {
-            "CRP-Context-Continuation-Status": status,
-            "CRP-Quality-Completeness": _r(completeness),  # SPEC-024 §6 Exit 2: whatever was achieved
-            "CRP-Context-Coverage-Depth": len(state.coverage),
-        }
-        labels = [s.label for s in state.residual_states()]
-        closing = events.EnvelopeAssembled(
-            request_id=win.request_id,
-            session_id=state.session_id,
-            window=window,
-            status=cast(Any, status),
-            facts=[],
-            notes=[],
-            residual_anchor=packing.residual_task_anchor(labels),
-            headers=headers,
-            closing=True,
-        )
-        out.emit(ENVELOPES, state.session_id, events.encode(closing))
-        if status == exits.SAFETY_BUDGET_DEPLETED:  # SPEC-024 §6 Exit 4: oversight escalation
-            kind: Literal["SAFETY_BUDGET_DEPLETED"] = "SAFETY_BUDGET_DEPLETED"
-            details = {
-                "session_id": state.session_id,
-                "window": window,
-                "safety_budget": state.safety_budget,
-                "floor": exits.SAFETY_BUDGET_FLOOR,
-                "action": "oversight escalation (SPEC-012 §2.3): review the session before any "
-                "further generation; the session accepts no further window",
-            }
-            eid = derive_id(out.cause, kind, state.session_id, str(window))
-            uow.repo.append_audit(eid, kind, record.ts_us, state.session_id, details)
-            msg = events.AuditRecorded(event_id=eid, audit_type=kind, at=record.at, details=details)
-            out.emit(AUDIT, state.session_id, events.encode(msg), record_id=eid)
-
-    @staticmethod
-    def _residual_done(uow: UnitOfWork, state: SessionState, win: WindowState, now_us: int) -> bool:
-        """SPEC-024 §6 Exit 1: the Residual Set is empty or holds only marginal items, those whose best
-        live fact is below the window's relevance gate (``exits.marginal_residual``)."""
-        residual = state.residual_states()
-        if not residual:
-            return True
-        probes = [vec_from_json(s.embedding) for s in residual]
-        best = [
-            max((float(score) for _f, score in hits), default=-np.inf)
-            for hits in uow.vectors.search_many(probes, 1, now_us / 1e6, assembly.EXCLUDED)
-        ]
-        gate = win.min_relevance if win.min_relevance is not None else uow.fabric.thresholds(uow.repo).min_relevance
-        return exits.residual_done(exits.marginal_residual(best, gate))
 
     def _save(self, uow: UnitOfWork, state: SessionState, record: Record) -> None:
         uow.repo.put_session(
             state.session_id, state.embedding_model, state.reported, state.max_windows, state.to_json(), record.ts_us
         )
-
-
-def _r(x: Any) -> float:
-    return round(float(x), 6)

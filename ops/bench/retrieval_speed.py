@@ -66,7 +66,7 @@ from crp_stream.fabric.graph import GraphCache
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.vectors import VectorIndex, VectorItem
 from crp_stream.fabric.vectors_edge import EdgeVectorIndex
-from crp_stream.processors import assembly, graph_select
+from crp_stream.processors import assembly, envelope, graph_select
 from crp_stream.processors.base import Record
 from crp_stream.processors.dispatch import apply_record
 from crp_stream.processors.retrieval import RetrievalHandler
@@ -74,6 +74,9 @@ from crp_stream.runtime.embedded import open_fabric
 from ops.bench._common import CACHE_DIR, T0_US, Pipeline, code_version, percentile, scratch, vec
 
 MODEL = "bench"
+# what the requests are timed with: wall time, or (``--clock cpu``) this process's CPU time, which a
+# loaded machine inflates far less (no waiting for a core), to compare two commits under load
+CLOCK: list[Callable[[], float]] = [time.perf_counter]
 CORPUS_VERSION = 2  # bump when make_corpus or the build changes: cached built fabrics are keyed by it
 DIM = 384
 TOPIC_SIZE = 500
@@ -263,7 +266,7 @@ class Stages:
         (graph_rank, "admit_connectors", "  admission over displaced anchors"),
         (cdgr, "bridge_values_edges", "  bridge values (admitted connectors)"),
         (assembly, "_arbitrate", "conflict arbitration"),
-        (RetrievalHandler, "_envelope", "envelope build"),
+        (envelope, "build", "envelope build"),
         (events, "encode", "envelope encode"),
         (RetrievalHandler, "_save", "session state save"),
     )
@@ -289,11 +292,11 @@ class Stages:
         total = self.total
 
         def timed(*args: Any, **kw: Any) -> Any:
-            t = time.perf_counter()
+            t = CLOCK[0]()
             try:
                 return fn(*args, **kw)
             finally:
-                total[label] += time.perf_counter() - t
+                total[label] += CLOCK[0]() - t
 
         return timed
 
@@ -336,6 +339,7 @@ class Runner:
         self.lat: dict[str, list[float]] = defaultdict(list)
         self.facts_out: dict[str, list[int]] = defaultdict(list)
         self.connectors: dict[str, list[int]] = defaultdict(list)
+        self.dump: Any = None  # a file: every envelope as it was emitted (to compare two commits)
 
     def _record(self, topic: str, key: str, value: dict[str, Any]) -> Record:
         import json
@@ -364,14 +368,14 @@ class Runner:
         kept = dict(results)  # the sessions' kept results survive the baseline's searches
         with self.fabric.unit_of_work() as uow:
             self.forget_results()
-            t = time.perf_counter()
+            t = CLOCK[0]()
             hits = uow.vectors.search(q, self.budget, now_s)
-            self.lat["flat top-K"].append(time.perf_counter() - t)
+            self.lat["flat top-K"].append(CLOCK[0]() - t)
             self.forget_results()
-            t = time.perf_counter()
+            t = CLOCK[0]()
             hits = uow.vectors.search(q, self.budget, now_s)
             uow.repo.facts_by_ids([h[0] for h in hits])
-            self.lat["flat top-K + rows"].append(time.perf_counter() - t)
+            self.lat["flat top-K + rows"].append(CLOCK[0]() - t)
         self.forget_results()
         results.update(kept)
 
@@ -413,10 +417,13 @@ class Runner:
                 self.forget_results()
             rec = self._record("crp.window.requests", sid, req)
             with self.fabric.unit_of_work() as uow, stages.active():
-                t = time.perf_counter()
+                t = CLOCK[0]()
                 outs = apply_record(self.handler, rec, uow)
-                self.lat[label].append(time.perf_counter() - t)
+                self.lat[label].append(CLOCK[0]() - t)
             env = next((json.loads(o.value) for o in outs if o.topic == "crp.envelopes"), None)
+            if self.dump is not None:
+                for o in outs:
+                    self.dump.write(f"{label}\t{o.topic}\t{o.value.decode()}\n")
             if env is None:
                 raise RuntimeError(f"{sid} window {w}: no envelope: {[o.value[:300] for o in outs]}")
             self.facts_out[label].append(len(env["facts"]))
@@ -430,7 +437,12 @@ class Runner:
                 "completeness": min(1.0, w / max(1, len(subs))),
             }
             with self.fabric.unit_of_work() as uow:
-                apply_record(self.handler, self._record("crp.window.reports", sid, rep), uow)
+                done = apply_record(self.handler, self._record("crp.window.reports", sid, rep), uow)
+            if self.dump is not None:
+                for o in done:
+                    self.dump.write(f"{label}\t{o.topic}\t{o.value.decode()}\n")
+            if any(o.topic == "crp.envelopes" and json.loads(o.value).get("closing") for o in done):
+                return  # the report ended the session (SPEC-024 §6): no further window is accepted
 
 
 def report_size(n: int, runner: Runner, stages: dict[str, Stages], passes: list[str]) -> None:
@@ -515,18 +527,18 @@ def bench(
     reuse: bool,
     vary_query: bool,
     ann_min: int,
+    dump: str | None = None,
 ) -> None:
     with prepared(n, seed, ingest, rebuild, reuse) as (tmp, corpus, how):
         settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}", ann_min_points=ann_min)
         fabric = open_fabric(settings)
         t0 = time.perf_counter()
-        ann = fabric.vectors.ann()  # as both runtimes do at start-up
+        fabric.warm()  # as both runtimes do at start-up: the ANN cache, the similarity graph
+        ann = fabric.vectors.ann()
+        took = time.perf_counter() - t0
+        print(f"caches filled at start-up in {took:.1f} s: graph cache {len(fabric.graph):,} facts", flush=True)
         if ann is not None:
-            print(
-                f"ANN cache built from the index in {time.perf_counter() - t0:.1f} s "
-                f"(~{ann.memory_bytes() / 2**20:.0f} MiB); candidates come from it",
-                flush=True,
-            )
+            print(f"ANN cache ~{ann.memory_bytes() / 2**20:.0f} MiB; candidates come from it", flush=True)
         else:
             print("ANN cache off (fabric below ann_min_points): exact search", flush=True)
         with fabric.unit_of_work() as uow:
@@ -538,6 +550,8 @@ def bench(
         )
         sessions = make_sessions(corpus, max(1, requests // 5), n_sub, seed + 1)
         runner = Runner(fabric, budget, vary_query)
+        if dump:
+            runner.dump = open(f"{dump}.{n}", "w")  # noqa: SIM115  # closed after the passes
         gc.collect()  # as `crp-stream run` does at start-up
         gc.freeze()
         passes = ["envelope, graph off (CDR)", "envelope, graph on (CDGR)", "envelope, CDGR, cold graph cache"]
@@ -554,6 +568,8 @@ def bench(
                 prof.disable()
             if cold:
                 runner.session(passes[2], s, f"cold-{i}", True, stages[passes[2]], cold=True)
+        if runner.dump is not None:
+            runner.dump.close()
         report_size(n, runner, stages, passes)
         print(f"  load average after: {os.getloadavg()[0]:.1f}; RSS of this process {rss_mib():.0f} MiB")
         g = fabric.graph
@@ -563,9 +579,11 @@ def bench(
             f"{fabric.facts.hits / max(1, fabric.facts.hits + fabric.facts.misses):.0%}"
         )
         if prof:
+            if os.environ.get("CRP_BENCH_PROFILE_OUT"):  # for pstats: callers, callees
+                prof.dump_stats(os.environ["CRP_BENCH_PROFILE_OUT"])
             for key in ("cumulative", "tottime"):
                 buf = io.StringIO()
-                pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(22)
+                pstats.Stats(prof, stream=buf).sort_stats(key).print_stats(45)
                 text = buf.getvalue()
                 print(f"\ncProfile of the graph-on pass at {n:,} facts, by {key}:")
                 print(text[text.index("   ncalls") :].rstrip())
@@ -597,8 +615,11 @@ def main() -> None:
         default=Settings().ann_min_points,
         help="the ANN cache serves fabrics of at least this many facts (a huge value: exact search)",
     )
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="time requests by wall or CPU time")
+    ap.add_argument("--dump-envelopes", metavar="PATH", help="write every output record to PATH.<size>")
     a = ap.parse_args()
-    print(f"crp-stream {code_version()}")
+    CLOCK[0] = time.process_time if a.clock == "cpu" else time.perf_counter
+    print(f"crp-stream {code_version()}; requests timed by {a.clock} clock")
     for n in (int(x) for x in a.sizes.split(",")):
         bench(
             n,
@@ -613,6 +634,7 @@ def main() -> None:
             a.reuse_fabric,
             a.vary_query,
             a.ann_min_points,
+            a.dump_envelopes,
         )
 
 

@@ -83,3 +83,48 @@ def test_ann_cache_replaces_a_rewritten_point() -> None:
     found = ann.search(np.array([[0, 0, 1, 0]], dtype=np.float32), 1, (), None, None)
     assert found is not None and found[0][0][0] == "a" and found[0][0][1] == pytest.approx(1.0)
     assert len(ann) == 2
+
+
+def test_stored_vectors_from_the_ann_cache_are_the_index_floats(index: EdgeVectorIndex) -> None:
+    """Candidates' vectors come from the cache's flat storage: bit for bit what the index returns,
+    for points built from the index and for points written after (the envelope must not change)."""
+    index.enable_ann(1000, 10_000)
+    assert index.ann() is not None
+    extra = clustered(50, seed=11) * 3.0  # not unit length: normalised on the way in, as every write
+    index.upsert([VectorItem(f"g{i:03d}", v, "active", None) for i, v in enumerate(extra)])
+    wanted = ["f00007", "g003", "missing", "f02999", "g049", "f00000"]
+    got = index.stored_vectors(wanted)
+    exact = index.get_vectors(wanted)
+    assert sorted(got) == sorted(exact) == sorted(f for f in wanted if f != "missing")
+    for f in exact:
+        assert got[f].dtype == np.float32
+        assert np.array_equal(got[f], exact[f]), f
+
+
+def test_alive_fraction_kept_with_the_writes_equals_a_full_pass() -> None:
+    """The filter's share of passing points is kept per status code (no pass over every point per
+    search); it must equal the full pass exactly, since it sizes the over-fetch (and so the hits)."""
+    import math
+
+    rng = np.random.default_rng(5)
+    ann = AnnCache(8, capacity=4)
+    statuses = ["active", "stale", "quarantined", "superseded", "expired"]
+    ids = [f"f{i}" for i in range(300)]
+
+    def full(excluded: tuple[str, ...], alive_at: float | None) -> float:
+        n = len(ann._fact)
+        codes = [*(["active", "stale", "quarantined", "superseded", "expired"].index(s) for s in excluded), 255]
+        ok = ~np.isin(ann._status[:n], codes)
+        if alive_at is not None:
+            ok &= ann._expires[:n] > alive_at
+        return float(ok.sum()) / n
+
+    for _round in range(40):
+        batch = list(rng.choice(ids, size=int(rng.integers(1, 20)), replace=False))
+        expires = [None if rng.random() < 0.7 else float(rng.integers(0, 100)) for _ in batch]
+        ann.add(batch, clustered(len(batch), dim=8, seed=_round), list(rng.choice(statuses, len(batch))), expires)
+        changed = list(rng.choice(ids, size=10, replace=False))
+        ann.set_status([*changed, changed[0]], str(rng.choice(statuses)))
+        for excluded in [(), ("quarantined",), ("quarantined", "expired", "superseded")]:
+            for alive_at in [None, 0.0, 50.0, 99.5, math.inf]:
+                assert ann.alive_fraction(excluded, alive_at) == full(excluded, alive_at)

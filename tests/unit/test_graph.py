@@ -180,3 +180,19 @@ def test_written_after_another_writer_or_rolled_back_drops_everything() -> None:
     assert "a" in cache
     cache.sync("5")  # the write rolled back: the store is still at 5
     assert len(cache) == 0
+
+
+def test_preload_holds_complete_entries_and_later_reads_hit(engine: Engine) -> None:
+    """Start-up preload: every listed fact's complete edges, bounded by max_nodes; a later read of a
+    preloaded fact costs no load, and the entries equal what a lazy load reads."""
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.add_edges(EDGES)
+        lazy = GraphCache().adjacency(repo, "abcdef")
+        cache = GraphCache(max_nodes=4)
+        assert cache.preload(repo, list("abcdef"), "7") == 4
+        assert (cache.hits, cache.misses, cache.loads) == (0, 0, 0)
+        assert cache.adjacency(repo, "abcd") == {f: lazy[f] for f in "abcd"}
+        assert cache.loads == 0 and cache.hits == 4
+        cache.sync("8")  # another process wrote edges: nothing preloaded is trusted
+        assert len(cache) == 0

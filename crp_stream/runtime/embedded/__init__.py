@@ -45,7 +45,7 @@ def open_runtime(
 ) -> EmbeddedRuntime:
     """Fabric + log + every handler: the one way a process (or a test) assembles the embedded pipeline."""
     fabric = fabric or open_fabric(settings)
-    fabric.vectors.ann()  # a large fabric's ANN cache is built now, not on the first request
+    fabric.warm()  # a large fabric's ANN cache and the similarity graph are loaded now, not on the first requests
     log_ = EmbeddedLog(settings.log_path, clock)
     return EmbeddedRuntime(
         fabric,

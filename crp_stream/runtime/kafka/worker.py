@@ -96,7 +96,7 @@ class KafkaWorker(WorkerStatus):
         # vector writes are outside the database transaction: journal them, undo them on a rollback
         self.journal = VectorJournal(self.journal_path())
         self.fabric = open_fabric(settings, self.journal)
-        self.fabric.vectors.ann()  # a large fabric's ANN cache is built now, not on the first request
+        self.fabric.warm(graph=any(h.group == "retrieval" for h in self.handlers))  # not on the first requests
         for h in self.handlers:
             h.bind(self.fabric)
         reconcile(self.fabric, self.journal)  # a crash may have left a record's vector writes behind

@@ -1,0 +1,143 @@
+"""One branch's envelope (SPEC-027 §4 packing, SPEC-024/025 headers) and its conflict audit events."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from crp_stream import events
+from crp_stream.core import cdgr, conflicts, exits, ngram, packing, recency
+from crp_stream.core.ids import derive_id
+from crp_stream.fabric.fabric import UnitOfWork
+from crp_stream.processors import assembly
+from crp_stream.processors.base import Emitter, Record, us_to_dt
+from crp_stream.processors.session import SessionState, SubQueryState
+
+AUDIT = "crp.audit"
+ONBOARDING_HINT = "ingest-more-documents-for-continued-quality"
+
+
+def build(
+    uow: UnitOfWork,
+    ev: Any,
+    record: Record,
+    out: Emitter,
+    state: SessionState,
+    c: assembly.Candidates,
+    sel: assembly.Selection,
+    part: list[SubQueryState],
+    branch: int | None,
+    partitions: int | None,
+) -> tuple[dict[str, Any], np.ndarray]:
+    anchors = sel.anchors
+    connectors = sel.connectors
+    order = packing.pack_envelope(
+        [c.ids[i] for i in anchors],
+        c.score[anchors],
+        [(c.ids[ci], bridged) for ci, bridged, _b, _s in connectors],
+        c.graph.edges_of(c.ids[ci] for ci, *_ in connectors),
+    )
+    index = {fid: i for i, fid in enumerate(c.ids)}
+    conn = {c.ids[ci]: (bridged, bridge, score) for ci, bridged, bridge, score in connectors}
+    facts = []
+    for fid in order:
+        i = index[fid]
+        r = c.rows[i]
+        v = c.views[i]
+        auth = float(conflicts.fact_authority(v))
+        entry: dict[str, Any] = {
+            "fact_id": fid,
+            "text": r["text"],
+            "role": "connector" if fid in conn else "anchor",
+            "score": _r(conn[fid][2] if fid in conn else c.score[i]),
+            "relevance": _r(c.relevance[i]),
+            "novelty": _r(c.novelty[i]),
+            "recency": _r(c.recency[i]),
+            "authority": _r(auth),
+            "source": r["source"],
+            "source_type": r["source_type"],
+            "epoch": us_to_dt(r["epoch_us"]),
+            "modified_at": us_to_dt(r["modified_at_us"]),
+            "support": int(c.support[i]),
+        }
+        if fid in conn:
+            entry["bridges"] = list(conn[fid][0])
+        entry["via"] = sel.via.get(i, "similarity")
+        entry["rank"] = sel.rank[i]
+        facts.append(entry)
+    idx = [index[f] for f in order]
+    ratios = assembly.novelty_ratios(c, idx, [f in conn for f in order])
+    audit_conflicts(uow, ev, record, out, sel, branch)
+    bridges = [b for _ci, _br, b, _s in connectors]
+    cov_score = exits.coverage_score_header(ratios)
+    activations = ngram.ngram_guard_activations(c.penalty)
+    notes = list(sel.notes)
+    diagnostic = ngram.ngram_guard_diagnostic(activations, len(c.ids))
+    headers: dict[str, Any] = {
+        "CRP-Context-Coverage-Score": _r(cov_score) if cov_score is not None else 0.0,
+        "CRP-Context-Coverage-Depth": len(state.coverage),
+        "CRP-Context-NGram-Guard-Activations": activations,
+        "CRP-Context-Continuation-Status": exits.IN_PROGRESS,  # set for the window by _set_status
+        "CRP-Context-Graph-Hops": sel.hops if ev.policy.graph_retrieval == "on" else 0,
+        "CRP-Context-Connectors-Included": cdgr.connectors_included_header(len(connectors), len(facts)),
+        "CRP-Context-Bridge-Score": _r(cdgr.bridge_score_header(bridges)),
+        "CRP-Context-Conflicts-Resolved": conflicts.conflicts_resolved_header(sel.detected, sel.unresolved),
+        "CRP-Context-Recency-Penalised": recency.recency_penalised_count(c.recency),
+    }
+    if partitions is not None:
+        headers["CRP-Context-Coverage-Partitions"] = partitions
+    if diagnostic is not None:  # SPEC-024 §5.3: the operator should ingest more documents
+        notes.append(diagnostic)
+        headers["CRP-Onboarding-Hint"] = ONBOARDING_HINT
+    labels = [s.label for s in (part if branch is not None else state.residual_states())]
+    env: dict[str, Any] = {
+        "request_id": ev.request_id,
+        "session_id": ev.session_id,
+        "window": ev.window,
+        "status": exits.IN_PROGRESS,
+        "facts": facts,
+        "notes": notes,
+        "residual_anchor": packing.residual_task_anchor(labels),
+        "headers": headers,
+    }
+    if branch is not None:
+        env["branch"] = branch
+        env["partition"] = [s.id for s in part]
+    return env, ratios
+
+
+def audit_conflicts(
+    uow: UnitOfWork, ev: Any, record: Record, out: Emitter, sel: assembly.Selection, branch: int | None
+) -> None:
+    for res in sel.resolutions:
+        kind: Literal["CONTRADICTION_UNRESOLVED", "CONTRADICTION_RESOLVED"] = (
+            "CONTRADICTION_UNRESOLVED" if res["tie"] else "CONTRADICTION_RESOLVED"
+        )
+        details = {
+            "kept": res["kept"],
+            "suppressed": res["suppressed"],
+            "pattern": res["pattern"],
+            "authority_kept": res["authority_kept"],
+            "authority_suppressed": res["authority_suppressed"],
+            "session_id": ev.session_id,
+            "window": ev.window,
+        }
+        if res["tie"]:
+            details = {
+                "facts": sorted(res["pair"]),
+                "pattern": res["pattern"],
+                "authority": res["authority_kept"],
+                "session_id": ev.session_id,
+                "window": ev.window,
+            }
+        if branch is not None:
+            details["branch"] = branch
+        eid = derive_id(out.cause, kind, *sorted(res["pair"]), str(branch))
+        uow.repo.append_audit(eid, kind, record.ts_us, ev.session_id, details)
+        msg = events.AuditRecorded(event_id=eid, audit_type=kind, at=record.at, details=details)
+        out.emit(AUDIT, ev.session_id, events.encode(msg), record_id=eid)
+
+
+def _r(x: Any) -> float:
+    return round(float(x), 6)
