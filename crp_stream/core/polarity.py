@@ -200,7 +200,8 @@ def polarity_flip(
 
     Their polarity-neutral contents (module docstring) align with at most ``SLACK`` lower-case words
     differing, a word against its negative-prefixed form ("possible" / "impossible") counting as a
-    negation; they share >= ``MIN_SHARED`` content words and ``MIN_SHARED_WORDS`` words; and their negation counts differ in parity.
+    negation; they share >= ``MIN_SHARED`` content words and ``MIN_SHARED_WORDS`` words; and their
+    negation counts differ in parity.
     Returns (shared content, "not" for the negated side / "" for the other) or None."""
     na, ca, sa = _content(a, orig_a)
     nb, cb, sb = _content(b, orig_b)

@@ -316,8 +316,8 @@ def near_copy_pairs(
     texts: Sequence[str], sources: Sequence[str], inside: int | None = None, min_overlap: float = NEAR_COPY
 ) -> set[tuple[int, int]]:
     """Issue 14: pairs i < j of statements from different sources that may be copies of each other
-    (token-set Jaccard >= ``min_overlap``, default ``NEAR_COPY``), whatever their cosine: a swapped name can move a short
-    sentence's embedding below the pair threshold. With ``inside``, pairs of two indices >= inside
+    (token-set Jaccard >= ``min_overlap``, default ``NEAR_COPY``), whatever their cosine: a swapped
+    name can move a short sentence's embedding below the pair threshold. With ``inside``, pairs of two indices >= inside
     are skipped (two facts outside the envelope). Only candidates: ``values_conflict`` decides."""
     n = len(texts)
     limit = n if inside is None else min(inside, n)

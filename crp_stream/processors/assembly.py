@@ -286,8 +286,14 @@ def _arbitrate(c: Candidates, sel: Selection, th: Thresholds, order: list[int]) 
     pairs = conflicts.detect_envelope_contradictions(
         views, c.vecs[pool], th.contradiction_threshold, inside=len(chosen)
     )
-    pairs = [(i, j, p) for i, j, p in pairs if _rep(c, pool[i]) != _rep(c, pool[j])]
-    pairs = [(i, j, p) for i, j, p in pairs if _new_pair(sel, c, _rep(c, pool[i]), _rep(c, pool[j]))]
+    seen: set[frozenset[int]] = set()  # one pair per two representatives (the first found)
+    kept_pairs = []
+    for i, j, p in pairs:
+        key = frozenset((_rep(c, pool[i]), _rep(c, pool[j])))
+        if len(key) == 2 and key not in seen and _new_pair(sel, c, *sorted(key)):
+            seen.add(key)
+            kept_pairs.append((i, j, p))
+    pairs = kept_pairs
     inside = [(i, j, p) for i, j, p in pairs if j < len(chosen)]
     promote: list[tuple[int, int]] = []  # (left-out fact, the selected fact it contests)
     for i, j, p in pairs:

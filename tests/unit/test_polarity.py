@@ -18,7 +18,10 @@ def test_stems_meet_across_tense_and_number() -> None:
 
 
 def test_flip_marks_the_negated_side() -> None:
-    found = flip("Clark Gable did not appear in any movies scored by John Williams.", "Clark Gable appeared in movies scored by John Williams.")
+    found = flip(
+        "Clark Gable did not appear in any movies scored by John Williams.",
+        "Clark Gable appeared in movies scored by John Williams.",
+    )
     assert found is not None and found[1:] == ("not", "")
     found = flip("So, yes, they are the same level of city.", "So, no, they are the same level of city.")
     assert found is not None and found[1:] == ("", "not")

@@ -120,11 +120,17 @@ def test_content_words_swapped_in_a_copied_passage_but_not_determiners() -> None
 
 def test_rephrased_negations_are_flips() -> None:
     pairs = [
-        ("Eddie Murphy's father did not see his first stand up show.", "Eddie Murphy's father saw his first stand up show."),
+        (
+            "Eddie Murphy's father did not see his first stand up show.",
+            "Eddie Murphy's father saw his first stand up show.",
+        ),
         ("The Illuminati card game is not popular anymore.", "The Illuminati card game is still popular."),
         ("Disney has an ice princess.", "Disney does not have an ice princess."),
         ("Neither Sweden nor Norway joined it in 1950.", "Either Sweden or Norway joined it in 1950."),
-        ("No home remedies result in your skin turning blue.", "Some home remedies can result in your skin turning blue."),
+        (
+            "No home remedies result in your skin turning blue.",
+            "Some home remedies can result in your skin turning blue.",
+        ),
         ("The river flows under the old stone bridge.", "The river flows over the old stone bridge."),
     ]
     for a, b in pairs:
