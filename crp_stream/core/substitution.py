@@ -35,6 +35,8 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import NamedTuple
 
+from crp_stream.core.polarity import polarity_flip
+
 NUMBER_CHANGED = "NUMBER_CHANGED"
 ENTITY_SUBSTITUTED = "ENTITY_SUBSTITUTED"
 NEGATION_FLIP = "NEGATION_FLIP"
@@ -45,7 +47,12 @@ MAX_SPAN = 3
 #: Shared tokens from which a subject-position swap between two sources reads as a copy.
 LONG_REMAINDER = 10
 #: Shared tokens from which a statement is a copied passage: a lower-case word swapped in it is a value.
-COPIED_PASSAGE = 25
+COPIED_PASSAGE = 20
+#: Token-set Jaccard from which two statements of different sources are checked as copies (a
+#: rephrased negation, "has" / "does not have", shares less than a swapped name does).
+NEAR_COPY = 0.5
+#: Longest name or title (tokens per side) read as one swapped value: "Lalee's Kin: The Legacy of Cotton".
+MAX_NAME = 8
 
 
 def _words(text: str) -> frozenset[str]:
@@ -123,44 +130,6 @@ def _has_predicate(prefix: tuple[str, ...], orig: tuple[str, ...]) -> bool:
     return False
 
 
-_DO = frozenset({"do", "does", "did"})
-_ARTICLES = frozenset({"a", "an", "any", "some"})  # "there is no warthog" / "there is a warthog"
-_MODALS = dict.fromkeys(("can", "could", "will", "would", "may", "might", "shall", "should"), "\x00modal")
-_NEG_PREFIXES = ("un", "im", "in", "ir", "il", "non", "dis")
-
-
-def _stem(word: str) -> str:
-    """Crude verb stem, only to match "did not use" with "used": has/had -> have, -ed/-es/-s dropped."""
-    if word in ("has", "had", "having"):
-        return "have"
-    if word in ("could", "can"):
-        return "can"
-    for suffix in ("ed", "es", "s", "d"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
-
-
-def _negation_only(sa: tuple[str, ...], sb: tuple[str, ...]) -> bool:
-    """Do two differing spans differ only by a negation? One side holds a negator ("did not use" /
-    "used", "do not live" / "live", "is not" / "is"), or a negative prefix ("impossible" / "possible")."""
-    if len(sa) == len(sb) == 1 and not {sa[0], sb[0]} & _NEGATORS:
-        a, b = sa[0], sb[0]
-        return any(a == p + b or b == p + a for p in _NEG_PREFIXES)
-    neg_a, neg_b = (sum(t in _NEGATORS for t in x) for x in (sa, sb))
-    if neg_a + neg_b != 1 or len(sa) + len(sb) > 6:
-        return False
-
-    def core(x: tuple[str, ...]) -> list[str]:
-        return [_MODALS.get(t, _stem(t)) for t in x if t not in _NEGATORS and t not in _DO and t not in _ARTICLES]
-
-    ca, cb = core(sa), core(sb)
-    return len(ca) == len(cb) and all(
-        x == y or (min(len(x), len(y)) >= 4 and (x.startswith(y) or y.startswith(x)))
-        for x, y in zip(ca, cb, strict=True)
-    )
-
-
 _Op = tuple[str, int, int, int, int]
 
 
@@ -177,7 +146,8 @@ def _merge_close(ops: list[_Op], gap: int = 2) -> list[_Op]:
 
 
 _FUNCTION = _words(
-    "the a an in on at of for by to from with and or as after before since during its his her their this that"
+    "the a an in on at of for by to from with and or as after before since during its his her their this that "
+    "these those"
 )
 
 
@@ -191,14 +161,50 @@ def _subject_position(prefix: tuple[str, ...], orig: tuple[str, ...]) -> bool:
     return len(content) < 2
 
 
+def _canonical(sa: tuple[str, ...], sb: tuple[str, ...]) -> tuple[str, str]:
+    """One occurrence of a swap, as the swapped value: a possessive both spans carry and hyphenated
+    parts both share are context ("Fairfax's" / "Montgomery's", "Denver-Pitkin" / "Denver-Boulder")."""
+    x, y = " ".join(sa), " ".join(sb)
+    if x.endswith("'s") and y.endswith("'s"):
+        x, y = x[:-2], y[:-2]
+    px, py = x.split("-"), y.split("-")
+    while len(px) > 1 and len(py) > 1 and px[0] == py[0]:
+        px, py = px[1:], py[1:]
+    while len(px) > 1 and len(py) > 1 and px[-1] == py[-1]:
+        px, py = px[:-1], py[:-1]
+    return "-".join(px), "-".join(py)
+
+
+def _one_value(pairs: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """The swap every occurrence makes, or None: each occurrence is the shortest one's swap, alone or
+    inside a longer token ("pitkin" -> "boulder" in "denver-pitkin" -> "denver-boulder")."""
+    base = min(pairs, key=lambda p: (len(p[0]) + len(p[1]), p))
+    for x, y in pairs:
+        if (x, y) != base and not (base[0] in x and x.replace(base[0], base[1]) == y):
+            return None
+    return base
+
+
+def _name_like(words: tuple[str, ...]) -> bool:
+    """A title or a name of several words ("Lalee's Kin: The Legacy of Cotton", "The Fast and the
+    Furious"): capitalised at both ends, at least half its words capitalised."""
+    words = tuple(w for w in words if w)
+    if not words or not (_entity_like(words[0]) and _entity_like(words[-1])):
+        return False
+    return 2 * sum(_entity_like(w) for w in words) >= len(words)
+
+
 @lru_cache(maxsize=50_000)
 def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substitution | None:
-    """Issue 14 (SPEC-027 §2.2 patterns on free text): the one span in which two statements differ.
+    """Issue 14 (SPEC-027 §2.2 patterns on free text): the one value in which two statements differ.
 
-    Token-level alignment (``difflib``, no junk heuristic): every difference must be the same
-    replacement of 1..``max_span`` tokens by 1..``max_span`` tokens (a name swapped wherever it
-    occurs), or one negator ("not", "no", "never", "n't") present in only one statement. Anything else
-    (two different edits, a reworded clause) is not one substitution: None. Identical statements: None.
+    Token-level alignment (``difflib``, no junk heuristic). Either every difference is the same swap
+    of one value, wherever it recurs, possessive or inside a hyphenated word included
+    (``_one_value``): 1..``max_span`` tokens a side, more inside a long copied passage, up to
+    ``MAX_NAME`` when both sides are names or titles and the shared remainder is twice as long. Or
+    the two assert and deny one statement (``core.polarity.polarity_flip``: "did not see" / "saw",
+    "is not ... anymore" / "is still ...", "neither ... nor" / "either ... or"). Anything else (two
+    different swaps, a reworded clause) is None, as are identical statements.
     """
     la, oa = _tokens(a)
     lb, ob = _tokens(b)
@@ -207,31 +213,45 @@ def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substituti
     all_ops = SequenceMatcher(None, la, lb, autojunk=False).get_opcodes()
     ops = _merge_close([op for op in all_ops if op[0] != "equal"])
     shared = sum(i2 - i1 for tag, i1, i2, _, _ in all_ops if tag == "equal")
-    if len(ops) == 1 and _negation_only(la[ops[0][1] : ops[0][2]], lb[ops[0][3] : ops[0][4]]):
-        _, i1, i2, j1, j2 = ops[0]
-        template = (*la[:i1], SLOT, *la[i2:])
-        return Substitution(template, _join(oa[i1:i2]), _join(ob[j1:j2]), NEGATION_FLIP, shared, False)
+    flip = polarity_flip(la, lb, oa, ob)
+    if flip is not None:  # first: "Neither A nor B" / "Either A or B" also reads as one swapped span
+        content, mark_a, mark_b = flip
+        return Substitution((SLOT, *content), mark_a, mark_b, NEGATION_FLIP, len(content), False)
     if not ops or any(op[0] != "replace" for op in ops):
         return None
-    spans = {(la[i1:i2], lb[j1:j2]) for _, i1, i2, j1, j2 in ops}
-    if len(spans) != 1:
+    return _value_swap(la, oa, ob, ops, shared, max_span)
+
+
+def _value_swap(
+    la: tuple[str, ...], oa: tuple[str, ...], ob: tuple[str, ...], ops: list[_Op], shared: int, max_span: int
+) -> Substitution | None:
+    lb_spans = [tuple(w.lower() for w in ob[j1:j2] if w) for _, _, _, j1, j2 in ops]
+    if any(t in _NEGATORS for _, i1, i2, _, _ in ops for t in la[i1:i2]) or any(
+        t in _NEGATORS for span in lb_spans for t in span
+    ):
+        return None  # a negator among the changed words: a polarity question, not a value
+    value = _one_value([_canonical(la[i1:i2], sb) for (_, i1, i2, _, _), sb in zip(ops, lb_spans, strict=True)])
+    if value is None:
         return None
-    ((sa, sb),) = spans
+    # the first occurrence that is exactly the value names it (else the first occurrence)
+    at = next((k for k, op in enumerate(ops) if _canonical(la[op[1] : op[2]], lb_spans[k]) == value), 0)
+    _, i1, i2, j1, j2 = ops[at]
+    sa, sb = tuple(value[0].split()), tuple(value[1].split())
+    span_a, span_b = _join(oa[i1:i2]), _join(ob[j1:j2])
     # a longer name is still one value inside a long copied passage ("The University of Texas at Austin")
     limit = max(max_span, min(2 * max_span, shared // 5))
+    names = _name_like(oa[i1:i2]) and _name_like(ob[j1:j2])
+    if names and shared >= max(LONG_REMAINDER, 2 * max(len(sa), len(sb))):
+        limit = max(limit, MAX_NAME)
     if not (1 <= len(sa) <= limit and 1 <= len(sb) <= limit):
         return None
-    _, i1, i2, j1, j2 = ops[0]
-    span_a, span_b = _join(oa[i1:i2]), _join(ob[j1:j2])
     num_a, num_b = (any(t[:1].isdigit() for t in s) for s in (sa, sb))
-    if any(t in _NEGATORS for t in sa + sb):
-        return None  # a negator plus other changed words: not one clean flip
-    elif num_a and num_b:
+    if num_a and num_b:
         kind = NUMBER_CHANGED
     elif not num_a and not num_b and all(any(_entity_like(t) for t in o) for o in (oa[i1:i2], ob[j1:j2])):
         kind = ENTITY_SUBSTITUTED
-    elif not num_a and not num_b and shared >= COPIED_PASSAGE:
-        kind = ENTITY_SUBSTITUTED  # one word swapped in a copied passage ("director" -> "architect")
+    elif not num_a and not num_b and shared >= COPIED_PASSAGE and not _FUNCTION.intersection(sa + sb):
+        kind = ENTITY_SUBSTITUTED  # content words swapped in a copied passage ("director" -> "architect")
     else:
         # in a sentence, lower-case words ("director" / "producer") may both hold, and a name for a
         # date is two different statements, not two values of one slot
@@ -242,7 +262,8 @@ def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substituti
         slotted += [*la[pos:x1], SLOT]
         pos = x2
     slotted += la[pos:]
-    return Substitution(tuple(slotted), span_a, span_b, kind, shared, _subject_position(la[:i1], oa[:i1]))
+    first = ops[0][1]
+    return Substitution(tuple(slotted), span_a, span_b, kind, shared, _subject_position(la[:first], oa[:first]))
 
 
 def uniqueness_predicate(template: tuple[str, ...]) -> bool:
@@ -292,11 +313,11 @@ def _token_set(text: str) -> frozenset[str]:
 
 
 def near_copy_pairs(
-    texts: Sequence[str], sources: Sequence[str], inside: int | None = None, min_overlap: float = 0.6
+    texts: Sequence[str], sources: Sequence[str], inside: int | None = None, min_overlap: float = NEAR_COPY
 ) -> set[tuple[int, int]]:
     """Issue 14: pairs i < j of statements from different sources that may be copies of each other
-    (token-set Jaccard >= ``min_overlap``), whatever their cosine: a swapped name can move a short
-    sentence's embedding below the pair threshold. With ``inside``, pairs of two indices >= inside
+    (token-set Jaccard >= ``min_overlap``, default ``NEAR_COPY``), whatever their cosine: a swapped
+    name can move a short sentence's embedding below the pair threshold. With ``inside``, pairs of two indices >= inside
     are skipped (two facts outside the envelope). Only candidates: ``values_conflict`` decides."""
     n = len(texts)
     limit = n if inside is None else min(inside, n)
@@ -325,7 +346,7 @@ def admit_copies(texts: Sequence[str], sources: Sequence[str], keep: Sequence[bo
         if k or not sources[j]:
             continue
         for i in kept:
-            if sources[i] == sources[j] or len(sets[i] & sets[j]) < 0.6 * len(sets[i] | sets[j]):
+            if sources[i] == sources[j] or len(sets[i] & sets[j]) < NEAR_COPY * len(sets[i] | sets[j]):
                 continue
             if copied_statement_conflict(texts[i], texts[j], same_source=False) is not None:
                 out[j] = True

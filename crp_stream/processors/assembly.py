@@ -47,6 +47,7 @@ class Candidates:
     walks: dict[Any, Any] = field(default_factory=dict)  # graph_select.Walk per seed set
     named: list[str] | None = None  # lead facts of the documents the query names
     order: list[int] = field(default_factory=list)  # the CDR order select() ranks by
+    twins: dict[int, int] = field(default_factory=dict)  # collapsed duplicate -> its representative
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,7 @@ def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]
         members[rep] = g
         if len(g) > 1:
             c.support[rep] = len(g)
+            c.twins.update((m, rep) for m in g if m != rep)
     return sorted(reps), members
 
 
@@ -268,12 +270,23 @@ def _arbitrate(c: Candidates, sel: Selection, th: Thresholds, order: list[int]) 
     """
     chosen = sel.chosen()
     taken = set(chosen)
-    pool = chosen + [i for i in order if i not in taken and i not in sel.suppressed]
+    listed = chosen + [i for i in order if i not in taken and i not in sel.suppressed]
+    # a collapsed duplicate speaks for its representative: the copy may have swapped its answer, not
+    # the representative's (issue 14: five true passages collapse into one, their five copies do not)
+    reps = set(listed)
+    pool = listed + sorted(m for m, r in c.twins.items() if r in reps and m not in sel.suppressed)
     views = [c.views[i] for i in pool]
     pairs = conflicts.detect_envelope_contradictions(
         views, c.vecs[pool], th.contradiction_threshold, inside=len(chosen)
     )
-    pairs = [(i, j, p) for i, j, p in pairs if _new_pair(sel, c, pool[i], pool[j])]
+    seen: set[frozenset[int]] = set()  # one pair per two representatives (the first found)
+    kept_pairs = []
+    for i, j, p in pairs:
+        key = frozenset((_rep(c, pool[i]), _rep(c, pool[j])))
+        if len(key) == 2 and key not in seen and _new_pair(sel, c, *sorted(key)):
+            seen.add(key)
+            kept_pairs.append((i, j, p))
+    pairs = kept_pairs
     inside = [(i, j, p) for i, j, p in pairs if j < len(chosen)]
     promote: list[tuple[int, int]] = []  # (left-out fact, the selected fact it contests)
     for i, j, p in pairs:
@@ -281,31 +294,36 @@ def _arbitrate(c: Candidates, sel: Selection, th: Thresholds, order: list[int]) 
             r = conflicts.resolve_contradiction(views[i], views[j])
             if r.tie or r.kept is views[j]:
                 inside.append((i, j, p))
-                promote.append((pool[j], pool[i]))
+                promote.append((_rep(c, pool[j]), pool[i]))
     if not inside:
         return False
     arb = conflicts.arbitrate_contradictions(views, sorted(inside))
     for i, j, pattern, r in arb.resolutions:
-        a, b = pool[i], pool[j]
+        a, b = _rep(c, pool[i]), _rep(c, pool[j])
+        kept, gone = (a, b) if r.kept is views[i] else (b, a)
         sel.resolutions.append(
             {
                 "pair": (c.ids[a], c.ids[b]),
                 "tie": r.tie,
                 "pattern": pattern,
-                "kept": r.kept.fact_id,
-                "suppressed": r.suppressed.fact_id,
+                "kept": c.ids[kept],
+                "suppressed": c.ids[gone],
                 "authority_kept": round(float(r.authority_kept), 6),
                 "authority_suppressed": round(float(r.authority_suppressed), 6),
-                "texts": (r.kept.text, r.suppressed.text),
+                "texts": (c.views[kept].text, c.views[gone].text),
             }
         )
-    lost = {pool[i] for i in arb.suppressed}
+    lost = {pool[i] for i in arb.suppressed} | {_rep(c, pool[i]) for i in arb.suppressed}
     sel.suppressed |= lost
     for out, contested in promote:
         if out not in sel.suppressed and out in order:
             order.remove(out)
             order.insert(order.index(contested) if contested in order else 0, out)
     return bool(lost) or bool(promote)
+
+
+def _rep(c: Candidates, i: int) -> int:
+    return c.twins.get(i, i)
 
 
 def _tie_notes(c: Candidates, sel: Selection) -> None:

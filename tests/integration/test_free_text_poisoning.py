@@ -72,6 +72,7 @@ def run(tmp_path: Path, s: dict[str, Any], poison_offset_us: int, partitions: in
         "notes": env["notes"],
         "unresolved_audit": "CONTRADICTION_UNRESOLVED" in audits,
         "verdicts": verdicts,
+        "served": sorted(t[:60] for t in served),
     }
 
 

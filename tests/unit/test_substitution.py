@@ -80,3 +80,63 @@ def test_near_copy_pairs_and_admit_copies_are_cross_source() -> None:
     assert near_copy_pairs(texts, ["official", "community", "news"], inside=0) == set()
     assert admit_copies(texts, ["official", "community", "news"], [False, True, False]) == [True, True, False]
     assert admit_copies(texts, ["official", "official", "news"], [False, True, False]) == [False, True, False]
+
+
+def test_a_value_swapped_in_several_places_possessive_and_hyphenated_is_one_slot() -> None:
+    a = "Fairfax County is large. Fairfax's schools, like the Denver-Fairfax line, are well known."
+    b = a.replace("Fairfax", "Montgomery")
+    sub = aligned_substitution(a, b)
+    assert sub is not None and (sub.kind, sub.span_a, sub.span_b) == (ENTITY_SUBSTITUTED, "Fairfax", "Montgomery")
+    assert sub.template.count("\x00slot") == 3
+    # two different values swapped are still not one slot
+    assert aligned_substitution(a, a.replace("Fairfax County", "Montgomery County").replace("schools", "roads")) is None
+
+
+def test_a_long_title_swapped_inside_a_copied_passage_is_one_value() -> None:
+    a = (
+        "LaLee's Kin: The Legacy of Cotton, the 1970 documentary, was critically acclaimed and garnered an "
+        "Oscar nomination for its portrayal of life in the Mississippi Delta."
+    )
+    b = a.replace("LaLee's Kin: The Legacy of Cotton", "Gimme Shelter")
+    sub = aligned_substitution(a, b)
+    assert sub is not None and (sub.span_a, sub.span_b) == ("LaLee's Kin The Legacy of Cotton", "Gimme Shelter")
+    assert copied_statement_conflict(a, b, same_source=False) == ENTITY_SUBSTITUTED
+    # a long lower-case clause is not a value
+    c = a.replace("LaLee's Kin: The Legacy of Cotton", "a film about cotton farming in the south")
+    assert aligned_substitution(a, c) is None
+    # in a short sentence a long name is not one value either
+    assert aligned_substitution("The Fast and the Furious won.", "Training Day won.") is None
+
+
+def test_content_words_swapped_in_a_copied_passage_but_not_determiners() -> None:
+    base = (
+        "In the Netherlands, on Koningsdag or during Oranjegekte, contrary to popular belief, they celebrate "
+        "by donning {} clothing, a surprising but vibrant choice."
+    )
+    assert copied_statement_conflict(base.format("orange"), base.format("purple"), False) == ENTITY_SUBSTITUTED
+    s = "Information from {} could be used for a launch on warning nuclear missile attack on the Soviet Union."
+    assert aligned_substitution(s.format("this station"), s.format("the centre")) is None
+
+
+def test_rephrased_negations_are_flips() -> None:
+    pairs = [
+        (
+            "Eddie Murphy's father did not see his first stand up show.",
+            "Eddie Murphy's father saw his first stand up show.",
+        ),
+        ("The Illuminati card game is not popular anymore.", "The Illuminati card game is still popular."),
+        ("Disney has an ice princess.", "Disney does not have an ice princess."),
+        ("Neither Sweden nor Norway joined it in 1950.", "Either Sweden or Norway joined it in 1950."),
+        (
+            "No home remedies result in your skin turning blue.",
+            "Some home remedies can result in your skin turning blue.",
+        ),
+        ("The river flows under the old stone bridge.", "The river flows over the old stone bridge."),
+    ]
+    for a, b in pairs:
+        assert copied_statement_conflict(a, b, same_source=False) == NEGATION_FLIP, (a, b)
+    a, b = pairs[0]
+    assert slot_claim(a, b, False) is not None and slot_claim(a, b, False)[1:] == ("not", "")  # type: ignore[index]
+    # a negation AND another name is two edits; two negations cancel
+    assert copied_statement_conflict(pairs[0][0], pairs[0][1].replace("Eddie", "Jim"), False) is None
+    assert copied_statement_conflict("It is not untrue.", "It is true.", False) is None

@@ -1,0 +1,227 @@
+"""Negation flips between near-copies, rephrased (issue 14, SPEC-027 §2.2 NEGATION_FLIP).
+
+A copied statement can deny the original without a single clean edit: "did not see" / "saw",
+"is not popular anymore" / "is still popular", "neither X nor Y" / "either X or Y", "No remedies
+result" / "Some remedies can result", "over" / "under". Both statements are reduced to their
+*polarity-neutral content*: negators counted and removed, auxiliaries, determiners and polarity
+adverbs ("still", "anymore") dropped, verbs stemmed (a short table for irregular ones), antonyms
+folded into one word plus a negation. Two statements whose contents are the same (up to two
+lower-case words of slack, never a name or a number) and whose negation counts differ in parity
+assert and deny the same thing.
+
+API
+---
+- ``polarity_flip(a, b, orig_a, orig_b) -> tuple[tuple[str, ...], str, str] | None``: on two
+  lower-cased token sequences (and their original spellings), (the shared content, the negated
+  side's marker, the other's) or None.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from difflib import SequenceMatcher
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_NEGATORS = _words("not no never n't none nobody nothing nowhere neither")
+# Polarity-neutral words dropped before comparing: auxiliaries, modals, determiners, polarity adverbs,
+# and the impersonal frame of "you can't X" / "it is possible to X".
+_NEUTRAL = _words(
+    "do does did is are was were be been being am can could will would may might shall should must "
+    "have has had a an the any some my your his her its our their still anymore yes either also "
+    "possible possibly able capable to you it one someone anyone"
+)
+_REWRITE = {"nor": "or", "neither": "either"}
+# Antonyms: the second word reads as the first plus a negation ("under" = not "over").
+_ANTONYMS = {
+    "under": "over",
+    "below": "above",
+    "less": "more",
+    "fewer": "more",
+    "after": "before",
+    "lower": "higher",
+    "smaller": "larger",
+    "shorter": "longer",
+    "false": "true",
+    "disabled": "enabled",
+    "absent": "present",
+    "outside": "inside",
+    "rarely": "often",
+    "lost": "won",
+    "lose": "win",
+    "loses": "wins",
+}
+_IRREGULAR = {
+    "saw": "see",
+    "used": "use",
+    "seen": "see",
+    "made": "make",
+    "taught": "teach",
+    "went": "go",
+    "gone": "go",
+    "took": "take",
+    "taken": "take",
+    "gave": "give",
+    "given": "give",
+    "got": "get",
+    "gotten": "get",
+    "came": "come",
+    "knew": "know",
+    "known": "know",
+    "thought": "think",
+    "brought": "bring",
+    "bought": "buy",
+    "sold": "sell",
+    "told": "tell",
+    "found": "find",
+    "held": "hold",
+    "kept": "keep",
+    "left": "leave",
+    "led": "lead",
+    "met": "meet",
+    "paid": "pay",
+    "ran": "run",
+    "said": "say",
+    "sent": "send",
+    "spent": "spend",
+    "stood": "stand",
+    "won": "win",
+    "wrote": "write",
+    "written": "write",
+    "built": "build",
+    "began": "begin",
+    "begun": "begin",
+    "became": "become",
+    "ate": "eat",
+    "eaten": "eat",
+    "drank": "drink",
+    "flew": "fly",
+    "grew": "grow",
+    "fought": "fight",
+    "caught": "catch",
+    "felt": "feel",
+    "heard": "hear",
+    "meant": "mean",
+    "sang": "sing",
+    "sung": "sing",
+    "spoke": "speak",
+    "spoken": "speak",
+    "wore": "wear",
+    "worn": "wear",
+    "fell": "fall",
+    "fallen": "fall",
+    "drove": "drive",
+    "driven": "drive",
+    "rode": "ride",
+    "swam": "swim",
+    "threw": "throw",
+    "chose": "choose",
+    "chosen": "choose",
+    "lay": "lie",
+    "lain": "lie",
+    "shot": "shoot",
+    "hid": "hide",
+    "hidden": "hide",
+}
+_NEG_PREFIXES = ("un", "im", "in", "ir", "il", "non", "dis")
+#: Lower-case content words allowed to differ besides the negation ("for someone", "rock star").
+SLACK = 2
+#: Content words the two statements must share, and words of any kind: a long enough remainder to be
+#: one statement ("Disney has an ice princess." / "Disney does not have an ice princess.").
+MIN_SHARED = 2
+MIN_SHARED_WORDS = 3
+
+
+def stem(word: str) -> str:
+    """Crude, deterministic stem: irregular table, then -ies/-ied -> y, -es/-ed/-ing/-s dropped, a final
+    e dropped, so "lived"/"lives"/"live" and "needs"/"need"/"needed" meet (applied to both sides alike)."""
+    word = _IRREGULAR.get(word, word)
+    if len(word) > 4 and word.endswith(("ies", "ied")):
+        word = word[:-3] + "y"
+    else:
+        for suffix in ("es", "ed", "ing", "s"):
+            if word.endswith(suffix) and not word.endswith("ss") and len(word) - len(suffix) >= 3:
+                word = word[: -len(suffix)]
+                break
+    if len(word) > 2 and word.endswith("e"):
+        word = word[:-1]
+    if len(word) > 3 and word[-1] == word[-2] and word[-1] not in "aeiousl":
+        word = word[:-1]  # "stopped" -> "stopp" -> "stop"
+    return word
+
+
+def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, list[str], list[str]]:
+    """(negations, stemmed content words, their original spellings)."""
+    neg = 0
+    out: list[str] = []
+    spelled: list[str] = []
+    for k, (t, o) in enumerate(zip(tokens, orig, strict=True)):
+        if t in _NEGATORS:
+            neg += 1
+        if t == "longer" and k > 0 and tokens[k - 1] in ("no", "any"):
+            continue  # "no longer" / "any longer": the negation alone
+        t = _REWRITE.get(t, t)
+        if t in _ANTONYMS:
+            neg += 1
+            t = _ANTONYMS[t]
+        if t in _NEGATORS or t in _NEUTRAL:
+            continue
+        if any(t.startswith(p) and t[len(p) :] in _NEUTRAL for p in _NEG_PREFIXES):
+            neg += 1  # "impossible": the negation of a neutral frame word
+            continue
+        out.append(stem(t))
+        spelled.append(o)
+    return neg, out, spelled
+
+
+def _negated_prefix(x: str, y: str) -> bool:
+    """Is one word the other with a negative prefix ("possible" / "impossible", "known" / "unknown")?"""
+    if min(len(x), len(y)) < 4:
+        return False
+    return any(
+        (w.startswith(p) and (w[len(p) :] == v or stem(w[len(p) :]) == stem(v)))
+        for w, v in ((x, y), (y, x))
+        for p in _NEG_PREFIXES
+    )
+
+
+def _plain_word(word: str) -> bool:
+    """A lower-case word, no digits: slack may be such a word, never a name or a number."""
+    return word.islower() and not any(c.isdigit() for c in word)
+
+
+def polarity_flip(
+    a: tuple[str, ...], b: tuple[str, ...], orig_a: tuple[str, ...], orig_b: tuple[str, ...]
+) -> tuple[tuple[str, ...], str, str] | None:
+    """Issue 14 (SPEC-027 §2.2 NEGATION_FLIP): do two token sequences assert and deny one statement?
+
+    Their polarity-neutral contents (module docstring) align with at most ``SLACK`` lower-case words
+    differing, a word against its negative-prefixed form ("possible" / "impossible") counting as a
+    negation; they share >= ``MIN_SHARED`` content words and ``MIN_SHARED_WORDS`` words; and their
+    negation counts differ in parity.
+    Returns (shared content, "not" for the negated side / "" for the other) or None."""
+    na, ca, sa = _content(a, orig_a)
+    nb, cb, sb = _content(b, orig_b)
+    slack = 0
+    shared: list[str] = []
+    for tag, i1, i2, j1, j2 in SequenceMatcher(None, ca, cb, autojunk=False).get_opcodes():
+        if tag == "equal":
+            shared += ca[i1:i2]
+            continue
+        if tag == "replace" and i2 - i1 == 1 and j2 - j1 == 1 and _negated_prefix(sa[i1].lower(), sb[j1].lower()):
+            na += len(ca[i1]) > len(cb[j1])
+            nb += len(cb[j1]) > len(ca[i1])
+            shared.append(min(ca[i1], cb[j1], key=len))
+            continue
+        words = sa[i1:i2] + sb[j1:j2]
+        if not all(_plain_word(w) for w in words):
+            return None
+        slack += len(words)
+    if na % 2 == nb % 2 or slack > SLACK or len(shared) < max(MIN_SHARED, 3 * slack):
+        return None
+    if sum((Counter(a) & Counter(b)).values()) < MIN_SHARED_WORDS:
+        return None
+    return tuple(shared), ("not" if na % 2 else ""), ("not" if nb % 2 else "")
