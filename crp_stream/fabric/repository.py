@@ -6,13 +6,15 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Connection, Text, func, select, update
+from sqlalchemy import BigInteger, Connection, Text, bindparam, func, select, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects import postgresql, sqlite
 
 from crp_stream.fabric import tables as t
 from crp_stream.fabric.operator_records import OperatorRecords, canonical_json
 from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
+
+_FACT_COLUMNS = tuple(t.facts.c.keys())
 
 FACTS_GENERATION = "facts_generation"
 
@@ -130,13 +132,10 @@ class Repository(OperatorRecords):
         self._insert_ignore(t.facts, rows, ["fact_id"])
 
     def facts_by_ids(self, fact_ids: Iterable[str]) -> dict[str, FactRow]:
-        ids = sorted(set(fact_ids))
-        out: dict[str, FactRow] = {}
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            for r in self.conn.execute(select(t.facts).where(t.facts.c.fact_id.in_(chunk))):
-                out[r.fact_id] = cast(FactRow, dict(r._mapping))
-        return out
+        # on the driver (``_select_in``): the arbiter reads rows for every record; every column is a
+        # plain type, so the rows equal SQLAlchemy's
+        found = self._select_in(_FACT_COLUMNS, "facts", "fact_id", list(fact_ids))
+        return {r[0]: cast(FactRow, dict(zip(_FACT_COLUMNS, r, strict=True))) for r in found}
 
     def _select_in(self, columns: Sequence[str], table: str, key: str, ids: Sequence[str]) -> list[Any]:
         """``SELECT columns FROM table WHERE key IN ids`` on the driver's connection, in this
@@ -234,33 +233,51 @@ class Repository(OperatorRecords):
     def prune_similarity(self, fact_ids: Iterable[str], k: int) -> list[tuple[str, str]]:
         """SPEC-025 §1.3: each given fact keeps its ``k`` strongest similarity edges (weight, then
         neighbour id); the others are deleted (that direction only). Returns the (src, dst) deleted."""
-        ids = sorted(set(fact_ids))
-        rows = self._select_in(("src", "dst", "weight", "kind"), "edges", "src", ids)
-        by_src: dict[str, list[tuple[float, str]]] = {}
-        for src, dst, w, kind in rows:
-            if kind == "similarity":
-                by_src.setdefault(src, []).append((-float(w), dst))
-        drop = [(src, dst) for src in sorted(by_src) for _w, dst in sorted(by_src[src])[k:]]
-        for src, dst in drop:
-            self.conn.execute(
-                t.edges.delete().where(
-                    (t.edges.c.src == src) & (t.edges.c.dst == dst) & (t.edges.c.kind == "similarity")
-                )
+        drop = sorted(self._ranked_out(sorted(set(fact_ids)), k))
+        drop_pairs = [(src, dst) for src, _rank, dst in drop]
+        if drop_pairs:  # one executemany: a batch of documents drops thousands of edges
+            e = t.edges.c
+            stmt = t.edges.delete().where(
+                (e.src == bindparam("d_src")) & (e.dst == bindparam("d_dst")) & (e.kind == "similarity")
             )
-        return drop
+            self.conn.execute(stmt, [{"d_src": a, "d_dst": b} for a, b in drop_pairs])
+        return drop_pairs
+
+    def _ranked_out(self, ids: Sequence[str], k: int) -> list[tuple[str, int, str]]:
+        """``(src, rank, dst)`` of the similarity edges of ``ids`` ranked past ``k`` (weight descending,
+        then neighbour id in byte order): ranked in the database, where a batch's thousands of touched
+        facts cost a scan of their edges instead of shipping every edge to Python."""
+        if not ids:
+            return []
+        pg = self._dialect == "postgresql"
+        order = 'dst COLLATE "C"' if pg else "dst"
+        mark = "= ANY(%s)" if pg else "IN ({})"
+        sql = (
+            "SELECT src, rn, dst FROM (SELECT src, dst, ROW_NUMBER() OVER "
+            f"(PARTITION BY src ORDER BY weight DESC, {order}) AS rn FROM edges "
+            f"WHERE kind = 'similarity' AND src {mark}) AS ranked WHERE rn > {int(k)}"
+        )
+        raw = self.conn.connection.driver_connection
+        if pg:
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql, (list(ids),))
+                return [(r[0], int(r[1]), r[2]) for r in cur.fetchall()]
+        out: list[tuple[str, int, str]] = []
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            found = raw.execute(sql.format(", ".join("?" * len(chunk))), chunk).fetchall()  # type: ignore[union-attr]
+            out.extend((r[0], int(r[1]), r[2]) for r in found)
+        return out
 
     def adjacency(self, fact_ids: Iterable[str]) -> dict[str, dict[str, float]]:
         """Similarity neighbours only (the arbiter's near claims); ``edge_rows`` has every kind."""
         ids = sorted(set(fact_ids))
         adj: dict[str, dict[str, float]] = {}
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            q = select(t.edges.c.src, t.edges.c.dst, t.edges.c.weight).where(
-                t.edges.c.src.in_(chunk) & (t.edges.c.kind == "similarity")
-            )
-            for r in self.conn.execute(q):
-                adj.setdefault(r.src, {})[r.dst] = r.weight
-                adj.setdefault(r.dst, {})[r.src] = r.weight
+        found = sorted(self._select_in(("src", "dst", "weight", "kind"), "edges", "src", ids))  # the PK's order
+        for src, dst, weight, kind in found:
+            if kind == "similarity":
+                adj.setdefault(src, {})[dst] = weight
+                adj.setdefault(dst, {})[src] = weight
         return adj
 
     def edge_rows(self, fact_ids: Sequence[str]) -> list[tuple[str, str, float, str]]:
