@@ -191,7 +191,7 @@ def _subject_position(prefix: tuple[str, ...], orig: tuple[str, ...]) -> bool:
     return len(content) < 2
 
 
-def _opcodes(la: tuple[str, ...], lb: tuple[str, ...]) -> list[_Op]:
+def _opcodes(la: tuple[str, ...], lb: tuple[str, ...]) -> Sequence[_Op]:
     """``SequenceMatcher(None, la, lb, autojunk=False).get_opcodes()``, with a shortcut for the most
     common near-copy: one token replaced by a token found nowhere in the other statement. Then no
     matching block can hold either token, so difflib finds exactly prefix + suffix (the longer one
