@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Connection, Text, bindparam, func, select, update
+from sqlalchemy import BigInteger, Connection, Text, func, select, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -181,8 +181,18 @@ class Repository(OperatorRecords):
         return {r[at]: cast(FactRow, dict(zip(fields, r, strict=True))) for r in found}
 
     def facts_for_claim(self, claim_key: str) -> list[FactRow]:
-        q = select(t.facts).where(t.facts.c.claim_key == claim_key).order_by(t.facts.c.epoch_us, t.facts.c.fact_id)
-        return [cast(FactRow, dict(r._mapping)) for r in self.conn.execute(q)]
+        # the arbiter's read per evaluation, on the driver like ``facts_by_ids``
+        pg = self._dialect == "postgresql"
+        sql = f"SELECT {', '.join(_FACT_COLUMNS)} FROM facts WHERE claim_key = {'%s' if pg else '?'}"
+        sql += " ORDER BY epoch_us, fact_id"
+        raw = self.conn.connection.driver_connection
+        if pg:
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql, (claim_key,))
+                found = list(cur.fetchall())
+        else:
+            found = raw.execute(sql, (claim_key,)).fetchall()  # type: ignore[union-attr]
+        return [cast(FactRow, dict(zip(_FACT_COLUMNS, r, strict=True))) for r in found]
 
     def document_facts(self, source: str, document_id: str) -> list[FactRow]:
         q = select(t.facts.c.fact_id, t.facts.c.position, t.facts.c.status).where(
@@ -222,25 +232,34 @@ class Repository(OperatorRecords):
     def add_edges(self, edges: Sequence[tuple[str, str, float]], kind: str = "similarity") -> None:
         """Both directions of each edge of ``kind``; an edge already there is kept as it is. A pair can
         have one edge of each kind (similar and adjacent facts)."""
-        rows: list[dict[str, Any]] = []
+        rows: list[tuple[str, str, float, str]] = []
         for a, b, w in edges:
             if a == b:
                 continue
-            rows.append({"src": a, "dst": b, "weight": float(w), "kind": kind})
-            rows.append({"src": b, "dst": a, "weight": float(w), "kind": kind})
-        self._insert_ignore(t.edges, rows, ["src", "dst", "kind"])
+            rows.append((a, b, float(w), kind))
+            rows.append((b, a, float(w), kind))
+        sql = "INSERT INTO edges (src, dst, weight, kind) VALUES (?, ?, ?, ?) ON CONFLICT (src, dst, kind) DO NOTHING"
+        self._executemany(sql, rows)
+
+    def _executemany(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """One statement for many rows on the driver (``?`` marks): SQLAlchemy's per-row parameter
+        handling cost more than SQLite's insert of a batch's edges."""
+        if not rows:
+            return
+        raw = self.conn.connection.driver_connection
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.executemany(sql.replace("?", "%s"), rows)
+        else:
+            raw.executemany(sql, rows)  # type: ignore[union-attr]
 
     def prune_similarity(self, fact_ids: Iterable[str], k: int) -> list[tuple[str, str]]:
         """SPEC-025 §1.3: each given fact keeps its ``k`` strongest similarity edges (weight, then
         neighbour id); the others are deleted (that direction only). Returns the (src, dst) deleted."""
         drop = sorted(self._ranked_out(sorted(set(fact_ids)), k))
         drop_pairs = [(src, dst) for src, _rank, dst in drop]
-        if drop_pairs:  # one executemany: a batch of documents drops thousands of edges
-            e = t.edges.c
-            stmt = t.edges.delete().where(
-                (e.src == bindparam("d_src")) & (e.dst == bindparam("d_dst")) & (e.kind == "similarity")
-            )
-            self.conn.execute(stmt, [{"d_src": a, "d_dst": b} for a, b in drop_pairs])
+        # one executemany: a batch of documents drops thousands of edges
+        self._executemany("DELETE FROM edges WHERE src = ? AND dst = ? AND kind = 'similarity'", drop_pairs)
         return drop_pairs
 
     def _ranked_out(self, ids: Sequence[str], k: int) -> list[tuple[str, int, str]]:
