@@ -241,6 +241,15 @@ class Repository(OperatorRecords):
         sql = "INSERT INTO edges (src, dst, weight, kind) VALUES (?, ?, ?, ?) ON CONFLICT (src, dst, kind) DO NOTHING"
         self._executemany(sql, rows)
 
+    def _execute(self, sql: str, params: Sequence[Any]) -> int:
+        """One statement on the driver (``?`` marks); returns the rows it changed."""
+        raw = self.conn.connection.driver_connection
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql.replace("?", "%s"), list(params))
+                return int(cur.rowcount)
+        return int(raw.execute(sql, list(params)).rowcount)  # type: ignore[union-attr]
+
     def _executemany(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
         """One statement for many rows on the driver (``?`` marks): SQLAlchemy's per-row parameter
         handling cost more than SQLite's insert of a batch's edges."""
