@@ -194,6 +194,24 @@ def _name_like(words: tuple[str, ...]) -> bool:
     return 2 * sum(_entity_like(w) for w in words) >= len(words)
 
 
+def _opcodes(la: tuple[str, ...], lb: tuple[str, ...]) -> Sequence[_Op]:
+    """``SequenceMatcher(None, la, lb, autojunk=False).get_opcodes()``, with a shortcut for the most
+    common near-copy: one token replaced by a token found nowhere in the other statement. Then no
+    matching block can hold either token, so difflib finds exactly prefix + suffix (the longer one
+    first, each unique at its length); the ingest path aligns every new fact with its neighbours."""
+    if len(la) == len(lb):
+        diff = [i for i in range(len(la)) if la[i] != lb[i]]
+        if len(diff) == 1:
+            i = diff[0]
+            if la[i] not in lb and lb[i] not in la:
+                ops: list[_Op] = [("equal", 0, i, 0, i)] if i else []
+                ops.append(("replace", i, i + 1, i, i + 1))
+                if i + 1 < len(la):
+                    ops.append(("equal", i + 1, len(la), i + 1, len(lb)))
+                return ops
+    return SequenceMatcher(None, la, lb, autojunk=False).get_opcodes()
+
+
 @lru_cache(maxsize=50_000)
 def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substitution | None:
     """Issue 14 (SPEC-027 §2.2 patterns on free text): the one value in which two statements differ.
@@ -210,7 +228,7 @@ def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substituti
     lb, ob = _tokens(b)
     if la == lb:
         return None
-    all_ops = SequenceMatcher(None, la, lb, autojunk=False).get_opcodes()
+    all_ops = _opcodes(la, lb)
     ops = _merge_close([op for op in all_ops if op[0] != "equal"])
     shared = sum(i2 - i1 for tag, i1, i2, _, _ in all_ops if tag == "equal")
     flip = polarity_flip(la, lb, oa, ob)

@@ -4,6 +4,7 @@ part of ``Repository``, kept apart so each file stays one noun."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, select, update
@@ -24,10 +25,19 @@ def decoded(mapping: Any, field: str = "payload") -> Any:
     return row
 
 
+_CLAIM_COLUMNS = tuple(t.claims.c.keys())
+
+
 class OperatorRecords:
     """Mixed into ``Repository``: the same connection, the same transaction."""
 
     conn: Connection
+
+    def _select_where(self, columns: Sequence[str], table: str, equal: Sequence[tuple[str, Any]]) -> list[Any]:
+        raise NotImplementedError  # Repository's
+
+    def _execute(self, sql: str, params: Sequence[Any]) -> int:
+        raise NotImplementedError  # Repository's
 
     # refresh requests and quarantine candidates ------------------------------------------------
     def put_refresh(self, request_id: str, claim_key: str, source: str, payload: dict[str, Any], at_us: int) -> bool:
@@ -120,8 +130,9 @@ class OperatorRecords:
 
     # claims (arbiter state) -------------------------------------------------------------------
     def get_claim(self, claim_key: str) -> ClaimRow | None:
-        r = self.conn.execute(select(t.claims).where(t.claims.c.claim_key == claim_key)).first()
-        return decoded(r._mapping, "details") if r else None
+        # on the driver: the arbiter reads and writes its claim on every evaluation
+        found = self._select_where(_CLAIM_COLUMNS, "claims", (("claim_key", claim_key),))
+        return decoded(zip(_CLAIM_COLUMNS, found[0], strict=True), "details") if found else None
 
     def put_claim(self, claim_key: str, verdict: str, fingerprint: str, details: dict[str, Any], at_us: int) -> None:
         values = {
@@ -130,6 +141,9 @@ class OperatorRecords:
             "details": canonical_json(details),
             "updated_at_us": at_us,
         }
-        res = self.conn.execute(update(t.claims).where(t.claims.c.claim_key == claim_key).values(**values))
-        if res.rowcount == 0:
-            self.conn.execute(t.claims.insert().values(claim_key=claim_key, **values))
+        sets = ", ".join(f"{k} = ?" for k in values)
+        if self._execute(f"UPDATE claims SET {sets} WHERE claim_key = ?", [*values.values(), claim_key]) == 0:
+            self._execute(
+                f"INSERT INTO claims (claim_key, {', '.join(values)}) VALUES (?{', ?' * len(values)})",
+                [claim_key, *values.values()],
+            )

@@ -14,6 +14,8 @@ from crp_stream.fabric import tables as t
 from crp_stream.fabric.operator_records import OperatorRecords, canonical_json
 from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
 
+_FACT_COLUMNS = tuple(t.facts.c.keys())
+
 FACTS_GENERATION = "facts_generation"
 
 
@@ -130,13 +132,10 @@ class Repository(OperatorRecords):
         self._insert_ignore(t.facts, rows, ["fact_id"])
 
     def facts_by_ids(self, fact_ids: Iterable[str]) -> dict[str, FactRow]:
-        ids = sorted(set(fact_ids))
-        out: dict[str, FactRow] = {}
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            for r in self.conn.execute(select(t.facts).where(t.facts.c.fact_id.in_(chunk))):
-                out[r.fact_id] = cast(FactRow, dict(r._mapping))
-        return out
+        # on the driver (``_select_in``): the arbiter reads rows for every record; every column is a
+        # plain type, so the rows equal SQLAlchemy's
+        found = self._select_in(_FACT_COLUMNS, "facts", "fact_id", list(fact_ids))
+        return {r[0]: cast(FactRow, dict(zip(_FACT_COLUMNS, r, strict=True))) for r in found}
 
     def _select_in(self, columns: Sequence[str], table: str, key: str, ids: Sequence[str]) -> list[Any]:
         """``SELECT columns FROM table WHERE key IN ids`` on the driver's connection, in this
@@ -182,8 +181,18 @@ class Repository(OperatorRecords):
         return {r[at]: cast(FactRow, dict(zip(fields, r, strict=True))) for r in found}
 
     def facts_for_claim(self, claim_key: str) -> list[FactRow]:
-        q = select(t.facts).where(t.facts.c.claim_key == claim_key).order_by(t.facts.c.epoch_us, t.facts.c.fact_id)
-        return [cast(FactRow, dict(r._mapping)) for r in self.conn.execute(q)]
+        # the arbiter's read per evaluation, on the driver like ``facts_by_ids``
+        pg = self._dialect == "postgresql"
+        sql = f"SELECT {', '.join(_FACT_COLUMNS)} FROM facts WHERE claim_key = {'%s' if pg else '?'}"
+        sql += " ORDER BY epoch_us, fact_id"
+        raw = self.conn.connection.driver_connection
+        if pg:
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql, (claim_key,))
+                found = list(cur.fetchall())
+        else:
+            found = raw.execute(sql, (claim_key,)).fetchall()  # type: ignore[union-attr]
+        return [cast(FactRow, dict(zip(_FACT_COLUMNS, r, strict=True))) for r in found]
 
     def document_facts(self, source: str, document_id: str) -> list[FactRow]:
         q = select(t.facts.c.fact_id, t.facts.c.position, t.facts.c.status).where(
@@ -223,44 +232,80 @@ class Repository(OperatorRecords):
     def add_edges(self, edges: Sequence[tuple[str, str, float]], kind: str = "similarity") -> None:
         """Both directions of each edge of ``kind``; an edge already there is kept as it is. A pair can
         have one edge of each kind (similar and adjacent facts)."""
-        rows: list[dict[str, Any]] = []
+        rows: list[tuple[str, str, float, str]] = []
         for a, b, w in edges:
             if a == b:
                 continue
-            rows.append({"src": a, "dst": b, "weight": float(w), "kind": kind})
-            rows.append({"src": b, "dst": a, "weight": float(w), "kind": kind})
-        self._insert_ignore(t.edges, rows, ["src", "dst", "kind"])
+            rows.append((a, b, float(w), kind))
+            rows.append((b, a, float(w), kind))
+        sql = "INSERT INTO edges (src, dst, weight, kind) VALUES (?, ?, ?, ?) ON CONFLICT (src, dst, kind) DO NOTHING"
+        self._executemany(sql, rows)
+
+    def _execute(self, sql: str, params: Sequence[Any]) -> int:
+        """One statement on the driver (``?`` marks); returns the rows it changed."""
+        raw = self.conn.connection.driver_connection
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql.replace("?", "%s"), list(params))
+                return int(cur.rowcount)
+        return int(raw.execute(sql, list(params)).rowcount)  # type: ignore[union-attr]
+
+    def _executemany(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """One statement for many rows on the driver (``?`` marks): SQLAlchemy's per-row parameter
+        handling cost more than SQLite's insert of a batch's edges."""
+        if not rows:
+            return
+        raw = self.conn.connection.driver_connection
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.executemany(sql.replace("?", "%s"), rows)
+        else:
+            raw.executemany(sql, rows)  # type: ignore[union-attr]
 
     def prune_similarity(self, fact_ids: Iterable[str], k: int) -> list[tuple[str, str]]:
         """SPEC-025 §1.3: each given fact keeps its ``k`` strongest similarity edges (weight, then
         neighbour id); the others are deleted (that direction only). Returns the (src, dst) deleted."""
-        ids = sorted(set(fact_ids))
-        rows = self._select_in(("src", "dst", "weight", "kind"), "edges", "src", ids)
-        by_src: dict[str, list[tuple[float, str]]] = {}
-        for src, dst, w, kind in rows:
-            if kind == "similarity":
-                by_src.setdefault(src, []).append((-float(w), dst))
-        drop = [(src, dst) for src in sorted(by_src) for _w, dst in sorted(by_src[src])[k:]]
-        for src, dst in drop:
-            self.conn.execute(
-                t.edges.delete().where(
-                    (t.edges.c.src == src) & (t.edges.c.dst == dst) & (t.edges.c.kind == "similarity")
-                )
-            )
-        return drop
+        drop = sorted(self._ranked_out(sorted(set(fact_ids)), k))
+        drop_pairs = [(src, dst) for src, _rank, dst in drop]
+        # one executemany: a batch of documents drops thousands of edges
+        self._executemany("DELETE FROM edges WHERE src = ? AND dst = ? AND kind = 'similarity'", drop_pairs)
+        return drop_pairs
+
+    def _ranked_out(self, ids: Sequence[str], k: int) -> list[tuple[str, int, str]]:
+        """``(src, rank, dst)`` of the similarity edges of ``ids`` ranked past ``k`` (weight descending,
+        then neighbour id in byte order): ranked in the database, where a batch's thousands of touched
+        facts cost a scan of their edges instead of shipping every edge to Python."""
+        if not ids:
+            return []
+        pg = self._dialect == "postgresql"
+        order = 'dst COLLATE "C"' if pg else "dst"
+        mark = "= ANY(%s)" if pg else "IN ({})"
+        sql = (
+            "SELECT src, rn, dst FROM (SELECT src, dst, ROW_NUMBER() OVER "
+            f"(PARTITION BY src ORDER BY weight DESC, {order}) AS rn FROM edges "
+            f"WHERE kind = 'similarity' AND src {mark}) AS ranked WHERE rn > {int(k)}"
+        )
+        raw = self.conn.connection.driver_connection
+        if pg:
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql, (list(ids),))
+                return [(r[0], int(r[1]), r[2]) for r in cur.fetchall()]
+        out: list[tuple[str, int, str]] = []
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            found = raw.execute(sql.format(", ".join("?" * len(chunk))), chunk).fetchall()  # type: ignore[union-attr]
+            out.extend((r[0], int(r[1]), r[2]) for r in found)
+        return out
 
     def adjacency(self, fact_ids: Iterable[str]) -> dict[str, dict[str, float]]:
         """Similarity neighbours only (the arbiter's near claims); ``edge_rows`` has every kind."""
         ids = sorted(set(fact_ids))
         adj: dict[str, dict[str, float]] = {}
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            q = select(t.edges.c.src, t.edges.c.dst, t.edges.c.weight).where(
-                t.edges.c.src.in_(chunk) & (t.edges.c.kind == "similarity")
-            )
-            for r in self.conn.execute(q):
-                adj.setdefault(r.src, {})[r.dst] = r.weight
-                adj.setdefault(r.dst, {})[r.src] = r.weight
+        found = sorted(self._select_in(("src", "dst", "weight", "kind"), "edges", "src", ids))  # the PK's order
+        for src, dst, weight, kind in found:
+            if kind == "similarity":
+                adj.setdefault(src, {})[dst] = weight
+                adj.setdefault(dst, {})[src] = weight
         return adj
 
     def edge_rows(self, fact_ids: Sequence[str]) -> list[tuple[str, str, float, str]]:

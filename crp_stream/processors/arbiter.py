@@ -128,6 +128,7 @@ def verdict_details(verdict: Verdict, views: Sequence[PartitionView]) -> dict[st
 class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     group = ARBITER
     topics = ("crp.facts",)
+    rejects = False  # never raises Rejected: no savepoint per crp.facts record
 
     def handle(
         self, event: events.FactRecorded | events.FactStatusChanged, record: Record, uow: UnitOfWork, out: Emitter

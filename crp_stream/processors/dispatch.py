@@ -103,8 +103,11 @@ def apply_record(handler: AnyHandler, record: Record, uow: UnitOfWork) -> list[O
             )
         return out.outputs
     try:
-        with uow.repo.conn.begin_nested():
-            handler.handle(event, record, uow, out)
+        if handler.rejects:
+            with uow.repo.conn.begin_nested():
+                handler.handle(event, record, uow, out)
+        else:
+            _unsheltered(handler, event, record, uow, out)
     except events.Rejected as exc:
         out.outputs.clear()
         _dead(out, record, exc.reason, exc.audit_type, exc.details, uow=uow)
@@ -112,6 +115,15 @@ def apply_record(handler: AnyHandler, record: Record, uow: UnitOfWork) -> list[O
     if tracked:
         uow.repo.mark_processed(handler.group, key, content_hash, record.topic, record.offset)
     return out.outputs
+
+
+def _unsheltered(handler: AnyHandler, event: events.Event, record: Record, uow: UnitOfWork, out: Emitter) -> None:
+    """A handler declared never to reject runs without a savepoint; should it reject after all, its
+    writes cannot be undone alone, so the batch fails (and is redone record by record)."""
+    try:
+        handler.handle(event, record, uow, out)
+    except events.Rejected as exc:
+        raise RuntimeError(f"{handler.group} rejected a record but declares rejects = False: {exc.reason}") from exc
 
 
 def internal_error_output(handler: AnyHandler, record: Record, exc: BaseException) -> list[Output]:

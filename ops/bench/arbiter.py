@@ -2,8 +2,9 @@
 
 - throughput: verdicts per second of ``ArbiterHandler`` on a stream of N facts (default 100k) spread
   over claims of ~50 records from three partitions; each fact is inserted and arbitrated in its own
-  transaction, like the embedded runtime does (vectors are a no-op stub: the arbiter only sets
-  statuses there). The pure core (``partition_views`` + ``claim_verdict``) is timed too.
+  transaction (``--batch 1``), or ``--batch`` of them share one, as the embedded runtime's batches do
+  (vectors are a no-op stub: the arbiter only sets statuses there). The pure core
+  (``partition_views`` + ``claim_verdict``) is timed too.
 - drift: claims whose true value changes once; vendor_docs (0.9) refreshes late, field_telemetry (0.4)
   and community_notes (0.2) follow the world. Counts false POISONING_CANDIDATE verdicts (goal 0) and how
   long the stale value is served, against when the vendor refreshes.
@@ -22,6 +23,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import statistics
@@ -60,6 +62,9 @@ class NullVectors:
     def set_status(self, fact_ids: Any, status: str) -> None:
         pass
 
+    def enable_ann(self, min_points: int, max_points: int) -> None:
+        pass  # the fabric asks every index; this one holds nothing to search
+
     def close(self) -> None:
         pass
 
@@ -77,6 +82,21 @@ class Rig:
         self.applied = 0
 
     def fact(self, fid: str, source: str, subject: str, value: str, ts: int) -> None:
+        self.facts([(fid, source, subject, value, ts)], per_transaction=True)
+
+    def facts(self, batch: list[tuple[str, str, str, str, int]], per_transaction: bool = False) -> None:
+        """Insert and arbitrate ``batch``; one transaction for all of it, as the embedded runtime
+        commits a batch of records (``per_transaction``: one per record, the worst case)."""
+        if per_transaction:
+            for item in batch:
+                self._one(item, None)
+            return
+        with self.fabric.unit_of_work() as uow:
+            for item in batch:
+                self._one(item, uow)
+
+    def _one(self, item: tuple[str, str, str, str, int], shared: Any) -> None:
+        fid, source, subject, value, ts = item
         row = {
             "fact_id": fid,
             "source": source,
@@ -122,7 +142,7 @@ class Rig:
         first = True
         while queue:
             raw, key = queue.pop(0)
-            with self.fabric.unit_of_work() as uow:
+            with contextlib.nullcontext(shared) if shared is not None else self.fabric.unit_of_work() as uow:
                 if first:
                     uow.repo.insert_facts([row])
                     first = False
@@ -156,7 +176,7 @@ class Rig:
 # --- throughput -----------------------------------------------------------------------------------
 
 
-def throughput(n: int, per_claim: int = 50) -> None:
+def throughput(n: int, per_claim: int = 50, batch: int = 1) -> None:
     rng = random.Random(4)
     claims = max(1, n // per_claim)
     stream = []
@@ -169,8 +189,8 @@ def throughput(n: int, per_claim: int = 50) -> None:
     with scratch("crp-bench-arbiter-") as tmp:
         rig = Rig(tmp)
         t0 = time.perf_counter()
-        for fid, source, subject, value, ts in stream:
-            rig.fact(fid, source, subject, value, ts)
+        for i in range(0, len(stream), batch):
+            rig.facts(stream[i : i + batch], per_transaction=batch == 1)
         elapsed = time.perf_counter() - t0
         kinds: dict[str, int] = {}
         for topic, v in rig.outputs:
@@ -178,7 +198,8 @@ def throughput(n: int, per_claim: int = 50) -> None:
                 kinds[v["audit_type"]] = kinds.get(v["audit_type"], 0) + 1
         rig.close()
     print(
-        f"throughput: {n} facts in {claims} claims, {rig.applied} records arbitrated in {elapsed:.1f} s: "
+        f"throughput: {n} facts in {claims} claims, {batch} per transaction, {rig.applied} records "
+        f"arbitrated in {elapsed:.1f} s: "
         f"{rig.applied / elapsed:,.0f} verdicts/s ({n / elapsed:,.0f} facts/s); audit events {kinds}"
     )
     recs = [
@@ -384,6 +405,13 @@ def main() -> None:
     ap.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     ap.add_argument("--only", choices=["throughput", "drift", "poisoning", "free-text"])
     ap.add_argument(
+        "--batch",
+        type=int,
+        nargs="+",
+        default=[1, 200],
+        help="throughput: records per transaction (1: each its own; 200: the embedded runtime's batch)",
+    )
+    ap.add_argument(
         "--sets",
         default="counterfactual,poisonedrag,conflictqa",
         help="free-text question sets (ops/bench/counterfactual.py)",
@@ -397,7 +425,8 @@ def main() -> None:
         for w in args.windows.split(","):
             drift(args.claims, None if w == "none" else float(w))
     if args.only in (None, "throughput"):
-        throughput(args.facts)
+        for b in args.batch:
+            throughput(args.facts, batch=b)
 
 
 if __name__ == "__main__":

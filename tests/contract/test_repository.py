@@ -118,6 +118,36 @@ def test_edges_are_symmetric_and_idempotent(engine: Engine) -> None:
         assert adj["a"] == {"b": 0.7}
 
 
+def test_prune_keeps_the_k_strongest_similarity_edges_ties_by_neighbour_id(engine: Engine) -> None:
+    import random
+
+    rng = random.Random(5)
+    nodes = [f"n{i:02d}" for i in range(30)]
+    edges = {
+        (a, b): rng.choice([0.61, 0.7, 0.7, 0.8, 0.93]) for a in nodes for b in nodes if a < b and rng.random() < 0.5
+    }
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.add_edges([(a, b, w) for (a, b), w in edges.items()])
+        repo.add_edges([("n00", "n01", 0.99)], kind="adjacent")  # another kind is never pruned
+        touched = nodes[:20]
+        dropped = repo.prune_similarity(touched, 4)
+    # the reference: per source, sort by (-weight, neighbour id) and drop past k
+    both = {**edges, **{(b, a): w for (a, b), w in edges.items()}}
+    want = []
+    for src in sorted(touched):
+        ranked = sorted((-w, dst) for (s, dst), w in both.items() if s == src)
+        want += [(src, dst) for _w, dst in ranked[4:]]
+    assert dropped == want and want
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        rows = repo.edge_rows(nodes)
+        kept = {(s, d) for s, d, _w, kind in rows if kind == "similarity"}
+        assert kept == set(both) - set(want)
+        assert ("n00", "n01", 0.99, "adjacent") in rows
+        assert repo.facts_by_ids(["zz"]) == {}
+
+
 def test_sessions_round_trip_canonical_state(engine: Engine) -> None:
     state = {"residual": ["q2"], "coverage": [{"id": "q1", "depth": 0.7}], "blacklist": ["a b c d e f"]}
     with engine.begin() as conn:
