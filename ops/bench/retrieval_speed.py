@@ -16,6 +16,8 @@ apply: relevance gate 0.55, edges 0.60, contradictions 0.85):
   slow for 100k in minutes). Edges follow the ingest rule (each fact: its top ``edge_k`` facts with
   cosine >= ``edge_threshold`` among the facts present when its document arrived), computed with numpy
   within each topic (cross-topic cosines never reach the threshold). Default above 20k facts.
+- ``--ingest direct-nosim``: the same without similarity edges (adjacency edges only): the 1M-fact
+  fabric, whose ~40M similarity edge rows did not finish writing in 65 min here; CDGR then walks adjacency only.
 
 Then ``--requests`` window requests (sessions of 5 windows: query near a topic, ``--sub-queries``
 sub-queries near three of its sub-topics, ``fact_budget`` 35; a report between windows addresses one
@@ -176,7 +178,7 @@ def _direct_edges(corpus: Corpus, ids: list[str], edge_k: int, threshold: float)
     return edges
 
 
-def build_direct(corpus: Corpus, workdir: Path) -> Fabric:
+def build_direct(corpus: Corpus, workdir: Path, similarity: bool = True) -> Fabric:
     fabric = open_fabric(Settings(data_dir=workdir, embedder=f"precomputed:{MODEL}"))
     th = fabric.thresholds()
     n = len(corpus.texts)
@@ -220,7 +222,7 @@ def build_direct(corpus: Corpus, workdir: Path) -> Fabric:
                 }
             )
             items.append(VectorItem(by_fact[i], corpus.vecs[i], "active", None, "bench"))
-    edges = _direct_edges(corpus, by_fact, th.edge_k, th.edge_threshold)
+    edges = _direct_edges(corpus, by_fact, th.edge_k, th.edge_threshold) if similarity else []
     with fabric.unit_of_work() as uow:
         fabric.check_model(uow, MODEL, DIM)
         for s in range(0, len(rows), 5_000):
@@ -496,7 +498,11 @@ def prepared(n: int, seed: int, ingest: str, rebuild: bool, reuse: bool = False)
         else:
             cached = CACHE_DIR / (stem + head)
             t = time.perf_counter()
-            built_fabric = build_runtime(corpus, tmp) if mode == "runtime" else build_direct(corpus, tmp)
+            built_fabric = (
+                build_runtime(corpus, tmp)
+                if mode == "runtime"
+                else build_direct(corpus, tmp, similarity=mode == "direct")
+            )
             took = time.perf_counter() - t
             built_fabric.close()
             how = f"built by {mode} ingest in {took:.0f} s ({n / took:,.0f} facts/s)"
@@ -596,7 +602,13 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=200, help="window requests per pass (sessions of 5)")
     ap.add_argument("--budget", type=int, default=35, help="fact_budget of every request, and flat K")
     ap.add_argument("--sub-queries", type=int, default=3)
-    ap.add_argument("--ingest", choices=("auto", "runtime", "direct"), default="auto")
+    ap.add_argument(
+        "--ingest",
+        choices=("auto", "runtime", "direct", "direct-nosim"),
+        default="auto",
+        help="direct-nosim: direct, without similarity edges (adjacency only; for 1M facts, whose ~40M "
+        "similarity edge rows did not finish writing in 65 min here)",
+    )
     ap.add_argument("--no-cold", action="store_true", help="skip the CDGR pass with a cold graph cache")
     ap.add_argument("--profile", action="store_true", help="cProfile the graph-on pass")
     ap.add_argument("--seed", type=int, default=7)
