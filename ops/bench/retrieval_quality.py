@@ -121,6 +121,18 @@ def audits(outs: list[tuple[str, dict[str, Any]]]) -> Counter[str]:
     return Counter(v.get("audit_type", "") for t, v in outs if t == "crp.audit")
 
 
+SHOW_NOTES = False  # --show-notes: print every contest note's audit (the texts it set against each other)
+
+
+def show_notes(label: str, outs: list[tuple[str, dict[str, Any]]]) -> None:
+    texts = {f["fact_id"]: f.get("text", "") for t, v in outs if t == "crp.envelopes" for f in v.get("facts", [])}
+    for t, v in outs:
+        if t == "crp.audit" and str(v.get("audit_type", "")).startswith("CONTRADICTION_UNRESOLVED"):
+            d = v.get("details") or {}
+            said = " | ".join(texts.get(f, f) for f in d.get("facts", []))
+            print(f"  NOTE {label} {d.get('pattern')}: {said}"[:1500], flush=True)
+
+
 def flat_topk(vecs: np.ndarray, q: np.ndarray, k: int) -> list[int]:
     s = vecs @ q
     return [int(i) for i in np.lexsort((np.arange(len(s)), -s))[:k]]
@@ -194,6 +206,8 @@ def hotpotqa(datasets: Path, n: int, run: Run, budgets: Sequence[int]) -> dict[s
                     )
                     outs = pipe.publish("crp.window.requests", sid, req)
                     audit_total.update(audits(outs))
+                    if SHOW_NOTES:
+                        show_notes(f"hq{qi} budget {b} graph {graph}", outs)
                     env = next(v for t, v in outs if t == "crp.envelopes")
                     got = {where[f["fact_id"]] for f in env["facts"] if f["fact_id"] in where}
                     conns = [where.get(f["fact_id"]) for f in env["facts"] if f["role"] == "connector"]
@@ -464,7 +478,10 @@ def main() -> None:
     ap.add_argument("--wiki-budget", type=int, default=20, help="2wiki: envelope fact budget")
     ap.add_argument("--live-embedder", action="store_true", help="embed inside the pipeline (slow)")
     ap.add_argument("--rebuild", action="store_true", help="2wiki: rebuild the cached corpus fabric")
+    ap.add_argument("--show-notes", action="store_true", help="print each CONTRADICTION_UNRESOLVED audit")
     a = ap.parse_args()
+    global SHOW_NOTES
+    SHOW_NOTES = a.show_notes
     run = Run(a.live_embedder)
     t0 = time.perf_counter()
     print(f"crp-stream {code_version()}; datasets {a.datasets}")
