@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, Table, select, update
 
 from crp_stream.fabric import tables as t
 from crp_stream.fabric.rows import CandidateRow, ClaimRow, RefreshRow
@@ -40,22 +40,24 @@ class OperatorRecords:
         raise NotImplementedError  # Repository's
 
     # refresh requests and quarantine candidates ------------------------------------------------
-    def put_refresh(self, request_id: str, claim_key: str, source: str, payload: dict[str, Any], at_us: int) -> bool:
-        if self.conn.execute(
-            select(t.refresh_requests.c.request_id).where(t.refresh_requests.c.request_id == request_id)
-        ).first():
+    def _put_once(self, tbl: Table, key: str, key_value: str, **values: Any) -> bool:
+        """Insert a row keyed by ``key``; False (and nothing written) if the key is already there."""
+        if self.conn.execute(select(tbl.c[key]).where(tbl.c[key] == key_value)).first():
             return False
-        self.conn.execute(
-            t.refresh_requests.insert().values(
-                request_id=request_id,
-                claim_key=claim_key,
-                source=source,
-                status="open",
-                payload=canonical_json(payload),
-                created_at_us=at_us,
-            )
-        )
+        self.conn.execute(tbl.insert().values({key: key_value, **values}))
         return True
+
+    def put_refresh(self, request_id: str, claim_key: str, source: str, payload: dict[str, Any], at_us: int) -> bool:
+        return self._put_once(
+            t.refresh_requests,
+            "request_id",
+            request_id,
+            claim_key=claim_key,
+            source=source,
+            status="open",
+            payload=canonical_json(payload),
+            created_at_us=at_us,
+        )
 
     def refresh_requests(self, status: str | None = None) -> list[RefreshRow]:
         q = select(t.refresh_requests).order_by(t.refresh_requests.c.created_at_us, t.refresh_requests.c.request_id)
@@ -76,20 +78,16 @@ class OperatorRecords:
     def put_candidate(
         self, candidate_id: str, claim_key: str, source: str, payload: dict[str, Any], at_us: int
     ) -> bool:
-        tbl = t.quarantine_candidates
-        if self.conn.execute(select(tbl.c.candidate_id).where(tbl.c.candidate_id == candidate_id)).first():
-            return False
-        self.conn.execute(
-            tbl.insert().values(
-                candidate_id=candidate_id,
-                claim_key=claim_key,
-                source=source,
-                status="pending",
-                payload=canonical_json(payload),
-                created_at_us=at_us,
-            )
+        return self._put_once(
+            t.quarantine_candidates,
+            "candidate_id",
+            candidate_id,
+            claim_key=claim_key,
+            source=source,
+            status="pending",
+            payload=canonical_json(payload),
+            created_at_us=at_us,
         )
-        return True
 
     def candidates(self, status: str | None = None) -> list[CandidateRow]:
         tbl = t.quarantine_candidates

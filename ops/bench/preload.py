@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
 from crp_stream.core.ids import derive_id
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.fabric.vectors import VectorItem
-
-T0_US = 1_767_225_600_000_000  # 2026-01-01
+from ops.bench._common import T0_US
 
 
 @dataclass
@@ -62,11 +62,14 @@ def similarity_edges(corpus: Corpus, ids: Sequence[str], edge_k: int, threshold:
     return edges
 
 
-def write_direct(fabric: Fabric, corpus: Corpus, model: str, *, source: str = "bench", chunk: int = 5_000) -> int:
-    """Fill ``fabric`` with ``corpus``; returns the number of similarity edges written."""
+def write_direct(
+    fabric: Fabric, corpus: Corpus, model: str, *, source: str = "bench", chunk: int = 5_000, similarity: bool = True
+) -> int:
+    """Fill ``fabric`` with ``corpus``; returns the number of similarity edges written (none without
+    ``similarity``: adjacency edges only)."""
     th = fabric.thresholds()
     ids = fact_ids(corpus, source)
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
     items: list[VectorItem] = []
     for d, members in enumerate(corpus.docs):
         ts = T0_US + (d + 1) * 1_000
@@ -98,18 +101,18 @@ def write_direct(fabric: Fabric, corpus: Corpus, model: str, *, source: str = "b
                 }
             )
             items.append(VectorItem(ids[i], corpus.vecs[i], "active", None, source))
-    edges = similarity_edges(corpus, ids, th.edge_k, th.edge_threshold)
+    edges = similarity_edges(corpus, ids, th.edge_k, th.edge_threshold) if similarity else []
     adjacency = [(a["fact_id"], b["fact_id"], 1.0) for a, b in pairwise(rows) if a["document_id"] == b["document_id"]]
     with fabric.unit_of_work() as uow:
         fabric.check_model(uow, model, corpus.vecs.shape[1])
         for s in range(0, len(rows), chunk):
-            uow.repo.insert_facts(rows[s : s + chunk])  # type: ignore[arg-type]
+            uow.repo.insert_facts(rows[s : s + chunk])
         for s in range(0, len(items), chunk):
             uow.vectors.upsert(items[s : s + chunk])
         for s in range(0, len(edges), 4 * chunk):
             uow.repo.add_edges(edges[s : s + 4 * chunk])
         for s in range(0, len(adjacency), 4 * chunk):
-            uow.repo.add_edges(adjacency[s : s + 4 * chunk], kind="adjacency")  # type: ignore[arg-type]
+            uow.repo.add_edges(adjacency[s : s + 4 * chunk], kind="adjacency")
         uow.repo.touch_source(source, "official", 0.8, T0_US)
     fabric.vectors.flush()
     return len(edges)

@@ -52,7 +52,6 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -61,19 +60,20 @@ import numpy as np
 from crp_stream import events
 from crp_stream.config import Settings
 from crp_stream.core import cdgr, graph_rank
-from crp_stream.core.ids import derive_id
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.fabric.fact_cache import FactCache
 from crp_stream.fabric.graph import GraphCache
 from crp_stream.fabric.repository import Repository
-from crp_stream.fabric.vectors import VectorIndex, VectorItem
+from crp_stream.fabric.vectors import VectorIndex
 from crp_stream.fabric.vectors_edge import EdgeVectorIndex
 from crp_stream.processors import assembly, envelope, graph_select
 from crp_stream.processors.base import Record
 from crp_stream.processors.dispatch import apply_record
 from crp_stream.processors.retrieval import RetrievalHandler
 from crp_stream.runtime.embedded import open_fabric
+from ops.bench import preload
 from ops.bench._common import CACHE_DIR, T0_US, Pipeline, code_version, percentile, scratch, vec
+from ops.bench.preload import write_direct
 
 MODEL = "bench"
 # what the requests are timed with: wall time, or (``--clock cpu``) this process's CPU time, which a
@@ -154,91 +154,13 @@ def build_runtime(corpus: Corpus, workdir: Path) -> Fabric:
     return pipe.fabric
 
 
-def _direct_edges(corpus: Corpus, ids: list[str], edge_k: int, threshold: float) -> list[tuple[str, str, float]]:
-    """The ingest rule, per topic: each fact links to its top edge_k (cos >= threshold) among the facts
-    published up to its own document (its own document included, itself excluded)."""
-    doc_of = np.empty(len(ids), dtype=np.int64)
-    for d, members in enumerate(corpus.docs):
-        doc_of[members] = d
-    edges: list[tuple[str, str, float]] = []
-    for t in range(corpus.topic_dirs.shape[0]):
-        members = np.flatnonzero(corpus.topic == t)
-        members = members[np.argsort(doc_of[members], kind="stable")]
-        sims = corpus.vecs[members] @ corpus.vecs[members].T
-        docs = doc_of[members]
-        for a in range(len(members)):
-            ok = (docs <= docs[a]) & (sims[a] >= threshold)
-            ok[a] = False
-            cand = np.flatnonzero(ok)
-            if cand.size == 0:
-                continue
-            scores = np.round(sims[a, cand].astype(np.float64), 6)
-            top = np.argsort(-scores, kind="stable")[:edge_k]  # ties: publication order, not id (rare)
-            edges.extend((ids[members[a]], ids[members[cand[j]]], float(scores[j])) for j in top)
-    return edges
-
-
 def build_direct(corpus: Corpus, workdir: Path, similarity: bool = True) -> Fabric:
+    """Rows, vectors and edges written straight through the fabric's ports (``ops/bench/preload.py``),
+    neighbours searched within each topic (cross-topic cosines never reach the threshold)."""
     fabric = open_fabric(Settings(data_dir=workdir, embedder=f"precomputed:{MODEL}"))
-    th = fabric.thresholds()
-    n = len(corpus.texts)
-    ids = [
-        derive_id("fact", "bench", f"doc-{d}", str(pos), str(i))
-        for d, members in enumerate(corpus.docs)
-        for pos, i in enumerate(members)
-    ]
-    by_fact = [""] * n
-    for fid, i in zip(ids, (i for m in corpus.docs for i in m), strict=True):
-        by_fact[i] = fid
-    rows: list[dict[str, Any]] = []
-    items: list[VectorItem] = []
-    for d, members in enumerate(corpus.docs):
-        ts = T0_US + (d + 1) * 1_000
-        for pos, i in enumerate(members):
-            rows.append(
-                {
-                    "fact_id": by_fact[i],
-                    "source": "bench",
-                    "source_type": "official",
-                    "trust": 0.8,
-                    "importance": 1.0,
-                    "epoch_us": ts,
-                    "modified_at_us": ts,
-                    "ttl_s": 365 * 86_400.0,
-                    "expires_at_us": None,
-                    "text": corpus.texts[i],
-                    "subject": None,
-                    "attribute": None,
-                    "value": None,
-                    "unit": None,
-                    "claim_key": None,
-                    "status": "active",
-                    "content_hash": derive_id(corpus.texts[i]),
-                    "document_id": f"doc-{d}",
-                    "position": pos,
-                    "origin_event_id": f"doc-{d}",
-                    "kind": "document",
-                    "extra": None,
-                }
-            )
-            items.append(VectorItem(by_fact[i], corpus.vecs[i], "active", None, "bench"))
-    edges = _direct_edges(corpus, by_fact, th.edge_k, th.edge_threshold) if similarity else []
-    with fabric.unit_of_work() as uow:
-        fabric.check_model(uow, MODEL, DIM)
-        for s in range(0, len(rows), 5_000):
-            uow.repo.insert_facts(rows[s : s + 5_000])
-        for s in range(0, len(items), 5_000):
-            uow.vectors.upsert(items[s : s + 5_000])
-        for s in range(0, len(edges), 20_000):
-            uow.repo.add_edges(edges[s : s + 20_000])
-        # the structure ingest adds: consecutive facts of a document (no titles in this corpus)
-        adjacency = [
-            (a["fact_id"], b["fact_id"], 1.0) for a, b in pairwise(rows) if a["document_id"] == b["document_id"]
-        ]
-        for s in range(0, len(adjacency), 20_000):
-            uow.repo.add_edges(adjacency[s : s + 20_000], kind="adjacency")
-        uow.repo.touch_source("bench", "official", 0.8, T0_US)
-    fabric.vectors.flush()
+    write_direct(
+        fabric, preload.Corpus(corpus.vecs, corpus.texts, corpus.topic, corpus.docs), MODEL, similarity=similarity
+    )
     return fabric
 
 
