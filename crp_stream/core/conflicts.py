@@ -23,7 +23,6 @@ API
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from crp_stream.core.quantities import NUM_RE, Num, canonical_unit, extract_numbers, same_numbers
 from crp_stream.core.substitution import copied_statement_conflict, near_copy_pairs
 
 NUMBER_CHANGED = "NUMBER_CHANGED"
@@ -66,71 +66,6 @@ class FactView(NamedTuple):
     relevance: float = 0.0
 
 
-_UNIT_TABLE: dict[str, dict[str, float]] = {
-    "rps": {
-        "rps": 1.0,
-        "req/s": 1.0,
-        "req/sec": 1.0,
-        "reqs/s": 1.0,
-        "requests/s": 1.0,
-        "requests/sec": 1.0,
-        "requests per second": 1.0,
-        "qps": 1.0,
-        "krps": 1e3,
-    },
-    "s": {
-        "ns": 1e-9,
-        "us": 1e-6,
-        "µs": 1e-6,
-        "μs": 1e-6,
-        "ms": 1e-3,
-        "msec": 1e-3,
-        "millisecond": 1e-3,
-        "milliseconds": 1e-3,
-        "s": 1.0,
-        "sec": 1.0,
-        "secs": 1.0,
-        "second": 1.0,
-        "seconds": 1.0,
-        "min": 60.0,
-        "mins": 60.0,
-        "minute": 60.0,
-        "minutes": 60.0,
-        "h": 3600.0,
-        "hr": 3600.0,
-        "hrs": 3600.0,
-        "hour": 3600.0,
-        "hours": 3600.0,
-        "d": 86400.0,
-        "day": 86400.0,
-        "days": 86400.0,
-    },
-    "B": {
-        "byte": 1.0,
-        "bytes": 1.0,
-        "kb": 1e3,
-        "mb": 1e6,
-        "gb": 1e9,
-        "tb": 1e12,
-        "ki": 2.0**10,
-        "kib": 2.0**10,
-        "mi": 2.0**20,
-        "mib": 2.0**20,
-        "gi": 2.0**30,
-        "gib": 2.0**30,
-        "ti": 2.0**40,
-        "tib": 2.0**40,
-    },
-    "%": {"%": 1.0, "percent": 1.0, "pct": 1.0},
-}
-_UNITS = {unit: (family, f) for family, table in _UNIT_TABLE.items() for unit, f in table.items()}
-
-_UNIT_ALT = "|".join(re.escape(u) for u in sorted(_UNITS, key=len, reverse=True))
-_NUM_RE = re.compile(
-    r"(?<![\w./-])(?P<num>-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)(?P<k>[kK])?"
-    rf"(?:\s*(?P<unit>{_UNIT_ALT}))?(?!\w)",
-    re.IGNORECASE,
-)
 _WORD_RE = re.compile(r"\w+(?:['\-./]\w+)*")
 _NEGATORS = frozenset({"not", "no", "never"})
 _NEG_BASE = {"cannot": "can", "can't": "can", "won't": "will", "shan't": "shall"}
@@ -138,36 +73,10 @@ _ANTONYMS = {"disabled": "enabled", "false": "true", "unsupported": "supported",
 _BOOL_WORDS = dict.fromkeys(("true", "yes", "on", "enabled"), 1.0)
 _BOOL_WORDS.update(dict.fromkeys(("false", "no", "off", "disabled"), 0.0))
 _NEG = "\x00neg"
-_Num = tuple[float, str | None]
-
-
-def _canonical_unit(unit: str | None) -> tuple[str | None, float]:
-    u = (unit or "").strip().lower()
-    return _UNITS.get(u, (u, 1.0)) if u else (None, 1.0)
-
-
-def extract_numbers(text: str) -> list[_Num]:
-    """SPEC-027 §2.2 (NUMBER_CHANGED, SPEC-005 §3b): the numbers of a text, in canonical units.
-
-    Families: rps (req/s, qps, krps = 1000 rps), s (ns..days), B (KB=1e3, KiB/Ki=1024, ... TiB), %.
-    A bare ``k`` suffix multiplies by 1000. Numbers glued to letters ("v3.5", "us-east-1") are names.
-    """
-    out: list[_Num] = []
-    for m in _NUM_RE.finditer(text.replace("’", "'")):
-        value = float(m.group("num").replace(",", "")) * (1e3 if m.group("k") else 1.0)
-        family, factor = _canonical_unit(m.group("unit"))
-        out.append((value * factor, family))
-    return out
-
-
-def _same_numbers(a: Sequence[_Num], b: Sequence[_Num]) -> bool:
-    if len(a) != len(b):
-        return False
-    return all(ua == ub and math.isclose(x, y, rel_tol=1e-9) for (x, ua), (y, ub) in zip(a, b, strict=True))
 
 
 @lru_cache(maxsize=50_000)
-def _claim_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[_Num, ...]]:
+def _claim_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Num, ...]]:
     """(lower-cased tokens with number placeholders and negation markers, original tokens, numbers).
 
     Remembered per text: duplicate groups and arbitration compare the same texts pair by pair."""
@@ -188,9 +97,9 @@ def _claim_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[_N
             orig.extend([w] * len(toks))
 
     pos = 0
-    for m in _NUM_RE.finditer(text):
+    for m in NUM_RE.finditer(text):
         words(text[pos : m.start()])
-        family, _ = _canonical_unit(m.group("unit"))
+        family, _ = canonical_unit(m.group("unit"))
         low.append(f"\x00num:{family}")
         orig.append(m.group(0))
         pos = m.end()
@@ -229,23 +138,23 @@ def _text_conflict(a: str, b: str) -> str | None:
     la, oa, na = _claim_tokens(a)
     lb, ob, nb = _claim_tokens(b)
     if la == lb:
-        if _same_numbers(na, nb):
+        if same_numbers(na, nb):
             return None
         # Only a number in the predicate is a value: "The 1984-85 team ..." vs "The 1989-90 team ..."
         # are two subjects.
         slots = [k for k, tok in enumerate(la) if tok.startswith("\x00num")]
-        first = next(k for k, x, y in zip(slots, na, nb, strict=True) if not _same_numbers([x], [y]))
+        first = next(k for k, x, y in zip(slots, na, nb, strict=True) if not same_numbers([x], [y]))
         return NUMBER_CHANGED if _has_predicate(la[:first], oa[:first]) else None
     ca = [t for t in la if t != _NEG]
     cb = [t for t in lb if t != _NEG]
-    if ca == cb and _same_numbers(na, nb) and (len(la) - len(ca)) % 2 != (len(lb) - len(cb)) % 2:
+    if ca == cb and same_numbers(na, nb) and (len(la) - len(ca)) % 2 != (len(lb) - len(cb)) % 2:
         return NEGATION_FLIP
     # One substituted span of 1-3 tokens, everything else identical (numbers included).
     short = min(len(la), len(lb))
     p = next((k for k in range(short) if la[k] != lb[k]), short)
     s = next((k for k in range(short - p) if la[-1 - k] != lb[-1 - k]), short - p)
     span_a, span_b = la[p : len(la) - s], lb[p : len(lb) - s]
-    if not (1 <= len(span_a) <= 3 and 1 <= len(span_b) <= 3) or not _same_numbers(na, nb):
+    if not (1 <= len(span_a) <= 3 and 1 <= len(span_b) <= 3) or not same_numbers(na, nb):
         return None
     if any(t == _NEG or t.startswith("\x00num") for t in span_a + span_b):
         return None
@@ -272,24 +181,24 @@ def _structured_value(f: FactView) -> _Val | None:
     if isinstance(v, bool):
         return "bool", float(v), None, ""
     if isinstance(v, int | float):
-        family, factor = _canonical_unit(f.unit)
+        family, factor = canonical_unit(f.unit)
         return "num", float(v) * factor, family, ""
     s = (v or "").strip()
-    m = _NUM_RE.fullmatch(s)
+    m = NUM_RE.fullmatch(s)
     if not s:
         return None
     if s.lower() in _BOOL_WORDS:
         return "bool", _BOOL_WORDS[s.lower()], None, ""
     if m is None:
         return "str", 0.0, None, " ".join(s.casefold().split())
-    (num, unit), (family, factor) = extract_numbers(s)[0], _canonical_unit(f.unit)
+    (num, unit), (family, factor) = extract_numbers(s)[0], canonical_unit(f.unit)
     # "2379" takes the unit field; "120ms" carries its own unit.
     return ("num", num * factor, family, "") if m.group("unit") is None else ("num", num, unit, "")
 
 
 def _structured_pattern(va: _Val, vb: _Val) -> str | None:
     if va[0] == vb[0] == "num":
-        return None if _same_numbers([va[1:3]], [vb[1:3]]) else NUMBER_CHANGED
+        return None if same_numbers([va[1:3]], [vb[1:3]]) else NUMBER_CHANGED
     if va == vb:
         return None
     if va[0] == vb[0] == "bool":
@@ -445,8 +354,8 @@ def _same_claim(a: FactView, b: FactView) -> bool:
     ka, kb, va, vb = _claim_key(a), _claim_key(b), _structured_value(a), _structured_value(b)
     if ka is not None and kb is not None and (ka != kb or (va is not None and vb is not None)):
         return ka == kb and va is not None and vb is not None and _structured_pattern(va, vb) is None
-    same_numbers = _same_numbers(_claim_tokens(a.text)[2], _claim_tokens(b.text)[2])
-    return same_numbers and _statement_conflict(a, b) is None
+    equal_numbers = same_numbers(_claim_tokens(a.text)[2], _claim_tokens(b.text)[2])
+    return equal_numbers and _statement_conflict(a, b) is None
 
 
 @lru_cache(maxsize=100_000, typed=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event, inspect
+from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -75,9 +75,14 @@ def alembic_config(engine: Engine) -> Config:
     return cfg
 
 
+MIGRATION_LOCK = 0x637270  # pg advisory lock: processes starting together on one database migrate in turn
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
     cfg = alembic_config(engine)
     with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":  # held until this transaction ends
+            conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 

@@ -24,10 +24,8 @@ from typing import Any, cast
 from urllib.parse import quote
 
 import faust
-from sqlalchemy import text
 
 from crp_stream.config import ConfigError, Settings
-from crp_stream.fabric import db
 from crp_stream.fabric.fabric import Fabric, open_vector_index
 from crp_stream.processors import HANDLER_GROUPS, all_handlers
 from crp_stream.processors.base import AnyHandler, Output, Record
@@ -45,7 +43,6 @@ log = logging.getLogger("crp_stream.kafka")
 
 GROUPS = HANDLER_GROUPS
 LOG_APPEND_TIME = 1
-MIGRATION_LOCK = 0x637270  # pg advisory lock: workers starting together migrate one at a time
 
 
 Mount = tuple[str, Callable[["KafkaWorker"], Any]]  # (path prefix, ASGI app factory)
@@ -60,18 +57,8 @@ def parse_groups(raw: str | Sequence[str] | None) -> tuple[str, ...]:
 
 
 def open_fabric(settings: Settings, journal: VectorJournal) -> Fabric:
-    """The fabric with its vector index guarded by ``journal``, migrated once even when several
-    workers start together on one PostgreSQL."""
-    engine = db.make_engine(settings.database)
-    vectors = GuardedVectors(open_vector_index(settings.vectors), journal)
-    if engine.dialect.name != "postgresql":
-        return Fabric(settings, engine=engine, vectors=vectors)
-    with engine.connect() as conn:
-        conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": MIGRATION_LOCK})
-        try:
-            return Fabric(settings, engine=engine, vectors=vectors)
-        finally:
-            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": MIGRATION_LOCK})
+    """The fabric with its vector index guarded by ``journal`` (migrations serialise in ``db.upgrade``)."""
+    return Fabric(settings, vectors=GuardedVectors(open_vector_index(settings.vectors), journal))
 
 
 class KafkaWorker(WorkerStatus):
