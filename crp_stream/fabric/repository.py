@@ -349,6 +349,20 @@ class Repository(OperatorRecords):
         rows = self._select_in(("title_key", "source", "document_id", "lead_fact_id"), "documents", "title_key", keys)
         return sorted((r[0], r[1], r[2], r[3]) for r in rows)
 
+    def fact_titles(self, fact_ids: Sequence[str]) -> dict[str, str]:
+        """``{fact_id: title}`` of the given facts whose document has a title (issue 14: numbered
+        series). Read only for the facts of a contradiction found, so rarely."""
+        ids = sorted(set(fact_ids))
+        if not ids:
+            return {}
+        f, d = t.facts.c, t.documents.c
+        q = (
+            select(f.fact_id, d.title)
+            .join(t.documents, (d.source == f.source) & (d.document_id == f.document_id))
+            .where(f.fact_id.in_(ids) & d.title.is_not(None))
+        )
+        return {str(r[0]): str(r[1]) for r in self.conn.execute(q)}
+
     def facts_containing(self, needle: str, limit: int) -> list[tuple[str, str, str, str | None]]:
         """``(fact_id, text, source, document_id)`` of active facts whose text contains ``needle``
         (case-insensitively: the caller checks the words), in id order."""

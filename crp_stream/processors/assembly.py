@@ -48,6 +48,7 @@ class Candidates:
     named: list[str] | None = None  # lead facts of the documents the query names
     order: list[int] = field(default_factory=list)  # the CDR order select() ranks by
     twins: dict[int, int] = field(default_factory=dict)  # collapsed duplicate -> its representative
+    titles: dict[str, str] = field(default_factory=dict)  # document titles of facts in a contradiction
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,7 @@ def select(
         else:
             sel.anchors = live[:budget]
             sel.rank = {i: r + 1 for r, i in enumerate(sel.anchors)}
-        if not _arbitrate(c, sel, th, order):
+        if not _arbitrate(uow, c, sel, th, order):
             break
     _tie_notes(c, sel)
     return sel
@@ -260,7 +261,7 @@ def _append_outside(uow: UnitOfWork, c: Candidates, fact_ids: list[str]) -> None
         _extend(c, add, rows, vecs)
 
 
-def _arbitrate(c: Candidates, sel: Selection, th: Thresholds, order: list[int]) -> bool:
+def _arbitrate(uow: UnitOfWork, c: Candidates, sel: Selection, th: Thresholds, order: list[int]) -> bool:
     """SPEC-027 §2.2-§2.5 over the selected facts; returns True when the selection must change.
 
     The selected facts are also checked against the candidates left out (issue 14): a left-out fact
@@ -279,6 +280,7 @@ def _arbitrate(c: Candidates, sel: Selection, th: Thresholds, order: list[int]) 
     pairs = conflicts.detect_envelope_contradictions(
         views, c.vecs[pool], th.contradiction_threshold, inside=len(chosen)
     )
+    pairs = _other_subjects_dropped(uow, c, views, pairs)
     seen: set[frozenset[int]] = set()  # one pair per two representatives (the first found)
     kept_pairs = []
     for i, j, p in pairs:
@@ -320,6 +322,27 @@ def _arbitrate(c: Candidates, sel: Selection, th: Thresholds, order: list[int]) 
             order.remove(out)
             order.insert(order.index(contested) if contested in order else 0, out)
     return bool(lost) or bool(promote)
+
+
+def _other_subjects_dropped(
+    uow: UnitOfWork, c: Candidates, views: list[conflicts.FactView], pairs: list[tuple[int, int, str]]
+) -> list[tuple[int, int, str]]:
+    """Text contradictions between facts of two numbered sibling documents are two subjects, not a
+    conflict (``core.substitution.numbered_sibling_titles``); structured claims keep their keys."""
+    keyed = [bool(v.subject and v.attribute) for v in views]
+    text = [(i, j, p) for i, j, p in pairs if not (keyed[i] and keyed[j])]
+    if not text:
+        return pairs
+    missing = {views[k].fact_id for i, j, _ in text for k in (i, j)} - c.titles.keys()
+    if missing:
+        found = uow.repo.fact_titles(sorted(missing))
+        c.titles.update((f, found.get(f, "")) for f in missing)
+    sibling = substitution.numbered_sibling_titles
+    return [
+        (i, j, p)
+        for i, j, p in pairs
+        if (keyed[i] and keyed[j]) or not sibling(c.titles[views[i].fact_id], c.titles[views[j].fact_id])
+    ]
 
 
 def _rep(c: Candidates, i: int) -> int:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from crp_stream.core.conflicts import FactView, values_conflict
 from crp_stream.core.ids import derive_id
-from crp_stream.core.substitution import slot_claim
+from crp_stream.core.substitution import numbered_sibling_titles, slot_claim
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.rows import FactRow
 
@@ -63,6 +63,11 @@ def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
     ]
     slots = {r["fact_id"]: slot_claim(row["text"], r["text"], r["source"] == row["source"]) for r in rows}
     peers = [r for r in rows if adjacent[r["fact_id"]] > threshold or slots[r["fact_id"]] is not None]
+    if peers:  # two documents of one numbered series: two subjects (issue 14 §4)
+        titles = uow.repo.fact_titles([fid, *(p["fact_id"] for p in peers)])
+        peers = [p for p in peers if not numbered_sibling_titles(titles.get(fid), titles.get(p["fact_id"]))]
+        kept = {p["fact_id"] for p in peers}
+        slots = {f: s for f, s in slots.items() if f in kept}
     if not peers:
         return None
     existing = sorted({str(p["claim_key"]) for p in peers if p["claim_key"]})

@@ -23,14 +23,17 @@ TRUST = {"official_docs": 0.8, "community_notes": 0.3, "forum_posts": 0.3, "news
 CONTESTS = {"CONTRADICTION_RESOLVED", "CONTRADICTION_UNRESOLVED"}
 
 
-def _doc(event_id: str, source: str, source_type: str, sentences: list[str]) -> dict[str, Any]:
-    return {
+def _doc(
+    event_id: str, source: str, source_type: str, sentences: list[str], title: str | None = None
+) -> dict[str, Any]:
+    doc = {
         "event_id": event_id,
         "source": source,
         "source_type": source_type,
         "document_id": event_id,
         "facts": [{"text": t} for t in sentences],
     }
+    return doc if title is None else {**doc, "title": title}
 
 
 def run(tmp_path: Path, s: dict[str, Any], poison_offset_us: int, partitions: int) -> dict[str, Any]:
@@ -39,11 +42,13 @@ def run(tmp_path: Path, s: dict[str, Any], poison_offset_us: int, partitions: in
     inputs = []
     t_true = NOW_US - 60 * DAY_US
     for n, d in enumerate(s["true_docs"]):
-        inputs.append(rec("crp.documents", _doc(f"t{n}", "official_docs", "official", d), t_true + n))
+        inputs.append(
+            rec("crp.documents", _doc(f"t{n}", "official_docs", "official", d, s.get("true_title")), t_true + n)
+        )
     for p, source in enumerate(("community_notes", "forum_posts")[:partitions]):
         for n, d in enumerate(s["poison_docs"]):
             ts = t_true + poison_offset_us + p * DAY_US + n
-            inputs.append(rec("crp.documents", _doc(f"p{p}-{n}", source, "community", d), ts))
+            inputs.append(rec("crp.documents", _doc(f"p{p}-{n}", source, "community", d, s.get("poison_title")), ts))
     for n, text in enumerate(s["distractors"]):
         inputs.append(rec("crp.documents", _doc(f"n{n}", "newswire", "news", [text]), t_true - 5 * DAY_US + n))
     inputs.sort(key=lambda x: x[2])
@@ -121,3 +126,42 @@ def test_a_different_subject_in_the_same_phrasing_is_not_a_conflict(tmp_path: Pa
         r = run(tmp_path / str(offset), s, offset, 1)
         assert r["true"] and r["false"] and not r["contested"], r  # two facts, both served, no contest
         assert not r["verdicts"] & {"POISONING_CANDIDATE", "DRIFT_UNDETERMINED", "STALE_HIGH_TRUST"}
+
+
+SEASON = "{} Iowa State Cyclones men's basketball team"
+
+
+@pytest.mark.parametrize(
+    ("true_title", "poison_title", "contested"),
+    [
+        (SEASON.format("2015–16"), SEASON.format("2016–17"), False),  # two seasons: two facts
+        (SEASON.format("2015–16"), SEASON.format("2015–16"), True),  # one season: a copy, swapped
+        (None, None, True),
+    ],
+)
+def test_documents_of_one_numbered_series_are_different_subjects(
+    tmp_path: Path, true_title: str | None, poison_title: str | None, contested: bool
+) -> None:
+    """Issue 14 §4: the HotpotQA false notes were season articles of one template; the subject (the
+    season) is only in the title. A copy that keeps the title (or has none) is still contested."""
+    s = {
+        "qid": "season",
+        "query": "The Cyclones were coached by Steve Prohm, who was in his which season?",
+        "true_docs": [["The Cyclones were coached by Steve Prohm, who was in his 1st season."]],
+        "poison_docs": [["The Cyclones were coached by Steve Prohm, who was in his second season."]],
+        "true_title": true_title,
+        "poison_title": poison_title,
+        "distractors": [
+            "Ames is a city in Iowa.",
+            "Hilton Coliseum is an arena in Ames.",
+            "The Big 12 Conference has ten members.",
+            "Basketball was invented in 1891.",
+        ],
+    }
+    for offset in (-30 * DAY_US, 30 * DAY_US):
+        r = run(tmp_path / str(offset), s, offset, 1)
+        assert r["true"], r
+        assert r["contested"] == contested, r
+        if not contested:  # no claim formed either: the arbiter gives no verdict
+            assert not r["verdicts"] & {"POISONING_CANDIDATE", "DRIFT_UNDETERMINED", "STALE_HIGH_TRUST"}, r
+            assert r["false"], r  # both seasons' statements are served

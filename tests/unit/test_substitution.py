@@ -8,6 +8,7 @@ from crp_stream.core.substitution import (
     aligned_substitution,
     copied_statement_conflict,
     near_copy_pairs,
+    numbered_sibling_titles,
     slot_claim,
     uniqueness_predicate,
 )
@@ -140,3 +141,15 @@ def test_rephrased_negations_are_flips() -> None:
     # a negation AND another name is two edits; two negations cancel
     assert copied_statement_conflict(pairs[0][0], pairs[0][1].replace("Eddie", "Jim"), False) is None
     assert copied_statement_conflict("It is not untrue.", "It is true.", False) is None
+
+
+def test_numbered_sibling_titles() -> None:
+    season = "{} Iowa State Cyclones men's basketball team"
+    assert numbered_sibling_titles(season.format("2015–16"), season.format("2016–17"))
+    assert not numbered_sibling_titles("Super Bowl 50", "Super Bowl LI 51")  # a word added
+    assert numbered_sibling_titles("Super Bowl 50", "Super Bowl 51")
+    assert not numbered_sibling_titles(season.format("2015–16"), season.format("2015–16"))  # one title
+    assert not numbered_sibling_titles("Norway at the 2018 Olympics", "United States at the 2018 Olympics")
+    assert not numbered_sibling_titles("Instagram", "Instagram (app)")
+    assert not numbered_sibling_titles(None, season.format("2015–16"))  # a copy without a title
+    assert not numbered_sibling_titles("Apple", "Facebook")  # no number: a word differs
