@@ -6,13 +6,24 @@ every other handler, similarity edges included). The baseline, measured in the s
 storage cost of the same facts: one bulk SQL insert plus one qdrant-edge upsert, no pipeline.
 Also times one batch of the default embedder.
 
+- ``--in-fabric N``: before the timed ingest, N facts of the same clusters are written straight into
+  the fabric (``ops/bench/preload.py``: rows, vectors, the ingest rule's edges), so the timed documents
+  land in a fabric of N facts (issue 12: "at 100k facts in the fabric"). The baseline inserts the
+  same timed facts into a fabric of N facts written the same way.
+- ``--texts template`` (default): every fact reads "fact N of the benchmark corpus": any two
+  neighbours differ in one number, so every pair is a near-copy the arbiter's token alignment must
+  read (the worst case for it). ``--texts varied``: distinct sentences of 8-16 words drawn from a
+  fixed vocabulary (seeded), which share no template, as most real sentences.
+
     .venv/bin/python -m ops.bench.ingest --sizes 10000 100000 [--postgres postgresql+psycopg://...]
+    .venv/bin/python -m ops.bench.ingest --sizes 10000 --in-fabric 100000 --texts varied
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from dataclasses import replace
@@ -24,23 +35,59 @@ from crp_stream.config import Settings
 from crp_stream.fabric.vectors import VectorItem
 from crp_stream.runtime.embedded import open_fabric, open_runtime
 from crp_stream.runtime.embedded.log import Append
+from ops.bench.preload import Corpus, write_direct
 
 DIM = 384
 MODEL = "bench-384"
 
 
 def clustered_vectors(n: int, seed: int = 7) -> np.ndarray:
+    return clustered(n, seed)[0]
+
+
+def clustered(n: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` unit vectors around ``max(8, n // 200)`` centres, and the centre of each."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(max(8, n // 200), DIM))
-    v = centres[rng.integers(0, len(centres), n)] + 0.6 * rng.normal(size=(n, DIM))
-    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+    label = rng.integers(0, len(centres), n)
+    v = centres[label] + 0.6 * rng.normal(size=(n, DIM))
+    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32), label
 
 
-def documents(vecs: np.ndarray, per_doc: int) -> list[bytes]:
+_VOCAB = tuple(
+    " ".join(
+        (
+            "river city council school engine market garden museum station bridge valley tower harbour library",
+            "festival company village forest island temple theatre airport province stadium castle railway",
+            "factory orchestra hospital mountain lake canal palace church university airline newspaper",
+            "founded built opened hosted joined reported moved played designed elected named produced",
+            "north south eastern western old new small large ancient modern famous local national regional",
+            "in on at by for with from after before during near since",
+        )
+    ).split()
+)
+
+
+def fact_texts(n: int, kind: str, start: int = 0, seed: int = 11) -> list[str]:
+    """The facts' texts (``--texts``): one template with a number, or varied sentences."""
+    if kind == "template":
+        return [f"fact {start + i} of the benchmark corpus" for i in range(n)]
+    rng = np.random.default_rng(seed + start)
+    lengths = rng.integers(8, 17, n)
+    words = rng.integers(0, len(_VOCAB), int(lengths.sum()))
+    out, pos = [], 0
+    for i, k in enumerate(lengths.tolist()):
+        out.append(" ".join(_VOCAB[w] for w in words[pos : pos + k]).capitalize() + f" ({start + i}).")
+        pos += k
+    return out
+
+
+def documents(vecs: np.ndarray, per_doc: int, texts: list[str] | None = None) -> list[bytes]:
+    texts = texts or fact_texts(len(vecs), "template")
     out = []
     for d in range(0, len(vecs), per_doc):
         facts = [
-            {"text": f"fact {d + i} of the benchmark corpus", "embedding": [round(float(x), 6) for x in v]}
+            {"text": texts[d + i], "embedding": [round(float(x), 6) for x in v]}
             for i, v in enumerate(vecs[d : d + per_doc])
         ]
         out.append(
@@ -58,7 +105,20 @@ def documents(vecs: np.ndarray, per_doc: int) -> list[bytes]:
     return out
 
 
-def run_pipeline(settings: Settings, docs: list[bytes], n: int) -> float:
+def preload(settings: Settings, corpus: Corpus | None) -> int:
+    """Write ``corpus`` straight into the fabric (then close it: the timed run opens it as a restarted
+    worker would, caches built from what is there); returns the facts written."""
+    if corpus is None:
+        return 0
+    fabric = open_fabric(settings)
+    try:
+        write_direct(fabric, corpus, MODEL)
+    finally:
+        fabric.close()
+    return len(corpus.texts)
+
+
+def run_pipeline(settings: Settings, docs: list[bytes], n: int, before: int = 0) -> float:
     clock = [1_790_000_000_000_000]
 
     def tick() -> int:
@@ -73,7 +133,7 @@ def run_pipeline(settings: Settings, docs: list[bytes], n: int) -> float:
     elapsed = time.perf_counter() - t0
     with fabric.unit_of_work() as uow:
         stored = sum(c for _s, _st, c in uow.repo.fact_counts())
-    assert stored == n, f"stored {stored} of {n}"
+    assert stored == n + before, f"stored {stored} of {n} + {before}"
     fabric.close()
     log.close()
     return elapsed
@@ -140,25 +200,42 @@ def main() -> None:
     ap.add_argument("--facts-per-doc", type=int, default=100)
     ap.add_argument("--postgres", help="a PostgreSQL URL to a database the bench may fill")
     ap.add_argument("--embedder-batch", type=int, default=256)
+    ap.add_argument("--in-fabric", type=int, default=0, metavar="N", help="facts already in the fabric")
+    ap.add_argument("--texts", choices=("template", "varied"), default="template")
     args = ap.parse_args()
     backends = [("sqlite", None)] + ([("postgres", args.postgres)] if args.postgres else [])
+    print(f"texts: {args.texts}; facts already in the fabric: {args.in_fabric:,}; load {os.getloadavg()[0]:.1f}")
     print(f"{'backend':<9} {'facts':>8} {'pipeline s':>11} {'facts/s':>9} {'baseline s':>11} {'ratio':>7}")
     for name, url in backends:
         for n in args.sizes:
-            vecs = clustered_vectors(n)
-            docs = documents(vecs, args.facts_per_doc)
+            m = args.in_fabric
+            allv, label = clustered(m + n)
+            vecs = allv[m:]
+            docs = documents(vecs, args.facts_per_doc, fact_texts(n, args.texts, start=m))
+            corpus = None
+            if m:
+                per = args.facts_per_doc
+                corpus = Corpus(
+                    allv[:m],
+                    fact_texts(m, args.texts),
+                    label[:m],
+                    [np.arange(d, min(m, d + per)) for d in range(0, m, per)],
+                )
             with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
                 s = Settings(data_dir=Path(a), embedder=f"precomputed:{MODEL}", database_url=url)
                 if url:
                     _reset_postgres(url)
-                t_pipe = run_pipeline(s, docs, n)
+                preload(s, corpus)
+                t_pipe = run_pipeline(s, docs, n, m)
                 if url:
                     _reset_postgres(url)
+                preload(replace(s, data_dir=Path(b)), corpus)
                 t_base = run_baseline(replace(s, data_dir=Path(b)), vecs)
             print(
                 f"{name:<9} {n:>8} {t_pipe:>11.2f} {n / t_pipe:>9.0f} {t_base:>11.2f} {t_pipe / t_base:>6.1f}x",
                 flush=True,
             )
+        print(f"load average after: {os.getloadavg()[0]:.1f}", flush=True)
     model, t = embedder_batch(args.embedder_batch)
     print(
         f"embedder {model}: one batch of {args.embedder_batch} sentences in {t * 1000:.0f} ms "
