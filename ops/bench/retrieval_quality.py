@@ -286,8 +286,8 @@ def print_hotpot(
                 f"  {b:>6}  {name:<24}{mean('recall'):10.3f}{typed('bridge')}{typed('comparison')}"
                 f"{mean('all'):8.0%}{mean('facts'):7.1f}{mean('connectors'):7.2f}{mean('gold_connectors'):11.2f}"
             )
-    if audit_total:
-        print("  audit events from the envelopes: " + ", ".join(f"{k} {v}" for k, v in sorted(audit_total.items())))
+    said = ", ".join(f"{k} {v}" for k, v in sorted(audit_total.items())) or "none (no contest note)"
+    print("  audit events from the envelopes: " + said)
 
 
 # --- MuSiQue: novelty across windows ---------------------------------------------------------------
