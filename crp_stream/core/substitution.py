@@ -22,6 +22,7 @@ API
 - ``copied_statement_conflict(a, b, same_source) -> str | None``: the pattern, or None.
 - ``slot_claim(a, b, same_source) -> tuple[str, str, str] | None``: (template key, value of a,
   value of b) of a conflicting pair; the arbiter's text-claim key and values.
+- ``near_copy(a, b) -> bool``: the screen before alignment (token-set Jaccard >= ``NEAR_COPY``).
 - ``near_copy_pairs(texts, sources, inside=None) -> set[(i, j)]``: cross-source candidate pairs.
 - ``admit_copies(texts, sources, keep) -> list[bool]``: the relevance gate's mask, plus conflicting
   copies of kept statements.
@@ -330,6 +331,15 @@ def slot_claim(a: str, b: str, same_source: bool) -> tuple[str, str, str] | None
 @lru_cache(maxsize=50_000)
 def _token_set(text: str) -> frozenset[str]:
     return frozenset(_tokens(text)[0])
+
+
+def near_copy(a: str, b: str, min_overlap: float = NEAR_COPY) -> bool:
+    """Issue 14: may two statements be copies of each other (token-set Jaccard >= ``min_overlap``)? The
+    cheap screen before the token alignment, the same for the arbiter's text claims and the envelope's
+    pairs (``near_copy_pairs``); a pair above the contradiction cosine is aligned whatever its words."""
+    x, y = _token_set(a), _token_set(b)
+    union = len(x | y)
+    return bool(union) and len(x & y) >= min_overlap * union
 
 
 def near_copy_pairs(

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from crp_stream.core.conflicts import FactView, values_conflict
 from crp_stream.core.ids import derive_id
-from crp_stream.core.substitution import numbered_sibling_titles, slot_claim
+from crp_stream.core.substitution import near_copy, numbered_sibling_titles, slot_claim
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.rows import FactRow
 
@@ -61,7 +61,14 @@ def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
         for r in uow.repo.facts_by_ids(adjacent).values()
         if is_text_fact(r) and (r["claim_key"] is None or str(r["claim_key"]).startswith(SIM_PREFIX))
     ]
-    slots = {r["fact_id"]: slot_claim(row["text"], r["text"], r["source"] == row["source"]) for r in rows}
+    # aligned only when the envelope would check the pair too: above the contradiction cosine or a
+    # near copy (the alignment was 70% of ingest when run against every neighbour)
+    slots = {
+        r["fact_id"]: slot_claim(row["text"], r["text"], r["source"] == row["source"])
+        if adjacent[r["fact_id"]] > threshold or near_copy(row["text"], r["text"])
+        else None
+        for r in rows
+    }
     peers = [r for r in rows if adjacent[r["fact_id"]] > threshold or slots[r["fact_id"]] is not None]
     if peers:  # two documents of one numbered series: two subjects (issue 14 §4)
         titles = uow.repo.fact_titles([fid, *(p["fact_id"] for p in peers)])
