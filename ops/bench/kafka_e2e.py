@@ -350,6 +350,7 @@ def main() -> int:
     p.add_argument(
         "--profile", type=Path, help="cProfile each retrieval worker's fabric thread into DIR/<worker>.pstats"
     )
+    p.add_argument("--profile-clock", choices=("wall", "cpu"), default="wall", help="--profile's clock")
     p.add_argument(
         "--preload",
         choices=("kafka", "direct"),
