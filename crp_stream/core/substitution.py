@@ -5,6 +5,8 @@ the drift seed (``002_ce3d030fd7bbcd69.txt``, Core Distinction) needs a claim to
 on. For free text both come from a token-level alignment of two statements: everything identical
 but one span (the same substitution wherever it recurs, e.g. a name repeated twice) or one negator.
 The span is the claim's *slot*; the rest, with the slot marked, is its *template*.
+Two arguments of an asymmetric relation exchanged ("A is older than B" / "B is older than A") are
+one claim too, its template marking both (``_argument_swap``).
 
 A swap in the predicate ("X was acquired by Facebook / by Apple") is a conflict whoever wrote it.
 A swap in subject position ("Norway / U.S. collected 39 medals") is a conflict only when it looks
@@ -291,7 +293,8 @@ def _argument_swap(
     span_a = f"{_join(oa[a1:a2])} / {_join(oa[c1:c2])}"
     span_b = f"{_join(ob[p : p + ly])} / {_join(ob[n - q - lx : n - q])}"
     shared = n - lx - ly
-    return Substitution(template, span_a, span_b, ENTITY_SUBSTITUTED, shared, True, swapped=True)
+    before = _subject_position(la[:a1], oa[:a1])  # "The final saw A beat B": in the predicate
+    return Substitution(template, span_a, span_b, ENTITY_SUBSTITUTED, shared, before, swapped=True)
 
 
 def _value_swap(

@@ -175,6 +175,8 @@ def test_two_arguments_of_an_asymmetric_relation_swapped_are_a_conflict_between_
         assert copied_statement_conflict(a, b, same_source=True) is None
         sub = aligned_substitution(a, b)
         assert sub is not None and sub.swapped
+    in_predicate = ("The final saw Brazil beat Germany.", "The final saw Germany beat Brazil.")
+    assert copied_statement_conflict(*in_predicate, same_source=True) == ENTITY_SUBSTITUTED
     assert slot_claim("Rome is older than Paris.", "Paris is older than Rome.", False) == (
         "{} is older than {}",
         "rome / paris",
