@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from difflib import SequenceMatcher
+from functools import lru_cache
 
 
 def _words(text: str) -> frozenset[str]:
@@ -169,8 +170,10 @@ def stem(word: str) -> str:
     return word
 
 
-def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, list[str], list[str]]:
-    """(negations, stemmed content words, their original spellings)."""
+@lru_cache(maxsize=50_000)
+def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
+    """(negations, stemmed content words, their original spellings); cached: one statement is compared
+    with each of its neighbours."""
     neg = 0
     out: list[str] = []
     spelled: list[str] = []
@@ -196,7 +199,12 @@ def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, list[
             continue
         out.append(stem(t))
         spelled.append(o)
-    return neg, out, spelled
+    return neg, tuple(out), tuple(spelled)
+
+
+@lru_cache(maxsize=50_000)
+def _stems(tokens: tuple[str, ...]) -> Counter[str]:
+    return Counter(map(stem, tokens))
 
 
 def _negated_prefix(x: str, y: str) -> bool:
@@ -287,7 +295,9 @@ def conditional_last(text: str) -> str:
     return f"{m.group(3)} {m.group(1).lower()}{m.group(2)}."
 
 
-def _without_condition(ca: list[str], sa: list[str], cb: list[str]) -> tuple[list[str], list[str]]:
+def _without_condition(
+    ca: tuple[str, ...], sa: tuple[str, ...], cb: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A trailing condition on one side only ("... if on a diet" / "..."), dropped: an unconditional
     statement covers the conditioned case, so denying one denies the other there. Only after at least
     ``MIN_SHARED`` content words, and only when the other side states no condition."""
@@ -299,7 +309,7 @@ def _without_condition(ca: list[str], sa: list[str], cb: list[str]) -> tuple[lis
     return ca[:at], sa[:at]
 
 
-def _descriptor(words: list[str], follower: str | None) -> bool:
+def _descriptor(words: tuple[str, ...], follower: str | None) -> bool:
     """A leading descriptor of a name, dropped on one side ("Rock star Keith Richards" / "Keith
     Richards", "President Obama" / "Obama"): at most three words, no digits, right before a
     capitalised word both sides share."""
@@ -339,6 +349,6 @@ def _flip(
         slack += len(words)
     if na % 2 == nb % 2 or slack > SLACK or len(shared) < max(MIN_SHARED, 3 * slack):
         return None
-    if sum((Counter(map(stem, a)) & Counter(map(stem, b))).values()) < MIN_SHARED_WORDS:
+    if sum((_stems(a) & _stems(b)).values()) < MIN_SHARED_WORDS:
         return None
     return tuple(shared), ("not" if na % 2 else ""), ("not" if nb % 2 else "")
