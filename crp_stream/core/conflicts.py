@@ -156,8 +156,8 @@ def _text_conflict(a: str, b: str) -> str | None:
     span_a, span_b = la[p : len(la) - s], lb[p : len(lb) - s]
     if not (1 <= len(span_a) <= 3 and 1 <= len(span_b) <= 3) or not same_numbers(na, nb):
         return None
-    if any(t == _NEG or t.startswith("\x00num") for t in span_a + span_b):
-        return None
+    if any(t == _NEG or t.startswith("\x00num") for t in span_a + span_b) or sorted(span_a) == sorted(span_b):
+        return None  # a negator is a polarity question; the same words reordered ("A and B") no new value
     entity = oa[p : len(oa) - s] + ob[p : len(ob) - s]
     if not any(_entity_like(t) for t in entity):
         return None

@@ -9,17 +9,28 @@ folded into one word plus a negation. Two statements whose contents are the same
 lower-case words of slack, never a name or a number) and whose negation counts differ in parity
 assert and deny the same thing.
 
+Rewordings read besides (issue 14, the ConflictQA misses): a passive against its active ("X can be
+found in Y" / "you cannot find X in Y", ``active_order``), a condition moved to the other end of the
+sentence ("If A, B" / "not B if A", ``conditional_last``) or given on one side only, a descriptor
+before a name dropped ("Rock star Keith Richards plays" / "Keith Richards does not play"), the
+"capable of" frame ("do not feel" / "are capable of feeling") and "only in X" as the negation of
+"outside (of) X".
+
 API
 ---
 - ``polarity_flip(a, b, orig_a, orig_b) -> tuple[tuple[str, ...], str, str] | None``: on two
   lower-cased token sequences (and their original spellings), (the shared content, the negated
   side's marker, the other's) or None.
+- ``conditional_last(text) -> str``: a leading "If/When/Unless ..., " clause moved after the main one.
+- ``active_order(tokens) -> list[int] | None``: the token order of a passive clause read as active.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from difflib import SequenceMatcher
+from functools import lru_cache
 
 
 def _words(text: str) -> frozenset[str]:
@@ -127,6 +138,12 @@ _IRREGULAR = {
     "hidden": "hide",
 }
 _NEG_PREFIXES = ("un", "im", "in", "ir", "il", "non", "dis")
+_CONDITIONALS = _words("if when unless whenever")
+_BE = _words("is are was were be been being")
+# Words that end the agent of a passive ("by the Beatles in 1965"): the rest stays where it is.
+_AFTER_AGENT = _words(
+    "in on at for from to during since after before as into with when if because while until unless and but"
+)
 #: Lower-case content words allowed to differ besides the negation ("for someone", "rock star").
 SLACK = 2
 #: Content words the two statements must share, and words of any kind: a long enough remainder to be
@@ -153,8 +170,10 @@ def stem(word: str) -> str:
     return word
 
 
-def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, list[str], list[str]]:
-    """(negations, stemmed content words, their original spellings)."""
+@lru_cache(maxsize=50_000)
+def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
+    """(negations, stemmed content words, their original spellings); cached: one statement is compared
+    with each of its neighbours."""
     neg = 0
     out: list[str] = []
     spelled: list[str] = []
@@ -163,6 +182,12 @@ def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, list[
             neg += 1
         if t == "longer" and k > 0 and tokens[k - 1] in ("no", "any"):
             continue  # "no longer" / "any longer": the negation alone
+        if t == "of" and k > 0 and tokens[k - 1] in ("capable", "incapable", "outside"):
+            continue  # "capable of feeling": the frame of "feel"; "outside of X" is "outside X"
+        if t == "only" and tokens[k + 1 : k + 2] == ("in",):
+            continue  # "only in X" is "inside X" (and nowhere else): the negation of "outside X"
+        if t == "in" and k > 0 and tokens[k - 1] == "only":
+            t = "inside"
         t = _REWRITE.get(t, t)
         if t in _ANTONYMS:
             neg += 1
@@ -174,7 +199,12 @@ def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, list[
             continue
         out.append(stem(t))
         spelled.append(o)
-    return neg, out, spelled
+    return neg, tuple(out), tuple(spelled)
+
+
+@lru_cache(maxsize=50_000)
+def _stems(tokens: tuple[str, ...]) -> Counter[str]:
+    return Counter(map(stem, tokens))
 
 
 def _negated_prefix(x: str, y: str) -> bool:
@@ -200,16 +230,113 @@ def polarity_flip(
 
     Their polarity-neutral contents (module docstring) align with at most ``SLACK`` lower-case words
     differing, a word against its negative-prefixed form ("possible" / "impossible") counting as a
-    negation; they share >= ``MIN_SHARED`` content words and ``MIN_SHARED_WORDS`` words; and their
-    negation counts differ in parity.
+    negation; they share >= ``MIN_SHARED`` content words and ``MIN_SHARED_WORDS`` words (stemmed); and
+    their negation counts differ in parity. Read as written, then with each passive clause in active
+    order (``active_order``): "X can be found in Y" / "You cannot find X in Y".
     Returns (shared content, "not" for the negated side / "" for the other) or None."""
+    found = _flip(a, b, orig_a, orig_b)
+    if found is not None:
+        return found
+    order_a, order_b = active_order(a), active_order(b)
+    if order_a is None and order_b is None:
+        return None
+    ia = order_a if order_a is not None else list(range(len(a)))
+    ib = order_b if order_b is not None else list(range(len(b)))
+    return _flip(
+        tuple(a[k] for k in ia), tuple(b[k] for k in ib), tuple(orig_a[k] for k in ia), tuple(orig_b[k] for k in ib)
+    )
+
+
+def active_order(tokens: tuple[str, ...]) -> list[int] | None:
+    """Issue 14 with SPEC-027 §2.2 NEGATION_FLIP: the order of ``tokens`` with their first passive
+    clause read as active, or None when there is none. "X <be> [not] <participle> [by Y] rest" becomes
+    "Y [not] <participle> X rest" ("The song was not written by the Beatles in 1965" -> "the Beatles
+    not written the song ... in 1965"; "Bob Marley's face can be found in most smoke shops" ->
+    "found Bob Marley's face can in most smoke shops"): polarity-neutral words drop out afterwards, so
+    only the order of the content matters. The participle ends in -ed or is an irregular one
+    ("found", "written"); the agent ends at a preposition or conjunction ("in", "and")."""
+    n = len(tokens)
+    for k in range(1, n - 1):
+        if tokens[k] not in _BE:
+            continue
+        m = k + 1
+        while m < n and tokens[m] in _NEGATORS:
+            m += 1
+        if m >= n:
+            return None
+        part = tokens[m]
+        if not (part.endswith("ed") and len(part) > 4) and part not in _IRREGULAR:
+            continue
+        agent: list[int] = []
+        rest = m + 1
+        if rest < n and tokens[rest] == "by":
+            end = rest + 1
+            while end < n and tokens[end] not in _AFTER_AGENT:
+                end += 1
+            agent, rest = list(range(rest + 1, end)), end
+            if not agent:
+                return None
+        return [*agent, *range(k, m + 1), *range(k), *range(rest, n)]
+    return None
+
+
+# "If A B, main": a condition of two words at least, up to its comma.
+_LEADING_CONDITION = re.compile(r"^\s*(if|when|unless|whenever)((?:\s+[^\s,;]+){2,}),\s*(.+?)[.!?]?\s*$", re.I)
+
+
+def conditional_last(text: str) -> str:
+    """Issue 14 with SPEC-027 §2.2 NEGATION_FLIP: "If you were on a diet, you would have to skip lunch."
+    -> "you would have to skip lunch if you were on a diet": a leading conditional clause (up to its
+    comma) moved after the main clause, where a copy may have put it ("You do not have to skip lunch
+    if you are on a diet."). Other texts are returned unchanged."""
+    m = _LEADING_CONDITION.match(text)
+    if m is None:
+        return text
+    return f"{m.group(3)} {m.group(1).lower()}{m.group(2)}."
+
+
+def _without_condition(
+    ca: tuple[str, ...], sa: tuple[str, ...], cb: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A trailing condition on one side only ("... if on a diet" / "..."), dropped: an unconditional
+    statement covers the conditioned case, so denying one denies the other there. Only after at least
+    ``MIN_SHARED`` content words, and only when the other side states no condition."""
+    if _CONDITIONALS.intersection(cb):
+        return ca, sa
+    at = next((k for k, w in enumerate(ca) if w in _CONDITIONALS), None)
+    if at is None or at < MIN_SHARED:
+        return ca, sa
+    return ca[:at], sa[:at]
+
+
+def _descriptor(words: tuple[str, ...], follower: str | None) -> bool:
+    """A leading descriptor of a name, dropped on one side ("Rock star Keith Richards" / "Keith
+    Richards", "President Obama" / "Obama"): at most three words, no digits, right before a
+    capitalised word both sides share."""
+    return (
+        0 < len(words) <= 3
+        and follower is not None
+        and follower[:1].isupper()
+        and not any(c.isdigit() for w in words for c in w)
+    )
+
+
+def _flip(
+    a: tuple[str, ...], b: tuple[str, ...], orig_a: tuple[str, ...], orig_b: tuple[str, ...]
+) -> tuple[tuple[str, ...], str, str] | None:
     na, ca, sa = _content(a, orig_a)
     nb, cb, sb = _content(b, orig_b)
+    ca, sa = _without_condition(ca, sa, cb)
+    cb, sb = _without_condition(cb, sb, ca)
     slack = 0
     shared: list[str] = []
     for tag, i1, i2, j1, j2 in SequenceMatcher(None, ca, cb, autojunk=False).get_opcodes():
         if tag == "equal":
             shared += ca[i1:i2]
+            continue
+        if tag == "delete" and i1 == j1 == 0 and _descriptor(sa[i1:i2], sa[i2] if i2 < len(sa) else None):
+            continue
+        if tag == "insert" and i1 == j1 == 0 and _descriptor(sb[j1:j2], sb[j2] if j2 < len(sb) else None):
             continue
         if tag == "replace" and i2 - i1 == 1 and j2 - j1 == 1 and _negated_prefix(sa[i1].lower(), sb[j1].lower()):
             na += len(ca[i1]) > len(cb[j1])
@@ -222,6 +349,6 @@ def polarity_flip(
         slack += len(words)
     if na % 2 == nb % 2 or slack > SLACK or len(shared) < max(MIN_SHARED, 3 * slack):
         return None
-    if sum((Counter(a) & Counter(b)).values()) < MIN_SHARED_WORDS:
+    if sum((_stems(a) & _stems(b)).values()) < MIN_SHARED_WORDS:
         return None
     return tuple(shared), ("not" if na % 2 else ""), ("not" if nb % 2 else "")

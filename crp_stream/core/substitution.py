@@ -5,6 +5,8 @@ the drift seed (``002_ce3d030fd7bbcd69.txt``, Core Distinction) needs a claim to
 on. For free text both come from a token-level alignment of two statements: everything identical
 but one span (the same substitution wherever it recurs, e.g. a name repeated twice) or one negator.
 The span is the claim's *slot*; the rest, with the slot marked, is its *template*.
+Two arguments of an asymmetric relation exchanged ("A is older than B" / "B is older than A") are
+one claim too, its template marking both (``_argument_swap``).
 
 A swap in the predicate ("X was acquired by Facebook / by Apple") is a conflict whoever wrote it.
 A swap in subject position ("Norway / U.S. collected 39 medals") is a conflict only when it looks
@@ -38,7 +40,7 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from typing import NamedTuple
 
-from crp_stream.core.polarity import polarity_flip
+from crp_stream.core.polarity import conditional_last, polarity_flip
 
 NUMBER_CHANGED = "NUMBER_CHANGED"
 ENTITY_SUBSTITUTED = "ENTITY_SUBSTITUTED"
@@ -80,6 +82,14 @@ _UNIQUE_WORDS = _words(
     "founded founder invented inventor discovered created creator directed director capital headquartered "
     "ceo president owner owns owned"
 )
+# Asymmetric relations: "A <rel> B" and "B <rel> A" cannot both hold (comparatives with "than",
+# temporal and spatial order, defeats).
+_RELATIONAL = _words(
+    "than before after ahead behind above below precedes preceded predates predated outlived outlives "
+    "beat beats defeated defeats outnumber outnumbers outnumbered outclass outclasses outclassed exceeds exceeded"
+)
+# One verb in the agreement of either subject ("The Isley Brothers were" / "The Jackson 5 was").
+_AGREEMENT = {"are": "is", "were": "was", "have": "has", "do": "does"}
 
 
 class Substitution(NamedTuple):
@@ -91,6 +101,7 @@ class Substitution(NamedTuple):
     kind: str
     shared: int
     before_predicate: bool
+    swapped: bool = False  # two arguments of an asymmetric relation exchanged (``_argument_swap``)
 
 
 @lru_cache(maxsize=50_000)
@@ -237,12 +248,56 @@ def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substituti
     ops = _merge_close([op for op in all_ops if op[0] != "equal"])
     shared = sum(i2 - i1 for tag, i1, i2, _, _ in all_ops if tag == "equal")
     flip = polarity_flip(la, lb, oa, ob)
+    if flip is None and (conditional_last(a) != a or conditional_last(b) != b):
+        (ca, oca), (cb, ocb) = _tokens(conditional_last(a)), _tokens(conditional_last(b))
+        flip = polarity_flip(ca, cb, oca, ocb)
     if flip is not None:  # first: "Neither A nor B" / "Either A or B" also reads as one swapped span
         content, mark_a, mark_b = flip
         return Substitution((SLOT, *content), mark_a, mark_b, NEGATION_FLIP, len(content), False)
+    swap = _argument_swap(la, lb, oa, ob)
+    if swap is not None:
+        return swap
     if not ops or any(op[0] != "replace" for op in ops):
         return None
     return _value_swap(la, oa, ob, ops, shared, max_span)
+
+
+def _argument_swap(
+    la: tuple[str, ...], lb: tuple[str, ...], oa: tuple[str, ...], ob: tuple[str, ...]
+) -> Substitution | None:
+    """Issue 14 (SPEC-027 §2.2 ENTITY_SUBSTITUTED, each argument swapped for the other): "A dog would
+    respond to a bell before a Grey seal" / "A Grey seal would respond to a bell before a dog", "Rome
+    is older than Paris" / "Paris is older than Rome". The same words (a verb agreeing with each
+    subject, "were" / "was", aside) in two changed spans, each the other's text, of 1..``MAX_NAME``
+    tokens, no negator, and between them an asymmetric relation (``_RELATIONAL``: "than", "before",
+    "after", "above", "beat", "outnumber"...): "A and B met" / "B and A met" or "A married B" / "B
+    married A" say one thing. The template marks both arguments."""
+    na = tuple(_AGREEMENT.get(t, t) for t in la)
+    nb = tuple(_AGREEMENT.get(t, t) for t in lb)
+    if na == nb or sorted(na) != sorted(nb) or not _RELATIONAL.intersection(na):
+        return None  # a swap keeps every word: the cheap test first
+    n = len(na)
+    p = next(k for k in range(n) if na[k] != nb[k])
+    q = next(k for k in range(n) if na[n - 1 - k] != nb[n - 1 - k])
+    ma, mb = na[p : n - q], nb[p : n - q]
+    # "x M y" / "y M x", the shortest arguments first (difflib may align an argument, not the relation)
+    for lx, ly in sorted(((i, j) for i in range(1, MAX_NAME + 1) for j in range(1, MAX_NAME + 1)), key=sum):
+        if lx + ly >= len(ma):
+            continue
+        x, y, mid = ma[:lx], mb[:ly], ma[lx : len(ma) - ly]
+        if ma[len(ma) - ly :] == y and mb[len(mb) - lx :] == x and mb[ly : len(mb) - lx] == mid and x != y:
+            break
+    else:
+        return None
+    if _NEGATORS.intersection(x + y) or not _RELATIONAL.intersection(mid):
+        return None
+    a1, a2, c1, c2 = p, p + lx, n - q - ly, n - q
+    template = (*la[:a1], SLOT, *la[a2:c1], SLOT, *la[c2:])
+    span_a = f"{_join(oa[a1:a2])} / {_join(oa[c1:c2])}"
+    span_b = f"{_join(ob[p : p + ly])} / {_join(ob[n - q - lx : n - q])}"
+    shared = n - lx - ly
+    before = _subject_position(la[:a1], oa[:a1])  # "The final saw A beat B": in the predicate
+    return Substitution(template, span_a, span_b, ENTITY_SUBSTITUTED, shared, before, swapped=True)
 
 
 def _value_swap(
@@ -260,6 +315,8 @@ def _value_swap(
     at = next((k for k, op in enumerate(ops) if _canonical(la[op[1] : op[2]], lb_spans[k]) == value), 0)
     _, i1, i2, j1, j2 = ops[at]
     sa, sb = tuple(value[0].split()), tuple(value[1].split())
+    if sa != sb and sorted(sa) == sorted(sb) and not any(c.isdigit() for t in sa for c in t):
+        return None  # the same words reordered ("Rome and Berlin" / "Berlin and Rome"): no new value
     span_a, span_b = _join(oa[i1:i2]), _join(ob[j1:j2])
     # a longer name is still one value inside a long copied passage ("The University of Texas at Austin")
     limit = max(max_span, min(2 * max_span, shared // 5))
@@ -307,7 +364,8 @@ def copied_statement_conflict(a: str, b: str, same_source: bool) -> str | None:
     in subject position is a contradiction only between different sources, and only when the
     statements share >= ``LONG_REMAINDER`` tokens or a uniqueness predicate: a copy of another
     partition's statement with its answer swapped, not a second fact in a common phrasing ("X was born
-    in 1950" / "Y was born in 1950").
+    in 1950" / "Y was born in 1950"). Two arguments of an asymmetric relation exchanged ("A is older
+    than B" / "B is older than A", ``_argument_swap``) are a contradiction between two sources.
     """
     sub = aligned_substitution(a, b)
     if sub is None:
@@ -316,7 +374,9 @@ def copied_statement_conflict(a: str, b: str, same_source: bool) -> str | None:
         return sub.kind
     if same_source:
         return None
-    return sub.kind if sub.shared >= LONG_REMAINDER or uniqueness_predicate(sub.template) else None
+    if sub.swapped or sub.shared >= LONG_REMAINDER or uniqueness_predicate(sub.template):
+        return sub.kind
+    return None
 
 
 def slot_claim(a: str, b: str, same_source: bool) -> tuple[str, str, str] | None:

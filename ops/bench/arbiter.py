@@ -18,6 +18,10 @@
   poison earlier / later / later from two partitions, against flat top-5.
 
     .venv/bin/python -m ops.bench.arbiter [--facts 100000] [--claims 300] [--questions 100] [--only NAME]
+    .venv/bin/python -m ops.bench.arbiter --only free-text --sets conflictqa [--qids cqa2,cqa13] [--no-control]
+    .venv/bin/python -m ops.bench.arbiter --only free-text --control-only
+
+Free text prints every set whose envelope served the false statement uncontested, with both texts.
 """
 
 from __future__ import annotations
@@ -375,24 +379,27 @@ def poisoning(n_questions: int, datasets: Path) -> None:
         print(f"{label:<52} {served_poison:>17} {noted:>9} {len(cands):>10} {false_q + false_cand:>8} {kinds}")
 
 
-def free_text(n: int, datasets: Path, names: list[str]) -> None:
+def free_text(n: int, datasets: Path, names: list[str], qids: set[str] | None = None, control: bool = True) -> None:
     """Issue 14: copies of a trusted statement with one span swapped (ops/bench/counterfactual.py)."""
     from ops.bench import counterfactual as cf
 
-    pairs, flagged, by_copy, examples = cf.different_facts(datasets)
-    print(
-        f"different facts (HotpotQA sentence pairs of different articles, each article its own source): "
-        f"{pairs} pairs, {flagged} read as contradictions, {by_copy} of them by the copy rule"
-    )
-    for e in examples:
-        print(f"    e.g. {e}")
+    if control:
+        pairs, flagged, by_copy, examples = cf.different_facts(datasets)
+        print(
+            f"different facts (HotpotQA sentence pairs of different articles, each article its own source): "
+            f"{pairs} pairs, {flagged} read as contradictions, {by_copy} of them by the copy rule"
+        )
+        for e in examples:
+            print(f"    e.g. {e}")
+    if not names:
+        return
     print(
         f"free text: {n} sets per generator; each set its own fabric, one window of 5 facts; poison "
         f"30 days earlier / later / later from two partitions. Columns: share of sets"
     )
     t0 = time.perf_counter()
     cf.print_header()
-    cf.run(datasets, n, names)
+    cf.run(datasets, n, names, qids=qids)
     print(f"free text: done in {time.perf_counter() - t0:.0f} s")
 
 
@@ -416,9 +423,17 @@ def main() -> None:
         default="counterfactual,poisonedrag,conflictqa",
         help="free-text question sets (ops/bench/counterfactual.py)",
     )
+    ap.add_argument("--qids", help="free-text: only these set ids, comma-separated (e.g. cqa2,cqa13)")
+    ap.add_argument("--no-control", action="store_true", help="free-text: skip the HotpotQA cross-article control")
+    ap.add_argument(
+        "--control-only", action="store_true", help="free-text: run only the HotpotQA cross-article control"
+    )
     args = ap.parse_args()
     if args.only in (None, "free-text"):
-        free_text(args.questions, args.datasets, args.sets.split(","))
+        qids = set(args.qids.split(",")) if args.qids else None
+        free_text(
+            args.questions, args.datasets, [] if args.control_only else args.sets.split(","), qids, not args.no_control
+        )
     if args.only in (None, "poisoning"):
         poisoning(args.questions, args.datasets)
     if args.only in (None, "drift"):

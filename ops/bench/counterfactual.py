@@ -203,6 +203,7 @@ class Tally:
     flat_trusted_only: int = 0
     verdicts: Counter[str] = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
 
 
 def _texts(s: QSet) -> tuple[set[str], set[str]]:
@@ -269,19 +270,29 @@ def run_set(s: QSet, order: str, cache: EmbeddingCache, budget: int, tally: Tall
     tally.verdicts.update(k for k in audits.elements() if k in VERDICTS)
     if is_false and (not contested or order != "later x2") and len(tally.examples) < 3:
         tally.examples.append(f"{s.qid}: {sorted(served & false_texts)[0][:110]!r} contested={contested}")
+    if is_false and not contested:  # every uncontested failure, with the two texts (issue 14 triage)
+        tally.failures.append(
+            f"{s.qid} [{order}]: served false {sorted(served & false_texts)!r}; "
+            f"true {sorted(true_texts)!r}; true served: {is_true}"
+        )
 
 
 def sets_of(name: str, datasets: Path, n: int) -> Iterator[QSet]:
     yield from GENERATORS[name](datasets, n)
 
 
-def run(datasets: Path, n: int, names: list[str], budget: int = 5) -> dict[tuple[str, str], Tally]:
+def run(
+    datasets: Path, n: int, names: list[str], budget: int = 5, qids: set[str] | None = None
+) -> dict[tuple[str, str], Tally]:
+    """Every set of ``names`` (the first ``n`` of each generator), or only those whose id is in ``qids``."""
     cache = EmbeddingCache("arbiter-counterfactual")
     results: dict[tuple[str, str], Tally] = {}
     from crp_stream.core.conflicts import FactView, values_conflict
 
     for name in names:
-        sets = list(sets_of(name, datasets, n))
+        sets = [s for s in sets_of(name, datasets, n) if qids is None or s.qid in qids]
+        if not sets:
+            continue
         pairs = [
             (a, b)
             for s in sets
@@ -324,6 +335,8 @@ def print_row(name: str, order: str, t: Tally) -> None:
     )
     for e in t.examples:
         print(f"    e.g. {e}")
+    for f in t.failures:
+        print(f"    uncontested: {f}")
 
 
 def different_facts(datasets: Path) -> tuple[int, int, int, list[str]]:

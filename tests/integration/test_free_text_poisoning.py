@@ -3,7 +3,9 @@
 Seven question sets from ``tests/data/free_text_sets.json``: the first three of the counterfactual
 generator (HotpotQA sentences with a name or number swapped), the first two PoisonedRAG questions
 (its adversarial passages, the true ones with the answer put back) and the first two ConflictQA
-claims (negation flips), as ``ops/bench/counterfactual.py`` builds them. Each set is its own fabric
+claims (negation flips), as ``ops/bench/counterfactual.py`` builds them; later sets add multi-span
+cases and reworded ConflictQA denials (cqa2: two arguments of "before" swapped; cqa13: the condition
+moved to the other end of the sentence). Each set is its own fabric
 (whole embedded pipeline, hashing embedder), one window of 5 facts: the true passages from an
 ``official`` source (trust 0.8), the poison from ``community`` (0.3), four ``news`` distractors.
 """

@@ -153,3 +153,83 @@ def test_numbered_sibling_titles() -> None:
     assert not numbered_sibling_titles("Instagram", "Instagram (app)")
     assert not numbered_sibling_titles(None, season.format("2015–16"))  # a copy without a title
     assert not numbered_sibling_titles("Apple", "Facebook")  # no number: a word differs
+
+
+def test_two_arguments_of_an_asymmetric_relation_swapped_are_a_conflict_between_sources() -> None:
+    # SPEC-027 §2.2 / issue 14: the converse of an asymmetric relation ("than", "before", "outnumber")
+    pairs = [
+        ("A dog would respond to a bell before a Grey seal.", "A Grey seal would respond to a bell before a dog."),
+        ("Rome is older than Paris.", "Paris is older than Rome."),
+        (
+            "The Isley Brothers were a bigger band than The Jackson 5.",
+            "The Jackson 5 was a bigger band than The Isley Brothers.",
+        ),
+        (
+            "Red blood cells outnumber white blood cells in the body.",
+            "White blood cells outnumber red blood cells in the body.",
+        ),
+        ("Brazil beat Germany 7-1 in the semi-final.", "Germany beat Brazil 7-1 in the semi-final."),
+    ]
+    for a, b in pairs:
+        assert copied_statement_conflict(a, b, same_source=False) == ENTITY_SUBSTITUTED, (a, b)
+        assert copied_statement_conflict(a, b, same_source=True) is None
+        sub = aligned_substitution(a, b)
+        assert sub is not None and sub.swapped
+    in_predicate = ("The final saw Brazil beat Germany.", "The final saw Germany beat Brazil.")
+    assert copied_statement_conflict(*in_predicate, same_source=True) == ENTITY_SUBSTITUTED
+    assert slot_claim("Rome is older than Paris.", "Paris is older than Rome.", False) == (
+        "{} is older than {}",
+        "rome / paris",
+        "paris / rome",
+    )
+
+
+def test_symmetric_relations_and_reordered_lists_are_not_conflicts() -> None:
+    for a, b in [
+        ("Anna and Bob met in Paris in 1990.", "Bob and Anna met in Paris in 1990."),
+        ("Anna married Bob in 1990.", "Bob married Anna in 1990."),
+        ("Paris is older than Rome and Berlin.", "Paris is older than Berlin and Rome."),
+        ("Oslo lies between Bergen and Stockholm.", "Oslo lies between Stockholm and Bergen."),
+        ("Rome is older than Paris.", "Rome is older than Paris."),
+    ]:
+        assert copied_statement_conflict(a, b, same_source=False) is None, (a, b)
+        assert values_conflict(FactView("a", a, source="s1"), FactView("b", b, source="s2")) is None
+
+
+def test_reworded_negations_conditions_passives_descriptors() -> None:
+    # issue 14: ConflictQA-style rewordings of a denial, read as NEGATION_FLIP between sources
+    pairs = [
+        (
+            "You do not have to skip lunch at McDonald's if you are on a diet.",
+            "If you were on a diet, you would have to skip lunch at McDonald's.",
+        ),
+        ("The alarm does not ring when the door is open.", "When the door is open, the alarm rings."),
+        ("The old engine does not start if the battery is flat.", "The old engine starts."),  # condition dropped
+        (
+            "Rock star Keith Richards plays a captain of a boat in a movie.",
+            "Keith Richards does not play a captain of a boat in a movie.",
+        ),
+        ("Former president Barack Obama visited the old harbour.", "Barack Obama never visited the old harbour."),
+        ("Frogs do not feel disgust.", "Frogs are capable of feeling disgust."),
+        (
+            "Bob Marley's face can be found in most smoke shops.",
+            "You cannot find Bob Marley's face in most smoke shops.",
+        ),
+        ("The song was not written by the Beatles in 1965.", "The Beatles wrote the song in 1965."),
+        ("Hippopotamus can only be seen in Africa.", "Hippopotamus can be seen outside of Africa."),
+    ]
+    for a, b in pairs:
+        assert copied_statement_conflict(a, b, same_source=False) == NEGATION_FLIP, (a, b)
+        assert copied_statement_conflict(b, a, same_source=False) == NEGATION_FLIP, (b, a)
+
+
+def test_reworded_statements_without_a_denial_are_not_flips() -> None:
+    for a, b in [
+        ("If you are on a diet, you have to skip lunch.", "You have to skip lunch if you are on a diet."),
+        ("The song was written by the Beatles in 1965.", "The Beatles wrote the song in 1965."),
+        ("Rock star Keith Richards plays a captain.", "Keith Richards plays a captain."),
+        ("Hippos can be seen in Africa.", "Hippos cannot be seen outside of Africa."),
+        ("Hippos can be seen in Africa.", "Hippos can be seen outside of Africa."),
+        ("Keith Richards plays a captain in 1999.", "In 2003 Keith Richards does not play a captain."),
+    ]:
+        assert copied_statement_conflict(a, b, same_source=False) is None, (a, b)
