@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from difflib import SequenceMatcher
+from functools import lru_cache
 
 
 def _words(text: str) -> frozenset[str]:
@@ -153,8 +154,10 @@ def stem(word: str) -> str:
     return word
 
 
-def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, list[str], list[str]]:
-    """(negations, stemmed content words, their original spellings)."""
+@lru_cache(maxsize=50_000)  # a new fact meets ~19 neighbours, each met again by later facts
+def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, tuple[str, ...], tuple[str, ...], bool]:
+    """(negations, stemmed content words, their original spellings, whether a spelling may carry a
+    negative prefix: only then can ``_negated_prefix`` change the negation count)."""
     neg = 0
     out: list[str] = []
     spelled: list[str] = []
@@ -174,7 +177,8 @@ def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, list[
             continue
         out.append(stem(t))
         spelled.append(o)
-    return neg, out, spelled
+    prefixed = any(len(w) >= 4 and w.lower().startswith(_NEG_PREFIXES) for w in spelled)
+    return neg, tuple(out), tuple(spelled), prefixed
 
 
 def _negated_prefix(x: str, y: str) -> bool:
@@ -203,8 +207,10 @@ def polarity_flip(
     negation; they share >= ``MIN_SHARED`` content words and ``MIN_SHARED_WORDS`` words; and their
     negation counts differ in parity.
     Returns (shared content, "not" for the negated side / "" for the other) or None."""
-    na, ca, sa = _content(a, orig_a)
-    nb, cb, sb = _content(b, orig_b)
+    na, ca, sa, pa = _content(a, orig_a)
+    nb, cb, sb, pb = _content(b, orig_b)
+    if na % 2 == nb % 2 and not (pa or pb):
+        return None  # the same parity, and no prefixed word that could change it
     slack = 0
     shared: list[str] = []
     for tag, i1, i2, j1, j2 in SequenceMatcher(None, ca, cb, autojunk=False).get_opcodes():
