@@ -95,7 +95,10 @@ class ClaimIndex:
 
     def committed(self, repo: Repository) -> None:
         """After a commit: at the new counter value if this transaction's writes were all applied to
-        an index that was current when it moved the counter; else start over."""
+        an index that was current when it moved the counter; else start over. A transaction that
+        neither read nor wrote claims (another thread's read) leaves it as it is."""
+        if not repo.claims_synced and repo.claims_base is None:
+            return
         self._touched.clear()
         if repo.claims_base is None:
             return
