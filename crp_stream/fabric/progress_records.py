@@ -33,7 +33,7 @@ class ProgressRecords:
     def _select_in(self, columns: Sequence[str], table: str, key: str, ids: Sequence[str]) -> list[Any]:
         raise NotImplementedError  # Repository's
 
-    def _insert_ignore(self, table: Any, rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> int:
+    def _insert_ignore(self, table: Any, rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> None:
         raise NotImplementedError  # Repository's
 
     # meta -------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from sqlalchemy import Connection, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from crp_stream.fabric import tables as t
-from crp_stream.fabric.claim_index import ClaimIndex
 from crp_stream.fabric.operator_records import OperatorRecords, canonical_json
 from crp_stream.fabric.progress_records import ProgressRecords
 from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
@@ -21,34 +20,25 @@ FACTS_GENERATION = "facts_generation"
 
 
 class Repository(ProgressRecords, OperatorRecords):
-    def __init__(self, conn: Connection, claims: ClaimIndex | None = None):
+    def __init__(self, conn: Connection):
         self.conn = conn
         self._dialect = conn.dialect.name
         # processed ids of this transaction, written by ``flush`` in one statement before it commits
         self._marks: dict[tuple[str, str], dict[str, Any]] = {}
         self._meta: dict[str, str | None] = {}  # ProgressRecords: meta read or written in this transaction
-        self._claim_buffer = {}
-        self._claim_undo = []
-        self.claims = claims  # the process's claim index, kept current by this transaction's writes
-        self.claims_base = None
-        self.claims_synced = False
 
     def flush(self) -> None:
-        """Write what this repository buffered (processed ids, claim rows); the unit of work calls it
-        before commit."""
+        """Write what this repository buffered (processed ids); the unit of work calls it before commit."""
         if self._marks:
             self.conn.execute(t.processed_events.insert(), list(self._marks.values()))
             self._marks.clear()
-        self._flush_claims()
 
-    def _insert_ignore(self, table: Any, rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> int:
-        """Insert, ignoring rows whose key is there; returns the rows inserted as the driver counts
-        them (-1 if it does not)."""
+    def _insert_ignore(self, table: Any, rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> None:
         if not rows:
-            return 0
+            return
         mod = postgresql if self._dialect == "postgresql" else sqlite
         stmt = mod.insert(table).on_conflict_do_nothing(index_elements=list(keys))
-        return int(self.conn.execute(stmt, list(rows)).rowcount)
+        self.conn.execute(stmt, list(rows))
 
     def processed_hash(self, consumer: str, event_id: str) -> str | None:
         pending = self._marks.get((consumer, event_id))
@@ -97,17 +87,7 @@ class Repository(ProgressRecords, OperatorRecords):
         return out
 
     def insert_facts(self, rows: Sequence[FactRow]) -> None:
-        inserted = self._insert_ignore(t.facts, rows, ["fact_id"])
-        keyed = [r for r in rows if r.get("claim_key") is not None]
-        if not keyed:
-            return
-        self._claims_written()
-        if self.claims is None:
-            return
-        if inserted == len(rows):  # every id was new: the rows are what the store now holds
-            self.claims.inserted(keyed)
-        else:
-            self.claims.invalidate_facts(keyed)
+        self._insert_ignore(t.facts, rows, ["fact_id"])
 
     def facts_by_ids(self, fact_ids: Iterable[str]) -> dict[str, FactRow]:
         # on the driver (``_select_in``): the arbiter reads rows for every record; every column is a
@@ -184,9 +164,6 @@ class Repository(ProgressRecords, OperatorRecords):
         if not fact_ids:
             raise ValueError("set_fact_status: no fact ids")
         self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(status=status))
-        self._claims_written()
-        if self.claims is not None:
-            self.claims.status_changed(fact_ids, status)
         return self.increment_meta(FACTS_GENERATION)
 
     def fact_counts(self) -> list[tuple[str, str, int]]:
@@ -452,3 +429,8 @@ class Repository(ProgressRecords, OperatorRecords):
     def audit_exists(self, event_id: str) -> bool:
         q = select(t.audit_log.c.seq).where(t.audit_log.c.event_id == event_id)
         return self.conn.execute(q).first() is not None
+
+    def set_claim_key(self, fact_ids: Sequence[str], claim_key: str) -> None:
+        """The arbiter groups facts without subject/attribute into a claim by similarity."""
+        if fact_ids:
+            self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(claim_key=claim_key))
