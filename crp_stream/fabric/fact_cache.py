@@ -104,16 +104,6 @@ class FactCache:
             known.update(repo.fact_statuses(ask))  # facts that do not exist stay unknown
         return known
 
-    def preload(self, repo: Any, vectors: Any, fact_ids: Sequence[str], batch: int = 5_000) -> int:
-        """Load the rows and vectors of ``fact_ids`` (the first ``max_facts``) at start-up, like the
-        graph cache: a request then reads from the store only the facts written since. Returns the
-        entries held."""
-        ids = list(fact_ids[: self.max_facts])
-        for start in range(0, len(ids), batch):
-            self.candidates(repo, vectors, ids[start : start + batch])
-        self.hits = self.misses = 0  # the counters describe the requests served
-        return len(self)
-
     def candidates(
         self, repo: Any, vectors: Any, fact_ids: Sequence[str]
     ) -> tuple[list[str], list[dict[str, Any]], npt.NDArray[np.float32]]:

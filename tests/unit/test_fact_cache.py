@@ -92,18 +92,6 @@ def test_second_read_takes_columns_and_vectors_from_memory_and_status_from_the_s
     assert cache.hits == 2 and cache.misses == 3
 
 
-def test_preload_holds_rows_and_vectors_so_requests_read_no_miss(engine: Engine) -> None:
-    cache, vectors = FactCache(max_facts=3), Vectors(VECS)
-    with engine.begin() as conn:
-        assert cache.preload(Repository(conn), vectors, ["a", "b", "c", "d"], batch=2) == 3  # d: no vector
-    assert vectors.calls == [["a", "b"], ["c"]]  # the first max_facts ids, in batches
-    assert (cache.hits, cache.misses) == (0, 0)
-    with engine.begin() as conn:
-        ids, rows, _ = cache.candidates(Repository(conn), vectors, ["c", "a"])
-    assert ids == ["c", "a"] and rows[0]["status"] == "stale"
-    assert len(vectors.calls) == 2 and (cache.hits, cache.misses) == (2, 0)
-
-
 def test_bounded_oldest_first(engine: Engine) -> None:
     cache, vectors = FactCache(max_facts=2), Vectors(VECS)
     with engine.begin() as conn:
