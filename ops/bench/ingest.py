@@ -41,10 +41,6 @@ DIM = 384
 MODEL = "bench-384"
 
 
-def clustered_vectors(n: int, seed: int = 7) -> np.ndarray:
-    return clustered(n, seed)[0]
-
-
 def clustered(n: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
     """``n`` unit vectors around ``max(8, n // 200)`` centres, and the centre of each."""
     rng = np.random.default_rng(seed)
@@ -82,8 +78,7 @@ def fact_texts(n: int, kind: str, start: int = 0, seed: int = 11) -> list[str]:
     return out
 
 
-def documents(vecs: np.ndarray, per_doc: int, texts: list[str] | None = None) -> list[bytes]:
-    texts = texts or fact_texts(len(vecs), "template")
+def documents(vecs: np.ndarray, per_doc: int, texts: list[str]) -> list[bytes]:
     out = []
     for d in range(0, len(vecs), per_doc):
         facts = [
@@ -105,17 +100,16 @@ def documents(vecs: np.ndarray, per_doc: int, texts: list[str] | None = None) ->
     return out
 
 
-def preload(settings: Settings, corpus: Corpus | None) -> int:
+def preload(settings: Settings, corpus: Corpus | None) -> None:
     """Write ``corpus`` straight into the fabric (then close it: the timed run opens it as a restarted
-    worker would, caches built from what is there); returns the facts written."""
+    worker would, caches built from what is there)."""
     if corpus is None:
-        return 0
+        return
     fabric = open_fabric(settings)
     try:
         write_direct(fabric, corpus, MODEL)
     finally:
         fabric.close()
-    return len(corpus.texts)
 
 
 def run_pipeline(settings: Settings, docs: list[bytes], n: int, before: int = 0) -> float:
