@@ -126,6 +126,21 @@ class GraphCache:
         self.hits = self.misses = self.loads = 0  # the counters describe the requests served
         return len(self)
 
+    def install(self, fact_ids: Sequence[str], rows: Sequence[Row]) -> None:
+        """Replace the entries of ``fact_ids`` with ``rows`` (complete: every edge of each, ordered by
+        neighbour id then kind, as the store returns them): the writer in this process keeps what it
+        just wrote instead of reading it back. Call ``written`` after, as for any write."""
+        ids = self.index(fact_ids)
+        adj = self._adj
+        room = len(adj) + sum(1 for i in ids if i not in adj) - self.max_nodes
+        if room > 0:
+            mine = set(ids)
+            for i in list(islice((j for j in adj if j not in mine), room)):
+                del adj[i]
+        for i, row in zip(ids, rows, strict=True):
+            adj.pop(i, None)  # re-inserted last: the newest entry is the last to be dropped
+            adj[i] = row
+
     # reads --------------------------------------------------------------------------------------
     def rows(self, source: EdgeSource, ids: Sequence[int]) -> list[Row]:
         """Every edge of each fact (given as ints), as ``(neighbour ints, weights)``; misses are loaded

@@ -10,6 +10,7 @@ from sqlalchemy import BigInteger, Connection, Text, func, select, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects import postgresql, sqlite
 
+from crp_stream.core.edges import edges_past_k
 from crp_stream.fabric import tables as t
 from crp_stream.fabric.operator_records import OperatorRecords, canonical_json
 from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
@@ -241,6 +242,16 @@ class Repository(OperatorRecords):
         sql = "INSERT INTO edges (src, dst, weight, kind) VALUES (?, ?, ?, ?) ON CONFLICT (src, dst, kind) DO NOTHING"
         self._executemany(sql, rows)
 
+    def add_directed_edges(self, rows: Sequence[tuple[str, str, float]], kind: str = "similarity") -> None:
+        """The given ``(src, dst, weight)`` rows of ``kind``, in that direction only (a row already
+        there is kept as it is): the ingest's similarity rows that survive the K bound."""
+        sql = "INSERT INTO edges (src, dst, weight, kind) VALUES (?, ?, ?, ?) ON CONFLICT (src, dst, kind) DO NOTHING"
+        self._executemany(sql, [(a, b, float(w), kind) for a, b, w in rows])
+
+    def delete_similarity(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Delete the similarity rows ``(src, dst)`` (that direction only)."""
+        self._executemany("DELETE FROM edges WHERE src = ? AND dst = ? AND kind = 'similarity'", pairs)
+
     def _execute(self, sql: str, params: Sequence[Any]) -> int:
         """One statement on the driver (``?`` marks); returns the rows it changed."""
         raw = self.conn.connection.driver_connection
@@ -265,37 +276,14 @@ class Repository(OperatorRecords):
     def prune_similarity(self, fact_ids: Iterable[str], k: int) -> list[tuple[str, str]]:
         """SPEC-025 §1.3: each given fact keeps its ``k`` strongest similarity edges (weight, then
         neighbour id); the others are deleted (that direction only). Returns the (src, dst) deleted."""
-        drop = sorted(self._ranked_out(sorted(set(fact_ids)), k))
-        drop_pairs = [(src, dst) for src, _rank, dst in drop]
-        # one executemany: a batch of documents drops thousands of edges
-        self._executemany("DELETE FROM edges WHERE src = ? AND dst = ? AND kind = 'similarity'", drop_pairs)
-        return drop_pairs
-
-    def _ranked_out(self, ids: Sequence[str], k: int) -> list[tuple[str, int, str]]:
-        """``(src, rank, dst)`` of the similarity edges of ``ids`` ranked past ``k`` (weight descending,
-        then neighbour id in byte order): ranked in the database, where a batch's thousands of touched
-        facts cost a scan of their edges instead of shipping every edge to Python."""
-        if not ids:
+        rows = self._select_in(("src", "dst", "weight", "kind"), "edges", "src", list(fact_ids))
+        rows = [r for r in rows if r[3] == "similarity"]
+        if not rows:
             return []
-        pg = self._dialect == "postgresql"
-        order = 'dst COLLATE "C"' if pg else "dst"
-        mark = "= ANY(%s)" if pg else "IN ({})"
-        sql = (
-            "SELECT src, rn, dst FROM (SELECT src, dst, ROW_NUMBER() OVER "
-            f"(PARTITION BY src ORDER BY weight DESC, {order}) AS rn FROM edges "
-            f"WHERE kind = 'similarity' AND src {mark}) AS ranked WHERE rn > {int(k)}"
-        )
-        raw = self.conn.connection.driver_connection
-        if pg:
-            with raw.cursor() as cur:  # type: ignore[union-attr]
-                cur.execute(sql, (list(ids),))
-                return [(r[0], int(r[1]), r[2]) for r in cur.fetchall()]
-        out: list[tuple[str, int, str]] = []
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            found = raw.execute(sql.format(", ".join("?" * len(chunk))), chunk).fetchall()  # type: ignore[union-attr]
-            out.extend((r[0], int(r[1]), r[2]) for r in found)
-        return out
+        src, dst, weight, _kind = zip(*rows, strict=True)
+        drop_pairs = [(src[i], dst[i]) for i in edges_past_k(src, dst, weight, k)]
+        self.delete_similarity(drop_pairs)  # one executemany: a batch of documents drops thousands
+        return drop_pairs
 
     def adjacency(self, fact_ids: Iterable[str]) -> dict[str, dict[str, float]]:
         """Similarity neighbours only (the arbiter's near claims); ``edge_rows`` has every kind."""

@@ -27,6 +27,7 @@ from crp_stream.fabric.vectors import VectorItem
 from crp_stream.processors import doc_graph
 from crp_stream.processors.base import Emitter, Handler, Record, dt_to_us, rfc3339, us_to_dt
 from crp_stream.processors.provenance import admit
+from crp_stream.processors.similarity import write_similarity_edges
 
 log = logging.getLogger(__name__)
 
@@ -131,18 +132,18 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             uow.vectors.set_status(sorted(superseded), "superseded")
         edges = self._edges(uow, items)
         uow.repo.insert_facts(rows)
-        uow.repo.add_edges(edges)
-        touched = {x for a, b, _w in edges for x in (a, b)}
         # Each fact keeps its K nearest (SPEC-025 §1.3): an older fact that just gained a nearer
-        # neighbour drops its farthest one (that direction only), so no list grows past K.
-        uow.repo.prune_similarity(touched, uow.fabric.thresholds().edge_k)
+        # neighbour drops its farthest one (that direction only), so no list grows past K. Our graph
+        # cache is left holding these facts' edges as written.
+        touched = write_similarity_edges(uow, edges, uow.fabric.thresholds().edge_k)
+        structure: set[str] = set()
         if isinstance(event, events.DocumentPublished):
-            touched |= doc_graph.structure_edges(
+            structure = doc_graph.structure_edges(
                 uow, event, document_id, [d.fact_id for d in drafts], {d.fact_id: d.text for d, _ in fresh}
             )
-        if touched:  # other processes' graph caches see a new generation; ours forgets only these nodes
+        if touched or structure:  # other processes' caches see a new generation; ours forgets the rest
             gen = uow.repo.increment_meta("graph_generation")  # atomic: concurrent workers never share one
-            uow.fabric.graph.written(str(gen - 1), str(gen), touched)
+            uow.fabric.graph.written(str(gen - 1), str(gen), structure)
         uow.repo.touch_source(event.source, source_type, trust, epoch_us)
         for row in rows:
             fact = events.FactRecorded(

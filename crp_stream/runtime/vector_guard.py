@@ -158,7 +158,7 @@ def reconcile(fabric: Fabric, journal: VectorJournal) -> int:
     for status, group in sorted(by_status.items()):
         _guarded("set_status", inner.set_status)(group, status)
     _guarded("flush", inner.flush)()
-    fabric.vectors._ann_reset()  # it saw the undone writes: rebuilt from the index on the next search
+    fabric.vectors._ann_restatus(by_status)  # it saw the undone writes: the same statuses, in place
     log.info(
         "vector index: %d points written by an uncommitted batch put back to the committed state "
         "(%d hidden until redone)",

@@ -111,8 +111,15 @@ def write_direct(
             uow.vectors.upsert(items[s : s + chunk])
         for s in range(0, len(edges), 4 * chunk):
             uow.repo.add_edges(edges[s : s + 4 * chunk])
+        # the ingest rule's degree bound (SPEC-025 §1.3): each fact keeps its K strongest edges, as in
+        # a fabric that was ingested (both directions written, each fact's surplus pruned)
+        for s in range(0, len(ids), chunk):
+            uow.repo.prune_similarity(ids[s : s + chunk], th.edge_k)
         for s in range(0, len(adjacency), 4 * chunk):
             uow.repo.add_edges(adjacency[s : s + 4 * chunk], kind="adjacency")
         uow.repo.touch_source(source, "official", 0.8, T0_US)
     fabric.vectors.flush()
+    journal = getattr(fabric.vectors, "journal", None)
+    if journal is not None:  # committed: nothing for the next start-up's reconcile to undo
+        journal.clear()
     return len(edges)

@@ -128,3 +128,32 @@ def test_alive_fraction_kept_with_the_writes_equals_a_full_pass() -> None:
         for excluded in [(), ("quarantined",), ("quarantined", "expired", "superseded")]:
             for alive_at in [None, 0.0, 50.0, 99.5, math.inf]:
                 assert ann.alive_fraction(excluded, alive_at) == full(excluded, alive_at)
+
+
+def test_reconcile_puts_the_ann_cache_back_in_place(tmp_path: Path) -> None:
+    """Undone writes of an uncommitted batch leave the cache it built (no HNSW rebuild) and hide the
+    points whose facts never committed, exactly as the backend does."""
+    from crp_stream.config import Settings
+    from crp_stream.runtime.embedded import open_fabric
+    from crp_stream.runtime.vector_guard import reconcile
+    from tests.contract.test_repository import fact
+
+    settings = Settings(data_dir=tmp_path, embedder="precomputed:m-32", ann_min_points=1000)
+    fabric = open_fabric(settings)
+    try:
+        vecs = clustered(1500)
+        ids = [f"f{i:05d}" for i in range(1500)]
+        with fabric.unit_of_work() as uow:
+            uow.repo.insert_facts([fact(f, position=i) for i, f in enumerate(ids[:1200])])
+        fabric.vectors.upsert([VectorItem(f, v, "active", None) for f, v in zip(ids, vecs, strict=True)])
+        built = fabric.vectors.ann()
+        assert built is not None and len(built) == 1500
+        q = vecs[1300]  # an uncommitted point: found before the reconcile, hidden after it
+        assert fabric.vectors.search(q, 1, NOW)[0][0] == ids[1300]
+        assert reconcile(fabric, fabric.vectors.journal) == 1500
+        assert fabric.vectors.ann() is built
+        hits = [f for f, _ in fabric.vectors.search(q, 50, NOW)]
+        assert hits and not set(hits) & set(ids[1200:])
+        assert fabric.vectors.search(vecs[7], 1, NOW)[0][0] == ids[7]
+    finally:
+        fabric.close()
