@@ -138,23 +138,28 @@ class Repository(OperatorRecords):
         found = self._select_in(_FACT_COLUMNS, "facts", "fact_id", list(fact_ids))
         return {r[0]: cast(FactRow, dict(zip(_FACT_COLUMNS, r, strict=True))) for r in found}
 
-    def _select_in(self, columns: Sequence[str], table: str, key: str, ids: Sequence[str]) -> list[Any]:
-        """``SELECT columns FROM table WHERE key IN ids`` on the driver's connection, in this
-        transaction: envelope assembly's per-request reads, where SQLAlchemy's statement and row
-        handling cost twice the query itself. Names are this module's constants, never input."""
+    def _select_in(
+        self, columns: Sequence[str], table: str, key: str, ids: Sequence[str], order: Sequence[str] = ()
+    ) -> list[Any]:
+        """``SELECT columns FROM table WHERE key IN ids [ORDER BY order]`` on the driver's connection,
+        in this transaction: envelope assembly's per-request reads, where SQLAlchemy's statement and
+        row handling cost twice the query itself. ``order`` sorts in byte order on both databases.
+        Names are this module's constants, never input."""
         ids = sorted(set(ids))
         if not ids:
             return []
         raw = self.conn.connection.driver_connection
         head = f"SELECT {', '.join(columns)} FROM {table} WHERE {key}"
         if self._dialect == "postgresql":
+            tail = (" ORDER BY " + ", ".join(f'{c} COLLATE "C"' for c in order)) if order else ""
             with raw.cursor() as cur:  # type: ignore[union-attr]
-                cur.execute(head + " = ANY(%s)", (ids,))
+                cur.execute(head + " = ANY(%s)" + tail, (ids,))
                 return list(cur.fetchall())
+        tail = (" ORDER BY " + ", ".join(order)) if order else ""
         out: list[Any] = []
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
-            out.extend(raw.execute(f"{head} IN ({', '.join('?' * len(chunk))})", chunk).fetchall())  # type: ignore[union-attr]
+            out.extend(raw.execute(f"{head} IN ({', '.join('?' * len(chunk))}){tail}", chunk).fetchall())  # type: ignore[union-attr]
         return out
 
     def _select_where(self, columns: Sequence[str], table: str, equal: Sequence[tuple[str, Any]]) -> list[Any]:
@@ -233,24 +238,49 @@ class Repository(OperatorRecords):
     def add_edges(self, edges: Sequence[tuple[str, str, float]], kind: str = "similarity") -> None:
         """Both directions of each edge of ``kind``; an edge already there is kept as it is. A pair can
         have one edge of each kind (similar and adjacent facts)."""
-        rows: list[tuple[str, str, float, str]] = []
+        rows: list[tuple[str, str, float]] = []
         for a, b, w in edges:
             if a == b:
                 continue
-            rows.append((a, b, float(w), kind))
-            rows.append((b, a, float(w), kind))
-        sql = "INSERT INTO edges (src, dst, weight, kind) VALUES (?, ?, ?, ?) ON CONFLICT (src, dst, kind) DO NOTHING"
-        self._executemany(sql, rows)
+            rows.append((a, b, float(w)))
+            rows.append((b, a, float(w)))
+        self.add_directed_edges(rows, kind)
 
     def add_directed_edges(self, rows: Sequence[tuple[str, str, float]], kind: str = "similarity") -> None:
-        """The given ``(src, dst, weight)`` rows of ``kind``, in that direction only (a row already
-        there is kept as it is): the ingest's similarity rows that survive the K bound."""
+        """The given ``(src, dst, weight)`` rows of ``kind``, in that direction only; a row already there
+        (or earlier in ``rows``) is kept as it is. One statement for the lot: on PostgreSQL the rows
+        travel as arrays (``unnest``), since psycopg's executemany sends a statement per row."""
+        if not rows:
+            return
+        if self._dialect == "postgresql":
+            src, dst, weight = zip(*rows, strict=True)
+            self._execute_pg(
+                "INSERT INTO edges (src, dst, weight, kind) SELECT s, d, w, %s FROM "
+                "unnest(%s::text[], %s::text[], %s::float8[]) WITH ORDINALITY AS r(s, d, w, n) ORDER BY n "
+                "ON CONFLICT (src, dst, kind) DO NOTHING",
+                (kind, list(src), list(dst), [float(w) for w in weight]),
+            )
+            return
         sql = "INSERT INTO edges (src, dst, weight, kind) VALUES (?, ?, ?, ?) ON CONFLICT (src, dst, kind) DO NOTHING"
         self._executemany(sql, [(a, b, float(w), kind) for a, b, w in rows])
 
     def delete_similarity(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """Delete the similarity rows ``(src, dst)`` (that direction only)."""
+        """Delete the similarity rows ``(src, dst)`` (that direction only), in one statement."""
+        if not pairs:
+            return
+        if self._dialect == "postgresql":
+            src, dst = zip(*pairs, strict=True)
+            self._execute_pg(
+                "DELETE FROM edges e USING unnest(%s::text[], %s::text[]) AS d(s, t) "
+                "WHERE e.src = d.s AND e.dst = d.t AND e.kind = 'similarity'",
+                (list(src), list(dst)),
+            )
+            return
         self._executemany("DELETE FROM edges WHERE src = ? AND dst = ? AND kind = 'similarity'", pairs)
+
+    def _execute_pg(self, sql: str, params: Sequence[Any]) -> None:
+        with self.conn.connection.driver_connection.cursor() as cur:  # type: ignore[union-attr]
+            cur.execute(sql, params)
 
     def _execute(self, sql: str, params: Sequence[Any]) -> int:
         """One statement on the driver (``?`` marks); returns the rows it changed."""
@@ -297,10 +327,11 @@ class Repository(OperatorRecords):
         return adj
 
     def edge_rows(self, fact_ids: Sequence[str]) -> list[tuple[str, str, float, str]]:
-        """``(src, dst, weight, kind)`` of every edge whose ``src`` is given: each fact's edges, complete."""
+        """``(src, dst, weight, kind)`` of every edge whose ``src`` is given: each fact's edges, complete,
+        in key order (byte order on both databases: a graph cache entry is the same wherever it loads)."""
+        cols = ("src", "dst", "weight", "kind")
         return [
-            (r[0], r[1], r[2], r[3])
-            for r in self._select_in(("src", "dst", "weight", "kind"), "edges", "src", fact_ids)
+            (r[0], r[1], r[2], r[3]) for r in self._select_in(cols, "edges", "src", fact_ids, ("src", "dst", "kind"))
         ]
 
     def edge_count(self, kind: str = "similarity") -> int:

@@ -17,6 +17,7 @@ from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.graph import GraphCache
 from crp_stream.processors import ingest
 from crp_stream.testing import Pipeline
+from tests.support.services import fresh_postgres_url
 
 T0 = 1_790_000_000 * 1_000_000
 DIM = 16
@@ -59,19 +60,20 @@ def _plain(uow: UnitOfWork, edges: list[tuple[str, str, float]], k: int) -> set[
     return set()
 
 
-def _run(workdir: Path, batch_size: int) -> Pipeline:
-    settings = Settings(data_dir=workdir, embedder="precomputed:m-16", edge_k=4, edge_threshold=0.2)
+def _run(workdir: Path, batch_size: int, postgres: bool) -> Pipeline:
+    url = fresh_postgres_url() if postgres else None
+    settings = Settings(data_dir=workdir, embedder="precomputed:m-16", edge_k=4, edge_threshold=0.2, database_url=url)
     p = Pipeline(settings, batch_size=batch_size)
     for i, d in enumerate(_docs(12, 15, seed=4)):
         p.publish("crp.documents", str(d["source"]), d, ts_us=T0 + i)
     return p
 
 
-@pytest.mark.parametrize("batch_size", [1, 200])
+@pytest.mark.parametrize(("batch_size", "postgres"), [(1, False), (200, False), (200, True)])
 def test_ingest_keeps_k_edges_as_the_rule_and_leaves_a_current_graph_cache(
-    tmp_path: Path, batch_size: int, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, batch_size: int, postgres: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with _run(tmp_path / "p", batch_size) as p:
+    with _run(tmp_path / "p", batch_size, postgres) as p:
         got = _edges(p)
         cache = p.fabric.graph
         with p.uow() as uow:
@@ -89,5 +91,5 @@ def test_ingest_keeps_k_edges_as_the_rule_and_leaves_a_current_graph_cache(
             per_src[s] = per_src.get(s, 0) + 1
     assert per_src and max(per_src.values()) == 4  # the bound binds, and holds
     monkeypatch.setattr(ingest, "write_similarity_edges", _plain)
-    with _run(tmp_path / "ref", batch_size) as ref:
+    with _run(tmp_path / "ref", batch_size, postgres) as ref:
         assert _edges(ref) == got
