@@ -65,6 +65,7 @@ def _words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
 
+_ABBREVIATION = re.compile(r"(?:[A-Za-z]\.)+")
 _TOKEN = re.compile(r"\d[\d,.]*\d%?|\d%?|\w+(?:['’.\-]\w+)*\.?", re.UNICODE)
 _NEGATORS = frozenset({"not", "no", "never", "n't"})
 # Verbs that open a predicate; other verbs are recognised by their -s/-ed ending (lower-case only).
@@ -110,7 +111,8 @@ def _tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     orig: list[str] = []
     for m in _TOKEN.finditer(text.replace("’", "'")):
         w = m.group(0)
-        w = w if re.fullmatch(r"(?:[A-Za-z]\.)+", w) else w.rstrip(".")  # keep "U.S.", drop a full stop
+        if w.endswith(".") and not _ABBREVIATION.fullmatch(w):  # keep "U.S.", drop a full stop
+            w = w.rstrip(".")
         if not w:
             continue
         lw = w.lower()

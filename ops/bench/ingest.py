@@ -9,7 +9,8 @@ Also times one batch of the default embedder.
 - ``--in-fabric N``: before the timed ingest, N facts of the same clusters are written straight into
   the fabric (``ops/bench/preload.py``: rows, vectors, the ingest rule's edges), so the timed documents
   land in a fabric of N facts (issue 12: "at 100k facts in the fabric"). The baseline inserts the
-  same timed facts into a fabric of N facts written the same way.
+  same timed facts into a fabric of N facts written the same way. ``--preload-cache DIR`` keeps that
+  fabric (SQLite) and copies it on later runs.
 - ``--texts template`` (default): every fact reads "fact N of the benchmark corpus": any two
   neighbours differ in one number, so every pair is a near-copy the arbiter's token alignment must
   read (the worst case for it). ``--texts varied``: distinct sentences of 8-16 words drawn from a
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import replace
@@ -100,10 +102,19 @@ def documents(vecs: np.ndarray, per_doc: int, texts: list[str]) -> list[bytes]:
     return out
 
 
-def preload(settings: Settings, corpus: Corpus | None) -> None:
+def preload(settings: Settings, corpus: Corpus | None, cache: Path | None = None) -> None:
     """Write ``corpus`` straight into the fabric (then close it: the timed run opens it as a restarted
-    worker would, caches built from what is there)."""
+    worker would, caches built from what is there). With ``cache`` (SQLite only), a fabric written
+    once is copied from there instead: at 100k the direct write takes minutes, the copy seconds."""
     if corpus is None:
+        return
+    if cache is not None and settings.database_url is None:
+        if not cache.exists():
+            tmp = cache.with_name(cache.name + ".partial")
+            shutil.rmtree(tmp, ignore_errors=True)
+            preload(replace(settings, data_dir=tmp), corpus)
+            tmp.rename(cache)
+        shutil.copytree(cache, settings.data_dir, dirs_exist_ok=True)
         return
     fabric = open_fabric(settings)
     try:
@@ -196,6 +207,9 @@ def main() -> None:
     ap.add_argument("--embedder-batch", type=int, default=256)
     ap.add_argument("--in-fabric", type=int, default=0, metavar="N", help="facts already in the fabric")
     ap.add_argument("--texts", choices=("template", "varied"), default="template")
+    ap.add_argument(
+        "--preload-cache", type=Path, metavar="DIR", help="keep the --in-fabric fabric here and copy it (SQLite)"
+    )
     args = ap.parse_args()
     backends = [("sqlite", None)] + ([("postgres", args.postgres)] if args.postgres else [])
     print(f"texts: {args.texts}; facts already in the fabric: {args.in_fabric:,}; load {os.getloadavg()[0]:.1f}")
@@ -219,11 +233,12 @@ def main() -> None:
                 s = Settings(data_dir=Path(a), embedder=f"precomputed:{MODEL}", database_url=url)
                 if url:
                     _reset_postgres(url)
-                preload(s, corpus)
+                cached = args.preload_cache / f"fabric-{m}-{args.texts}" if args.preload_cache and m else None
+                preload(s, corpus, cached)
                 t_pipe = run_pipeline(s, docs, n, m)
                 if url:
                     _reset_postgres(url)
-                preload(replace(s, data_dir=Path(b)), corpus)
+                preload(replace(s, data_dir=Path(b)), corpus, cached)
                 t_base = run_baseline(replace(s, data_dir=Path(b)), vecs)
             print(
                 f"{name:<9} {n:>8} {t_pipe:>11.2f} {n / t_pipe:>9.0f} {t_base:>11.2f} {t_pipe / t_base:>6.1f}x",
