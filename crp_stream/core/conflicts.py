@@ -32,8 +32,9 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from crp_stream.core.near_copies import near_copy_pairs
 from crp_stream.core.quantities import NUM_RE, Num, canonical_unit, extract_numbers, same_numbers
-from crp_stream.core.substitution import copied_statement_conflict, near_copy_pairs
+from crp_stream.core.substitution import copied_statement_conflict
 
 NUMBER_CHANGED = "NUMBER_CHANGED"
 ENTITY_SUBSTITUTED = "ENTITY_SUBSTITUTED"

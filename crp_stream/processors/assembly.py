@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from crp_stream.core import cdgr, cdr, conflicts, exits, ngram, recency, substitution
+from crp_stream.core import cdgr, cdr, conflicts, exits, near_copies, ngram, recency, substitution
 from crp_stream.core.calibration import Thresholds
 from crp_stream.core.drift import known_at
 from crp_stream.fabric.fabric import UnitOfWork
@@ -127,7 +127,7 @@ def gather(
     keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(vecs, gate_vecs)), min_relevance)
     # issue 14: a kept statement's swapped copy (or the true one it copies) is arbitrated, not gated
     keep = np.asarray(
-        substitution.admit_copies([r["text"] for r in rows], [r["source"] for r in rows], keep.tolist()), dtype=bool
+        near_copies.admit_copies([r["text"] for r in rows], [r["source"] for r in rows], keep.tolist()), dtype=bool
     )
     ids = [i for i, ok in zip(ids, keep, strict=True) if ok]
     vecs = vecs[keep]
