@@ -49,6 +49,7 @@ class Candidates:
     order: list[int] = field(default_factory=list)  # the CDR order select() ranks by
     twins: dict[int, int] = field(default_factory=dict)  # collapsed duplicate -> its representative
     titles: dict[str, str] = field(default_factory=dict)  # document titles of facts in a contradiction
+    gram: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))  # see ``screen``
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,20 @@ def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.
     )
 
 
+def screen(c: Candidates, idx: list[int] | None = None) -> np.ndarray:
+    """The float32 cosines of the candidates (of ``idx``), the screen ``core.conflicts`` would compute
+    for duplicates and contradictions alike: one product per request, extended as candidates join."""
+    n, m = c.vecs.shape[0], c.gram.shape[0]
+    if m < n:
+        v = c.vecs.astype(np.float32, copy=False)
+        g = np.empty((n, n), dtype=np.float32)
+        g[:m, :m] = c.gram
+        g[m:] = v[m:] @ v.T
+        g[:m, m:] = g[m:, :m].T
+        c.gram = g
+    return c.gram if idx is None else c.gram[np.ix_(idx, idx)]
+
+
 def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]:
     """Same-value copies (47 identical readings) become one entry carrying ``support``.
 
@@ -210,7 +225,7 @@ def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]
     """
     if not c.ids:
         return [], {}
-    groups = conflicts.same_claim_duplicates(c.views, c.vecs)
+    groups = conflicts.same_claim_duplicates(c.views, c.vecs, gram=screen(c))
     reps: list[int] = []
     members: dict[int, list[int]] = {}
     c.support[:] = 1  # the groups partition the candidates: most are singletons
@@ -278,7 +293,7 @@ def _arbitrate(uow: UnitOfWork, c: Candidates, sel: Selection, th: Thresholds, o
     pool = listed + sorted(m for m, r in c.twins.items() if r in reps and m not in sel.suppressed)
     views = [c.views[i] for i in pool]
     pairs = conflicts.detect_envelope_contradictions(
-        views, c.vecs[pool], th.contradiction_threshold, inside=len(chosen)
+        views, c.vecs[pool], th.contradiction_threshold, inside=len(chosen), gram=screen(c, pool)
     )
     pairs = _other_subjects_dropped(uow, c, views, pairs)
     seen: set[frozenset[int]] = set()  # one pair per two representatives (the first found)
