@@ -61,8 +61,14 @@ def ngram_overlap(text: str, blacklist: Set[str], n: int = NGRAM_N) -> int:
 
 
 @lru_cache(maxsize=100_000)
-def _gram_hashes(text: str, n: int) -> NDArray[np.int64]:
-    return np.asarray(sorted({hash(g) for g in ngrams(tokenize(text), n)}), dtype=np.int64)
+def _gram_hashes(text: str, n: int) -> tuple[int, ...]:
+    return tuple({hash(g) for g in ngrams(tokenize(text), n)})
+
+
+@lru_cache(maxsize=10_000)
+def _gram_set(text: str, n: int) -> frozenset[str]:
+    """The n-grams of a text the screen flagged: few, and flagged again window after window."""
+    return frozenset(ngrams(tokenize(text), n))
 
 
 def ngram_overlaps(texts: Sequence[str], blacklist: Set[str], n: int = NGRAM_N) -> list[int]:
@@ -76,13 +82,8 @@ def ngram_overlaps(texts: Sequence[str], blacklist: Set[str], n: int = NGRAM_N) 
         raise ValueError("n must be >= 1")
     if not blacklist or not texts:
         return [0] * len(texts)
-    listed = np.asarray(sorted({hash(g) for g in blacklist}), dtype=np.int64)
-    grams = [_gram_hashes(t, n) for t in texts]
-    sizes = np.asarray([g.shape[0] for g in grams])
-    hits = np.concatenate([[0], np.cumsum(np.isin(np.concatenate(grams), listed))])
-    ends = np.cumsum(sizes)
-    suspects = hits[ends] - hits[ends - sizes] > 0
-    return [ngram_overlap(t, blacklist, n) if s else 0 for t, s in zip(texts, suspects.tolist(), strict=True)]
+    listed = {hash(g) for g in blacklist}
+    return [0 if listed.isdisjoint(_gram_hashes(t, n)) else len(_gram_set(t, n) & blacklist) for t in texts]
 
 
 def ngram_penalty(overlaps: ArrayLike) -> NDArray[np.float64]:
