@@ -372,6 +372,8 @@ def _duplicate_keys(
 ) -> tuple[object, object | None]:
     """The buckets of ``same_claim_duplicates`` a fact falls in (same normalised text and value; same
     claim and value), remembered: a fact is a candidate in window after window."""
+    if value is None and not (subject and attribute):  # free text: no claim key, no value
+        return ("text", " ".join(text.casefold().split()), None, None), None
     f = FactView(fact_id="", text=text, subject=subject, attribute=attribute, value=value, unit=unit)
     key, val = _claim_key(f), _structured_value(f)
     vtok = None if val is None else (val[0], float(f"{val[1]:.12g}"), val[2], val[3])

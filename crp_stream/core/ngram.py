@@ -62,7 +62,14 @@ def ngram_overlap(text: str, blacklist: Set[str], n: int = NGRAM_N) -> int:
 
 @lru_cache(maxsize=100_000)
 def _gram_hashes(text: str, n: int) -> tuple[int, ...]:
-    return tuple({hash(g) for g in ngrams(tokenize(text), n)})
+    """Hashes of the text's n-grams as token tuples (made in C by ``zip``, no joined strings); a
+    blacklist n-gram splits back into the same tuple (tokens hold no space), see ``_listed``."""
+    tokens = tokenize(text)
+    return tuple({hash(g) for g in zip(*(tokens[k:] for k in range(n)), strict=False)})  # n shorter lists
+
+
+def _listed(blacklist: Set[str]) -> set[int]:
+    return {hash(tuple(g.split(" "))) for g in blacklist}
 
 
 @lru_cache(maxsize=10_000)
@@ -82,7 +89,7 @@ def ngram_overlaps(texts: Sequence[str], blacklist: Set[str], n: int = NGRAM_N) 
         raise ValueError("n must be >= 1")
     if not blacklist or not texts:
         return [0] * len(texts)
-    listed = {hash(g) for g in blacklist}
+    listed = _listed(blacklist)
     return [0 if listed.isdisjoint(_gram_hashes(t, n)) else len(_gram_set(t, n) & blacklist) for t in texts]
 
 
