@@ -208,14 +208,19 @@ def screen(c: Candidates, idx: list[int] | None = None) -> np.ndarray:
     """The float32 cosines of the candidates (of ``idx``), the screen ``core.conflicts`` would compute
     for duplicates and contradictions alike: one product per request, extended as candidates join."""
     n, m = c.vecs.shape[0], c.gram.shape[0]
-    if m < n:
-        v = c.vecs.astype(np.float32, copy=False)
+    v = c.vecs.astype(np.float32, copy=False)
+    if m == 0 and n:
+        c.gram = v @ v.T  # numpy's symmetric product: faster than a general one
+    elif m < n:
         g = np.empty((n, n), dtype=np.float32)
         g[:m, :m] = c.gram
         g[m:] = v[m:] @ v.T
         g[:m, m:] = g[m:, :m].T
         c.gram = g
-    return c.gram if idx is None else c.gram[np.ix_(idx, idx)]
+    if idx is None:
+        return c.gram
+    at = np.asarray(idx, dtype=np.int64)
+    return c.gram[at][:, at]  # rows then columns: several times faster than ``np.ix_``
 
 
 def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]:
