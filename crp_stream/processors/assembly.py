@@ -122,10 +122,11 @@ def gather(
     dim = int(query_vec.shape[0])
     ids, rows, vecs = _fetch(uow, sorted(found), dim, now_us)
     res_vecs = np.stack([vec_from_json(s.embedding) for s in residual]) if residual else np.zeros((0, dim))
-    rel = cdr.relevance(vecs, query_vec) if ids else np.zeros(0)
+    v64 = vecs.astype(np.float64)  # once, not in every ``core.cdr`` call
+    rel = cdr.relevance(v64, query_vec) if ids else np.zeros(0)
     gate_subs = residual if task is None else task
     gate_vecs = np.stack([vec_from_json(s.embedding) for s in gate_subs]) if gate_subs else np.zeros((0, dim))
-    keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(vecs, gate_vecs)), min_relevance)
+    keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(v64, gate_vecs)), min_relevance)
     # issue 14: a kept statement's swapped copy (or the true one it copies) is arbitrated, not gated
     keep = np.asarray(
         near_copies.admit_copies([r["text"] for r in rows], [r["source"] for r in rows], keep.tolist()), dtype=bool
@@ -175,9 +176,10 @@ def _fetch(
 def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.ndarray) -> None:
     """Score ``rows`` (SPEC-024 §7.1 with SPEC-027 §3.3) and append them to the candidate arrays."""
     ctx = c.ctx
-    sig = cdr.cdr_signals(vecs, ctx.query_vec, ctx.coverage_vecs, ctx.depth, ctx.residual_vecs)
+    v64 = vecs.astype(np.float64)  # once, not in every ``core.cdr`` call
+    sig = cdr.cdr_signals(v64, ctx.query_vec, ctx.coverage_vecs, ctx.depth, ctx.residual_vecs)
     if ctx.branch_scoped:
-        sig = replace(sig, residual_pull=cdr.residual_pull(vecs, ctx.residual_vecs))
+        sig = replace(sig, residual_pull=cdr.residual_pull(v64, ctx.residual_vecs))
     n = len(rows)
     age = ctx.now_s - np.fromiter((r["modified_at_us"] for r in rows), dtype=np.float64, count=n) / 1e6
     ttl = np.fromiter((recency.ttl_or_inf(r["ttl_s"]) for r in rows), dtype=np.float64, count=n)
