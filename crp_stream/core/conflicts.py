@@ -32,8 +32,9 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from crp_stream.core.near_copies import near_copy_pairs
 from crp_stream.core.quantities import NUM_RE, Num, canonical_unit, extract_numbers, same_numbers
-from crp_stream.core.substitution import copied_statement_conflict, near_copy_pairs
+from crp_stream.core.substitution import copied_statement_conflict
 
 NUMBER_CHANGED = "NUMBER_CHANGED"
 ENTITY_SUBSTITUTED = "ENTITY_SUBSTITUTED"
@@ -316,13 +317,16 @@ def resolve_contradiction(a: FactView, b: FactView) -> Resolution:
     return Resolution(a, b, False, aa, ab) if aa > ab else Resolution(b, a, False, ab, aa)
 
 
-def _pairs_above(vecs: ArrayLike, n: int, threshold: float, strict: bool) -> set[tuple[int, int]]:
+def _pairs_above(
+    vecs: ArrayLike, n: int, threshold: float, strict: bool, gram: NDArray[np.float32] | None = None
+) -> set[tuple[int, int]]:
     """Index pairs i < j whose cosine is above (strict) or at least the threshold, exactly as decided
     by the float64 matmul ``v @ v.T``.
 
     Screened by a float32 matmul (a few times cheaper) with a margin above its rounding error, so no
     pair is missed; each screened pair's float64 dot decides, unless it lies within float64 rounding
-    of the threshold, where the matmul itself decides.
+    of the threshold, where the matmul itself decides. ``gram``: that float32 matmul, computed by the
+    caller in any summation order (the margin bounds the error of every order).
     """
     v = np.asarray(vecs, dtype=np.float64)
     if n == 0:
@@ -331,8 +335,12 @@ def _pairs_above(vecs: ArrayLike, n: int, threshold: float, strict: bool) -> set
         raise ValueError("vecs must be (len(facts), dim)")
     dim = v.shape[1]
     scale = max(float(np.max(np.einsum("ij,ij->i", v, v))), 1e-30)  # bounds |a||b| for every pair
-    v32 = v.astype(np.float32)
-    near = v32 @ v32.T >= threshold - 2.0 * (dim + 4) * 2.0**-24 * scale
+    if gram is None:
+        v32 = v.astype(np.float32)
+        gram = v32 @ v32.T
+    elif gram.shape != (n, n):
+        raise ValueError("gram must be (len(facts), len(facts))")
+    near = gram >= threshold - 2.0 * (dim + 4) * 2.0**-24 * scale
     np.fill_diagonal(near, False)
     some = np.flatnonzero(near.any(axis=1))  # few rows have any: scan only those
     rows, cols = np.nonzero(near[some])
@@ -364,6 +372,8 @@ def _duplicate_keys(
 ) -> tuple[object, object | None]:
     """The buckets of ``same_claim_duplicates`` a fact falls in (same normalised text and value; same
     claim and value), remembered: a fact is a candidate in window after window."""
+    if value is None and not (subject and attribute):  # free text: no claim key, no value
+        return ("text", " ".join(text.casefold().split()), None, None), None
     f = FactView(fact_id="", text=text, subject=subject, attribute=attribute, value=value, unit=unit)
     key, val = _claim_key(f), _structured_value(f)
     vtok = None if val is None else (val[0], float(f"{val[1]:.12g}"), val[2], val[3])
@@ -372,14 +382,18 @@ def _duplicate_keys(
 
 
 def same_claim_duplicates(
-    facts: Sequence[FactView], vecs: ArrayLike, threshold: float = DEFAULT_DUPLICATE_THRESHOLD
+    facts: Sequence[FactView],
+    vecs: ArrayLike,
+    threshold: float = DEFAULT_DUPLICATE_THRESHOLD,
+    gram: NDArray[np.float32] | None = None,
 ) -> list[list[int]]:
     """SPEC-027 §2 (crp-stream): group facts asserting the SAME value, e.g. 47 identical readings.
 
     Candidates: same (subject, attribute, value), same case/whitespace-normalised text, or cosine >=
     threshold; two groups join only if no cross pair differs in value or numbers (complete linkage).
     Returned as a partition (singletons too), each sorted, ordered by first index; the processor
-    collapses a group into one entry with ``support`` = its size.
+    collapses a group into one entry with ``support`` = its size. ``gram``: the float32 cosines of
+    ``vecs``, if the caller has them (``_pairs_above``).
     """
     n = len(facts)
     root, members = list(range(n)), {i: [i] for i in range(n)}
@@ -395,7 +409,7 @@ def same_claim_duplicates(
         buckets.setdefault(text_key, []).append(i)
         if value_key is not None:
             buckets.setdefault(value_key, []).append(i)
-    pairs = _pairs_above(vecs, n, threshold, strict=False)
+    pairs = _pairs_above(vecs, n, threshold, strict=False, gram=gram)
     for bucket in buckets.values():
         if len(bucket) > 1:
             pairs.update((bucket[0], j) for j in bucket[1:])
@@ -415,6 +429,7 @@ def detect_envelope_contradictions(
     vecs: ArrayLike,
     pair_threshold: float = DEFAULT_PAIR_THRESHOLD,
     inside: int | None = None,
+    gram: NDArray[np.float32] | None = None,
 ) -> list[tuple[int, int, str]]:
     """SPEC-027 §2.2: pairs ``(i, j, pattern)``, i < j, of selected facts that contradict each other.
 
@@ -422,13 +437,15 @@ def detect_envelope_contradictions(
     carry the same (subject, attribute) or come from different sources and share most of their
     words (``near_copy_pairs``, issue 14); it is reported when ``values_conflict`` finds a pattern.
     With ``inside`` = n, facts from index n on are candidates outside the envelope: only their pairs
-    with the first n are checked (a copy the envelope left out is still found).
+    with the first n are checked (a copy the envelope left out is still found). ``gram``: as for
+    ``same_claim_duplicates``.
     """
-    candidates = _pairs_above(vecs, len(facts), pair_threshold, strict=True)
+    candidates = _pairs_above(vecs, len(facts), pair_threshold, strict=True, gram=gram)
     candidates |= near_copy_pairs([f.text for f in facts], [f.source for f in facts], inside)
     by_key: dict[tuple[str, str] | None, list[int]] = {}
     for i, f in enumerate(facts):
-        by_key.setdefault(_claim_key(f), []).append(i)
+        if f.subject and f.attribute:  # else no key (``_claim_key``): most facts are free text
+            by_key.setdefault(_claim_key(f), []).append(i)
     by_key.pop(None, None)
     for members in by_key.values():
         candidates.update((i, j) for x, i in enumerate(members) for j in members[x + 1 :])

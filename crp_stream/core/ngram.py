@@ -61,8 +61,21 @@ def ngram_overlap(text: str, blacklist: Set[str], n: int = NGRAM_N) -> int:
 
 
 @lru_cache(maxsize=100_000)
-def _gram_hashes(text: str, n: int) -> NDArray[np.int64]:
-    return np.asarray(sorted({hash(g) for g in ngrams(tokenize(text), n)}), dtype=np.int64)
+def _gram_hashes(text: str, n: int) -> tuple[int, ...]:
+    """Hashes of the text's n-grams as token tuples (made in C by ``zip``, no joined strings); a
+    blacklist n-gram splits back into the same tuple (tokens hold no space), see ``_listed``."""
+    tokens = tokenize(text)
+    return tuple({hash(g) for g in zip(*(tokens[k:] for k in range(n)), strict=False)})  # n shorter lists
+
+
+def _listed(blacklist: Set[str]) -> set[int]:
+    return {hash(tuple(g.split(" "))) for g in blacklist}
+
+
+@lru_cache(maxsize=10_000)
+def _gram_set(text: str, n: int) -> frozenset[str]:
+    """The n-grams of a text the screen flagged: few, and flagged again window after window."""
+    return frozenset(ngrams(tokenize(text), n))
 
 
 def ngram_overlaps(texts: Sequence[str], blacklist: Set[str], n: int = NGRAM_N) -> list[int]:
@@ -76,13 +89,8 @@ def ngram_overlaps(texts: Sequence[str], blacklist: Set[str], n: int = NGRAM_N) 
         raise ValueError("n must be >= 1")
     if not blacklist or not texts:
         return [0] * len(texts)
-    listed = np.asarray(sorted({hash(g) for g in blacklist}), dtype=np.int64)
-    grams = [_gram_hashes(t, n) for t in texts]
-    sizes = np.asarray([g.shape[0] for g in grams])
-    hits = np.concatenate([[0], np.cumsum(np.isin(np.concatenate(grams), listed))])
-    ends = np.cumsum(sizes)
-    suspects = hits[ends] - hits[ends - sizes] > 0
-    return [ngram_overlap(t, blacklist, n) if s else 0 for t, s in zip(texts, suspects.tolist(), strict=True)]
+    listed = _listed(blacklist)
+    return [0 if listed.isdisjoint(_gram_hashes(t, n)) else len(_gram_set(t, n) & blacklist) for t in texts]
 
 
 def ngram_penalty(overlaps: ArrayLike) -> NDArray[np.float64]:

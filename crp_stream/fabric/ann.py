@@ -147,11 +147,13 @@ class AnnCache:
                 ok &= scores >= min_score
             if drop is not None:
                 ok &= ks != drop
-            hits = [(self._fact[int(k)], float(s)) for k, s in zip(ks[ok], scores[ok], strict=True)]
+            survivors = int(np.count_nonzero(ok))
             # Fewer survivors than asked although the index holds more: not enough to trust.
-            if len(hits) < limit and fetch < n and (min_score is None or bool((scores >= min_score).all())):
+            if survivors < limit and fetch < n and (min_score is None or bool((scores >= min_score).all())):
                 return None
-            out.append(hits[:limit])
+            # only the first ``limit`` become Python tuples, in bulk (tolist: the same ints and floats)
+            top = ks[ok][:limit].tolist()
+            out.append(list(zip([self._fact[k] for k in top], scores[ok][:limit].tolist(), strict=True)))
         return out
 
     def vectors(self, fact_ids: Sequence[str]) -> tuple[list[str], Vector]:

@@ -35,6 +35,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from types import TracebackType
 from typing import Any, Final, NoReturn, Self
 
@@ -130,7 +131,9 @@ def _check_status(status: str) -> None:
 def rank(hits: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
     """Round scores to 6 decimals and sort by (-score, fact_id): the deterministic order of the port."""
     rounded = [(fid, round(float(s), SCORE_DECIMALS)) for fid, s in hits]
-    rounded.sort(key=lambda h: (-h[1], h[0]))
+    # (-score, fact_id) as two stable sorts with C keys: by id, then by score descending
+    rounded.sort(key=itemgetter(0))
+    rounded.sort(key=itemgetter(1), reverse=True)
     return rounded
 
 

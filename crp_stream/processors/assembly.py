@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from crp_stream.core import cdgr, cdr, conflicts, exits, ngram, recency, substitution
+from crp_stream.core import cdgr, cdr, conflicts, exits, near_copies, ngram, recency, substitution
 from crp_stream.core.calibration import Thresholds
 from crp_stream.core.drift import known_at
 from crp_stream.fabric.fabric import UnitOfWork
@@ -49,6 +49,7 @@ class Candidates:
     order: list[int] = field(default_factory=list)  # the CDR order select() ranks by
     twins: dict[int, int] = field(default_factory=dict)  # collapsed duplicate -> its representative
     titles: dict[str, str] = field(default_factory=dict)  # document titles of facts in a contradiction
+    gram: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))  # see ``screen``
 
 
 @dataclass(frozen=True)
@@ -121,13 +122,14 @@ def gather(
     dim = int(query_vec.shape[0])
     ids, rows, vecs = _fetch(uow, sorted(found), dim, now_us)
     res_vecs = np.stack([vec_from_json(s.embedding) for s in residual]) if residual else np.zeros((0, dim))
-    rel = cdr.relevance(vecs, query_vec) if ids else np.zeros(0)
+    v64 = vecs.astype(np.float64)  # once, not in every ``core.cdr`` call
+    rel = cdr.relevance(v64, query_vec) if ids else np.zeros(0)
     gate_subs = residual if task is None else task
     gate_vecs = np.stack([vec_from_json(s.embedding) for s in gate_subs]) if gate_subs else np.zeros((0, dim))
-    keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(vecs, gate_vecs)), min_relevance)
+    keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(v64, gate_vecs)), min_relevance)
     # issue 14: a kept statement's swapped copy (or the true one it copies) is arbitrated, not gated
     keep = np.asarray(
-        substitution.admit_copies([r["text"] for r in rows], [r["source"] for r in rows], keep.tolist()), dtype=bool
+        near_copies.admit_copies([r["text"] for r in rows], [r["source"] for r in rows], keep.tolist()), dtype=bool
     )
     ids = [i for i, ok in zip(ids, keep, strict=True) if ok]
     vecs = vecs[keep]
@@ -174,9 +176,10 @@ def _fetch(
 def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.ndarray) -> None:
     """Score ``rows`` (SPEC-024 §7.1 with SPEC-027 §3.3) and append them to the candidate arrays."""
     ctx = c.ctx
-    sig = cdr.cdr_signals(vecs, ctx.query_vec, ctx.coverage_vecs, ctx.depth, ctx.residual_vecs)
+    v64 = vecs.astype(np.float64)  # once, not in every ``core.cdr`` call
+    sig = cdr.cdr_signals(v64, ctx.query_vec, ctx.coverage_vecs, ctx.depth, ctx.residual_vecs)
     if ctx.branch_scoped:
-        sig = replace(sig, residual_pull=cdr.residual_pull(vecs, ctx.residual_vecs))
+        sig = replace(sig, residual_pull=cdr.residual_pull(v64, ctx.residual_vecs))
     n = len(rows)
     age = ctx.now_s - np.fromiter((r["modified_at_us"] for r in rows), dtype=np.float64, count=n) / 1e6
     ttl = np.fromiter((recency.ttl_or_inf(r["ttl_s"]) for r in rows), dtype=np.float64, count=n)
@@ -203,6 +206,25 @@ def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.
     )
 
 
+def screen(c: Candidates, idx: list[int] | None = None) -> np.ndarray:
+    """The float32 cosines of the candidates (of ``idx``), the screen ``core.conflicts`` would compute
+    for duplicates and contradictions alike: one product per request, extended as candidates join."""
+    n, m = c.vecs.shape[0], c.gram.shape[0]
+    v = c.vecs.astype(np.float32, copy=False)
+    if m == 0 and n:
+        c.gram = v @ v.T  # numpy's symmetric product: faster than a general one
+    elif m < n:
+        g = np.empty((n, n), dtype=np.float32)
+        g[:m, :m] = c.gram
+        g[m:] = v[m:] @ v.T
+        g[:m, m:] = g[m:, :m].T
+        c.gram = g
+    if idx is None:
+        return c.gram
+    at = np.asarray(idx, dtype=np.int64)
+    return c.gram[at][:, at]  # rows then columns: several times faster than ``np.ix_``
+
+
 def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]:
     """Same-value copies (47 identical readings) become one entry carrying ``support``.
 
@@ -210,7 +232,7 @@ def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]
     """
     if not c.ids:
         return [], {}
-    groups = conflicts.same_claim_duplicates(c.views, c.vecs)
+    groups = conflicts.same_claim_duplicates(c.views, c.vecs, gram=screen(c))
     reps: list[int] = []
     members: dict[int, list[int]] = {}
     c.support[:] = 1  # the groups partition the candidates: most are singletons
@@ -278,7 +300,7 @@ def _arbitrate(uow: UnitOfWork, c: Candidates, sel: Selection, th: Thresholds, o
     pool = listed + sorted(m for m, r in c.twins.items() if r in reps and m not in sel.suppressed)
     views = [c.views[i] for i in pool]
     pairs = conflicts.detect_envelope_contradictions(
-        views, c.vecs[pool], th.contradiction_threshold, inside=len(chosen)
+        views, c.vecs[pool], th.contradiction_threshold, inside=len(chosen), gram=screen(c, pool)
     )
     pairs = _other_subjects_dropped(uow, c, views, pairs)
     seen: set[frozenset[int]] = set()  # one pair per two representatives (the first found)
