@@ -106,9 +106,9 @@ class Fabric:
                 repo.flush()
         except BaseException:
             self.facts.clear()  # it may hold rows this transaction wrote and did not commit
-            self.claims.clear()  # likewise
-            raise
-        self.claims.committed(repo)
+            raise  # the claim index was not changed: the transaction's stage is dropped with it
+        if repo.claims is not None:
+            self.claims.committed(repo.claims, repo.claims_base)
 
     def warm(self, graph: bool = True) -> None:
         """Fill the in-process caches a window request reads, at start-up rather than on the first

@@ -15,7 +15,7 @@ from crp_stream.fabric.claim_index import CLAIMS_GENERATION
 from crp_stream.fabric.rows import CandidateRow, ClaimRow, FactRow, RefreshRow
 
 if TYPE_CHECKING:
-    from crp_stream.fabric.claim_index import ClaimIndex
+    from crp_stream.fabric.claim_index import ClaimTxn
 
 
 def canonical_json(obj: Any) -> str:
@@ -136,7 +136,7 @@ class OperatorRecords:
     # table per batch); reads in the transaction see the buffer first.
     _claim_buffer: dict[str, tuple[Any, ...]]
     _claim_undo: list[tuple[str, tuple[Any, ...] | None]]  # (key, buffered before) for savepoints
-    claims: ClaimIndex | None
+    claims: ClaimTxn | None
     claims_base: int | None  # claims_generation before this transaction moved it; None: not moved
 
     def get_meta(self, key: str) -> str | None:

@@ -28,9 +28,9 @@ class Repository(OperatorRecords):
         self._marks: dict[tuple[str, str], dict[str, Any]] = {}
         self._claim_buffer = {}
         self._claim_undo = []
-        self.claims = claims  # the process's claim index, kept current by this transaction's writes
         self.claims_base = None
-        self.claims_synced = False
+        # this transaction's view of the process's claim index: its loads and writes, staged until commit
+        self.claims = claims.begin(self) if claims is not None else None
 
     def flush(self) -> None:
         """Write what this repository buffered (processed ids, claim rows); the unit of work calls it

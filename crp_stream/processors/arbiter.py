@@ -160,7 +160,9 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         if isinstance(event, events.FactRecorded) and event.subject and event.attribute:
             self.evaluate(claim_key(event.subject, event.attribute), record, uow, out, as_of)
             return
-        key = uow.fabric.claims.claim_of(event.fact_id) if isinstance(event, events.FactStatusChanged) else None
+        key = None
+        if isinstance(event, events.FactStatusChanged):
+            key = uow.fabric.claims.claim_of(uow.repo, event.fact_id)
         if key is not None:  # held by the claim index: its claim and current row are known
             self.evaluate(key, record, uow, out, as_of)
             return
