@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -190,3 +192,83 @@ def test_it_is_bounded_by_the_setting(tmp_path: Path) -> None:
         assert_never_ahead(f, "api|limit", "b|k", "c|k")
     finally:
         f.close()
+
+
+def test_a_savepoint_rolled_back_after_another_writer_leaves_nothing_behind(fabric: Fabric) -> None:
+    """The first read of a transaction may drop the index (another writer moved the counter) inside a
+    savepoint that is then rolled back: the claim row written there must not survive. (The index that
+    was reverted in 3322036 kept it, and a later evaluation would have found its fingerprint equal.)"""
+    with fabric.unit_of_work() as uow:
+        uow.repo.insert_facts([fact("a"), fact("b", key="b|k"), fact("c", key="c|k")])
+        for key in ("api|limit", "b|k", "c|k"):
+            fabric.claims.claim(uow.repo, key)
+    with fabric.engine.begin() as conn:  # another process
+        Repository(conn).insert_facts([fact("x", key="x|k")])
+    with fabric.unit_of_work() as uow:
+        uow.repo.insert_facts([fact("a2", epoch=2), fact("b2", key="b|k", epoch=2)])  # written before any read
+        with pytest.raises(ValueError), uow.repo.savepoint():  # a rejected record
+            fabric.claims.claim(uow.repo, "c|k")
+            uow.repo.put_claim("c|k", "DRIFT_UNDETERMINED", "rolled-back", {}, 5)
+            raise ValueError("rejected")
+        assert fabric.claims.claim(uow.repo, "c|k")[0] is None
+    assert_never_ahead(fabric, "api|limit", "b|k", "c|k", "x|k")
+    with fabric.unit_of_work() as uow:
+        assert fabric.claims.claim(uow.repo, "c|k")[0] is None
+
+
+class Failed(Exception):
+    pass
+
+
+def test_random_units_of_work_never_leave_the_index_ahead_of_the_store(fabric: Fabric) -> None:
+    """Seeded model check: units of work of random claim writes, reads, rejected savepoints, rollbacks
+    and another writer's commits in between. Inside a transaction the index answers what the store
+    answers in that transaction; after it, whatever it holds is what was committed."""
+    rng = random.Random(20261201)
+    keys = ["k0|a", "k1|a", "k2|a", "sim:t"]
+    ids: list[str] = []
+
+    def new_fact(repo: Repository) -> None:
+        fid = f"f{len(ids)}"
+        ids.append(fid)
+        repo.insert_facts([fact(fid, key=rng.choice([*keys, None]), epoch=rng.randrange(50))])
+
+    def op(repo: Repository) -> None:
+        r = rng.random()
+        if r < 0.3 or not ids:
+            new_fact(repo)
+        elif r < 0.4:
+            repo.insert_facts([fact(rng.choice(ids), key=rng.choice(keys))])  # meets a stored id
+        elif r < 0.6:
+            repo.set_fact_status([rng.choice(ids)], rng.choice(["active", "stale", "quarantined"]))
+        elif r < 0.75:
+            repo.put_claim(rng.choice(keys), "CONSENSUS_OK", f"fp{rng.randrange(1000)}", {}, rng.randrange(100))
+        elif r < 0.85:
+            repo.set_claim_key(rng.sample(ids, min(2, len(ids))), rng.choice(keys))
+        else:
+            key = rng.choice(keys)
+            claim, rows, _ = fabric.claims.claim(repo, key)
+            assert (claim, rows) == (repo.get_claim(key), repo.facts_for_claim(key))
+
+    for _ in range(120):
+        if rng.random() < 0.15:
+            with fabric.engine.begin() as conn:  # another process, no index of its own
+                op(Repository(conn))
+            continue
+        with contextlib.suppress(Failed), fabric.unit_of_work() as uow:
+            for _ in range(rng.randrange(1, 8)):
+                if rng.random() < 0.2:
+                    with contextlib.suppress(Failed), uow.repo.savepoint():
+                        for _ in range(rng.randrange(1, 4)):
+                            op(uow.repo)
+                        if rng.random() < 0.5:
+                            raise Failed
+                else:
+                    op(uow.repo)
+            for key in keys:  # inside the transaction: what the store says in it
+                claim, rows, _ = fabric.claims.claim(uow.repo, key)
+                assert (claim, rows) == (uow.repo.get_claim(key), uow.repo.facts_for_claim(key)), key
+            if rng.random() < 0.2:
+                raise Failed  # the unit of work rolls back
+        assert_never_ahead(fabric, *keys)
+    assert fabric.claims.hits > 0  # it did serve from memory
