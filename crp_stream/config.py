@@ -89,10 +89,11 @@ class Settings:
     # points; above ann_max_points (memory: ~1.6 KB a point at 384-d) exact search serves again.
     ann_min_points: int = 20_000
     ann_max_points: int = 2_000_000
-    # per-process caches, each bounded: candidates' rows and vectors (~2.5 KB a fact at 384-d) and the
-    # similarity graph's adjacency lists
+    # per-process caches, each bounded: candidates' rows and vectors (~2.5 KB a fact at 384-d), the
+    # similarity graph's adjacency lists, the arbiter's claim index (member facts, ~1.5 KB a fact)
     cache_facts: int = 100_000
     cache_graph_nodes: int = 500_000
+    cache_claim_facts: int = 200_000
     # Kafka worker: a window request waits at most this long (seconds) for the inputs appended before it
     # to be ingested and arbitrated (the event-time barrier, docs/kafka.md); 0 turns the barrier off
     barrier_wait: float = 2.0
@@ -239,7 +240,7 @@ def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
             changes[key] = _int(label, value, 1, 100_000)
         elif key in ("ann_min_points", "ann_max_points"):
             changes[key] = _int(label, value, 0, 1_000_000_000)
-        elif key in ("cache_facts", "cache_graph_nodes"):
+        elif key in ("cache_facts", "cache_graph_nodes", "cache_claim_facts"):
             changes[key] = _int(label, value, 1, 100_000_000)
         elif key == "edge_k":
             changes[key] = _int(label, value, 1, 200)

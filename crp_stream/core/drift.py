@@ -47,6 +47,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
+from operator import attrgetter
 from typing import Literal
 
 from crp_stream.core.ids import derive_id
@@ -88,6 +89,7 @@ _UNIT_ALIASES: dict[str, tuple[str, ...]] = {
     "%": ("%", "percent", "pct"),
 }
 _CANONICAL_UNIT: dict[str, str] = {a: canon for canon, aliases in _UNIT_ALIASES.items() for a in aliases}
+_RECORD_ORDER = attrgetter("source", "epoch", "fact_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,7 +227,7 @@ def counted_records(records: Iterable[ClaimRecord]) -> tuple[ClaimRecord, ...]:
         if r.status == "active" and r.epoch > newest_active.get(r.source, float("-inf")):
             newest_active[r.source] = r.epoch
     speaking = [r for r in kept if r.status == "active" or r.epoch >= newest_active.get(r.source, float("-inf"))]
-    return tuple(sorted(speaking, key=lambda r: (r.source, r.epoch, r.fact_id)))
+    return tuple(sorted(speaking, key=_RECORD_ORDER))
 
 
 def partition_agreement(records: Sequence[ClaimRecord]) -> PartitionView:
@@ -242,16 +244,17 @@ def partition_agreement(records: Sequence[ClaimRecord]) -> PartitionView:
     counted = counted_records(records)
     if not counted:
         raise ValueError("partition_agreement: no active or stale record to count")
+    return _agreement(counted)
+
+
+def _agreement(counted: Sequence[ClaimRecord]) -> PartitionView:
+    """``partition_agreement`` of one source's counted records, in ``counted_records`` order (epoch,
+    then fact id): a value's last record is its latest, the last record the newest."""
     by_value: dict[str, list[ClaimRecord]] = {}
     for r in counted:
         by_value.setdefault(r.value, []).append(r)
-
-    def rank(item: tuple[str, list[ClaimRecord]]) -> tuple[int, float, str]:
-        value, recs = item
-        return (-len(recs), -max(r.epoch for r in recs), value)
-
-    value, support = min(by_value.items(), key=rank)
-    newest = max(counted, key=lambda r: (r.epoch, r.fact_id))
+    value, support = min(by_value.items(), key=lambda item: (-len(item[1]), -item[1][-1].epoch, item[0]))
+    newest = counted[-1]
     return PartitionView(
         source=newest.source,
         trust=newest.trust,
@@ -259,7 +262,7 @@ def partition_agreement(records: Sequence[ClaimRecord]) -> PartitionView:
         share=len(support) / len(counted),
         support=len(support),
         total=len(counted),
-        latest_epoch=max(r.epoch for r in support),
+        latest_epoch=support[-1].epoch,
         newest_epoch=newest.epoch,
         fact_ids=tuple(sorted(r.fact_id for r in support)),
     )
@@ -275,8 +278,9 @@ def partition_views(records: Iterable[ClaimRecord]) -> tuple[PartitionView, ...]
         by_source.setdefault(r.source, []).append(r)
     views = []
     for source in sorted(by_source):
-        if counted_records(by_source[source]):
-            views.append(partition_agreement(by_source[source]))
+        counted = counted_records(by_source[source])
+        if counted:
+            views.append(_agreement(counted))
     return tuple(views)
 
 
@@ -370,11 +374,7 @@ def claim_verdict(partitions: Sequence[PartitionView], *, claim: str) -> Verdict
             reason=f"all {len(partitions)} partition(s) agree with {high.source} on {high.value!r}",
         )
 
-    def rank(item: tuple[str, list[PartitionView]]) -> tuple[int, float, str]:
-        value, views = item
-        return (-len(views), -max(v.latest_epoch for v in views), value)
-
-    ordered = sorted(groups.items(), key=rank)
+    ordered = sorted(groups.items(), key=lambda g: (-len(g[1]), -max(v.latest_epoch for v in g[1]), g[0]))
     value, views = ordered[0]
     views = sorted(views, key=lambda v: v.source)
     epochs = [v.latest_epoch for v in views]

@@ -170,10 +170,10 @@ def stem(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=50_000)
-def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
-    """(negations, stemmed content words, their original spellings); cached: one statement is compared
-    with each of its neighbours."""
+@lru_cache(maxsize=50_000)  # a new fact meets ~19 neighbours, each met again by later facts
+def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, tuple[str, ...], tuple[str, ...], bool]:
+    """(negations, stemmed content words, their original spellings, whether a spelling may carry a
+    negative prefix: only then can ``_negated_prefix`` change the negation count)."""
     neg = 0
     out: list[str] = []
     spelled: list[str] = []
@@ -199,7 +199,8 @@ def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, tuple
             continue
         out.append(stem(t))
         spelled.append(o)
-    return neg, tuple(out), tuple(spelled)
+    prefixed = any(len(w) >= 4 and w.lower().startswith(_NEG_PREFIXES) for w in spelled)
+    return neg, tuple(out), tuple(spelled), prefixed
 
 
 @lru_cache(maxsize=50_000)
@@ -324,8 +325,10 @@ def _descriptor(words: tuple[str, ...], follower: str | None) -> bool:
 def _flip(
     a: tuple[str, ...], b: tuple[str, ...], orig_a: tuple[str, ...], orig_b: tuple[str, ...]
 ) -> tuple[tuple[str, ...], str, str] | None:
-    na, ca, sa = _content(a, orig_a)
-    nb, cb, sb = _content(b, orig_b)
+    na, ca, sa, pa = _content(a, orig_a)
+    nb, cb, sb, pb = _content(b, orig_b)
+    if na % 2 == nb % 2 and not (pa or pb):
+        return None  # the same parity, and no prefixed word that could change it
     ca, sa = _without_condition(ca, sa, cb)
     cb, sb = _without_condition(cb, sb, ca)
     slack = 0

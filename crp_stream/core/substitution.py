@@ -320,10 +320,13 @@ def _value_swap(
     span_a, span_b = _join(oa[i1:i2]), _join(ob[j1:j2])
     # a longer name is still one value inside a long copied passage ("The University of Texas at Austin")
     limit = max(max_span, min(2 * max_span, shared // 5))
-    names = _name_like(oa[i1:i2]) and _name_like(ob[j1:j2])
-    if names and shared >= max(LONG_REMAINDER, 2 * max(len(sa), len(sb))):
+    fits = 1 <= len(sa) <= limit and 1 <= len(sb) <= limit
+    # names only ever raise the limit: read only for spans over it (ingest aligns every new fact)
+    long_names = not fits and shared >= max(LONG_REMAINDER, 2 * max(len(sa), len(sb)))
+    if long_names and _name_like(oa[i1:i2]) and _name_like(ob[j1:j2]):
         limit = max(limit, MAX_NAME)
-    if not (1 <= len(sa) <= limit and 1 <= len(sb) <= limit):
+        fits = 1 <= len(sa) <= limit and 1 <= len(sb) <= limit
+    if not fits:
         return None
     num_a, num_b = (any(t[:1].isdigit() for t in s) for s in (sa, sb))
     if num_a and num_b:

@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 from crp_stream.config import ConfigError, Settings
 from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric import db
+from crp_stream.fabric.claim_index import ClaimIndex
 from crp_stream.fabric.embedders import CALIBRATED_THRESHOLDS, Embedder, make_embedder
 from crp_stream.fabric.fact_cache import FactCache
 from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
@@ -93,18 +94,21 @@ class Fabric:
         self._model_checked = False
         self.graph = GraphCache(settings.cache_graph_nodes)  # similarity edges, shared by every request
         self.facts = FactCache(settings.cache_facts)  # candidates' fixed columns and vectors, likewise
+        self.claims = ClaimIndex(settings.cache_claim_facts)  # the arbiter's claims (members, verdict rows)
         self._stored_thresholds: dict[str, dict[str, float]] = {}  # model -> calibrate --store values
 
     @contextmanager
     def unit_of_work(self) -> Iterator[UnitOfWork]:
         try:
             with self.engine.begin() as conn:
-                repo = Repository(conn)
+                repo = Repository(conn, self.claims)
                 yield UnitOfWork(repo, self)
                 repo.flush()
         except BaseException:
             self.facts.clear()  # it may hold rows this transaction wrote and did not commit
-            raise
+            raise  # the claim index was not changed: the transaction's stage is dropped with it
+        if repo.claims is not None:
+            self.claims.committed(repo.claims, repo.claims_base)
 
     def warm(self, graph: bool = True) -> None:
         """Fill the in-process caches a window request reads, at start-up rather than on the first

@@ -4,13 +4,18 @@ part of ``Repository``, kept apart so each file stays one noun."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Connection, Table, select, update
 
 from crp_stream.fabric import tables as t
-from crp_stream.fabric.rows import CandidateRow, ClaimRow, RefreshRow
+from crp_stream.fabric.claim_index import CLAIMS_GENERATION
+from crp_stream.fabric.rows import CandidateRow, ClaimRow, FactRow, RefreshRow
+
+if TYPE_CHECKING:
+    from crp_stream.fabric.claim_index import ClaimTxn
 
 
 def canonical_json(obj: Any) -> str:
@@ -127,21 +132,97 @@ class OperatorRecords:
         return [decoded(r._mapping) for r in self.conn.execute(q)]
 
     # claims (arbiter state) -------------------------------------------------------------------
+    # Claim rows are buffered and written by ``flush`` in one statement (issue 12: one statement per
+    # table per batch); reads in the transaction see the buffer first.
+    _claim_buffer: dict[str, tuple[Any, ...]]
+    _claim_undo: list[tuple[str, tuple[Any, ...] | None]]  # (key, buffered before) for savepoints
+    claims: ClaimTxn | None
+    claims_base: int | None  # claims_generation before this transaction moved it; None: not moved
+
+    def get_meta(self, key: str) -> str | None:
+        raise NotImplementedError  # Repository's
+
+    def increment_meta(self, key: str) -> int:
+        raise NotImplementedError  # Repository's
+
+    def _executemany(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        raise NotImplementedError  # Repository's
+
+    def _claims_written(self) -> None:
+        """Every write of claim data (claim members, their statuses, claim rows) moves the counter
+        ``claims_generation`` once per transaction, so another process's claim index sees it."""
+        if self.claims_base is None:
+            self.claims_base = self.increment_meta(CLAIMS_GENERATION) - 1
+
     def get_claim(self, claim_key: str) -> ClaimRow | None:
-        # on the driver: the arbiter reads and writes its claim on every evaluation
+        buffered = self._claim_buffer.get(claim_key)
+        if buffered is not None:
+            return cast(ClaimRow, decoded(zip(_CLAIM_COLUMNS, buffered, strict=True), "details"))
+        # on the driver: read for every claim the arbiter's index does not hold
         found = self._select_where(_CLAIM_COLUMNS, "claims", (("claim_key", claim_key),))
         return decoded(zip(_CLAIM_COLUMNS, found[0], strict=True), "details") if found else None
 
     def put_claim(self, claim_key: str, verdict: str, fingerprint: str, details: dict[str, Any], at_us: int) -> None:
-        values = {
-            "verdict": verdict,
-            "fingerprint": fingerprint,
-            "details": canonical_json(details),
-            "updated_at_us": at_us,
-        }
-        sets = ", ".join(f"{k} = ?" for k in values)
-        if self._execute(f"UPDATE claims SET {sets} WHERE claim_key = ?", [*values.values(), claim_key]) == 0:
-            self._execute(
-                f"INSERT INTO claims (claim_key, {', '.join(values)}) VALUES (?{', ?' * len(values)})",
-                [claim_key, *values.values()],
-            )
+        text = canonical_json(details)
+        row = (claim_key, verdict, fingerprint, text, at_us)
+        self._claims_written()
+        self._claim_undo.append((claim_key, self._claim_buffer.get(claim_key)))
+        self._claim_buffer[claim_key] = row
+        if self.claims is not None:
+            self.claims.claim_written(decoded(zip(_CLAIM_COLUMNS, row, strict=True), "details"))
+
+    def _flush_claims(self) -> None:
+        if not self._claim_buffer:
+            return
+        cols = ", ".join(_CLAIM_COLUMNS)
+        sets = ", ".join(f"{c} = excluded.{c}" for c in _CLAIM_COLUMNS if c != "claim_key")
+        sql = f"INSERT INTO claims ({cols}) VALUES ({', '.join('?' * len(_CLAIM_COLUMNS))}) "
+        self._executemany(sql + f"ON CONFLICT (claim_key) DO UPDATE SET {sets}", list(self._claim_buffer.values()))
+        self._claim_buffer.clear()
+        self._claim_undo.clear()
+
+    def _undo_claims(self, mark: int) -> None:
+        """A savepoint was rolled back: the claim rows buffered since ``mark`` are forgotten."""
+        while len(self._claim_undo) > mark:
+            key, before = self._claim_undo.pop()
+            if before is None:
+                self._claim_buffer.pop(key, None)
+            else:
+                self._claim_buffer[key] = before
+
+    def claimed_facts(self, limit: int) -> list[FactRow]:
+        """Facts that belong to a claim, in claim order, at most ``limit`` (the claim index's start)."""
+        cols = tuple(t.facts.c.keys())
+        sql = f"SELECT {', '.join(cols)} FROM facts WHERE claim_key IS NOT NULL ORDER BY claim_key LIMIT {int(limit)}"
+        found = self.conn.exec_driver_sql(sql).fetchall()
+        return [cast(FactRow, dict(zip(cols, r, strict=True))) for r in found]
+
+    def claim_rows(self, keys: Sequence[str]) -> dict[str, ClaimRow]:
+        out: dict[str, ClaimRow] = {}
+        for i in range(0, len(keys), 500):
+            q = select(t.claims).where(t.claims.c.claim_key.in_(list(keys[i : i + 500])))
+            out.update({r.claim_key: decoded(r._mapping, "details") for r in self.conn.execute(q)})
+        return out
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A nested transaction; rolled back, so are this repository's buffers and the claim index."""
+        base, undo = self.claims_base, len(self._claim_undo)
+        mark = self.claims.mark() if self.claims is not None else 0
+        try:
+            with self.conn.begin_nested():
+                yield
+        except BaseException:
+            self.claims_base = base
+            self._undo_claims(undo)
+            if self.claims is not None:
+                self.claims.rollback_to(mark)
+            raise
+
+    def set_claim_key(self, fact_ids: Sequence[str], claim_key: str) -> None:
+        """The arbiter groups facts without subject/attribute into a claim by similarity."""
+        if fact_ids:
+            self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(claim_key=claim_key))
+            self._claims_written()
+            if self.claims is not None:
+                self.claims.claim_key_set(fact_ids, claim_key)

@@ -12,6 +12,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from crp_stream.core.edges import edges_past_k
 from crp_stream.fabric import tables as t
+from crp_stream.fabric.claim_index import ClaimIndex
 from crp_stream.fabric.operator_records import OperatorRecords, canonical_json
 from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
 
@@ -21,24 +22,33 @@ FACTS_GENERATION = "facts_generation"
 
 
 class Repository(OperatorRecords):
-    def __init__(self, conn: Connection):
+    def __init__(self, conn: Connection, claims: ClaimIndex | None = None):
         self.conn = conn
         self._dialect = conn.dialect.name
         # processed ids of this transaction, written by ``flush`` in one statement before it commits
         self._marks: dict[tuple[str, str], dict[str, Any]] = {}
+        self._claim_buffer = {}
+        self._claim_undo = []
+        self.claims_base = None
+        # this transaction's view of the process's claim index: its loads and writes, staged until commit
+        self.claims = claims.begin(self) if claims is not None else None
 
     def flush(self) -> None:
-        """Write what this repository buffered (processed ids); the unit of work calls it before commit."""
+        """Write what this repository buffered (processed ids, claim rows); the unit of work calls it
+        before commit."""
         if self._marks:
             self.conn.execute(t.processed_events.insert(), list(self._marks.values()))
             self._marks.clear()
+        self._flush_claims()
 
-    def _insert_ignore(self, table: Any, rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> None:
+    def _insert_ignore(self, table: Any, rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> int:
+        """Insert, ignoring rows whose key is there; returns the rows inserted as the driver counts
+        them (-1 if it does not)."""
         if not rows:
-            return
+            return 0
         mod = postgresql if self._dialect == "postgresql" else sqlite
         stmt = mod.insert(table).on_conflict_do_nothing(index_elements=list(keys))
-        self.conn.execute(stmt, list(rows))
+        return int(self.conn.execute(stmt, list(rows)).rowcount)
 
     # meta -------------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -130,7 +140,17 @@ class Repository(OperatorRecords):
         return out
 
     def insert_facts(self, rows: Sequence[FactRow]) -> None:
-        self._insert_ignore(t.facts, rows, ["fact_id"])
+        inserted = self._insert_ignore(t.facts, rows, ["fact_id"])
+        keyed = [r for r in rows if r.get("claim_key") is not None]
+        if not keyed:
+            return
+        self._claims_written()
+        if self.claims is None:
+            return
+        if inserted == len(rows):  # every id was new: the rows are what the store now holds
+            self.claims.inserted(keyed)
+        else:
+            self.claims.invalidate_facts(keyed)
 
     def facts_by_ids(self, fact_ids: Iterable[str]) -> dict[str, FactRow]:
         # on the driver (``_select_in``): the arbiter reads rows for every record; every column is a
@@ -212,6 +232,9 @@ class Repository(OperatorRecords):
         if not fact_ids:
             raise ValueError("set_fact_status: no fact ids")
         self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(status=status))
+        self._claims_written()
+        if self.claims is not None:
+            self.claims.status_changed(fact_ids, status)
         return self.increment_meta(FACTS_GENERATION)
 
     def fact_counts(self) -> list[tuple[str, str, int]]:
@@ -493,8 +516,3 @@ class Repository(OperatorRecords):
     def audit_exists(self, event_id: str) -> bool:
         q = select(t.audit_log.c.seq).where(t.audit_log.c.event_id == event_id)
         return self.conn.execute(q).first() is not None
-
-    def set_claim_key(self, fact_ids: Sequence[str], claim_key: str) -> None:
-        """The arbiter groups facts without subject/attribute into a claim by similarity."""
-        if fact_ids:
-            self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(claim_key=claim_key))

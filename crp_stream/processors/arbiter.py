@@ -47,18 +47,31 @@ ARBITER = "arbiter"
 AUTO_POLICY = "auto-quarantine policy"
 
 
-def claim_records(rows: Sequence[FactRow], text_claim: bool) -> list[ClaimRecord]:
-    """Fabric rows -> drift records: the epoch is the log-append time, the value normalised."""
-    values = text_claims.text_values(rows) if text_claim else {}
+def claim_records(rows: Sequence[FactRow], text_claim: bool, memo: dict[str, Any] | None = None) -> list[ClaimRecord]:
+    """Fabric rows -> drift records: the epoch is the log-append time, the value normalised.
+
+    ``memo`` (the claim index's, per claim) keeps each structured fact's record: all of it but the
+    status derives from the fact's fixed columns."""
+    if text_claim:
+        values = text_claims.text_values(rows)
+        return [
+            ClaimRecord(
+                r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, values[r["fact_id"]], r["status"]
+            )
+            for r in rows
+        ]
+    memo = {} if memo is None else memo
     out = []
     for r in rows:
-        if text_claim:
-            value = values[r["fact_id"]]
-        elif r["value"] is None:
+        if r["value"] is None:
             continue  # a subject/attribute without a value asserts nothing to arbitrate
-        else:
-            value = normalise_value(str(r["value"]), r["unit"])
-        out.append(ClaimRecord(r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, value, r["status"]))
+        rec = memo.get(r["fact_id"])
+        if rec is None or rec.status != r["status"]:
+            value = rec.value if rec is not None else normalise_value(str(r["value"]), r["unit"])
+            rec = memo[r["fact_id"]] = ClaimRecord(
+                r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, value, r["status"]
+            )
+        out.append(rec)
     return out
 
 
@@ -130,16 +143,28 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     topics = ("crp.facts",)
     rejects = False  # never raises Rejected: no savepoint per crp.facts record
 
+    def __init__(self) -> None:
+        self._preloaded = False
+
     def handle(
         self, event: events.FactRecorded | events.FactStatusChanged, record: Record, uow: UnitOfWork, out: Emitter
     ) -> None:
         if not isinstance(event, events.FactRecorded | events.FactStatusChanged):
             return
+        if not self._preloaded:  # the claim index is rebuilt on the first record (inside the runtime's
+            uow.fabric.claims.preload(uow.repo)  # retries, unlike start-up: the store may be down then)
+            self._preloaded = True
         # event time of the change: a new fact's epoch; a status change's time (the arbiter's own carry
         # the time of the evaluation that made them)
         as_of = dt_to_us(event.epoch if isinstance(event, events.FactRecorded) else event.at)
         if isinstance(event, events.FactRecorded) and event.subject and event.attribute:
             self.evaluate(claim_key(event.subject, event.attribute), record, uow, out, as_of)
+            return
+        key = None
+        if isinstance(event, events.FactStatusChanged):
+            key = uow.fabric.claims.claim_of(uow.repo, event.fact_id)
+        if key is not None:  # held by the claim index: its claim and current row are known
+            self.evaluate(key, record, uow, out, as_of)
             return
         row = uow.repo.facts_by_ids([event.fact_id]).get(event.fact_id)
         if row is None:
@@ -156,14 +181,13 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     # --------------------------------------------------------------------------------------------
     def evaluate(self, key: str, record: Record, uow: UnitOfWork, out: Emitter, as_of: int) -> Verdict | None:
         """Re-evaluate one claim as of ``as_of`` (µs); act only when its verdict's fingerprint changed."""
-        stored = uow.repo.get_claim(key)
+        stored, rows, memo = uow.fabric.claims.claim(uow.repo, key)  # members and row, from memory
         if stored is not None:  # never judged as of an earlier time than it already was (status changes
             as_of = max(as_of, int(stored["updated_at_us"]))  # come back later, carrying older times)
-        rows = uow.repo.facts_for_claim(key)
         rows = [r for r, ok in zip(rows, known_at([r["epoch_us"] for r in rows], as_of), strict=True) if ok]
         text_claim = key.startswith(text_claims.SIM_PREFIX)
         window = uow.settings.agreement_window  # seconds; None = all records
-        records = claim_records(rows, text_claim)
+        records = claim_records(rows, text_claim, memo)
         views = partition_views(current_records(records, window))
         if not views:
             return None

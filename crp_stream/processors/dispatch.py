@@ -104,7 +104,7 @@ def apply_record(handler: AnyHandler, record: Record, uow: UnitOfWork) -> list[O
         return out.outputs
     try:
         if handler.rejects:
-            with uow.repo.conn.begin_nested():
+            with uow.repo.savepoint():
                 handler.handle(event, record, uow, out)
         else:
             _unsheltered(handler, event, record, uow, out)

@@ -3,7 +3,9 @@
 Used by ``crp-stream rebuild --verify`` and by the crash and replay equivalence tests: two runs of
 the same input log must give equal snapshots. Values that legitimately differ between two correct
 runs are left out: the audit log's ``seq`` (a PostgreSQL sequence skips the numbers of rolled-back
-inserts; rows are still compared in ``seq`` order).
+inserts; rows are still compared in ``seq`` order), and the claim index's coherence counter
+``claims_generation`` (it moves once per transaction, and a crash or a rebuild cuts transactions
+differently; it projects nothing of the log).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from sqlalchemy import inspect, select
 
 from crp_stream.fabric import tables as t
+from crp_stream.fabric.claim_index import CLAIMS_GENERATION
 from crp_stream.fabric.vectors import STATUSES
 
 TABLE_ORDER: dict[str, tuple[str, ...]] = {
@@ -32,6 +35,7 @@ TABLE_ORDER: dict[str, tuple[str, ...]] = {
     "meta": ("key",),
 }
 DROPPED_COLUMNS = {"audit_log": ("seq",)}
+DROPPED_META = (CLAIMS_GENERATION,)
 
 
 def tables_snapshot(engine: Any, names: Iterable[str] = TABLE_ORDER) -> dict[str, list[dict[str, Any]]]:
@@ -45,7 +49,8 @@ def tables_snapshot(engine: Any, names: Iterable[str] = TABLE_ORDER) -> dict[str
             table = t.metadata.tables[name]
             q = select(table).order_by(*(table.c[c] for c in TABLE_ORDER[name]))
             drop = DROPPED_COLUMNS.get(name, ())
-            out[name] = [{k: v for k, v in r._mapping.items() if k not in drop} for r in conn.execute(q)]
+            rows = [{k: v for k, v in r._mapping.items() if k not in drop} for r in conn.execute(q)]
+            out[name] = [r for r in rows if name != "meta" or r["key"] not in DROPPED_META]
     return out
 
 
