@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Table, select, update
 
 from crp_stream.fabric import tables as t
 from crp_stream.fabric.claim_index import CLAIMS_GENERATION
+from crp_stream.fabric.driver_sql import DriverSQL
 from crp_stream.fabric.rows import CandidateRow, ClaimRow, FactRow, RefreshRow
 
 if TYPE_CHECKING:
@@ -33,16 +34,10 @@ def decoded(mapping: Any, field: str = "payload") -> Any:
 _CLAIM_COLUMNS = tuple(t.claims.c.keys())
 
 
-class OperatorRecords:
+class OperatorRecords(DriverSQL):
     """Mixed into ``Repository``: the same connection, the same transaction."""
 
     conn: Connection
-
-    def _select_where(self, columns: Sequence[str], table: str, equal: Sequence[tuple[str, Any]]) -> list[Any]:
-        raise NotImplementedError  # Repository's
-
-    def _execute(self, sql: str, params: Sequence[Any]) -> int:
-        raise NotImplementedError  # Repository's
 
     # refresh requests and quarantine candidates ------------------------------------------------
     def _put_once(self, tbl: Table, key: str, key_value: str, **values: Any) -> bool:
@@ -143,9 +138,6 @@ class OperatorRecords:
         raise NotImplementedError  # Repository's
 
     def increment_meta(self, key: str) -> int:
-        raise NotImplementedError  # Repository's
-
-    def _executemany(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
         raise NotImplementedError  # Repository's
 
     def _claims_written(self) -> None:

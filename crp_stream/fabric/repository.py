@@ -10,9 +10,9 @@ from sqlalchemy import BigInteger, Connection, Text, func, select, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects import postgresql, sqlite
 
-from crp_stream.core.edges import edges_past_k
 from crp_stream.fabric import tables as t
 from crp_stream.fabric.claim_index import ClaimIndex
+from crp_stream.fabric.edge_records import EdgeRecords
 from crp_stream.fabric.operator_records import OperatorRecords, canonical_json
 from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
 
@@ -21,7 +21,7 @@ _FACT_COLUMNS = tuple(t.facts.c.keys())
 FACTS_GENERATION = "facts_generation"
 
 
-class Repository(OperatorRecords):
+class Repository(OperatorRecords, EdgeRecords):
     def __init__(self, conn: Connection, claims: ClaimIndex | None = None):
         self.conn = conn
         self._dialect = conn.dialect.name
@@ -158,42 +158,6 @@ class Repository(OperatorRecords):
         found = self._select_in(_FACT_COLUMNS, "facts", "fact_id", list(fact_ids))
         return {r[0]: cast(FactRow, dict(zip(_FACT_COLUMNS, r, strict=True))) for r in found}
 
-    def _select_in(
-        self, columns: Sequence[str], table: str, key: str, ids: Sequence[str], order: Sequence[str] = ()
-    ) -> list[Any]:
-        """``SELECT columns FROM table WHERE key IN ids [ORDER BY order]`` on the driver's connection,
-        in this transaction: envelope assembly's per-request reads, where SQLAlchemy's statement and
-        row handling cost twice the query itself. ``order`` sorts in byte order on both databases.
-        Names are this module's constants, never input."""
-        ids = sorted(set(ids))
-        if not ids:
-            return []
-        raw = self.conn.connection.driver_connection
-        head = f"SELECT {', '.join(columns)} FROM {table} WHERE {key}"
-        if self._dialect == "postgresql":
-            tail = (" ORDER BY " + ", ".join(f'{c} COLLATE "C"' for c in order)) if order else ""
-            with raw.cursor() as cur:  # type: ignore[union-attr]
-                cur.execute(head + " = ANY(%s)" + tail, (ids,))
-                return list(cur.fetchall())
-        tail = (" ORDER BY " + ", ".join(order)) if order else ""
-        out: list[Any] = []
-        for i in range(0, len(ids), 500):
-            chunk = ids[i : i + 500]
-            out.extend(raw.execute(f"{head} IN ({', '.join('?' * len(chunk))}){tail}", chunk).fetchall())  # type: ignore[union-attr]
-        return out
-
-    def _select_where(self, columns: Sequence[str], table: str, equal: Sequence[tuple[str, Any]]) -> list[Any]:
-        """``SELECT columns FROM table WHERE a = ? AND ...`` on the driver's connection, like ``_select_in``:
-        for the reads every record makes (idempotency, session state)."""
-        mark = "%s" if self._dialect == "postgresql" else "?"
-        sql = f"SELECT {', '.join(columns)} FROM {table} WHERE " + " AND ".join(f"{k} = {mark}" for k, _ in equal)
-        raw = self.conn.connection.driver_connection
-        if self._dialect == "postgresql":
-            with raw.cursor() as cur:  # type: ignore[union-attr]
-                cur.execute(sql, [v for _, v in equal])
-                return list(cur.fetchall())
-        return list(raw.execute(sql, [v for _, v in equal]).fetchall())  # type: ignore[union-attr]
-
     def fact_statuses(self, fact_ids: Sequence[str]) -> dict[str, str]:
         """``{fact_id: status}`` of the given facts that exist."""
         return dict(self._select_in(("fact_id", "status"), "facts", "fact_id", fact_ids))
@@ -256,111 +220,6 @@ class Repository(OperatorRecords):
 
     def all_facts(self) -> list[dict[str, Any]]:
         return [dict(r._mapping) for r in self.conn.execute(select(t.facts).order_by(t.facts.c.fact_id))]
-
-    # similarity graph -------------------------------------------------------------------------
-    def add_edges(self, edges: Sequence[tuple[str, str, float]], kind: str = "similarity") -> None:
-        """Both directions of each edge of ``kind``; an edge already there is kept as it is. A pair can
-        have one edge of each kind (similar and adjacent facts)."""
-        rows: list[tuple[str, str, float]] = []
-        for a, b, w in edges:
-            if a == b:
-                continue
-            rows.append((a, b, float(w)))
-            rows.append((b, a, float(w)))
-        self.add_directed_edges(rows, kind)
-
-    def add_directed_edges(self, rows: Sequence[tuple[str, str, float]], kind: str = "similarity") -> None:
-        """The given ``(src, dst, weight)`` rows of ``kind``, in that direction only; a row already there
-        (or earlier in ``rows``) is kept as it is. One statement for the lot: on PostgreSQL the rows
-        travel as arrays (``unnest``), since psycopg's executemany sends a statement per row."""
-        if not rows:
-            return
-        if self._dialect == "postgresql":
-            src, dst, weight = zip(*rows, strict=True)
-            self._execute_pg(
-                "INSERT INTO edges (src, dst, weight, kind) SELECT s, d, w, %s FROM "
-                "unnest(%s::text[], %s::text[], %s::float8[]) WITH ORDINALITY AS r(s, d, w, n) ORDER BY n "
-                "ON CONFLICT (src, dst, kind) DO NOTHING",
-                (kind, list(src), list(dst), [float(w) for w in weight]),
-            )
-            return
-        sql = "INSERT INTO edges (src, dst, weight, kind) VALUES (?, ?, ?, ?) ON CONFLICT (src, dst, kind) DO NOTHING"
-        self._executemany(sql, [(a, b, float(w), kind) for a, b, w in rows])
-
-    def delete_similarity(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """Delete the similarity rows ``(src, dst)`` (that direction only), in one statement."""
-        if not pairs:
-            return
-        if self._dialect == "postgresql":
-            src, dst = zip(*pairs, strict=True)
-            self._execute_pg(
-                "DELETE FROM edges e USING unnest(%s::text[], %s::text[]) AS d(s, t) "
-                "WHERE e.src = d.s AND e.dst = d.t AND e.kind = 'similarity'",
-                (list(src), list(dst)),
-            )
-            return
-        self._executemany("DELETE FROM edges WHERE src = ? AND dst = ? AND kind = 'similarity'", pairs)
-
-    def _execute_pg(self, sql: str, params: Sequence[Any]) -> None:
-        with self.conn.connection.driver_connection.cursor() as cur:  # type: ignore[union-attr]
-            cur.execute(sql, params)
-
-    def _execute(self, sql: str, params: Sequence[Any]) -> int:
-        """One statement on the driver (``?`` marks); returns the rows it changed."""
-        raw = self.conn.connection.driver_connection
-        if self._dialect == "postgresql":
-            with raw.cursor() as cur:  # type: ignore[union-attr]
-                cur.execute(sql.replace("?", "%s"), list(params))
-                return int(cur.rowcount)
-        return int(raw.execute(sql, list(params)).rowcount)  # type: ignore[union-attr]
-
-    def _executemany(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
-        """One statement for many rows on the driver (``?`` marks): SQLAlchemy's per-row parameter
-        handling cost more than SQLite's insert of a batch's edges."""
-        if not rows:
-            return
-        raw = self.conn.connection.driver_connection
-        if self._dialect == "postgresql":
-            with raw.cursor() as cur:  # type: ignore[union-attr]
-                cur.executemany(sql.replace("?", "%s"), rows)
-        else:
-            raw.executemany(sql, rows)  # type: ignore[union-attr]
-
-    def prune_similarity(self, fact_ids: Iterable[str], k: int) -> list[tuple[str, str]]:
-        """SPEC-025 §1.3: each given fact keeps its ``k`` strongest similarity edges (weight, then
-        neighbour id); the others are deleted (that direction only). Returns the (src, dst) deleted."""
-        rows = self._select_in(("src", "dst", "weight", "kind"), "edges", "src", list(fact_ids))
-        rows = [r for r in rows if r[3] == "similarity"]
-        if not rows:
-            return []
-        src, dst, weight, _kind = zip(*rows, strict=True)
-        drop_pairs = [(src[i], dst[i]) for i in edges_past_k(src, dst, weight, k)]
-        self.delete_similarity(drop_pairs)  # one executemany: a batch of documents drops thousands
-        return drop_pairs
-
-    def adjacency(self, fact_ids: Iterable[str]) -> dict[str, dict[str, float]]:
-        """Similarity neighbours only (the arbiter's near claims); ``edge_rows`` has every kind."""
-        ids = sorted(set(fact_ids))
-        adj: dict[str, dict[str, float]] = {}
-        found = sorted(self._select_in(("src", "dst", "weight", "kind"), "edges", "src", ids))  # the PK's order
-        for src, dst, weight, kind in found:
-            if kind == "similarity":
-                adj.setdefault(src, {})[dst] = weight
-                adj.setdefault(dst, {})[src] = weight
-        return adj
-
-    def edge_rows(self, fact_ids: Sequence[str]) -> list[tuple[str, str, float, str]]:
-        """``(src, dst, weight, kind)`` of every edge whose ``src`` is given: each fact's edges, complete,
-        in key order (byte order on both databases: a graph cache entry is the same wherever it loads)."""
-        cols = ("src", "dst", "weight", "kind")
-        return [
-            (r[0], r[1], r[2], r[3]) for r in self._select_in(cols, "edges", "src", fact_ids, ("src", "dst", "kind"))
-        ]
-
-    def edge_count(self, kind: str = "similarity") -> int:
-        """Edges of ``kind``: rows over 2 (each edge is stored in both directions until pruning drops one)."""
-        q = select(func.count()).select_from(t.edges).where(t.edges.c.kind == kind)
-        return int(self.conn.execute(q).scalar_one()) // 2
 
     # documents (issue 11) ---------------------------------------------------------------------
     def put_document(

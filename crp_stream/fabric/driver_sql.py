@@ -1,0 +1,77 @@
+"""Statements on the driver's own connection, inside the SQLAlchemy transaction: the per-record and
+per-batch reads and writes where SQLAlchemy's statement and row handling cost more than the query."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection
+
+
+class DriverSQL:
+    """A base of ``Repository`` and its parts: ``conn`` and its dialect, and driver-level statements."""
+
+    conn: Connection
+    _dialect: str
+
+    def _select_in(
+        self, columns: Sequence[str], table: str, key: str, ids: Sequence[str], order: Sequence[str] = ()
+    ) -> list[Any]:
+        """``SELECT columns FROM table WHERE key IN ids [ORDER BY order]`` on the driver's connection,
+        in this transaction: envelope assembly's per-request reads, where SQLAlchemy's statement and
+        row handling cost twice the query itself. ``order`` sorts in byte order on both databases.
+        Names are this module's constants, never input."""
+        ids = sorted(set(ids))
+        if not ids:
+            return []
+        raw = self.conn.connection.driver_connection
+        head = f"SELECT {', '.join(columns)} FROM {table} WHERE {key}"
+        if self._dialect == "postgresql":
+            tail = (" ORDER BY " + ", ".join(f'{c} COLLATE "C"' for c in order)) if order else ""
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(head + " = ANY(%s)" + tail, (ids,))
+                return list(cur.fetchall())
+        tail = (" ORDER BY " + ", ".join(order)) if order else ""
+        out: list[Any] = []
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            out.extend(raw.execute(f"{head} IN ({', '.join('?' * len(chunk))}){tail}", chunk).fetchall())  # type: ignore[union-attr]
+        return out
+
+    def _select_where(self, columns: Sequence[str], table: str, equal: Sequence[tuple[str, Any]]) -> list[Any]:
+        """``SELECT columns FROM table WHERE a = ? AND ...`` on the driver's connection, like ``_select_in``:
+        for the reads every record makes (idempotency, session state)."""
+        mark = "%s" if self._dialect == "postgresql" else "?"
+        sql = f"SELECT {', '.join(columns)} FROM {table} WHERE " + " AND ".join(f"{k} = {mark}" for k, _ in equal)
+        raw = self.conn.connection.driver_connection
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql, [v for _, v in equal])
+                return list(cur.fetchall())
+        return list(raw.execute(sql, [v for _, v in equal]).fetchall())  # type: ignore[union-attr]
+
+    def _execute_pg(self, sql: str, params: Sequence[Any]) -> None:
+        with self.conn.connection.driver_connection.cursor() as cur:  # type: ignore[union-attr]
+            cur.execute(sql, params)
+
+    def _execute(self, sql: str, params: Sequence[Any]) -> int:
+        """One statement on the driver (``?`` marks); returns the rows it changed."""
+        raw = self.conn.connection.driver_connection
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql.replace("?", "%s"), list(params))
+                return int(cur.rowcount)
+        return int(raw.execute(sql, list(params)).rowcount)  # type: ignore[union-attr]
+
+    def _executemany(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """One statement for many rows on the driver (``?`` marks): SQLAlchemy's per-row parameter
+        handling cost more than SQLite's insert of a batch's edges."""
+        if not rows:
+            return
+        raw = self.conn.connection.driver_connection
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.executemany(sql.replace("?", "%s"), rows)
+        else:
+            raw.executemany(sql, rows)  # type: ignore[union-attr]
