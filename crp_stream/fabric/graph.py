@@ -132,14 +132,11 @@ class GraphCache:
         just wrote instead of reading it back. Call ``written`` after, as for any write."""
         ids = self.index(fact_ids)
         adj = self._adj
-        room = len(adj) + sum(1 for i in ids if i not in adj) - self.max_nodes
-        if room > 0:
-            mine = set(ids)
-            for i in list(islice((j for j in adj if j not in mine), room)):
-                del adj[i]
         for i, row in zip(ids, rows, strict=True):
             adj.pop(i, None)  # re-inserted last: the newest entry is the last to be dropped
             adj[i] = row
+        while len(adj) > self.max_nodes:  # the bound holds whatever was installed (oldest first)
+            del adj[next(iter(adj))]
 
     # reads --------------------------------------------------------------------------------------
     def rows(self, source: EdgeSource, ids: Sequence[int]) -> list[Row]:

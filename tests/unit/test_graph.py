@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sqlalchemy import Engine
 
@@ -196,3 +197,12 @@ def test_preload_holds_complete_entries_and_later_reads_hit(engine: Engine) -> N
         assert cache.loads == 0 and cache.hits == 4
         cache.sync("8")  # another process wrote edges: nothing preloaded is trusted
         assert len(cache) == 0
+
+
+def test_install_replaces_entries_and_keeps_the_bound() -> None:
+    cache = GraphCache(max_nodes=3)
+    row = (np.asarray(cache.index(["x"]), dtype=np.int64), np.asarray([0.7]), np.asarray([0], dtype=np.int8))
+    cache.install(["a", "b"], [row, row])
+    assert "a" in cache and "b" in cache
+    cache.install(["c", "d", "a"], [row, row, row])  # four entries for three places: the oldest goes
+    assert len(cache) == 3 and "b" not in cache and all(f in cache for f in ("c", "d", "a"))
