@@ -14,6 +14,7 @@ from crp_stream.config import Settings
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.rows import ClaimRow, FactRow
+from tests.contract.test_repository import fact as repository_fact
 
 
 class NoVectors:
@@ -27,32 +28,19 @@ class NoVectors:
 
 
 def fact(fid: str, key: str | None = "api|limit", epoch: int = 1, **kw: Any) -> dict[str, Any]:
-    row = {
-        "fact_id": fid,
-        "source": "s",
-        "source_type": "official",
-        "trust": 1,  # an int: the index must keep what the store reads back (a float)
-        "importance": 1,
-        "epoch_us": epoch,
-        "modified_at_us": epoch,
-        "ttl_s": None,
-        "expires_at_us": None,
-        "text": f"text {fid}",
-        "subject": "api" if key else None,
-        "attribute": "limit" if key else None,
-        "value": "10",
-        "unit": None,
-        "claim_key": key,
-        "status": "active",
-        "content_hash": "h",
-        "document_id": "d",
-        "position": 0,
-        "origin_event_id": "e",
-        "kind": "document",
-        "extra": None,
-    }
-    row.update(kw)
-    return row
+    # trust and importance as ints: the index must keep what the store reads back (floats)
+    return repository_fact(
+        fid,
+        trust=1,
+        importance=1,
+        epoch_us=epoch,
+        modified_at_us=epoch,
+        subject="api" if key else None,
+        attribute="limit" if key else None,
+        value="10",
+        claim_key=key,
+        **kw,
+    )
 
 
 @pytest.fixture
