@@ -52,6 +52,14 @@ _TYPES = {
 Claim = tuple[ClaimRow | None, list[FactRow], dict[str, Any]]
 
 
+def as_stored(row: FactRow) -> FactRow:
+    """A fact row as the store reads it back: every column, in table order, numbers as the driver types them."""
+    given: dict[str, Any] = dict(row)
+    return cast(
+        FactRow, {c: given.get(c) if k is None or given.get(c) is None else k(given[c]) for c, k in _TYPES.items()}
+    )
+
+
 @dataclass
 class _Entry:
     rows: list[FactRow]
@@ -246,9 +254,7 @@ class ClaimTxn:
             entry = self._writable(str(key)) if key is not None else None
             if entry is None or self.claim_of(r["fact_id"]) is not None:
                 continue
-            given: dict[str, Any] = dict(r)
-            row = {c: given.get(c) if k is None or given.get(c) is None else k(given[c]) for c, k in _TYPES.items()}
-            insort(entry.rows, cast(FactRow, row), key=_order)
+            insort(entry.rows, as_stored(r), key=_order)
             self._claim_of[r["fact_id"]] = str(key)
 
     def invalidate_facts(self, rows: Iterable[FactRow]) -> None:

@@ -16,27 +16,39 @@ class DriverSQL:
     _dialect: str
 
     def _select_in(
-        self, columns: Sequence[str], table: str, key: str, ids: Sequence[str], order: Sequence[str] = ()
+        self,
+        columns: Sequence[str],
+        table: str,
+        key: str,
+        ids: Sequence[str],
+        order: Sequence[str] = (),
+        where: tuple[str, Any] | None = None,
     ) -> list[Any]:
         """``SELECT columns FROM table WHERE key IN ids [ORDER BY order]`` on the driver's connection,
         in this transaction: envelope assembly's per-request reads, where SQLAlchemy's statement and
         row handling cost twice the query itself. ``order`` sorts in byte order on both databases.
-        Names are this module's constants, never input."""
+        Names are this module's constants, never input; ``where`` adds ``AND column = value``."""
         ids = sorted(set(ids))
         if not ids:
             return []
         raw = self.conn.connection.driver_connection
-        head = f"SELECT {', '.join(columns)} FROM {table} WHERE {key}"
+        head = f"SELECT {', '.join(columns)} FROM {table} WHERE "
+        extra: list[Any] = []
+        if where is not None:
+            head += f"{where[0]} = {'%s' if self._dialect == 'postgresql' else '?'} AND "
+            extra.append(where[1])
+        head += key
         if self._dialect == "postgresql":
             tail = (" ORDER BY " + ", ".join(f'{c} COLLATE "C"' for c in order)) if order else ""
             with raw.cursor() as cur:  # type: ignore[union-attr]
-                cur.execute(head + " = ANY(%s)" + tail, (ids,))
+                cur.execute(head + " = ANY(%s)" + tail, (*extra, ids))
                 return list(cur.fetchall())
         tail = (" ORDER BY " + ", ".join(order)) if order else ""
         out: list[Any] = []
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
-            out.extend(raw.execute(f"{head} IN ({', '.join('?' * len(chunk))}){tail}", chunk).fetchall())  # type: ignore[union-attr]
+            sql = f"{head} IN ({', '.join('?' * len(chunk))}){tail}"
+            out.extend(raw.execute(sql, [*extra, *chunk]).fetchall())  # type: ignore[union-attr]
         return out
 
     def _select_where(self, columns: Sequence[str], table: str, equal: Sequence[tuple[str, Any]]) -> list[Any]:

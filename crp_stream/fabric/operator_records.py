@@ -4,7 +4,7 @@ part of ``Repository``, kept apart so each file stays one noun."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -38,6 +38,15 @@ class OperatorRecords(DriverSQL):
     """Mixed into ``Repository``: the same connection, the same transaction."""
 
     conn: Connection
+    _rows: dict[str, FactRow]  # ``Repository``'s fact rows of this transaction
+    _graph_synced: bool
+
+    def _rows_changed(self, fact_ids: Iterable[str], column: str, value: str) -> None:
+        """A column written: the transaction's rows of those facts follow (replaced, never mutated)."""
+        for f in fact_ids:
+            row = self._rows.get(f)
+            if row is not None:
+                self._rows[f] = cast(FactRow, {**row, column: value})
 
     # refresh requests and quarantine candidates ------------------------------------------------
     def _put_once(self, tbl: Table, key: str, key_value: str, **values: Any) -> bool:
@@ -205,6 +214,8 @@ class OperatorRecords(DriverSQL):
             with self.conn.begin_nested():
                 yield
         except BaseException:
+            self._rows.clear()  # it may hold rows the savepoint wrote
+            self._graph_synced = False  # and the graph cache edges it wrote
             self.claims_base = base
             self._undo_claims(undo)
             if self.claims is not None:
@@ -215,6 +226,7 @@ class OperatorRecords(DriverSQL):
         """The arbiter groups facts without subject/attribute into a claim by similarity."""
         if fact_ids:
             self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(claim_key=claim_key))
+            self._rows_changed(fact_ids, "claim_key", claim_key)
             self._claims_written()
             if self.claims is not None:
                 self.claims.claim_key_set(fact_ids, claim_key)

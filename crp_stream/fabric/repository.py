@@ -11,8 +11,9 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects import postgresql, sqlite
 
 from crp_stream.fabric import tables as t
-from crp_stream.fabric.claim_index import ClaimIndex
+from crp_stream.fabric.claim_index import ClaimIndex, as_stored
 from crp_stream.fabric.edge_records import EdgeRecords
+from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
 from crp_stream.fabric.operator_records import OperatorRecords, canonical_json
 from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
 
@@ -27,6 +28,11 @@ class Repository(OperatorRecords, EdgeRecords):
         self._dialect = conn.dialect.name
         # processed ids of this transaction, written by ``flush`` in one statement before it commits
         self._marks: dict[tuple[str, str], dict[str, Any]] = {}
+        # fact rows read or written in this transaction, as the store holds them: the arbiter reads each
+        # new fact and its neighbours right after ingest wrote them (dropped with a rolled-back savepoint)
+        self._rows: dict[str, FactRow] = {}
+        self._known: dict[tuple[str, str], str | None] = {}  # processed ids read ahead (``prefetch_processed``)
+        self._graph_synced = False  # ``sync_graph`` ran in this transaction (reset by a rolled-back savepoint)
         self._claim_buffer = {}
         self._claim_undo = []
         self.claims_base = None
@@ -49,6 +55,14 @@ class Repository(OperatorRecords, EdgeRecords):
         mod = postgresql if self._dialect == "postgresql" else sqlite
         stmt = mod.insert(table).on_conflict_do_nothing(index_elements=list(keys))
         return int(self.conn.execute(stmt, list(rows)).rowcount)
+
+    def sync_graph(self, graph: GraphCache) -> GraphCache:
+        """``graph``, checked once per transaction against the stored graph generation (a cache behind
+        another writer is dropped); this transaction's own edge writes keep it current (``written``)."""
+        if not self._graph_synced:
+            graph.sync(self.get_meta(GRAPH_GENERATION) or "0")
+            self._graph_synced = True
+        return graph
 
     # meta -------------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -97,10 +111,23 @@ class Repository(OperatorRecords, EdgeRecords):
         pending = self._marks.get((consumer, event_id))
         if pending is not None:
             return str(pending["content_hash"])
+        if (consumer, event_id) in self._known:
+            return self._known[(consumer, event_id)]
         rows = self._select_where(
             ("content_hash",), "processed_events", (("consumer", consumer), ("event_id", event_id))
         )
         return rows[0][0] if rows else None
+
+    def prefetch_processed(self, consumer: str, event_ids: Sequence[str]) -> None:
+        """Read the processed marks of a run of records in one query; ``processed_hash`` then answers
+        from them (a mark written later in this transaction still wins: it is looked up first)."""
+        found = dict(
+            self._select_in(
+                ("event_id", "content_hash"), "processed_events", "event_id", event_ids, where=("consumer", consumer)
+            )
+        )
+        for event_id in event_ids:
+            self._known[(consumer, event_id)] = found.get(event_id)
 
     def mark_processed(self, consumer: str, event_id: str, content_hash: str, topic: str, offset: int) -> None:
         """Buffered until ``flush``: a batch writes its processed ids in one statement."""
@@ -141,6 +168,12 @@ class Repository(OperatorRecords, EdgeRecords):
 
     def insert_facts(self, rows: Sequence[FactRow]) -> None:
         inserted = self._insert_ignore(t.facts, rows, ["fact_id"])
+        if inserted == len(rows):  # every id was new: the rows are what the store now holds
+            for r in rows:
+                self._rows[r["fact_id"]] = as_stored(r)
+        else:
+            for r in rows:
+                self._rows.pop(r["fact_id"], None)
         keyed = [r for r in rows if r.get("claim_key") is not None]
         if not keyed:
             return
@@ -153,10 +186,15 @@ class Repository(OperatorRecords, EdgeRecords):
             self.claims.invalidate_facts(keyed)
 
     def facts_by_ids(self, fact_ids: Iterable[str]) -> dict[str, FactRow]:
-        # on the driver (``_select_in``): the arbiter reads rows for every record; every column is a
-        # plain type, so the rows equal SQLAlchemy's
-        found = self._select_in(_FACT_COLUMNS, "facts", "fact_id", list(fact_ids))
-        return {r[0]: cast(FactRow, dict(zip(_FACT_COLUMNS, r, strict=True))) for r in found}
+        """The rows of the given facts that exist, by fact id in id order (copies: callers may keep them)."""
+        ids = sorted(set(fact_ids))
+        known = self._rows
+        missing = [f for f in ids if f not in known]
+        if missing:
+            # on the driver (``_select_in``): every column is a plain type, so the rows equal SQLAlchemy's
+            for r in self._select_in(_FACT_COLUMNS, "facts", "fact_id", missing):
+                known[r[0]] = cast(FactRow, dict(zip(_FACT_COLUMNS, r, strict=True)))
+        return {f: cast(FactRow, dict(known[f])) for f in ids if f in known}
 
     def fact_statuses(self, fact_ids: Sequence[str]) -> dict[str, str]:
         """``{fact_id: status}`` of the given facts that exist."""
@@ -196,6 +234,7 @@ class Repository(OperatorRecords, EdgeRecords):
         if not fact_ids:
             raise ValueError("set_fact_status: no fact ids")
         self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(status=status))
+        self._rows_changed(fact_ids, "status", status)
         self._claims_written()
         if self.claims is not None:
             self.claims.status_changed(fact_ids, status)

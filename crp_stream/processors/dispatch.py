@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from collections.abc import Sequence
 from typing import Any, cast
 
 from crp_stream import events
@@ -70,10 +71,33 @@ def _dead(
 
 def apply_record(handler: AnyHandler, record: Record, uow: UnitOfWork) -> list[Output]:
     """Decode ``record`` and apply it with ``handler``; bad input becomes a dead-letter output."""
+    return apply_records(handler, [record], uow)
+
+
+def apply_records(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork) -> list[Output]:
+    """``apply_record`` over a run of records of one handler, in order, in the caller's transaction:
+    the same outputs in the same order, with the idempotency ids of the whole run read in one query
+    (a document's facts come back to the arbiter as one run of ``crp.facts`` records)."""
+    decoded = [_decode(handler, record, uow) for record in records]
+    keys = [d[2] for d in decoded if d[2] is not None and d[3]]
+    if len(keys) > 1:
+        uow.repo.prefetch_processed(handler.group, keys)
+    outputs: list[Output] = []
+    for record, (out, event, key, tracked) in zip(records, decoded, strict=True):
+        if event is not None and key is not None:
+            _apply_decoded(handler, record, uow, out, event, key, tracked)
+        outputs.extend(out.outputs)
+    return outputs
+
+
+def _decode(
+    handler: AnyHandler, record: Record, uow: UnitOfWork
+) -> tuple[Emitter, events.Event | None, str | None, bool]:
+    """(emitter, event, idempotency key, tracked); no event when the record was dead-lettered."""
     out = Emitter(cause=derive_id(handler.group, record_cause(record)))
     if b"u0000" in record.value and _NUL_ESCAPE.search(record.value):
         _dead(out, record, "a string holds a NUL character (\\u0000), which the fabric cannot store")
-        return out.outputs
+        return out, None, None, False
     try:
         event = events.decode_input(
             record.topic,
@@ -83,13 +107,19 @@ def apply_record(handler: AnyHandler, record: Record, uow: UnitOfWork) -> list[O
         )
     except events.Rejected as exc:
         _dead(out, record, exc.reason, uow=uow)
-        return out.outputs
+        return out, None, None, False
     key = idempotency_key(event, record)
     # Ids are checked for what producers send, since producers retry; our own changelog (crp.facts)
     # by its derived id alone: on Kafka a restarted worker produces its outbox again, and a copy at a
     # later offset must not run the arbiter again (on a newer fabric, under the copy's id).
+    tracked = not key.startswith("record:") or record.topic not in events.INPUT_TOPICS
+    return out, event, key, tracked
+
+
+def _apply_decoded(
+    handler: AnyHandler, record: Record, uow: UnitOfWork, out: Emitter, event: events.Event, key: str, tracked: bool
+) -> None:
     by_producer = not key.startswith("record:")
-    tracked = by_producer or record.topic not in events.INPUT_TOPICS
     content_hash = hashlib.sha256(record.value).hexdigest() if by_producer else ""
     seen = uow.repo.processed_hash(handler.group, key) if tracked else None
     if seen is not None:
@@ -101,7 +131,7 @@ def apply_record(handler: AnyHandler, record: Record, uow: UnitOfWork) -> list[O
                 "different content; the first record wins",
                 uow=uow,
             )
-        return out.outputs
+        return
     try:
         if handler.rejects:
             with uow.repo.savepoint():
@@ -111,10 +141,9 @@ def apply_record(handler: AnyHandler, record: Record, uow: UnitOfWork) -> list[O
     except events.Rejected as exc:
         out.outputs.clear()
         _dead(out, record, exc.reason, exc.audit_type, exc.details, uow=uow)
-        return out.outputs  # not marked processed: a corrected record may reuse the id
+        return  # not marked processed: a corrected record may reuse the id
     if tracked:
         uow.repo.mark_processed(handler.group, key, content_hash, record.topic, record.offset)
-    return out.outputs
 
 
 def _unsheltered(handler: AnyHandler, event: events.Event, record: Record, uow: UnitOfWork, out: Emitter) -> None:
@@ -134,4 +163,4 @@ def internal_error_output(handler: AnyHandler, record: Record, exc: BaseExceptio
     return out.outputs
 
 
-__all__ = ["apply_record", "internal_error_output", "record_cause", "rfc3339"]
+__all__ = ["apply_record", "apply_records", "internal_error_output", "record_cause", "rfc3339"]

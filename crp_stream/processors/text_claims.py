@@ -14,12 +14,14 @@ import re
 from collections.abc import Sequence
 
 from crp_stream.core.conflicts import FactView, values_conflict
+from crp_stream.core.graph_rank import EDGE_KINDS
 from crp_stream.core.ids import derive_id
 from crp_stream.core.substitution import near_copy, numbered_sibling_titles, slot_claim
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.rows import FactRow
 
 SIM_PREFIX = "sim:"
+_SIMILARITY = EDGE_KINDS.index("similarity")
 LABEL_MAX = 1000
 _WS = re.compile(r"\s+")
 
@@ -44,6 +46,16 @@ def _threshold(uow: UnitOfWork) -> float:
     return float(uow.fabric.thresholds().contradiction_threshold)
 
 
+def similar(uow: UnitOfWork, fid: str) -> dict[str, float]:
+    """``{neighbour: cosine}`` of a fact's similarity edges, from the fabric's graph cache (ingest has
+    just written them there; a miss is read from the store)."""
+    graph = uow.repo.sync_graph(uow.fabric.graph)
+    nb, weight, kind = graph.rows(uow.repo, graph.index([fid]))[0]
+    sim = kind == _SIMILARITY
+    names = graph.names
+    return {names[j]: w for j, w in zip(nb[sim].tolist(), weight[sim].tolist(), strict=True) if names[j] != fid}
+
+
 def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
     """The claim of a newly recorded text fact, writing its key on the new members; None if no claim.
 
@@ -53,7 +65,7 @@ def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
     template ("{} acquired instagram"), so every copy of the statement joins the same claim."""
     fid = row["fact_id"]
     threshold = _threshold(uow)
-    adjacent = {f: w for f, w in uow.repo.adjacency([fid]).get(fid, {}).items() if f != fid}
+    adjacent = similar(uow, fid)
     if not adjacent:
         return None
     rows = [

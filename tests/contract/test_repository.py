@@ -256,3 +256,47 @@ def test_increment_meta_is_atomic_across_transactions(engine: Engine) -> None:
     first.close()
     t.join(10)
     assert got == [3, 4]
+
+
+def test_a_transaction_reads_its_own_fact_rows_as_the_store_holds_them(engine: Engine) -> None:
+    """Rows written in a transaction are served from it (the arbiter reads each new fact right after
+    ingest wrote it): they must equal what a later transaction reads back, types and order included,
+    follow status and claim-key writes, and vanish with a rolled-back savepoint."""
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.insert_facts([fact("a", trust=1, importance=2, epoch_us=7.0), fact("b", ttl_s=3)])
+        repo.set_fact_status(["b"], "stale")
+        repo.set_claim_key(["a"], "sim:k")
+        mine = repo.facts_by_ids(["b", "a", "zz"])
+        mine["a"]["text"] = "a caller's change"  # rows handed out are copies
+        with pytest.raises(RuntimeError), repo.savepoint():
+            repo.insert_facts([fact("c")])
+            assert set(repo.facts_by_ids(["c"])) == {"c"}
+            raise RuntimeError("rejected")
+        assert repo.facts_by_ids(["c"]) == {}
+        mine = repo.facts_by_ids(["b", "a", "zz"])
+    with engine.begin() as conn:
+        stored = Repository(conn).facts_by_ids(["a", "b"])
+    assert list(mine) == ["a", "b"]
+    for fid in ("a", "b"):
+        assert mine[fid] == stored[fid]
+        assert list(mine[fid]) == list(stored[fid])
+        assert [type(v) for v in mine[fid].values()] == [type(v) for v in stored[fid].values()]
+    assert mine["b"]["status"] == "stale" and mine["a"]["claim_key"] == "sim:k"
+
+
+def test_processed_marks_of_a_run_are_read_in_one_query(engine: Engine) -> None:
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.mark_processed("g", "event_id:e1", "h1", "t", 1)
+        repo.mark_processed("other", "event_id:e2", "h2", "t", 2)
+        repo.flush()
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.prefetch_processed("g", ["event_id:e1", "event_id:e2", "event_id:e3"])
+        repo._select_where = None  # type: ignore[assignment,method-assign]  # any further read would fail
+        assert repo.processed_hash("g", "event_id:e1") == "h1"
+        assert repo.processed_hash("g", "event_id:e2") is None  # another consumer's mark
+        assert repo.processed_hash("g", "event_id:e3") is None
+        repo.mark_processed("g", "event_id:e3", "h3", "t", 3)
+        assert repo.processed_hash("g", "event_id:e3") == "h3"  # this transaction's mark wins

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from crp_stream.events import INPUT_TOPICS
 from crp_stream.fabric.fabric import Fabric, UnitOfWork
 from crp_stream.processors.base import AnyHandler, Output, Record
-from crp_stream.processors.dispatch import ID_HEADER, apply_record, internal_error_output
+from crp_stream.processors.dispatch import ID_HEADER, apply_records, internal_error_output
 from crp_stream.runtime.embedded.log import Append, EmbeddedLog, Headers, LogRecord
 from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, reconcile
@@ -171,14 +171,12 @@ class EmbeddedRuntime:
             return 0, True
         n = 0
         with self.fabric.unit_of_work() as uow:
-            while self._pending:
-                n += self._dispatch(self._pending.pop(0), uow, caused=True)
+            n += self._cascade(uow)
             for rec in buf:
                 self._cursor = rec.seq
-                n += self._dispatch(rec, uow)
+                n += self._dispatch([rec], uow)
                 # Cascade first: what a record caused is handled before the next input.
-                while self._pending:
-                    n += self._dispatch(self._pending.pop(0), uow, caused=True)
+                n += self._cascade(uow)
             for group, topic in sorted(self._dirty):
                 uow.repo.commit_offset(group, topic, 0, self._offsets[(group, topic)])
             if n:  # durable before the commit that acknowledges them (power loss, not only kill -9)
@@ -206,21 +204,44 @@ class EmbeddedRuntime:
         headers = ((ID_HEADER, lr.record_id.encode()),) if lr.record_id else ()
         return Record(base, lr.partition, lr.offset, lr.key, lr.value, lr.ts_us, lr.headers + headers)
 
-    def _dispatch(self, lr: LogRecord, uow: UnitOfWork, caused: bool = False) -> int:
-        record = self._record(lr)
-        base = record.topic
+    def _cascade(self, uow: UnitOfWork) -> int:
+        """Handle what was caused, in order (FIFO). A run of caused records of one topic that a single
+        handler consumes (a document's facts on ``crp.facts``) is handed over as one run: the same
+        order and outputs as one by one, since no other handler comes between them."""
+        n = 0
+        while self._pending:
+            topic = self._pending[0].topic
+            run = 1
+            if len(self._consumers(topic)) == 1:
+                while run < len(self._pending) and self._pending[run].topic == topic:
+                    run += 1
+            lrs, self._pending = self._pending[:run], self._pending[run:]
+            n += self._dispatch(lrs, uow, caused=True)
+        return n
+
+    def _consumers(self, physical: str) -> list[AnyHandler]:
+        base = self.fabric.settings.base_topic(physical)
+        return [h for h in self.handlers if base in h.topics]
+
+    def _dispatch(self, lrs: Sequence[LogRecord], uow: UnitOfWork, caused: bool = False) -> int:
+        """Apply records of one topic, each handler over the run in order (one handler when several)."""
+        records = [self._record(lr) for lr in lrs]
+        base = records[0].topic
         # Rebuild: a re-caused record is consumed now, whatever older derivations the offsets passed.
         fresh = caused and self.rederive
         n = 0
         for h in self.handlers:
-            done = self._offsets.get((h.group, base), 0)
-            if base not in h.topics or (done > lr.offset and not fresh):
+            if base not in h.topics:
                 continue
-            self._append(apply_record(h, record, uow))
-            self._offsets[(h.group, base)] = max(done, lr.offset + 1)
+            done = self._offsets.get((h.group, base), 0)
+            todo = [r for r in records if fresh or done <= r.offset]
+            if not todo:
+                continue
+            self._append(apply_records(h, todo, uow))
+            self._offsets[(h.group, base)] = max(done, max(r.offset for r in todo) + 1)
             self._dirty.add((h.group, base))
-            self.stats.processed[base] = self.stats.processed.get(base, 0) + 1
-            n += 1
+            self.stats.processed[base] = self.stats.processed.get(base, 0) + len(todo)
+            n += len(todo)
         return n
 
     def _deadletter_current(self, exc: BaseException) -> None:

@@ -1,0 +1,75 @@
+"""``apply_records`` over a run equals ``apply_record`` one by one: same outputs, same dedup and dead letters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from crp_stream.config import Settings
+from crp_stream.processors.arbiter import ArbiterHandler
+from crp_stream.processors.base import AnyHandler, Output, Record
+from crp_stream.processors.dispatch import apply_record, apply_records
+from crp_stream.processors.ingest import IngestHandler
+from crp_stream.runtime.embedded import open_fabric
+
+T0 = 1_790_000_000_000_000
+
+
+def _doc(event_id: str, text: str, source: str = "wiki") -> bytes:
+    body: dict[str, Any] = {"event_id": event_id, "source": source, "source_type": "official", "text": text}
+    return json.dumps(body).encode()
+
+
+RUN = [
+    _doc("d1", "The bridge opened in 1901. It spans the river Avon."),
+    _doc("d1", "The bridge opened in 1901. It spans the river Avon."),  # a producer's retry: nothing again
+    _doc("d2", "The bridge opened in 1902. It spans the river Avon.", source="forum"),
+    b'{"event_id": "d3", "source": ',  # malformed
+    _doc("d1", "The bridge opened in 1877."),  # an id reused for other content: dead-lettered
+    _doc("d4", "The bridge opened in 1901. It spans the river Avon.", source="blog"),
+]
+
+
+def _records(values: list[bytes]) -> list[Record]:
+    return [Record("crp.documents", 0, i, "k", v, T0 + i) for i, v in enumerate(values)]
+
+
+def _apply(tmp: Path, batched: bool) -> tuple[list[Output], list[Output]]:
+    """Ingest the run, then hand its crp.facts outputs to the arbiter (a run, or one by one)."""
+    fabric = open_fabric(Settings(data_dir=tmp, embedder="hashing"))
+    ingest, arbiter = IngestHandler(), ArbiterHandler()
+    handlers: list[AnyHandler] = [ingest, arbiter]
+    for h in handlers:
+        h.bind(fabric)
+    try:
+        with fabric.unit_of_work() as uow:
+            recs = _records(RUN)
+            if batched:
+                ingested = apply_records(ingest, recs, uow)
+            else:
+                ingested = [o for r in recs for o in apply_record(ingest, r, uow)]
+        facts = [
+            Record("crp.facts", 0, i, o.key, o.value, T0 + 100, (("crp-id", o.record_id.encode()),))
+            for i, o in enumerate(x for x in ingested if x.topic == "crp.facts")
+        ]
+        facts.append(Record("crp.facts", 0, len(facts), facts[0].key, facts[0].value, T0 + 101, facts[0].headers))
+        with fabric.unit_of_work() as uow:
+            if batched:
+                judged = apply_records(arbiter, facts, uow)
+            else:
+                judged = [o for r in facts for o in apply_record(arbiter, r, uow)]
+        return ingested, judged
+    finally:
+        fabric.close()
+
+
+def test_a_run_gives_the_outputs_of_one_record_at_a_time(tmp_path: Path) -> None:
+    one_by_one = _apply(tmp_path / "a", batched=False)
+    as_a_run = _apply(tmp_path / "b", batched=True)
+    assert as_a_run == one_by_one
+    ingested, judged = as_a_run
+    dead = [json.loads(o.value)["reason"] for o in ingested if o.topic == "crp.deadletter"]
+    assert len(dead) == 2 and any("already used for different content" in r for r in dead)
+    assert sum(o.topic == "crp.facts" for o in ingested) == 6  # d1, d2 and d4, two sentences each
+    assert any(o.topic == "crp.audit" for o in judged)  # the arbiter acted on the run
