@@ -41,7 +41,7 @@ class DriverSQL:
         if self._dialect == "postgresql":
             tail = (" ORDER BY " + ", ".join(f'{c} COLLATE "C"' for c in order)) if order else ""
             with raw.cursor() as cur:  # type: ignore[union-attr]
-                cur.execute(head + " = ANY(%s)" + tail, (*extra, ids))
+                cur.execute(head + " = ANY(%b)" + tail, (*extra, ids))  # binary: no per-element quoting
                 return list(cur.fetchall())
         tail = (" ORDER BY " + ", ".join(order)) if order else ""
         out: list[Any] = []

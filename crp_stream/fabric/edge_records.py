@@ -37,7 +37,7 @@ class EdgeRecords(DriverSQL):
             src, dst, weight = zip(*rows, strict=True)
             self._execute_pg(
                 "INSERT INTO edges (src, dst, weight, kind) SELECT s, d, w, %s FROM "
-                "unnest(%s::text[], %s::text[], %s::float8[]) WITH ORDINALITY AS r(s, d, w, n) ORDER BY n "
+                "unnest(%b::text[], %b::text[], %b::float8[]) WITH ORDINALITY AS r(s, d, w, n) ORDER BY n "
                 "ON CONFLICT (src, dst, kind) DO NOTHING",
                 (kind, list(src), list(dst), [float(w) for w in weight]),
             )
@@ -52,7 +52,7 @@ class EdgeRecords(DriverSQL):
         if self._dialect == "postgresql":
             src, dst = zip(*pairs, strict=True)
             self._execute_pg(
-                "DELETE FROM edges e USING unnest(%s::text[], %s::text[]) AS d(s, t) "
+                "DELETE FROM edges e USING unnest(%b::text[], %b::text[]) AS d(s, t) "
                 "WHERE e.src = d.s AND e.dst = d.t AND e.kind = 'similarity'",
                 (list(src), list(dst)),
             )

@@ -146,6 +146,15 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     def __init__(self) -> None:
         self._preloaded = False
 
+    def prepare(self, events_: Sequence[Any], uow: UnitOfWork) -> None:
+        """A document's facts arrive as one run: their rows, their similarity edges and their
+        neighbours' rows are read in one query each (text claims read all three per fact)."""
+        ids = [e.fact_id for e in events_ if isinstance(e, events.FactRecorded | events.FactStatusChanged)]
+        rows = uow.repo.facts_by_ids(ids)
+        text = [f for f, r in rows.items() if r["claim_key"] is None]
+        if text:
+            uow.repo.facts_by_ids({n for nbs in text_claims.similar_many(uow, text).values() for n in nbs})
+
     def handle(
         self, event: events.FactRecorded | events.FactStatusChanged, record: Record, uow: UnitOfWork, out: Emitter
     ) -> None:

@@ -6,6 +6,7 @@ Handlers hold no transport code; the embedded log and the Kafka runtime both cal
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -75,6 +76,10 @@ class Handler(ABC, Generic[E_contra]):
 
     def bind(self, fabric: Fabric) -> None:
         """Called once by the runtime before the first record."""
+
+    def prepare(self, events: Sequence[Any], uow: UnitOfWork) -> None:
+        """Called with the decoded events of a run before any of them is handled, in the same
+        transaction: read ahead, in one query per table, what handling them will read (never write)."""
 
 
 AnyHandler = Handler[Any]  # a runtime's list of handlers: each is offered only its own topics' events

@@ -80,8 +80,10 @@ def apply_records(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWor
     (a document's facts come back to the arbiter as one run of ``crp.facts`` records)."""
     decoded = [_decode(handler, record, uow) for record in records]
     keys = [d[2] for d in decoded if d[2] is not None and d[3]]
-    if len(keys) > 1:
-        uow.repo.prefetch_processed(handler.group, keys)
+    if len(records) > 1:
+        if len(keys) > 1:
+            uow.repo.prefetch_processed(handler.group, keys)
+        handler.prepare([d[1] for d in decoded if d[1] is not None], uow)
     outputs: list[Output] = []
     for record, (out, event, key, tracked) in zip(records, decoded, strict=True):
         if event is not None and key is not None:

@@ -67,11 +67,12 @@ def structure_edges(
                 if (src, other_doc) != (event.source, doc) and graph_rank.names_title(text, key):
                     mentions.append((fid, lead, STRUCTURE_WEIGHT))
     own = set(fact_ids)
-    spans = sorted({s for text in texts.values() for s in graph_rank.mention_spans(text)})
+    spans_of = {fid: set(graph_rank.mention_spans(text)) for fid, text in texts.items()}
+    spans = sorted(set().union(*spans_of.values()))
     if spans:
         leads = uow.repo.titled_leads(spans)
         for fid in sorted(texts):
-            mine = set(graph_rank.mention_spans(texts[fid]))
+            mine = spans_of[fid]
             for k, src, other_doc, other_lead in leads:
                 if k in mine and (src, other_doc) != (event.source, doc) and other_lead not in own:
                     mentions.append((fid, other_lead, STRUCTURE_WEIGHT))

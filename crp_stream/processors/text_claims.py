@@ -49,11 +49,18 @@ def _threshold(uow: UnitOfWork) -> float:
 def similar(uow: UnitOfWork, fid: str) -> dict[str, float]:
     """``{neighbour: cosine}`` of a fact's similarity edges, from the fabric's graph cache (ingest has
     just written them there; a miss is read from the store)."""
+    return similar_many(uow, [fid])[fid]
+
+
+def similar_many(uow: UnitOfWork, fact_ids: Sequence[str]) -> dict[str, dict[str, float]]:
+    """``similar`` of several facts, the misses read in one query."""
     graph = uow.repo.sync_graph(uow.fabric.graph)
-    nb, weight, kind = graph.rows(uow.repo, graph.index([fid]))[0]
-    sim = kind == _SIMILARITY
     names = graph.names
-    return {names[j]: w for j, w in zip(nb[sim].tolist(), weight[sim].tolist(), strict=True) if names[j] != fid}
+    out: dict[str, dict[str, float]] = {}
+    for fid, (nb, weight, kind) in zip(fact_ids, graph.rows(uow.repo, graph.index(fact_ids)), strict=True):
+        sim = kind == _SIMILARITY
+        out[fid] = {names[j]: w for j, w in zip(nb[sim].tolist(), weight[sim].tolist(), strict=True) if names[j] != fid}
+    return out
 
 
 def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:

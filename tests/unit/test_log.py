@@ -39,3 +39,25 @@ def test_read_after_filters_topics_in_global_order(tmp_path: Path) -> None:
     log.append([Append("a", None, b"1"), Append("b", None, b"2"), Append("a", None, b"3")])
     assert [r.value for r in log.read_after(0, ["a"])] == [b"1", b"3"]
     assert [r.value for r in log.read_after(1)] == [b"2", b"3"]
+
+
+def test_append_outputs_of_one_call_are_the_records_read_back(tmp_path: Path) -> None:
+    """One call appends many outputs in one statement: the returned records (seq, offset, time, headers)
+    must be the ones stored, an id repeated in the call or already stored is returned as stored."""
+    log = EmbeddedLog(tmp_path / "log.sqlite", iter(range(10, 1000, 10)).__next__)
+    log.append([Append("a", None, b"0", record_id="old")])
+    got = log.append_outputs(
+        [
+            Append("a", "k", b"1", record_id="x", headers=(("h", b"\xff"),)),
+            Append("b", None, b"2"),
+            Append("a", "k", b"ignored", record_id="x"),
+            Append("a", None, b"3", record_id="old"),
+            Append("a", None, b"4", ts_us=5),
+        ]
+    )
+    assert [new for _r, new in got] == [True, True, False, False, True]
+    assert got[2][0] == got[0][0] and got[3][0].value == b"0"
+    stored = {r.seq: r for r in log.read_after(0)}
+    assert [stored[r.seq] for r, new in got if new] == [r for r, new in got if new]
+    assert [(r.topic, r.offset) for r, new in got if new] == [("a", 1), ("b", 0), ("a", 2)]
+    assert sorted(stored) == list(range(1, 5)) and log.end_offsets() == {"a": 3, "b": 1}

@@ -160,42 +160,61 @@ class EmbeddedLog:
             cur = self._db.cursor()
             cur.execute("BEGIN IMMEDIATE")
             try:
+                # one read of the ids already there, of each topic's end and of the last seq; one
+                # executemany of the rows (a document's facts are appended as one call)
                 last = self.last_ts()
+                known = self._by_record_id(cur, [it.record_id for it in items if it.record_id is not None])
+                ends: dict[str, int] = {}
+                row = cur.execute("SELECT MAX(seq) FROM records").fetchone()
+                seq = int(row[0]) if row and row[0] is not None else 0
+                rows = []
                 for it in items:
-                    if it.record_id is not None:
-                        old = cur.execute(
-                            f"SELECT {COLUMNS} FROM records WHERE record_id = ?", (it.record_id,)
-                        ).fetchone()
-                        if old:
-                            written.append((_record(old), False))
-                            continue
+                    old = known.get(it.record_id) if it.record_id is not None else None
+                    if old is not None:
+                        written.append((old, False))
+                        continue
                     ts = it.ts_us if it.ts_us is not None else self._clock()
                     ts = max(ts, last)
                     last = ts
-                    row = cur.execute("SELECT next_offset FROM topic_ends WHERE topic = ?", (it.topic,)).fetchone()
-                    offset = int(row[0]) if row else 0
-                    cur.execute(
-                        'INSERT INTO records (topic, partition, "offset", key, value, ts_us, record_id, headers) '
-                        "VALUES (?, 0, ?, ?, ?, ?, ?, ?)",
-                        (it.topic, offset, it.key, it.value, ts, it.record_id, encode_headers(it.headers)),
-                    )
-                    seq = int(cur.lastrowid or 0)
-                    cur.execute(
-                        "INSERT INTO topic_ends (topic, next_offset) VALUES (?, ?) "
-                        "ON CONFLICT(topic) DO UPDATE SET next_offset = excluded.next_offset",
-                        (it.topic, offset + 1),
-                    )
-                    written.append(
-                        (
-                            LogRecord(seq, it.topic, 0, offset, it.key, it.value, ts, it.record_id, tuple(it.headers)),
-                            True,
-                        )
-                    )
+                    if it.topic not in ends:
+                        end = cur.execute("SELECT next_offset FROM topic_ends WHERE topic = ?", (it.topic,)).fetchone()
+                        ends[it.topic] = int(end[0]) if end else 0
+                    offset = ends[it.topic]
+                    ends[it.topic] = offset + 1
+                    seq += 1  # what SQLite assigns an INTEGER PRIMARY KEY: the largest plus one
+                    headers = encode_headers(it.headers)
+                    rows.append((seq, it.topic, offset, it.key, it.value, ts, it.record_id, headers))
+                    rec = LogRecord(seq, it.topic, 0, offset, it.key, it.value, ts, it.record_id, tuple(it.headers))
+                    written.append((rec, True))
+                    if it.record_id is not None:  # a second item with this id is a duplicate of this one
+                        known[it.record_id] = rec
+                cur.executemany(
+                    'INSERT INTO records (seq, topic, partition, "offset", key, value, ts_us, record_id, headers) '
+                    "VALUES (?, ?, 0, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                cur.executemany(
+                    "INSERT INTO topic_ends (topic, next_offset) VALUES (?, ?) "
+                    "ON CONFLICT(topic) DO UPDATE SET next_offset = excluded.next_offset",
+                    sorted(ends.items()),
+                )
                 cur.execute("COMMIT")
             except BaseException:
                 cur.execute("ROLLBACK")
                 raise
         return written
+
+    @staticmethod
+    def _by_record_id(cur: sqlite3.Cursor, ids: Sequence[str]) -> dict[str, LogRecord]:
+        found: dict[str, LogRecord] = {}
+        unique = sorted(set(ids))
+        for i in range(0, len(unique), 500):
+            chunk = unique[i : i + 500]
+            sql = f"SELECT {COLUMNS} FROM records WHERE record_id IN ({', '.join('?' * len(chunk))})"
+            for row in cur.execute(sql, chunk).fetchall():
+                rec = _record(row)
+                found[str(rec.record_id)] = rec
+        return found
 
     def read_after(self, seq: int, topics: Sequence[str] | None = None, limit: int = 1000) -> list[LogRecord]:
         if topics:
