@@ -85,6 +85,7 @@ class Embedder(ABC):
     model_id: str
     dim: int
     requires_vectors: bool = False
+    costly: bool = False  # a model worth running ahead of the pipeline (``EmbeddingPrefetch``)
 
     @abstractmethod
     def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -138,6 +139,7 @@ class OnnxMiniLMEmbedder(Embedder):
     model_id = DEFAULT_MODEL_ID
     dim = 384
     max_tokens = 256
+    costly = True
 
     def __init__(self, threads: int | None = None, batch_size: int = 16) -> None:
         if threads is not None and threads < 1:

@@ -19,6 +19,7 @@ from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric import db
 from crp_stream.fabric.claim_index import ClaimIndex
 from crp_stream.fabric.embedders import CALIBRATED_THRESHOLDS, Embedder, make_embedder
+from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
 from crp_stream.fabric.fact_cache import FactCache
 from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
 from crp_stream.fabric.repository import Repository
@@ -187,5 +188,7 @@ class Fabric:
         return None
 
     def close(self) -> None:
+        if isinstance(self.embedder, EmbeddingPrefetch):
+            self.embedder.close()
         self.vectors.close()
         self.engine.dispose()

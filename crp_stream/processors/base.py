@@ -77,6 +77,10 @@ class Handler(ABC, Generic[E_contra]):
     def bind(self, fabric: Fabric) -> None:
         """Called once by the runtime before the first record."""
 
+    def lookahead(self, records: Sequence[Record], fabric: Fabric) -> None:
+        """Called with input records about to be handled, before any of them, outside any transaction:
+        may start slow work whose result does not depend on the fabric (embedding) in the background."""
+
     def prepare(self, events: Sequence[Any], uow: UnitOfWork) -> None:
         """Called with the decoded events of a run before any of them is handled, in the same
         transaction: read ahead, in one query per table, what handling them will read (never write)."""

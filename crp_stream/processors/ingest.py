@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,8 @@ from crp_stream.core.ids import derive_id
 from crp_stream.core.sentences import split_sentences
 from crp_stream.events import Rejected
 from crp_stream.events.common import SourceType
-from crp_stream.fabric.fabric import UnitOfWork
+from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
+from crp_stream.fabric.fabric import Fabric, UnitOfWork
 from crp_stream.fabric.rows import FactRow
 from crp_stream.fabric.vectors import VectorItem
 from crp_stream.processors import doc_graph
@@ -53,6 +55,23 @@ class _Draft:
 class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]):
     group = "ingest"
     topics = ("crp.documents", "crp.telemetry")
+
+    def lookahead(self, records: Sequence[Record], fabric: Fabric) -> None:
+        """Announce each input's sentences to an ``EmbeddingPrefetch`` embedder, one job per record in
+        log order: the model embeds the next documents while this thread handles the current one."""
+        emb = fabric.embedder
+        if not isinstance(emb, EmbeddingPrefetch):
+            return
+        s = fabric.settings
+        for record in records:
+            try:
+                event = events.decode_input(
+                    record.topic, record.value, max_bytes=s.max_record_bytes, max_facts=s.max_facts_per_document
+                )
+            except events.Rejected:
+                continue  # dispatch dead-letters it
+            if isinstance(event, events.DocumentPublished | events.TelemetryObserved):
+                emb.announce(texts_to_embed(event))
 
     def handle(
         self, event: events.DocumentPublished | events.TelemetryObserved, record: Record, uow: UnitOfWork, out: Emitter
@@ -224,7 +243,7 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
     def _telemetry_draft(self, event: events.TelemetryObserved, uow: UnitOfWork) -> _Draft:
         ttl_s, ttl_text = self._ttl(uow, "telemetry")
         value = str(event.value)
-        text = event.text or f"{event.subject} {event.attribute} is {value}{' ' + event.unit if event.unit else ''}"
+        text = telemetry_text(event)
         return _Draft(
             fact_id=derive_id("telemetry", event.source, event.event_id),
             text=text,
@@ -302,6 +321,19 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             for it, found in zip(items, hits, strict=True)
             for other, score in found
         ]
+
+
+def telemetry_text(event: events.TelemetryObserved) -> str:
+    value = str(event.value)
+    return event.text or f"{event.subject} {event.attribute} is {value}{' ' + event.unit if event.unit else ''}"
+
+
+def texts_to_embed(event: events.DocumentPublished | events.TelemetryObserved) -> list[str]:
+    """What ``handle`` gives the embedder for ``event`` (the facts without a vector), without a fabric."""
+    if isinstance(event, events.TelemetryObserved):
+        return [] if event.embedding is not None else [telemetry_text(event)]
+    items = list(event.facts) if event.facts else [events.FactInput(text=t) for t in split_sentences(event.text or "")]
+    return [doc_graph.embedding_text(event.title, f.text) for f in items if f.embedding is None]
 
 
 def record_is_telemetry(event: events.DocumentPublished | events.TelemetryObserved) -> bool:

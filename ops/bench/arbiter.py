@@ -42,7 +42,7 @@ from crp_stream.core.drift import ClaimRecord, claim_key, claim_verdict, normali
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.arbiter import ArbiterHandler
 from crp_stream.processors.base import Record, us_to_dt
-from crp_stream.processors.dispatch import apply_record
+from crp_stream.processors.dispatch import apply_record, apply_records
 from ops.bench._common import DEFAULT_DATASETS, scratch
 
 DAY = 86_400 * 1_000_000
@@ -106,8 +106,21 @@ class Rig:
             return
         with self.fabric.unit_of_work() as uow:
             uow.repo.insert_facts([row for row, _ in prepared])
-            for row, raw in prepared:
-                self._one(row, raw, uow, inserted=True)
+            # as the embedded runtime: the facts as one run, then what they caused, in order (FIFO)
+            run = [(row["fact_id"], raw, row["epoch_us"]) for row, raw in prepared]
+            while run:
+                records = []
+                for key, raw, ts in run:
+                    records.append(Record("crp.facts", 0, self.offset, key, raw, ts))
+                    self.offset += 1
+                outs = apply_records(self.handler, records, uow)
+                self.applied += len(records)
+                ts = run[-1][2]
+                run = []
+                for o in outs:
+                    self.outputs.append((o.topic, json.loads(o.value)))
+                    if o.topic == "crp.facts":
+                        run.append((o.key, o.value, ts))
 
     @staticmethod
     def _row(fid: str, source: str, subject: str, value: str, ts: int) -> dict[str, Any]:

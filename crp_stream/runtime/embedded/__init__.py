@@ -8,6 +8,7 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from crp_stream.config import Settings
+from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
 from crp_stream.fabric.fabric import Fabric, open_vector_index
 from crp_stream.fabric.vectors import VectorIndex
 from crp_stream.processors import all_handlers
@@ -45,6 +46,8 @@ def open_runtime(
 ) -> EmbeddedRuntime:
     """Fabric + log + every handler: the one way a process (or a test) assembles the embedded pipeline."""
     fabric = fabric or open_fabric(settings)
+    if fabric.embedder.costly and not isinstance(fabric.embedder, EmbeddingPrefetch):
+        fabric.embedder = EmbeddingPrefetch(fabric.embedder)  # the model runs ahead, on its own thread
     fabric.warm()  # a large fabric's ANN cache and the similarity graph are loaded now, not on the first requests
     log_ = EmbeddedLog(settings.log_path, clock)
     return EmbeddedRuntime(

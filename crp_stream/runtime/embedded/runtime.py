@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from crp_stream.events import INPUT_TOPICS
+from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
 from crp_stream.fabric.fabric import Fabric, UnitOfWork
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import ID_HEADER, apply_records, internal_error_output
@@ -160,6 +161,7 @@ class EmbeddedRuntime:
         self._cursor, self._offsets, self._pending = snapshot[0], snapshot[1], snapshot[2]
         self._dirty.clear()
         self._emitted.clear()
+        self._forget_lookahead()
         self._reconcile = True  # before the batch is redone, never skipped (the database may be down now)
 
     def _batch(self, limit: int) -> tuple[int, bool]:
@@ -169,6 +171,7 @@ class EmbeddedRuntime:
         buf = [] if self._pending else self._read(limit)
         if not buf and not self._pending:
             return 0, True
+        self._lookahead(buf)
         n = 0
         with self.fabric.unit_of_work() as uow:
             n += self._cascade(uow)
@@ -185,7 +188,21 @@ class EmbeddedRuntime:
         self.journal.clear()
         self._dirty.clear()
         self._publish_emitted()
+        self._forget_lookahead()
         return n, False
+
+    def _lookahead(self, buf: Sequence[LogRecord]) -> None:
+        if len(buf) < 2:
+            return
+        records = [self._record(lr) for lr in buf]
+        for h in self.handlers:
+            mine = [r for r in records if r.topic in h.topics]
+            if mine:
+                h.lookahead(mine, self.fabric)
+
+    def _forget_lookahead(self) -> None:
+        if isinstance(self.fabric.embedder, EmbeddingPrefetch):
+            self.fabric.embedder.forget()
 
     def finish_rederive(self) -> None:
         """After a rebuild: internal topics count as consumed to their end (what the rebuild did not
