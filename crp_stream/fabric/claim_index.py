@@ -49,15 +49,23 @@ _TYPES = {
     c.name: float if isinstance(c.type, Float) else int if isinstance(c.type, Integer) else None for c in t.facts.c
 }
 
+_COLUMNS = tuple(_TYPES)
+_CASTS = tuple((c, k) for c, k in _TYPES.items() if k is not None)
 Claim = tuple[ClaimRow | None, list[FactRow], dict[str, Any]]
 
 
 def as_stored(row: FactRow) -> FactRow:
     """A fact row as the store reads it back: every column, in table order, numbers as the driver types them."""
     given: dict[str, Any] = dict(row)
-    return cast(
-        FactRow, {c: given.get(c) if k is None or given.get(c) is None else k(given[c]) for c, k in _TYPES.items()}
-    )
+    out = dict.fromkeys(_COLUMNS)
+    for c, v in given.items():
+        if c in out:
+            out[c] = v
+    for c, k in _CASTS:
+        v = out[c]
+        if v is not None and type(v) is not k:
+            out[c] = k(v)
+    return cast(FactRow, out)
 
 
 @dataclass

@@ -32,6 +32,7 @@ def decoded(mapping: Any, field: str = "payload") -> Any:
 
 
 _CLAIM_COLUMNS = tuple(t.claims.c.keys())
+_TEXT, _AT = _CLAIM_COLUMNS.index("details"), _CLAIM_COLUMNS.index("updated_at_us")  # a buffered row's parts
 
 
 class OperatorRecords(DriverSQL):
@@ -157,11 +158,28 @@ class OperatorRecords(DriverSQL):
 
     def get_claim(self, claim_key: str) -> ClaimRow | None:
         buffered = self._claim_buffer.get(claim_key)
-        if buffered is not None:
+        if buffered is not None and buffered[_TEXT] is not None:
             return cast(ClaimRow, decoded(zip(_CLAIM_COLUMNS, buffered, strict=True), "details"))
         # on the driver: read for every claim the arbiter's index does not hold
         found = self._select_where(_CLAIM_COLUMNS, "claims", (("claim_key", claim_key),))
-        return decoded(zip(_CLAIM_COLUMNS, found[0], strict=True), "details") if found else None
+        row = decoded(zip(_CLAIM_COLUMNS, found[0], strict=True), "details") if found else None
+        if row is not None and buffered is not None:  # a touch of this transaction: its time
+            row["updated_at_us"] = buffered[_AT]
+        return cast(ClaimRow | None, row)
+
+    def touch_claim(self, stored: ClaimRow, at_us: int) -> None:
+        """The claim's verdict is unchanged and only its evaluation time moves (most records): no JSON
+        is written or parsed again; the flush updates the one column."""
+        key = stored["claim_key"]
+        before = self._claim_buffer.get(key)
+        self._claims_written()
+        self._claim_undo.append((key, before))
+        if before is not None and before[_TEXT] is not None:
+            self._claim_buffer[key] = (*before[:_AT], at_us)
+        else:
+            self._claim_buffer[key] = (key, None, None, None, at_us)
+        if self.claims is not None:
+            self.claims.claim_written(cast(ClaimRow, {**stored, "updated_at_us": at_us}))
 
     def put_claim(self, claim_key: str, verdict: str, fingerprint: str, details: dict[str, Any], at_us: int) -> None:
         text = canonical_json(details)
@@ -178,7 +196,12 @@ class OperatorRecords(DriverSQL):
         cols = ", ".join(_CLAIM_COLUMNS)
         sets = ", ".join(f"{c} = excluded.{c}" for c in _CLAIM_COLUMNS if c != "claim_key")
         sql = f"INSERT INTO claims ({cols}) VALUES ({', '.join('?' * len(_CLAIM_COLUMNS))}) "
-        self._executemany(sql + f"ON CONFLICT (claim_key) DO UPDATE SET {sets}", list(self._claim_buffer.values()))
+        rows = list(self._claim_buffer.values())
+        self._executemany(
+            sql + f"ON CONFLICT (claim_key) DO UPDATE SET {sets}", [r for r in rows if r[_TEXT] is not None]
+        )
+        touched = [(r[_AT], r[0]) for r in rows if r[_TEXT] is None]
+        self._executemany("UPDATE claims SET updated_at_us = ? WHERE claim_key = ?", touched)
         self._claim_buffer.clear()
         self._claim_undo.clear()
 

@@ -204,7 +204,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         fingerprint = verdict_fingerprint(verdict)
         if stored is not None and stored["fingerprint"] == fingerprint:
             if as_of > stored["updated_at_us"]:
-                uow.repo.put_claim(key, stored["verdict"], fingerprint, stored["details"], as_of)
+                uow.repo.touch_claim(stored, as_of)
             return verdict
         details = verdict_details(verdict, views)
         uow.repo.put_claim(key, verdict.kind, fingerprint, details, as_of)

@@ -300,3 +300,43 @@ def test_processed_marks_of_a_run_are_read_in_one_query(engine: Engine) -> None:
         assert repo.processed_hash("g", "event_id:e3") is None
         repo.mark_processed("g", "event_id:e3", "h3", "t", 3)
         assert repo.processed_hash("g", "event_id:e3") == "h3"  # this transaction's mark wins
+
+
+def test_touching_a_claim_moves_only_its_time(engine: Engine) -> None:
+    details = {"verdict": "STALE_HIGH_TRUST", "values": [1, 2]}
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.put_claim("x|y", "STALE_HIGH_TRUST", "fp", details, 10)
+        repo.put_claim("a|b", "CONSENSUS_OK", "fp2", {}, 10)
+        repo.flush()
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        stored = repo.get_claim("x|y")
+        assert stored is not None
+        repo.touch_claim(stored, 20)
+        assert repo.get_claim("x|y") == {**stored, "updated_at_us": 20}
+        with pytest.raises(RuntimeError), repo.savepoint():
+            repo.touch_claim(stored, 30)
+            raise RuntimeError("rejected")
+        assert repo.get_claim("x|y") == {**stored, "updated_at_us": 20}
+        repo.put_claim("a|b", "CONSENSUS_OK", "fp3", {"n": 1}, 15)
+        other = repo.get_claim("a|b")
+        assert other is not None
+        repo.touch_claim(other, 25)  # a row written in this transaction keeps its new content
+        repo.flush()
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        assert repo.get_claim("x|y") == {
+            "claim_key": "x|y",
+            "verdict": "STALE_HIGH_TRUST",
+            "fingerprint": "fp",
+            "details": details,
+            "updated_at_us": 20,
+        }
+        assert repo.get_claim("a|b") == {
+            "claim_key": "a|b",
+            "verdict": "CONSENSUS_OK",
+            "fingerprint": "fp3",
+            "details": {"n": 1},
+            "updated_at_us": 25,
+        }
