@@ -164,7 +164,7 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             gen = uow.repo.increment_meta("graph_generation")  # atomic: concurrent workers never share one
             uow.fabric.graph.written(str(gen - 1), str(gen), structure)
         uow.repo.touch_source(event.source, source_type, trust, epoch_us)
-        for row in rows:
+        for row, (draft, _vec) in zip(rows, fresh, strict=True):
             fact = events.FactRecorded(
                 fact_id=row["fact_id"],
                 source=row["source"],
@@ -172,7 +172,7 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
                 trust=row["trust"],
                 epoch=record.at,
                 modified_at=us_to_dt(row["modified_at_us"]),
-                ttl=next(d.ttl_text for d, _ in fresh if d.fact_id == row["fact_id"]),
+                ttl=draft.ttl_text,
                 text=row["text"],
                 importance=row["importance"],
                 subject=row["subject"],

@@ -55,7 +55,8 @@ def write_similarity_edges(uow: UnitOfWork, edges: Sequence[tuple[str, str, floa
     a_dst = np.concatenate([s_dst[sim], n_dst])
     a_w = np.concatenate([s_w[sim], n_w])
     drop = np.zeros(a_src.shape[0], dtype=bool)
-    drop[edges_past_k_ranked(_ranks(graph, a_src), _ranks(graph, a_dst), a_w, k)] = True
+    codes = _Ranks(graph, np.concatenate([a_src, a_dst, s_dst[~sim]]))  # every id ranked here, sorted once
+    drop[edges_past_k_ranked(codes(a_src), codes(a_dst), a_w, k)] = True
     stored = int(sim.sum())
     names = graph.names
     keep_new = ~drop[stored:]
@@ -77,7 +78,7 @@ def write_similarity_edges(uow: UnitOfWork, edges: Sequence[tuple[str, str, floa
     e_dst = np.concatenate([s_dst[~sim], a_dst[~drop]])
     e_w = np.concatenate([s_w[~sim], a_w[~drop]])
     e_kind = np.concatenate([s_kind[~sim], np.full(int((~drop).sum()), _SIMILARITY, dtype=np.int8)])
-    order = np.lexsort((_KIND_NAME_RANK[e_kind], _ranks(graph, e_dst), e_src))  # the store's key order
+    order = np.lexsort((_KIND_NAME_RANK[e_kind], codes(e_dst), e_src))  # the store's key order
     e_src, e_dst, e_w, e_kind = e_src[order], e_dst[order], e_w[order], e_kind[order]
     lo = np.searchsorted(e_src, t_ints, side="left").tolist()
     hi = np.searchsorted(e_src, t_ints, side="right").tolist()
@@ -91,16 +92,21 @@ def write_similarity_edges(uow: UnitOfWork, edges: Sequence[tuple[str, str, floa
 _KIND_NAME_RANK = np.argsort(np.argsort(np.asarray(EDGE_KINDS))).astype(np.int64)
 
 
-def _ranks(graph: GraphCache, ints: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Order-preserving codes of the fact ids behind cache ints: their ids' byte order."""
-    if ints.shape[0] == 0:
-        return ints
-    uniq, inverse = np.unique(ints, return_inverse=True)
-    names = graph.names
-    by_name = np.argsort(np.asarray([names[i] for i in uniq.tolist()]), kind="stable")
-    rank = np.empty_like(by_name)
-    rank[by_name] = np.arange(by_name.shape[0])
-    return rank[inverse].astype(np.int64)
+class _Ranks:
+    """Order-preserving codes of the fact ids behind cache ints (their ids' byte order), for every int
+    in ``universe``: the ids are sorted once per batch, then any subset is coded by a lookup."""
+
+    def __init__(self, graph: GraphCache, universe: npt.NDArray[np.int64]) -> None:
+        self.uniq = np.unique(universe)
+        names = graph.names
+        by_name = np.argsort(np.asarray([names[i] for i in self.uniq.tolist()]), kind="stable")
+        self.rank = np.empty_like(by_name)
+        self.rank[by_name] = np.arange(by_name.shape[0])
+
+    def __call__(self, ints: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        if ints.shape[0] == 0:
+            return ints
+        return self.rank[np.searchsorted(self.uniq, ints)].astype(np.int64)
 
 
 __all__ = ["write_similarity_edges"]
