@@ -78,17 +78,22 @@ def apply_records(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWor
     """``apply_record`` over a run of records of one handler, in order, in the caller's transaction:
     the same outputs in the same order, with the idempotency ids of the whole run read in one query
     (a document's facts come back to the arbiter as one run of ``crp.facts`` records)."""
+    return [o for outs in apply_each(handler, records, uow) for o in outs]
+
+
+def apply_each(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork) -> list[list[Output]]:
+    """``apply_records``, the outputs of each record apart (a runtime that routes them per record)."""
     decoded = [_decode(handler, record, uow) for record in records]
     keys = [d[2] for d in decoded if d[2] is not None and d[3]]
     if len(records) > 1:
         if len(keys) > 1:
             uow.repo.prefetch_processed(handler.group, keys)
         handler.prepare([d[1] for d in decoded if d[1] is not None], uow)
-    outputs: list[Output] = []
+    outputs: list[list[Output]] = []
     for record, (out, event, key, tracked) in zip(records, decoded, strict=True):
         if event is not None and key is not None:
             _apply_decoded(handler, record, uow, out, event, key, tracked)
-        outputs.extend(out.outputs)
+        outputs.append(out.outputs)
     return outputs
 
 
@@ -165,4 +170,4 @@ def internal_error_output(handler: AnyHandler, record: Record, exc: BaseExceptio
     return out.outputs
 
 
-__all__ = ["apply_record", "apply_records", "internal_error_output", "record_cause", "rfc3339"]
+__all__ = ["apply_each", "apply_record", "apply_records", "internal_error_output", "record_cause", "rfc3339"]
