@@ -97,12 +97,13 @@ class Fabric:
         self.facts = FactCache(settings.cache_facts)  # candidates' fixed columns and vectors, likewise
         self.claims = ClaimIndex(settings.cache_claim_facts)  # the arbiter's claims (members, verdict rows)
         self._stored_thresholds: dict[str, dict[str, float]] = {}  # model -> calibrate --store values
+        self._fixed_meta: dict[str, str] = {}  # Repository.FIXED_META values, once read committed
 
     @contextmanager
     def unit_of_work(self) -> Iterator[UnitOfWork]:
         try:
             with self.engine.begin() as conn:
-                repo = Repository(conn, self.claims)
+                repo = Repository(conn, self.claims, self._fixed_meta)
                 yield UnitOfWork(repo, self)
                 repo.flush()
         except BaseException:

@@ -20,11 +20,18 @@ from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
 _FACT_COLUMNS = tuple(t.facts.c.keys())
 
 FACTS_GENERATION = "facts_generation"
+# SPEC-024 §2.5: the model is fixed at the fabric's first write, with its dimension and text convention
+FIXED_META = frozenset({"embedding_model", "embedding_dim", "embedding_text"})
 
 
 class Repository(OperatorRecords, EdgeRecords):
-    def __init__(self, conn: Connection, claims: ClaimIndex | None = None):
+    def __init__(self, conn: Connection, claims: ClaimIndex | None = None, fixed: dict[str, str] | None = None):
         self.conn = conn
+        # meta values fixed at the fabric's first write (the model, its dimension, the embedding
+        # convention): the process remembers them once read (``Fabric``'s dict), a window request
+        # read them several times, each a round trip on PostgreSQL
+        self._fixed: dict[str, str] = {} if fixed is None else fixed
+        self._meta_written: set[str] = set()
         self._dialect = conn.dialect.name
         # processed ids of this transaction, written by ``flush`` in one statement before it commits
         self._marks: dict[tuple[str, str], dict[str, Any]] = {}
@@ -66,10 +73,17 @@ class Repository(OperatorRecords, EdgeRecords):
 
     # meta -------------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
+        fixed = self._fixed
+        if key in fixed:
+            return fixed[key]
         rows = self._select_in(("value",), "meta", "key", [key])  # read several times per window request
-        return rows[0][0] if rows else None
+        value: str | None = rows[0][0] if rows else None
+        if value is not None and key in FIXED_META and key not in self._meta_written:
+            fixed[key] = value  # committed (not this transaction's write) and never changed once set
+        return value
 
     def set_meta(self, key: str, value: str) -> None:
+        self._meta_written.add(key)
         if self.get_meta(key) is None:
             self.conn.execute(t.meta.insert().values(key=key, value=value))
         else:

@@ -340,3 +340,25 @@ def test_touching_a_claim_moves_only_its_time(engine: Engine) -> None:
             "details": {"n": 1},
             "updated_at_us": 25,
         }
+
+
+def test_fixed_meta_is_remembered_once_committed(engine: Engine) -> None:
+    fixed: dict[str, str] = {}
+    with pytest.raises(RuntimeError), engine.begin() as conn:
+        repo = Repository(conn, fixed=fixed)
+        repo.set_meta("embedding_model", "m1")
+        assert repo.get_meta("embedding_model") == "m1"
+        raise RuntimeError("rolled back")
+    assert fixed == {}  # this transaction's own write is never remembered
+    with engine.begin() as conn:
+        repo = Repository(conn, fixed=fixed)
+        assert repo.get_meta("embedding_model") is None
+        repo.set_meta("embedding_model", "m2")
+        repo.set_meta("graph_generation", "7")
+    with engine.begin() as conn:
+        repo = Repository(conn, fixed=fixed)
+        assert repo.get_meta("embedding_model") == "m2" and repo.get_meta("graph_generation") == "7"
+    assert fixed == {"embedding_model": "m2"}  # counters are read every time
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE meta SET value = 'changed' WHERE key = 'embedding_model'"))
+        assert Repository(conn, fixed=fixed).get_meta("embedding_model") == "m2"
