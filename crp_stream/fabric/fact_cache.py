@@ -75,6 +75,14 @@ class Batch(NamedTuple):
     cols: Columns
 
 
+class _Loaded(NamedTuple):
+    """Facts just read from the store, in the order read: vectors and ``_numbers``."""
+
+    vecs: npt.NDArray[np.float32]
+    num: npt.NDArray[np.float64]
+    whole: npt.NDArray[np.int64]
+
+
 def _numbers(rows: Sequence[dict[str, Any]]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
     """The ``Columns`` of rows: (importance, modified_at_us, ttl_s) as floats, (epoch_us, expires_at_us)."""
     num = np.array(
@@ -186,11 +194,13 @@ class FactCache:
         out_rows: list[dict[str, Any]] = []
         hit_at: list[int] = []
         hit_slots: list[int] = []
+        load_at: list[int] = []
         cached = self._rows
         for n, f in enumerate(ids):
             s = slot.get(f)
             if s is None:
                 row = loaded[f][0]
+                load_at.append(n)
             else:
                 slot[f] = slot.pop(f)  # most recently used last: evicted last
                 row = cached[s] or {}
@@ -207,29 +217,28 @@ class FactCache:
             num[hit_at] = self._num[hit_slots]
             whole[hit_at] = self._int[hit_slots]
         if loaded:
-            at = [n for n, f in enumerate(ids) if f in loaded]
-            out[at] = [loaded[ids[n]][1] for n in at]
-            num[at], whole[at] = _numbers([loaded[ids[n]][0] for n in at])
-            self._store(loaded)
+            new = _Loaded(np.stack([v for _r, v in loaded.values()]), *_numbers([r for r, _v in loaded.values()]))
+            order = {f: k for k, f in enumerate(loaded)}
+            src = [order[ids[n]] for n in load_at]
+            out[load_at], num[load_at], whole[load_at] = new.vecs[src], new.num[src], new.whole[src]
+            self._store(loaded, new)
         return Batch(ids, out_rows, out, Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1]))
 
-    def _store(self, loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]]) -> None:
-        dim = next(iter(loaded.values()))[1].shape[0]
+    def _store(self, loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]], new: _Loaded) -> None:
+        dim = new.vecs.shape[1]
         if self._mat.shape[1] != dim:  # first load (or another model after a rebuild): start over
             self._clear_rows()
         keep = list(loaded)[-self.max_facts :]
+        first = len(loaded) - len(keep)
         over = len(self._slot) + len(keep) - self.max_facts
         for f in list(islice(self._slot, max(over, 0))):
             self._release(f)
         self._grow(len(keep), dim)
-        slots = []
-        for f in keep:
-            s = self._free.pop()
+        slots = [self._free.pop() for _ in keep]
+        for f, s in zip(keep, slots, strict=True):
             self._slot[f] = s
-            self._rows[s], self._mat[s] = loaded[f]
-            slots.append(s)
-        if slots:
-            self._num[slots], self._int[slots] = _numbers([loaded[f][0] for f in keep])
+            self._rows[s] = loaded[f][0]
+        self._mat[slots], self._num[slots], self._int[slots] = new.vecs[first:], new.num[first:], new.whole[first:]
 
     def _release(self, fact_id: str) -> None:
         s = self._slot.pop(fact_id)
