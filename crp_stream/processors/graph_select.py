@@ -75,7 +75,8 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
         g.load(uow, need)
     ball = np.flatnonzero(level >= 0)
     names = g.names(ball.tolist())
-    order = np.argsort(np.asarray(names, dtype=object), kind="stable")  # local index in fact-id order
+    # local index in fact-id order: a fixed-width unicode sort orders code points, as ``sorted`` does
+    order = np.argsort(np.asarray(names, dtype=str), kind="stable") if names else np.zeros(0, dtype=np.int64)
     local = np.full(level.shape[0], -1, dtype=np.int64)
     local[ball[order]] = np.arange(ball.shape[0])
     ids = [names[i] for i in order.tolist()]
@@ -138,15 +139,17 @@ def choose(
     # the most PageRank, OUTSIDE_PER_SLOT per connector slot. Outside the candidates a fact's CDR
     # score is low (below the gate, or past every probe's top K), so its graph term decides, and a
     # ball of thousands is not read row by row to rank its tail.
-    outside = [f for f in w.ppr if f not in index and f not in exclude]
-    outside = sorted(sorted(outside, key=lambda f: (-w.ppr[f], f))[: OUTSIDE_PER_SLOT * slots])
+    # by (-PageRank, fact id), the top ones, then in fact-id order: ``w.ids`` is in fact-id order
+    out_at = np.flatnonzero(np.fromiter((f not in index and f not in exclude for f in w.ids), bool, len(w.ids)))
+    top = out_at[np.lexsort((out_at, -w.rank[out_at]))[: OUTSIDE_PER_SLOT * slots]]
+    outside = [w.ids[k] for k in np.sort(top).tolist()]
     if outside:
         append_outside(uow, c, outside)
         index = {f: i for i, f in enumerate(c.ids)}
     # connectors: reached facts that are not in the CDR order (the order's own facts compete as
     # anchors; its suppressed ones stay out), nor excluded (duplicates, another branch's facts)
     in_order = set(live) | sel.suppressed | set(c.order)
-    conn = [index[f] for f in sorted(w.ppr) if f in index and f not in exclude and index[f] not in in_order]
+    conn = [index[f] for f in w.ids if f in index and f not in exclude and index[f] not in in_order]  # id order
     ppr_live = np.asarray([w.ppr.get(c.ids[i], 0.0) for i in live], dtype=np.float64)
     ppr_conn = np.asarray([w.ppr[c.ids[i]] for i in conn], dtype=np.float64)
     idx = live + conn
