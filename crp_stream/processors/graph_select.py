@@ -75,8 +75,7 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
         g.load(uow, need)
     ball = np.flatnonzero(level >= 0)
     names = g.names(ball.tolist())
-    # local index in fact-id order: a fixed-width unicode sort orders code points, as ``sorted`` does
-    order = np.argsort(np.asarray(names, dtype=str), kind="stable") if names else np.zeros(0, dtype=np.int64)
+    order = id_order(names)  # local index in fact-id order
     local = np.full(level.shape[0], -1, dtype=np.int64)
     local[ball[order]] = np.arange(ball.shape[0])
     ids = [names[i] for i in order.tolist()]
@@ -109,6 +108,22 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
     )
 
 
+def id_order(names: list[str]) -> np.ndarray:
+    """The permutation that sorts fact ids as ``sorted`` does: a fixed-width unicode array orders
+    code points, as ``str`` comparison does, and the sort runs in C (the ball has thousands)."""
+    if not names:
+        return np.zeros(0, dtype=np.int64)
+    return np.argsort(np.asarray(names, dtype=str), kind="stable")
+
+
+def top_reached(ids: list[str], rank: np.ndarray, taken: Any, k: int) -> list[str]:
+    """The ``k`` facts of the ball (``ids`` in fact-id order, ``rank`` their PageRank) not ``taken``,
+    with the most PageRank (ties: lower fact id), in fact-id order."""
+    at = np.flatnonzero(np.fromiter((not taken(f) for f in ids), dtype=bool, count=len(ids)))
+    top = at[np.lexsort((at, -rank[at]))[: max(k, 0)]]
+    return [ids[i] for i in np.sort(top).tolist()]
+
+
 def choose(
     uow: UnitOfWork,
     c: Any,
@@ -139,10 +154,7 @@ def choose(
     # the most PageRank, OUTSIDE_PER_SLOT per connector slot. Outside the candidates a fact's CDR
     # score is low (below the gate, or past every probe's top K), so its graph term decides, and a
     # ball of thousands is not read row by row to rank its tail.
-    # by (-PageRank, fact id), the top ones, then in fact-id order: ``w.ids`` is in fact-id order
-    out_at = np.flatnonzero(np.fromiter((f not in index and f not in exclude for f in w.ids), bool, len(w.ids)))
-    top = out_at[np.lexsort((out_at, -w.rank[out_at]))[: OUTSIDE_PER_SLOT * slots]]
-    outside = [w.ids[k] for k in np.sort(top).tolist()]
+    outside = top_reached(w.ids, w.rank, lambda f: f in index or f in exclude, OUTSIDE_PER_SLOT * slots)
     if outside:
         append_outside(uow, c, outside)
         index = {f: i for i, f in enumerate(c.ids)}
@@ -195,4 +207,4 @@ def _bridging(
     return out
 
 
-__all__ = ["Walk", "choose", "named_leads", "walk"]
+__all__ = ["Walk", "choose", "id_order", "named_leads", "top_reached", "walk"]
