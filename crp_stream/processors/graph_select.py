@@ -66,7 +66,7 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
     seed_ids = [c.ids[i] for i in seed_idx]
     extra = [f for f in named if f not in set(seed_ids)]
     start = g.ints(seed_ids + extra)
-    level, depth = graph_rank.walk_levels(start, g.src, g.dst, 0)
+    level, depth = np.zeros(0, dtype=np.int64), 0  # the loop runs at least once
     for _ in range(max_hops + 1):  # one more level's edges per pass; all levels < max_hops loaded
         level, depth = graph_rank.walk_levels(start, g.src, g.dst, max_hops)
         need = [i for i in np.flatnonzero((level >= 0) & (level < max_hops)).tolist() if i not in g.loaded]
@@ -90,12 +90,11 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
     es, ed, ew, ek = es[e_order], ed[e_order], ew[e_order], ek[e_order]
     seed = np.zeros(n, dtype=np.float64)
     w = graph_rank.seed_weights(c.score[seed_idx]) if seed_idx else np.zeros(0)
-    pos = {f: i for i, f in enumerate(ids)}
-    for f, x in zip(seed_ids, w.tolist(), strict=True):
-        seed[pos[f]] += x
+    # each seed and each named lead once (distinct facts): set, as adding to 0.0 gives the same
+    at = local[np.asarray(start, dtype=np.int64)]
+    seed[at[: len(seed_ids)]] = w
     top = float(w.max(initial=0.0)) or 1.0
-    for f in extra:
-        seed[pos[f]] += NAMED_SEED_SHARE * top
+    seed[at[len(seed_ids) :]] = NAMED_SEED_SHARE * top
     r = graph_rank.personalized_pagerank(n, es, ed, ew, seed)
     return Walk(
         depth=depth,
