@@ -69,6 +69,12 @@ class Columns(NamedTuple):
     epoch_us: npt.NDArray[np.int64]
     expires_at_us: npt.NDArray[np.int64]  # ``NEVER``: no hard expiry
 
+    def take(self, at: npt.NDArray[np.intp]) -> Columns:
+        """The rows ``at`` of every column."""
+        return Columns(
+            self.importance[at], self.modified_at_us[at], self.ttl_s[at], self.epoch_us[at], self.expires_at_us[at]
+        )
+
 
 class Batch(NamedTuple):
     ids: list[str]

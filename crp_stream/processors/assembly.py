@@ -7,6 +7,7 @@ fabric and wires the rules together for one branch of one window.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from operator import itemgetter
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 from crp_stream.core import cdgr, cdr, conflicts, exits, near_copies, ngram, recency, substitution
 from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.fabric.fact_cache import Batch, Columns
+from crp_stream.fabric.fact_cache import Batch
 from crp_stream.processors import graph_select
 from crp_stream.processors.graph_walk import LoadedEdges
 from crp_stream.processors.session import SubQueryState, vec_from_json
@@ -25,6 +26,8 @@ EXCLUDED = ("quarantined", "expired", "superseded")
 _VIEW_HEAD = itemgetter(
     "fact_id", "text", "subject", "attribute", "value", "unit", "source", "source_type", "trust", "importance"
 )
+_STATUS = itemgetter("status")
+_NEW_VIEW = partial(tuple.__new__, conflicts.FactView)
 
 
 @dataclass
@@ -135,9 +138,7 @@ def gather(
     if not keep.all():
         at = np.flatnonzero(keep)
         picked = at.tolist()
-        batch = Batch(
-            [ids[i] for i in picked], [rows[i] for i in picked], vecs[at], Columns(*(x[at] for x in batch.cols))
-        )
+        batch = Batch([ids[i] for i in picked], [rows[i] for i in picked], vecs[at], batch.cols.take(at))
     cov_vecs, depth = coverage
     if cov_vecs.shape[0] == 0:
         cov_vecs = np.zeros((0, dim), dtype=np.float32)
@@ -176,7 +177,7 @@ def _fetch(uow: UnitOfWork, fact_ids: list[str], dim: int, now_us: int) -> Batch
         return b
     at = keep.tolist()
     vecs = b.vecs[keep] if at else np.zeros((0, dim), np.float32)
-    return Batch([b.ids[i] for i in at], [b.rows[i] for i in at], vecs, Columns(*(col[keep] for col in cols)))
+    return Batch([b.ids[i] for i in at], [b.rows[i] for i in at], vecs, cols.take(keep))
 
 
 def _extend(c: Candidates, b: Batch) -> None:
@@ -202,12 +203,10 @@ def _extend(c: Candidates, b: Batch) -> None:
     c.penalty = np.concatenate([c.penalty, pen])
     c.score = np.concatenate([c.score, score])
     c.support = np.concatenate([c.support, np.ones(len(ids), dtype=np.int64)])
-    # a named tuple from the row's fixed columns in one C call: built for every candidate of every window
-    make = conflicts.FactView._make
-    c.views.extend(
-        make((*_VIEW_HEAD(r), rc, r["status"], r["epoch_us"] / 1e6, rl))
-        for r, rc, rl in zip(rows, rec.tolist(), sig.relevance.tolist(), strict=True)
-    )
+    # named tuples built in C (``tuple.__new__``, as ``_make`` does, without its Python frame): one for
+    # every candidate of every window; epochs as ``r["epoch_us"] / 1e6`` gives them (int64 -> float64)
+    tails = zip(rec.tolist(), map(_STATUS, rows), (cols.epoch_us / 1e6).tolist(), sig.relevance.tolist(), strict=True)
+    c.views.extend(map(_NEW_VIEW, map(tuple.__add__, map(_VIEW_HEAD, rows), tails)))
 
 
 def screen(c: Candidates, idx: list[int] | None = None) -> np.ndarray:
