@@ -118,18 +118,19 @@ def gather(
     k = max(4 * budget, 50)
     now_s = now_us / 1e6
     found: dict[str, float] = {}
-    probes = [query_vec] + [vec_from_json(s.embedding) for s in residual]
+    vec = {id(s): vec_from_json(s.embedding) for s in [*residual, *(task or [])]}  # each state decoded once
+    probes = [query_vec] + [vec[id(s)] for s in residual]
     for hits in uow.vectors.search_many(probes, k, now_s, EXCLUDED):
         for fid, score in hits:
             found[fid] = max(found.get(fid, -1.0), score)
     dim = int(query_vec.shape[0])
     batch = _fetch(uow, sorted(found), dim, now_us)
     ids, rows, vecs = batch.ids, batch.rows, batch.vecs
-    res_vecs = np.stack([vec_from_json(s.embedding) for s in residual]) if residual else np.zeros((0, dim))
+    res_vecs = np.stack([vec[id(s)] for s in residual]) if residual else np.zeros((0, dim))
     v64 = vecs.astype(np.float64)  # once, not in every ``core.cdr`` call
     rel = cdr.relevance(v64, query_vec) if ids else np.zeros(0)
     gate_subs = residual if task is None else task
-    gate_vecs = np.stack([vec_from_json(s.embedding) for s in gate_subs]) if gate_subs else np.zeros((0, dim))
+    gate_vecs = np.stack([vec[id(s)] for s in gate_subs]) if gate_subs else np.zeros((0, dim))
     keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(v64, gate_vecs)), min_relevance)
     # issue 14: a kept statement's swapped copy (or the true one it copies) is arbitrated, not gated
     keep = np.asarray(

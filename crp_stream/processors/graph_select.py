@@ -69,7 +69,7 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
     level, depth = np.zeros(0, dtype=np.int64), 0  # the loop runs at least once
     for _ in range(max_hops + 1):  # one more level's edges per pass; all levels < max_hops loaded
         level, depth = graph_rank.walk_levels(start, g.src, g.dst, max_hops)
-        need = [i for i in np.flatnonzero((level >= 0) & (level < max_hops)).tolist() if i not in g.loaded]
+        need = set(np.flatnonzero((level >= 0) & (level < max_hops)).tolist()) - g.loaded
         if not need:
             break
         g.load(uow, need)
