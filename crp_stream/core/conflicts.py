@@ -401,13 +401,6 @@ def same_claim_duplicates(
     ``vecs``, if the caller has them (``_pairs_above``).
     """
     n = len(facts)
-    root, members = list(range(n)), {i: [i] for i in range(n)}
-
-    def find(i: int) -> int:
-        while root[i] != i:
-            i = root[i]
-        return i
-
     keys = list(starmap(_duplicate_keys, map(_KEY_FIELDS, facts)))  # in C: no Python frame per fact
     pairs = _pairs_above(vecs, n, threshold, strict=False, gram=gram)
     # the usual case, every text distinct and no structured value: no bucket holds two facts
@@ -422,6 +415,13 @@ def same_claim_duplicates(
                 pairs.update((bucket[0], j) for j in bucket[1:])
     if not pairs:  # the usual case: every fact alone
         return [[i] for i in range(n)]
+    root, members = list(range(n)), {i: [i] for i in range(n)}
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            i = root[i]
+        return i
+
     for i, j in sorted(pairs):
         lo, hi = sorted((find(i), find(j)))
         # Complete linkage: a chain A~B~C never groups an A and a C that disagree.

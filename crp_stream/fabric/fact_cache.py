@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from itertools import islice
-from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -54,7 +53,6 @@ FIELDS = (
     "unit",
 )
 
-_FIXED = itemgetter(*FIELDS)  # a row's cached columns, in C
 _READ = (*FIELDS, "status")  # a fact not known yet: its status and its row in one statement
 NEVER = np.iinfo(np.int64).max  # ``expires_at_us`` of a fact that never expires
 
@@ -188,16 +186,12 @@ class FactCache:
         loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]] = {}
         if missing:
             self.misses += len(missing)
-            rows = dict(read)
+            rows = dict(read)  # FIELDS + status, in that order: kept as they are (status is set below)
             unread = [f for f in missing if f not in rows]  # status known from an earlier call
             if unread:
                 rows.update(repo.fact_rows(unread, FIELDS))
             vecs = vectors.stored_vectors(missing)
-            loaded = {
-                f: (dict(zip(FIELDS, _FIXED(rows[f]), strict=True)), np.asarray(vecs[f], dtype=np.float32))
-                for f in missing
-                if f in rows and f in vecs
-            }
+            loaded = {f: (rows[f], np.asarray(vecs[f], dtype=np.float32)) for f in missing if f in rows and f in vecs}
         ids = [f for f in fact_ids if f in status and (f in slot or f in loaded)]
         out_rows: list[dict[str, Any]] = []
         hit_at: list[int] = []
