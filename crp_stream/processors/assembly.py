@@ -117,12 +117,10 @@ def gather(
     """
     k = max(4 * budget, 50)
     now_s = now_us / 1e6
-    found: dict[str, float] = {}
     vec = {id(s): vec_from_json(s.embedding) for s in [*residual, *(task or [])]}  # each state decoded once
     probes = [query_vec] + [vec[id(s)] for s in residual]
-    for hits in uow.vectors.search_many(probes, k, now_s, EXCLUDED):
-        for fid, score in hits:
-            found[fid] = max(found.get(fid, -1.0), score)
+    # every probe's hits, once each (their scores are recomputed from the vectors below)
+    found = {fid for hits in uow.vectors.search_many(probes, k, now_s, EXCLUDED) for fid, _score in hits}
     dim = int(query_vec.shape[0])
     batch = _fetch(uow, sorted(found), dim, now_us)
     ids, rows, vecs = batch.ids, batch.rows, batch.vecs
