@@ -157,3 +157,44 @@ def test_top_reached_is_the_sorted_rule(seed: int) -> None:
     for k in (0, 1, 5, 44, 1000):
         want = sorted(sorted([f for f in ppr if f not in taken], key=lambda f: (-ppr[f], f))[:k])
         assert graph_select.top_reached(ids, rank, taken.__contains__, k) == want
+
+
+@pytest.mark.parametrize("seed", [8, 9])
+def test_extend_scores_and_views_as_the_row_by_row_rules(seed: int) -> None:
+    from crp_stream.core import cdr, ngram
+    from crp_stream.fabric.fact_cache import Batch, Columns, _numbers
+
+    rng = np.random.default_rng(seed)
+    rows = random_rows(rng, 120)
+    for r in rows:  # a small vocabulary: some texts repeat six words of the quoted ones
+        r["text"] = " ".join(str(w) for w in rng.choice(["a", "b", "c"], size=int(rng.integers(4, 12))))
+    vecs = rng.standard_normal((120, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    num, whole = _numbers(rows)
+    cols = Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1])
+    batch = Batch([r["fact_id"] for r in rows], rows, vecs, cols)
+    now_s = 1.5e9
+    blacklist = ngram.update_ngram_blacklist(frozenset(), " ".join(r["text"] for r in rows[:3]))
+    query = vecs[0].astype(np.float64)
+    ctx = assembly.ScoringContext(query, np.zeros((0, 8)), np.zeros((0, 8), np.float32), np.zeros(0), now_s, blacklist)
+    empty = np.zeros(0)
+    c = assembly.Candidates(
+        [], [], np.zeros((0, 8), np.float32), empty, empty, empty, empty, empty, empty, np.zeros(0, np.int64), [], ctx
+    )
+    assembly._extend(c, batch)
+    n = len(rows)
+    age = now_s - np.fromiter((r["modified_at_us"] for r in rows), dtype=np.float64, count=n) / 1e6
+    rec = recency.recency_factor(age, [recency.ttl_or_inf(r["ttl_s"]) for r in rows])
+    rel = cdr.relevance(vecs.astype(np.float64), query)
+    pen = ngram.ngram_penalty(ngram.ngram_overlaps([r["text"] for r in rows], blacklist))
+    imp = np.fromiter((r["importance"] for r in rows), dtype=np.float64, count=n)
+    assert 0 < np.count_nonzero(pen) < n and 0 < np.count_nonzero(rec < 1.0) < n
+    assert np.array_equal(c.recency, rec) and np.array_equal(c.relevance, rel)
+    assert np.array_equal(c.score, cdr.cdr_score(imp, rel, np.zeros(n), np.ones(n), rec, pen))
+    make = conflicts.FactView._make
+    want = [
+        make((*assembly._VIEW_HEAD(r), rc, r["status"], r["epoch_us"] / 1e6, rl))
+        for r, rc, rl in zip(rows, rec.tolist(), rel.tolist(), strict=True)
+    ]
+    assert c.views == want and all(type(v) is conflicts.FactView for v in c.views)
+    assert [type(x) for x in c.views[0]] == [type(x) for x in want[0]]
