@@ -86,7 +86,7 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
     s_ok[inside] = (level[g.src[inside]] >= 0) & (level[g.src[inside]] < max_hops) & (level[g.dst[inside]] >= 0)
     es, ed = local[g.src[s_ok]], local[g.dst[s_ok]]
     ew, ek = g.weight[s_ok], g.kind[s_ok]
-    e_order = np.lexsort((ek, ed, es))  # canonical: sums run in the same order on every store
+    e_order = edge_order(es, ed, ek, n)  # canonical: sums run in the same order on every store
     es, ed, ew, ek = es[e_order], ed[e_order], ew[e_order], ek[e_order]
     seed = np.zeros(n, dtype=np.float64)
     w = graph_rank.seed_weights(c.score[seed_idx]) if seed_idx else np.zeros(0)
@@ -113,6 +113,14 @@ def id_order(names: list[str]) -> np.ndarray:
     if not names:
         return np.zeros(0, dtype=np.int64)
     return np.argsort(np.asarray(names, dtype=str), kind="stable")
+
+
+def edge_order(src: np.ndarray, dst: np.ndarray, kind: np.ndarray, n: int) -> np.ndarray:
+    """``np.lexsort((kind, dst, src))``: edges by (src, dst, kind), ties in their order, as one stable
+    sort of a combined int64 key (half the time of three keys on the ball's tens of thousands)."""
+    kinds = int(kind.max(initial=0)) + 1
+    key = (src.astype(np.int64) * max(n, 1) + dst) * kinds + kind
+    return np.argsort(key, kind="stable")
 
 
 def top_reached(ids: list[str], rank: np.ndarray, taken: Any, k: int) -> list[str]:
@@ -206,4 +214,4 @@ def _bridging(
     return out
 
 
-__all__ = ["Walk", "choose", "id_order", "named_leads", "top_reached", "walk"]
+__all__ = ["Walk", "choose", "edge_order", "id_order", "named_leads", "top_reached", "walk"]

@@ -198,3 +198,13 @@ def test_extend_scores_and_views_as_the_row_by_row_rules(seed: int) -> None:
     ]
     assert c.views == want and all(type(v) is conflicts.FactView for v in c.views)
     assert [type(x) for x in c.views[0]] == [type(x) for x in want[0]]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_edge_order_is_the_lexsort(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for m, n in ((0, 0), (1, 1), (50, 4), (3000, 200)):  # small n: many repeated (src, dst, kind)
+        src, dst = rng.integers(0, max(n, 1), m), rng.integers(0, max(n, 1), m)
+        kind = rng.integers(0, 3, m).astype(np.int8)
+        got = graph_select.edge_order(src, dst, kind, n)
+        assert np.array_equal(got, np.lexsort((kind, dst, src)))
