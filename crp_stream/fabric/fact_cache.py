@@ -19,8 +19,12 @@ than the whole flat top-K. What is cached is what never changes once a fact is c
 - The vectors of misses come through ``VectorIndex.stored_vectors``: from the ANN cache's storage when
   the index has one (the same floats, no round trip), else from the index.
 - Bounded: past ``max_facts`` entries the least recently used are dropped (~2.5 KB a fact at 384-d:
-  ~250 MB at the default bound). Vectors live in one float32 matrix, so a candidate set is one
-  fancy-indexing copy. Not thread-safe (one record at a time).
+  ~250 MB at the default bound). Vectors live in one float32 matrix, and the numeric columns scoring
+  reads for every candidate (importance, modified time, TTL, epoch, expiry: ``Columns``) in two
+  matrices beside it, so a candidate set is a few fancy-indexing copies (``columns``) instead of a
+  pass over row dicts per column. Not thread-safe (one record at a time).
+- A fact not known yet is read with its status in one statement (``_READ``); statuses of cached
+  facts whose status is not known (another writer moved ``facts_generation``) alone.
 """
 
 from __future__ import annotations
