@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import numpy.ma  # np.unique imports it on first use (numpy 2): here, not in a request's walk
 from numpy.typing import ArrayLike, NDArray
 
 EDGE_KINDS = ("similarity", "adjacency", "mention")

@@ -84,7 +84,7 @@ def near_copy_pairs(
     ``inside``, i < inside."""
     n = len(texts)
     limit = n if inside is None else min(inside, n)
-    if limit <= 0 or n < 2:
+    if limit <= 0 or n < 2 or len(set(sources)) < 2:  # one source: no pair of different sources
         return set()
     src = _codes(sources)
     other = src[:limit, None] != src[None, :]
@@ -103,6 +103,8 @@ def admit_copies(texts: Sequence[str], sources: Sequence[str], keep: Sequence[bo
     gate drops joins the candidates when it is a near-copy, from another source, of one the gate kept
     and ``copied_statement_conflict`` finds a swapped span (the kept ones tried in order)."""
     out = list(keep)
+    if len(set(sources)) < 2:  # the usual case, one source: no copy from another source
+        return out
     kept = [i for i, k in enumerate(keep) if k]
     dropped = [j for j, k in enumerate(keep) if not k and sources[j]]
     if not kept or not dropped:

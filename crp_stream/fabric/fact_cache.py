@@ -19,15 +19,20 @@ than the whole flat top-K. What is cached is what never changes once a fact is c
 - The vectors of misses come through ``VectorIndex.stored_vectors``: from the ANN cache's storage when
   the index has one (the same floats, no round trip), else from the index.
 - Bounded: past ``max_facts`` entries the least recently used are dropped (~2.5 KB a fact at 384-d:
-  ~250 MB at the default bound). Vectors live in one float32 matrix, so a candidate set is one
-  fancy-indexing copy. Not thread-safe (one record at a time).
+  ~250 MB at the default bound). Vectors live in one float32 matrix, and the numeric columns scoring
+  reads for every candidate (importance, modified time, TTL, epoch, expiry: ``Columns``) in two
+  matrices beside it, so a candidate set is a few fancy-indexing copies (``columns``) instead of a
+  pass over row dicts per column. Not thread-safe (one record at a time).
+- A fact not known yet is read with its status in one statement (``_READ``); statuses of cached
+  facts whose status is not known (another writer moved ``facts_generation``) alone.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from itertools import islice
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +57,53 @@ FIELDS = (
     "unit",
 )
 
+_READ = (*FIELDS, "status")  # a fact not known yet: its status and its row in one statement
+NEVER = np.iinfo(np.int64).max  # ``expires_at_us`` of a fact that never expires
+
+
+class Columns(NamedTuple):
+    """Numeric columns of a batch of facts, aligned with its ids: what scoring reads for every
+    candidate, as arrays instead of a pass over row dicts."""
+
+    importance: npt.NDArray[np.float64]
+    modified_at_us: npt.NDArray[np.float64]  # as floats, as ``np.fromiter`` over the rows gives them
+    ttl_s: npt.NDArray[np.float64]  # ``inf``: never expires (``core.recency.ttl_or_inf``)
+    epoch_us: npt.NDArray[np.int64]
+    expires_at_us: npt.NDArray[np.int64]  # ``NEVER``: no hard expiry
+
+    def take(self, at: npt.NDArray[np.intp]) -> Columns:
+        """The rows ``at`` of every column."""
+        return Columns(
+            self.importance[at], self.modified_at_us[at], self.ttl_s[at], self.epoch_us[at], self.expires_at_us[at]
+        )
+
+
+class Batch(NamedTuple):
+    ids: list[str]
+    rows: list[dict[str, Any]]
+    vecs: npt.NDArray[np.float32]
+    cols: Columns
+
+
+class _Loaded(NamedTuple):
+    """Facts just read from the store, in the order read: vectors and ``_numbers``."""
+
+    vecs: npt.NDArray[np.float32]
+    num: npt.NDArray[np.float64]
+    whole: npt.NDArray[np.int64]
+
+
+def _numbers(rows: Sequence[dict[str, Any]]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """The ``Columns`` of rows: (importance, modified_at_us, ttl_s) as floats, (epoch_us, expires_at_us)."""
+    num = np.array(
+        [(r["importance"], r["modified_at_us"], math.inf if r["ttl_s"] is None else r["ttl_s"]) for r in rows],
+        dtype=np.float64,
+    ).reshape(-1, 3)
+    whole = np.array(
+        [(r["epoch_us"], NEVER if r["expires_at_us"] is None else r["expires_at_us"]) for r in rows], dtype=np.int64
+    ).reshape(-1, 2)
+    return num, whole
+
 
 class FactCache:
     def __init__(self, max_facts: int = 100_000) -> None:
@@ -62,6 +114,8 @@ class FactCache:
         self._rows: list[dict[str, Any] | None] = []
         self._free: list[int] = []
         self._mat = np.zeros((0, 0), dtype=np.float32)
+        self._num = np.zeros((0, 3), dtype=np.float64)  # per slot: importance, modified_at_us, ttl (inf: none)
+        self._int = np.zeros((0, 2), dtype=np.int64)  # per slot: epoch_us, expires_at_us (NEVER: none)
         self._status: dict[str, str] = {}  # of facts known to exist, as of ``_generation``
         self._generation: object = None
         self.hits = 0
@@ -83,6 +137,8 @@ class FactCache:
         self._rows.clear()
         self._free.clear()
         self._mat = np.zeros((0, 0), dtype=np.float32)
+        self._num = np.zeros((0, 3), dtype=np.float64)
+        self._int = np.zeros((0, 2), dtype=np.int64)
 
     def written(self, old: object, new: object, fact_ids: Sequence[str]) -> None:
         """This process moved ``facts_generation`` from ``old`` to ``new`` by changing these statuses."""
@@ -93,16 +149,26 @@ class FactCache:
             self._status.clear()
         self._generation = str(new)
 
-    def _statuses(self, repo: Any, fact_ids: Sequence[str]) -> dict[str, str]:
+    def _statuses(self, repo: Any, fact_ids: Sequence[str]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+        """The statuses of the facts known to exist, read for the facts not known; with the rows of
+        those not cached either, read in the same statement (one round trip for a new topic's facts)."""
         generation = repo.get_meta(FACTS_GENERATION) or "0"
         known = self._status
         if generation != self._generation or len(known) > 2 * self.max_facts:
             known.clear()
             self._generation = generation
         ask = [f for f in fact_ids if f not in known]
+        read: dict[str, dict[str, Any]] = {}
         if ask:
-            known.update(repo.fact_statuses(ask))  # facts that do not exist stay unknown
-        return known
+            slot = self._slot
+            fresh = [f for f in ask if f not in slot]
+            if fresh:
+                read = repo.fact_rows(fresh, _READ)
+                known.update((f, r["status"]) for f, r in read.items())
+            cached = [f for f in ask if f in slot]
+            if cached:
+                known.update(repo.fact_statuses(cached))  # facts that do not exist stay unknown
+        return known, read
 
     def candidates(
         self, repo: Any, vectors: Any, fact_ids: Sequence[str]
@@ -112,29 +178,35 @@ class FactCache:
 
         The rows are the cache's own dicts, their ``status`` set by this call: read them, never
         mutate them, and not after the caller's transaction."""
-        status = self._statuses(repo, fact_ids)
+        ids, rows, vecs, _cols = self.columns(repo, vectors, fact_ids)
+        return ids, rows, vecs
+
+    def columns(self, repo: Any, vectors: Any, fact_ids: Sequence[str]) -> Batch:
+        """``candidates`` with the numeric columns of the same facts as arrays (``Columns``)."""
+        status, read = self._statuses(repo, fact_ids)
         slot = self._slot
         missing = [f for f in fact_ids if f in status and f not in slot]
-        self.hits += sum(1 for f in fact_ids if f in status) - len(missing)
+        self.hits += sum(map(status.__contains__, fact_ids)) - len(missing)
         loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]] = {}
         if missing:
             self.misses += len(missing)
-            rows = repo.fact_rows(missing, FIELDS)
+            rows = dict(read)  # FIELDS + status, in that order: kept as they are (status is set below)
+            unread = [f for f in missing if f not in rows]  # status known from an earlier call
+            if unread:
+                rows.update(repo.fact_rows(unread, FIELDS))
             vecs = vectors.stored_vectors(missing)
-            loaded = {
-                f: ({k: rows[f][k] for k in FIELDS}, np.asarray(vecs[f], dtype=np.float32))
-                for f in missing
-                if f in rows and f in vecs
-            }
+            loaded = {f: (rows[f], np.asarray(vecs[f], dtype=np.float32)) for f in missing if f in rows and f in vecs}
         ids = [f for f in fact_ids if f in status and (f in slot or f in loaded)]
         out_rows: list[dict[str, Any]] = []
         hit_at: list[int] = []
         hit_slots: list[int] = []
+        load_at: list[int] = []
         cached = self._rows
         for n, f in enumerate(ids):
             s = slot.get(f)
             if s is None:
                 row = loaded[f][0]
+                load_at.append(n)
             else:
                 slot[f] = slot.pop(f)  # most recently used last: evicted last
                 row = cached[s] or {}
@@ -144,28 +216,35 @@ class FactCache:
             out_rows.append(row)
         dim = self._mat.shape[1] if hit_slots else (next(iter(loaded.values()))[1].shape[0] if loaded else 0)
         out = np.zeros((len(ids), dim), dtype=np.float32)
+        num = np.zeros((len(ids), 3), dtype=np.float64)
+        whole = np.zeros((len(ids), 2), dtype=np.int64)
         if hit_slots:
             out[hit_at] = self._mat[hit_slots]
-        for n, f in enumerate(ids):
-            if f in loaded:
-                out[n] = loaded[f][1]
+            num[hit_at] = self._num[hit_slots]
+            whole[hit_at] = self._int[hit_slots]
         if loaded:
-            self._store(loaded)
-        return ids, out_rows, out
+            new = _Loaded(np.stack([v for _r, v in loaded.values()]), *_numbers([r for r, _v in loaded.values()]))
+            order = {f: k for k, f in enumerate(loaded)}
+            src = [order[ids[n]] for n in load_at]
+            out[load_at], num[load_at], whole[load_at] = new.vecs[src], new.num[src], new.whole[src]
+            self._store(loaded, new)
+        return Batch(ids, out_rows, out, Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1]))
 
-    def _store(self, loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]]) -> None:
-        dim = next(iter(loaded.values()))[1].shape[0]
+    def _store(self, loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]], new: _Loaded) -> None:
+        dim = new.vecs.shape[1]
         if self._mat.shape[1] != dim:  # first load (or another model after a rebuild): start over
             self._clear_rows()
         keep = list(loaded)[-self.max_facts :]
+        first = len(loaded) - len(keep)
         over = len(self._slot) + len(keep) - self.max_facts
         for f in list(islice(self._slot, max(over, 0))):
             self._release(f)
         self._grow(len(keep), dim)
-        for f in keep:
-            s = self._free.pop()
+        slots = [self._free.pop() for _ in keep]
+        for f, s in zip(keep, slots, strict=True):
             self._slot[f] = s
-            self._rows[s], self._mat[s] = loaded[f]
+            self._rows[s] = loaded[f][0]
+        self._mat[slots], self._num[slots], self._int[slots] = new.vecs[first:], new.num[first:], new.whole[first:]
 
     def _release(self, fact_id: str) -> None:
         s = self._slot.pop(fact_id)
@@ -181,8 +260,14 @@ class FactCache:
         mat = np.zeros((size, dim), dtype=np.float32)
         mat[:old] = self._mat[:old] if old else mat[:0]
         self._mat = mat
+        num = np.zeros((size, 3), dtype=np.float64)
+        num[:old] = self._num[:old]
+        self._num = num
+        whole = np.zeros((size, 2), dtype=np.int64)
+        whole[:old] = self._int[:old]
+        self._int = whole
         self._rows.extend([None] * (size - old))
         self._free.extend(range(size - 1, old - 1, -1))  # popped from the end: lowest slot first
 
 
-__all__ = ["FIELDS", "FactCache"]
+__all__ = ["FIELDS", "NEVER", "Batch", "Columns", "FactCache"]

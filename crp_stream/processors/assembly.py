@@ -7,6 +7,7 @@ fabric and wires the rules together for one branch of one window.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from operator import itemgetter
 from typing import Any
 
@@ -14,8 +15,8 @@ import numpy as np
 
 from crp_stream.core import cdgr, cdr, conflicts, exits, near_copies, ngram, recency, substitution
 from crp_stream.core.calibration import Thresholds
-from crp_stream.core.drift import known_at
 from crp_stream.fabric.fabric import UnitOfWork
+from crp_stream.fabric.fact_cache import Batch
 from crp_stream.processors import graph_select
 from crp_stream.processors.graph_walk import LoadedEdges
 from crp_stream.processors.session import SubQueryState, vec_from_json
@@ -25,6 +26,8 @@ EXCLUDED = ("quarantined", "expired", "superseded")
 _VIEW_HEAD = itemgetter(
     "fact_id", "text", "subject", "attribute", "value", "unit", "source", "source_type", "trust", "importance"
 )
+_STATUS = itemgetter("status")
+_NEW_VIEW = partial(tuple.__new__, conflicts.FactView)
 
 
 @dataclass
@@ -114,26 +117,27 @@ def gather(
     """
     k = max(4 * budget, 50)
     now_s = now_us / 1e6
-    found: dict[str, float] = {}
-    probes = [query_vec] + [vec_from_json(s.embedding) for s in residual]
-    for hits in uow.vectors.search_many(probes, k, now_s, EXCLUDED):
-        for fid, score in hits:
-            found[fid] = max(found.get(fid, -1.0), score)
+    vec = {id(s): vec_from_json(s.embedding) for s in [*residual, *(task or [])]}  # each state decoded once
+    probes = [query_vec] + [vec[id(s)] for s in residual]
+    # every probe's hits, once each (their scores are recomputed from the vectors below)
+    found = {fid for hits in uow.vectors.search_many(probes, k, now_s, EXCLUDED) for fid, _score in hits}
     dim = int(query_vec.shape[0])
-    ids, rows, vecs = _fetch(uow, sorted(found), dim, now_us)
-    res_vecs = np.stack([vec_from_json(s.embedding) for s in residual]) if residual else np.zeros((0, dim))
+    batch = _fetch(uow, sorted(found), dim, now_us)
+    ids, rows, vecs = batch.ids, batch.rows, batch.vecs
+    res_vecs = np.stack([vec[id(s)] for s in residual]) if residual else np.zeros((0, dim))
     v64 = vecs.astype(np.float64)  # once, not in every ``core.cdr`` call
     rel = cdr.relevance(v64, query_vec) if ids else np.zeros(0)
     gate_subs = residual if task is None else task
-    gate_vecs = np.stack([vec_from_json(s.embedding) for s in gate_subs]) if gate_subs else np.zeros((0, dim))
+    gate_vecs = np.stack([vec[id(s)] for s in gate_subs]) if gate_subs else np.zeros((0, dim))
     keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(v64, gate_vecs)), min_relevance)
     # issue 14: a kept statement's swapped copy (or the true one it copies) is arbitrated, not gated
     keep = np.asarray(
         near_copies.admit_copies([r["text"] for r in rows], [r["source"] for r in rows], keep.tolist()), dtype=bool
     )
-    ids = [i for i, ok in zip(ids, keep, strict=True) if ok]
-    vecs = vecs[keep]
-    rows = [r for r, ok in zip(rows, keep, strict=True) if ok]
+    if not keep.all():
+        at = np.flatnonzero(keep)
+        picked = at.tolist()
+        batch = Batch([ids[i] for i in picked], [rows[i] for i in picked], vecs[at], batch.cols.take(at))
     cov_vecs, depth = coverage
     if cov_vecs.shape[0] == 0:
         cov_vecs = np.zeros((0, dim), dtype=np.float32)
@@ -153,41 +157,41 @@ def gather(
         views=[],
         ctx=ctx,
     )
-    _extend(c, ids, rows, vecs)
+    _extend(c, batch)
     return c
 
 
-def _fetch(
-    uow: UnitOfWork, fact_ids: list[str], dim: int, now_us: int
-) -> tuple[list[str], list[dict[str, Any]], np.ndarray]:
-    """Rows and vectors of the facts that exist, have a vector, are not excluded and not hard-expired,
-    in the given order, as of ``now_us`` (a fact published after the request is not in its envelope,
-    even if a distributed runtime stored it first). Every path into an envelope (vector hits, graph
-    connectors) comes through here."""
-    ids, rows, vecs = uow.fabric.facts.candidates(uow.repo, uow.vectors, fact_ids)
-    expired = recency.hard_expired([r.get("expires_at_us") for r in rows], now_us)
-    known = known_at([r["epoch_us"] for r in rows], now_us)
-    keep = [i for i, r in enumerate(rows) if r["status"] not in EXCLUDED and not expired[i] and known[i]]
-    if not keep:
-        return [], [], np.zeros((0, dim), np.float32)
-    return [ids[i] for i in keep], [rows[i] for i in keep], vecs[keep]
+def _fetch(uow: UnitOfWork, fact_ids: list[str], dim: int, now_us: int) -> Batch:
+    """Rows, vectors and numeric columns of the facts that exist, have a vector, are not excluded and
+    not hard-expired, in the given order, as of ``now_us`` (a fact published after the request is not
+    in its envelope, even if a distributed runtime stored it first). Every path into an envelope
+    (vector hits, graph connectors) comes through here."""
+    b = uow.fabric.facts.columns(uow.repo, uow.vectors, fact_ids)
+    cols = b.cols
+    # ``recency.hard_expired`` and ``drift.known_at`` on the columns (``NEVER`` never expires)
+    ok = (cols.expires_at_us > now_us) & (cols.epoch_us <= now_us)
+    ok &= np.fromiter((r["status"] not in EXCLUDED for r in b.rows), dtype=bool, count=len(b.rows))
+    keep = np.flatnonzero(ok)
+    if keep.shape[0] == len(b.ids) and b.ids:
+        return b
+    at = keep.tolist()
+    vecs = b.vecs[keep] if at else np.zeros((0, dim), np.float32)
+    return Batch([b.ids[i] for i in at], [b.rows[i] for i in at], vecs, cols.take(keep))
 
 
-def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.ndarray) -> None:
-    """Score ``rows`` (SPEC-024 §7.1 with SPEC-027 §3.3) and append them to the candidate arrays."""
+def _extend(c: Candidates, b: Batch) -> None:
+    """Score the batch (SPEC-024 §7.1 with SPEC-027 §3.3) and append it to the candidate arrays."""
     ctx = c.ctx
+    ids, rows, vecs, cols = b
     v64 = vecs.astype(np.float64)  # once, not in every ``core.cdr`` call
     sig = cdr.cdr_signals(v64, ctx.query_vec, ctx.coverage_vecs, ctx.depth, ctx.residual_vecs)
     if ctx.branch_scoped:
         sig = replace(sig, residual_pull=cdr.residual_pull(v64, ctx.residual_vecs))
-    n = len(rows)
-    age = ctx.now_s - np.fromiter((r["modified_at_us"] for r in rows), dtype=np.float64, count=n) / 1e6
-    ttl = np.fromiter((recency.ttl_or_inf(r["ttl_s"]) for r in rows), dtype=np.float64, count=n)
-    rec = recency.recency_factor(age, ttl)
+    age = ctx.now_s - cols.modified_at_us / 1e6
+    rec = recency.recency_factor(age, cols.ttl_s)
     overlaps = np.asarray(ngram.ngram_overlaps([r["text"] for r in rows], ctx.blacklist), dtype=np.float64)
     pen = ngram.ngram_penalty(overlaps)
-    imp = np.fromiter((r["importance"] for r in rows), dtype=np.float64, count=n)
-    score = cdr.cdr_score(imp, sig.relevance, sig.residual_pull, sig.novelty, rec, pen)
+    score = cdr.cdr_score(cols.importance, sig.relevance, sig.residual_pull, sig.novelty, rec, pen)
     c.ids.extend(ids)
     c.rows.extend(rows)
     c.vecs = np.vstack([c.vecs, vecs]) if c.vecs.size else vecs
@@ -198,12 +202,10 @@ def _extend(c: Candidates, ids: list[str], rows: list[dict[str, Any]], vecs: np.
     c.penalty = np.concatenate([c.penalty, pen])
     c.score = np.concatenate([c.score, score])
     c.support = np.concatenate([c.support, np.ones(len(ids), dtype=np.int64)])
-    # a named tuple from the row's fixed columns in one C call: built for every candidate of every window
-    make = conflicts.FactView._make
-    c.views.extend(
-        make((*_VIEW_HEAD(r), rc, r["status"], r["epoch_us"] / 1e6, rl))
-        for r, rc, rl in zip(rows, rec.tolist(), sig.relevance.tolist(), strict=True)
-    )
+    # named tuples built in C (``tuple.__new__``, as ``_make`` does, without its Python frame): one for
+    # every candidate of every window; epochs as ``r["epoch_us"] / 1e6`` gives them (int64 -> float64)
+    tails = zip(rec.tolist(), map(_STATUS, rows), (cols.epoch_us / 1e6).tolist(), sig.relevance.tolist(), strict=True)
+    c.views.extend(map(_NEW_VIEW, map(tuple.__add__, map(_VIEW_HEAD, rows), tails)))
 
 
 def screen(c: Candidates, idx: list[int] | None = None) -> np.ndarray:
@@ -278,9 +280,9 @@ def select(
 
 def _append_outside(uow: UnitOfWork, c: Candidates, fact_ids: list[str]) -> None:
     """Connectors below the relevance gate join the candidates (SPEC-025 §2.5: their floor is 0.30)."""
-    add, rows, vecs = _fetch(uow, fact_ids, c.vecs.shape[1], c.ctx.now_us)
-    if add:
-        _extend(c, add, rows, vecs)
+    b = _fetch(uow, fact_ids, c.vecs.shape[1], c.ctx.now_us)
+    if b.ids:
+        _extend(c, b)
 
 
 def _arbitrate(uow: UnitOfWork, c: Candidates, sel: Selection, th: Thresholds, order: list[int]) -> bool:

@@ -40,12 +40,17 @@ def build(
     )
     index = {fid: i for i, fid in enumerate(c.ids)}
     conn = {c.ids[ci]: (bridged, bridge, score) for ci, bridged, bridge, score in connectors}
+    idx = [index[f] for f in order]
+    views = [c.views[i] for i in idx]
+    # ``conflicts.fact_authority`` of every fact at once: the rule broadcasts, the same products
+    authorities = conflicts.authority(
+        [conflicts.source_authority(v.source_type, v.trust) for v in views],
+        [v.recency for v in views],
+        [v.importance for v in views],
+    ).tolist()
     facts = []
-    for fid in order:
-        i = index[fid]
+    for fid, i, auth in zip(order, idx, authorities, strict=True):
         r = c.rows[i]
-        v = c.views[i]
-        auth = float(conflicts.fact_authority(v))
         entry: dict[str, Any] = {
             "fact_id": fid,
             "text": r["text"],
@@ -66,7 +71,6 @@ def build(
         entry["via"] = sel.via.get(i, "similarity")
         entry["rank"] = sel.rank[i]
         facts.append(entry)
-    idx = [index[f] for f in order]
     ratios = assembly.novelty_ratios(c, idx, [f in conn for f in order])
     audit_conflicts(uow, ev, record, out, sel, branch)
     bridges = [b for _ci, _br, b, _s in connectors]

@@ -50,12 +50,11 @@ class LoadedEdges:
         todo = sorted(set(ints) - self.loaded)
         if not todo:
             return
-        rows = self.cache.rows(uow.repo, todo)
-        sizes = [len(nb) for nb, _w, _k in rows]
-        self.src = np.concatenate([self.src, np.repeat(np.asarray(todo, dtype=np.int64), sizes)])
-        self.dst = np.concatenate([self.dst, *(nb for nb, _w, _k in rows)])
-        self.weight = np.concatenate([self.weight, *(w for _nb, w, _k in rows)])
-        self.kind = np.concatenate([self.kind, *(k for _nb, _w, k in rows)])
+        nbs, ws, ks = zip(*self.cache.rows(uow.repo, todo), strict=True)  # columns in C
+        self.src = np.concatenate([self.src, np.repeat(np.asarray(todo, dtype=np.int64), list(map(len, nbs)))])
+        self.dst = np.concatenate([self.dst, *nbs])
+        self.weight = np.concatenate([self.weight, *ws])
+        self.kind = np.concatenate([self.kind, *ks])
         self.loaded.update(todo)
 
     def neighbours(self, ints: Iterable[int]) -> npt.NDArray[np.int64]:

@@ -173,7 +173,7 @@ class Stages:
     TARGETS: tuple[tuple[Any, str, str], ...] = (
         (assembly, "gather", "gather"),
         (VectorIndex, "search_many", "  top-K probes (vectors.search_many)"),
-        (FactCache, "candidates", "  candidate rows and vectors (fact cache)"),
+        (FactCache, "columns", "  candidate rows and vectors (fact cache)"),
         (Repository, "fact_statuses", "    fact statuses (SQL)"),
         (Repository, "fact_rows", "    rows of cache misses (SQL)"),
         (EdgeVectorIndex, "get_vectors", "    vectors of cache misses"),
@@ -280,16 +280,20 @@ class Runner:
         rng = np.random.default_rng([s.topic, *s.subs, window])
         return s.query + 0.01 * rng.standard_normal(s.query.shape[0]).astype(np.float32)
 
+    def kept(self) -> list[dict[Any, Any]]:
+        """The index's kept query results: the exact path's (vectors_edge) and the ANN cache's."""
+        ann = getattr(self.fabric.vectors, "_ann", None)
+        found = [getattr(self.fabric.vectors, "_results", None), getattr(ann, "kept", None)]
+        return [k for k in found if k is not None]
+
     def forget_results(self) -> None:
-        """Drop the index's kept query results (vectors_edge): the baseline is the engine's top-K."""
-        results = getattr(self.fabric.vectors, "_results", None)
-        if results is not None:
+        """Drop the index's kept query results: the baseline is the engine's top-K."""
+        for results in self.kept():
             results.clear()
 
     def flat(self, q: np.ndarray) -> None:
         now_s = self.now / 1e6
-        results = getattr(self.fabric.vectors, "_results", {})
-        kept = dict(results)  # the sessions' kept results survive the baseline's searches
+        saved = [(results, dict(results)) for results in self.kept()]  # survive the baseline's searches
         with self.fabric.unit_of_work() as uow:
             self.forget_results()
             t = CLOCK[0]()
@@ -301,7 +305,8 @@ class Runner:
             uow.repo.facts_by_ids([h[0] for h in hits])
             self.lat["flat top-K + rows"].append(CLOCK[0]() - t)
         self.forget_results()
-        results.update(kept)
+        for results, kept in saved:
+            results.update(kept)
 
     def session(
         self, label: str, s: Session, sid: str, graph: bool, stages: Stages, windows: int = 5, cold: bool = False

@@ -157,3 +157,34 @@ def test_reconcile_puts_the_ann_cache_back_in_place(tmp_path: Path) -> None:
         assert fabric.vectors.search(vecs[7], 1, NOW)[0][0] == ids[7]
     finally:
         fabric.close()
+
+
+def _twin(vecs: np.ndarray, expires: list[float | None]) -> AnnCache:
+    ann = AnnCache(vecs.shape[1])
+    ann.add([f"f{i:05d}" for i in range(len(vecs))], vecs, ["active"] * len(vecs), expires)
+    return ann
+
+
+@pytest.mark.parametrize("expiring", [False, True])
+def test_kept_results_are_what_a_fresh_search_finds(expiring: bool) -> None:
+    vecs = clustered(2000, seed=5)
+    expires: list[float | None] = [NOW + 100 if expiring and i % 7 == 0 else None for i in range(len(vecs))]
+    kept, fresh = _twin(vecs, expires), _twin(vecs, expires)
+    queries = clustered(12, seed=6)
+    excluded = ("quarantined",)
+    first = kept.search(queries[:8], 60, excluded, NOW, None)
+    assert first is not None and len(kept.kept) == 8
+    # a batch of kept and new queries, another time: as a cache without kept results answers it
+    for at in (NOW, NOW + 101):
+        assert kept.search(queries[4:], 60, excluded, at, None) == fresh.search(queries[4:], 60, excluded, at, None)
+        fresh.kept.clear()
+    # a write drops them: statuses changed on one, not yet on the other, then on both
+    gone = [f for f, _ in first[0][:5]]
+    kept.set_status(gone, "quarantined")
+    assert not kept.kept
+    again = kept.search(queries[:1], 60, excluded, NOW, None)
+    assert again is not None and not {f for f, _ in again[0]} & set(gone)
+    fresh.set_status(gone, "quarantined")
+    assert again == fresh.search(queries[:1], 60, excluded, NOW, None)
+    kept.add(["new"], queries[:1], ["active"], [None])
+    assert not kept.kept

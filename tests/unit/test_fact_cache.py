@@ -129,6 +129,11 @@ class CountingRepo(Repository):
         self.asked.append(sorted(fact_ids))
         return super().fact_statuses(fact_ids)
 
+    def fact_rows(self, fact_ids: Sequence[str], fields: Sequence[str]) -> dict[str, Any]:
+        if "status" in fields:  # statuses of facts not cached come with their rows
+            self.asked.append(sorted(fact_ids))
+        return super().fact_rows(fact_ids, fields)
+
 
 def test_statuses_are_kept_until_facts_generation_moves(engine: Engine) -> None:
     cache, vectors, asked = FactCache(), Vectors(VECS), []
