@@ -166,7 +166,8 @@ class BatchAgent:
                 w._unacked.discard(outbox_key(h.group, topic, partition))
         for (topic, partition), to in done.commits.items():
             slot = (h.group, topic, partition)
-            w._committed[slot] = max(w._committed[slot], to)
+            if slot in w._committed:  # else revoked meanwhile: claimed again from the fabric if it returns
+                w._committed[slot] = max(w._committed[slot], to)
         applied = sum(o is not None for o in done.outputs) or 1
         for p, outs in zip(run, done.outputs, strict=True):
             w.rb.applied((h.group, p.record.topic, p.record.partition), p.record.offset)
