@@ -59,6 +59,7 @@ def test_kafka_worker_kill_9_at_random_points_changes_nothing(tmp_path: Path) ->
             expected_total,
             env=crash.worker.environment(),
             until_done=pacer.over.is_set,
+            log_path=crash.worker.log_path,  # the pacer's timeout message shows its tail
         )
         thread.join(60)
         if pacer.error is not None:

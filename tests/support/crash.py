@@ -341,17 +341,20 @@ def run_with_kills(
     env: dict[str, str] | None = None,
     timeout_s: float = 600.0,
     until_done: Callable[[], bool] | None = None,
+    log_path: Path | None = None,
 ) -> CrashReport:
     """Kill the worker at ``plan``'s points until it has made them all (``total``: the progress an
     uninterrupted run reaches, or a function estimating it when that run goes alongside), then let it
     finish. A worker that never exits by itself (a Kafka worker) gets ``until_done``: once it is true,
-    the running worker is stopped with SIGTERM, as an operator would, and the run counts as finished."""
+    the running worker is stopped with SIGTERM, as an operator would, and the run counts as finished.
+    ``log_path``: every run's stderr is appended there (so a harness that times out can show it)."""
     report = CrashReport()
     full_env = {**os.environ, **(env or {})}
     expected = total if callable(total) else (lambda: total)
     while (point := plan.next(expected() - progress(), report.kills)) is not None:
         start = progress()
-        err_file = tempfile.TemporaryFile()  # noqa: SIM115 - a file, not a pipe: a chatty worker never blocks
+        # a file, not a pipe: a chatty worker never blocks
+        err_file = open(log_path, "ab+") if log_path is not None else tempfile.TemporaryFile()  # noqa: SIM115
         proc = subprocess.Popen(list(command), env=full_env, stdout=subprocess.DEVNULL, stderr=err_file)
         report.runs += 1
         t0 = time.monotonic()
@@ -381,7 +384,7 @@ def run_with_kills(
             proc.kill()
             raise AssertionError(f"worker did not stop within 60 s after {point}") from None
         err_file.seek(0)
-        err = err_file.read()
+        err = err_file.read()[-20_000:]
         err_file.close()
         if killed:
             report.kills += 1
@@ -402,7 +405,7 @@ def run_with_kills(
         if done.returncode != 0:
             raise AssertionError(f"final run exited {done.returncode}: {done.stderr.decode(errors='replace')[-2000:]}")
         return report
-    with tempfile.TemporaryFile() as err_file:
+    with open(log_path, "ab+") if log_path is not None else tempfile.TemporaryFile() as err_file:
         proc = subprocess.Popen(list(command), env=full_env, stdout=subprocess.DEVNULL, stderr=err_file)
         deadline = time.monotonic() + timeout_s
         while proc.poll() is None and not until_done() and time.monotonic() < deadline:
@@ -413,7 +416,7 @@ def run_with_kills(
         except subprocess.TimeoutExpired:
             proc.kill()
         err_file.seek(0)
-        err = err_file.read()
+        err = err_file.read()[-20_000:]
     if proc.returncode != 0 or not until_done():
         raise AssertionError(
             f"final run exited {proc.returncode} (done: {until_done()}): {err.decode(errors='replace')[-2000:]}"
