@@ -16,7 +16,6 @@ import numpy as np
 import numpy.typing as npt
 
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.fabric.graph import GRAPH_GENERATION
 
 
 def _ints(n: int = 0) -> npt.NDArray[np.int64]:
@@ -35,8 +34,7 @@ class LoadedEdges:
     def bind(self, uow: UnitOfWork) -> None:
         """On the first read of this request: is the fabric's graph cache still the stored graph?"""
         if self.cache is None:
-            self.cache = uow.fabric.graph
-            self.cache.sync(uow.repo.get_meta(GRAPH_GENERATION) or "0")
+            self.cache = uow.repo.sync_graph(uow.fabric.graph)
 
     def ints(self, fact_ids: Iterable[str]) -> list[int]:
         return list(self.cache.index(fact_ids))
@@ -80,4 +78,4 @@ class LoadedEdges:
         return out
 
 
-__all__ = ["GRAPH_GENERATION", "LoadedEdges"]
+__all__ = ["LoadedEdges"]

@@ -209,13 +209,9 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
     def _document_drafts(self, event: events.DocumentPublished, uow: UnitOfWork) -> list[_Draft]:
         doc = event.document_id or event.event_id
         drafts: list[_Draft] = []
-        if event.facts:
-            items = list(event.facts)
-        else:
-            sentences = split_sentences(event.text or "")
-            if not sentences:
-                raise Rejected("text: contains no sentence to record")
-            items = [events.FactInput(text=s) for s in sentences]
+        items = fact_inputs(event)
+        if not items:
+            raise Rejected("text: contains no sentence to record")
         if len(items) > uow.settings.max_facts_per_document:
             raise Rejected(f"facts: {len(items)} facts, over the limit of {uow.settings.max_facts_per_document}")
         for pos, f in enumerate(items):
@@ -332,8 +328,14 @@ def texts_to_embed(event: events.DocumentPublished | events.TelemetryObserved) -
     """What ``handle`` gives the embedder for ``event`` (the facts without a vector), without a fabric."""
     if isinstance(event, events.TelemetryObserved):
         return [] if event.embedding is not None else [telemetry_text(event)]
-    items = list(event.facts) if event.facts else [events.FactInput(text=t) for t in split_sentences(event.text or "")]
-    return [doc_graph.embedding_text(event.title, f.text) for f in items if f.embedding is None]
+    return [doc_graph.embedding_text(event.title, f.text) for f in fact_inputs(event) if f.embedding is None]
+
+
+def fact_inputs(event: events.DocumentPublished) -> list[events.FactInput]:
+    """A document's facts: as given, or one per sentence of its text."""
+    if event.facts:
+        return list(event.facts)
+    return [events.FactInput(text=s) for s in split_sentences(event.text or "")]
 
 
 def record_is_telemetry(event: events.DocumentPublished | events.TelemetryObserved) -> bool:

@@ -19,7 +19,7 @@ import numpy.typing as npt
 from crp_stream.core.edges import edges_past_k_ranked
 from crp_stream.core.graph_rank import EDGE_KINDS
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
+from crp_stream.fabric.graph import GraphCache
 
 _SIMILARITY = EDGE_KINDS.index("similarity")
 
@@ -34,7 +34,7 @@ def write_similarity_edges(uow: UnitOfWork, edges: Sequence[tuple[str, str, floa
     if not new:
         return set()
     repo, graph = uow.repo, uow.fabric.graph
-    graph.sync(repo.get_meta(GRAPH_GENERATION) or "0")  # a cache behind another writer is dropped first
+    repo.sync_graph(graph)  # a cache behind another writer is dropped first
     touched = sorted({s for s, _d in new})
     t_ints = np.asarray(graph.index(touched), dtype=np.int64)
     rows = graph.rows(repo, t_ints.tolist())  # the stored edges, before this batch writes any
