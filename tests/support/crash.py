@@ -391,6 +391,9 @@ def run_with_kills(
             grown = progress() > start
             report.kills_mid_work += int(grown)
             report.log.append(f"kill at {point.kind}={point.at}: log {start} -> {progress()}")
+            if log_path is not None:  # beside the worker's own lines, so a stall's log shows the kills
+                with open(log_path, "a") as f:
+                    f.write(f"harness: {report.log[-1]} after {time.monotonic() - t0:.1f}s\n")
         else:
             if proc.returncode != 0:
                 raise AssertionError(f"worker exited {proc.returncode}: {err.decode(errors='replace')[-2000:]}")

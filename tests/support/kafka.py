@@ -232,6 +232,7 @@ class Kafka:
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
         self.records: list[Consumed] = []
+        self._distinct: set[tuple[str, str]] = set()  # (topic, crp-id): a re-produced output counts once
         self._lock = threading.Lock()
         self._producer: AIOKafkaProducer | None = None
         self._taps: list[asyncio.Task[None]] = []
@@ -288,17 +289,17 @@ class Kafka:
                     for tp, msgs in batch.items():
                         for m in msgs:
                             key = None if m.key is None else m.key.decode("utf-8", "replace")
-                            self.records.append(
-                                Consumed(
-                                    self.base(tp.topic),
-                                    tp.partition,
-                                    m.offset,
-                                    key,
-                                    m.value or b"",
-                                    m.timestamp,
-                                    tuple(m.headers or ()),
-                                )
+                            rec = Consumed(
+                                self.base(tp.topic),
+                                tp.partition,
+                                m.offset,
+                                key,
+                                m.value or b"",
+                                m.timestamp,
+                                tuple(m.headers or ()),
                             )
+                            self.records.append(rec)
+                            self._distinct.add((rec.topic, rec.crp_id or f"{tp.partition}:{m.offset}"))
 
         async def start() -> None:
             c = AIOKafkaConsumer(
@@ -313,6 +314,11 @@ class Kafka:
 
         self._consumers: list[AIOKafkaConsumer] = getattr(self, "_consumers", [])
         self._run(start())
+
+    def distinct(self) -> int:
+        """Outputs read, a record produced again with its id (a restarted worker's outbox) counted once."""
+        with self._lock:
+            return len(self._distinct)
 
     def snapshot(self, topic: str | None = None) -> list[Consumed]:
         with self._lock:

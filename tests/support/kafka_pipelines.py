@@ -123,15 +123,17 @@ class Pipeline:
         self.kafka.tap()
 
     def progress(self) -> int:
-        """Records committed in the fabric (by every handler group) plus outputs read: a kill point
-        counted in it lands just after a commit (before its outputs are produced) as often as just
-        after an output."""
+        """Records committed in the fabric (by every handler group) plus distinct outputs read: a kill
+        point counted in it lands just after a commit (before its outputs are produced) as often as
+        just after an output. An output produced again (a restart's outbox) is not progress: counted,
+        it let kills land right after each restart's outbox, before any new work, until a step's
+        timeout ran out (the intermittent stall of stops 17-20)."""
         try:
             with self._engine.connect() as conn:
                 committed = conn.execute(text("SELECT COALESCE(SUM(next_offset), 0) FROM consumer_offsets")).scalar()
         except SQLAlchemyError:
             committed = 0
-        return int(committed or 0) + len(self.kafka.records)
+        return int(committed or 0) + self.kafka.distinct()
 
     def settled(self, inputs: Mapping[tuple[str, int], int]) -> bool:
         """Every input up to ``inputs`` (end offset by input partition) is done: each handler group has
