@@ -94,6 +94,8 @@ class Settings:
     cache_facts: int = 100_000
     cache_graph_nodes: int = 500_000
     cache_claim_facts: int = 200_000
+    # the text memos of the screens and the arbiter (core/memo.py): entries per unit of weight
+    cache_texts: int = 50_000
     # Kafka worker: a window request waits at most this long (seconds) for the inputs appended before it
     # to be ingested and arbitrated (the event-time barrier, docs/kafka.md); 0 turns the barrier off
     barrier_wait: float = 2.0
@@ -240,7 +242,7 @@ def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
             changes[key] = _int(label, value, 1, 100_000)
         elif key in ("ann_min_points", "ann_max_points"):
             changes[key] = _int(label, value, 0, 1_000_000_000)
-        elif key in ("cache_facts", "cache_graph_nodes", "cache_claim_facts"):
+        elif key in ("cache_facts", "cache_graph_nodes", "cache_claim_facts", "cache_texts"):
             changes[key] = _int(label, value, 1, 100_000_000)
         elif key == "edge_k":
             changes[key] = _int(label, value, 1, 200)

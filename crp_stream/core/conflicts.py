@@ -26,7 +26,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import starmap
 from operator import itemgetter
 from typing import NamedTuple
@@ -34,6 +33,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from crp_stream.core import memo
 from crp_stream.core.near_copies import near_copy_pairs
 from crp_stream.core.quantities import NUM_RE, Num, canonical_unit, extract_numbers, same_numbers
 from crp_stream.core.substitution import copied_statement_conflict
@@ -78,7 +78,7 @@ _BOOL_WORDS.update(dict.fromkeys(("false", "no", "off", "disabled"), 0.0))
 _NEG = "\x00neg"
 
 
-@lru_cache(maxsize=50_000)
+@memo.text_memo()
 def _claim_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Num, ...]]:
     """(lower-cased tokens with number placeholders and negation markers, original tokens, numbers).
 
@@ -371,7 +371,7 @@ def _same_claim(a: FactView, b: FactView) -> bool:
 _KEY_FIELDS = itemgetter(1, 2, 3, 4, 5)  # FactView's text, subject, attribute, value, unit: the arguments below
 
 
-@lru_cache(maxsize=100_000, typed=True)
+@memo.text_memo(2.0, typed=True)
 def _duplicate_keys(
     text: str, subject: str | None, attribute: str | None, value: str | float | None, unit: str | None
 ) -> tuple[object, object | None]:

@@ -22,17 +22,17 @@ API
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
 
-from crp_stream.core.substitution import NEAR_COPY, _token_set, copied_statement_conflict
+from crp_stream.core import memo, substitution
+from crp_stream.core.substitution import NEAR_COPY, copied_statement_conflict
 
 
-@lru_cache(maxsize=100_000)
+@memo.text_memo(2.0)
 def _token_hashes(text: str) -> NDArray[np.int64]:
-    return np.unique(np.fromiter((hash(t) for t in _token_set(text)), dtype=np.int64))
+    return np.unique(np.fromiter((hash(t) for t in substitution._token_set(text)), dtype=np.int64))
 
 
 def _codes(sources: Sequence[str]) -> NDArray[np.int64]:
@@ -72,7 +72,7 @@ def near_copy_matrix(
     union = sizes[r][:, None] + sizes[c][None, :] - inter
     maybe = (union > 0) & (inter >= min_overlap * union)
     for i, j in zip(*np.nonzero(maybe), strict=True):  # few: settled on the token sets themselves
-        out[i, j] = _near(_token_set(texts[rows[i]]), _token_set(texts[cols[j]]), min_overlap)
+        out[i, j] = _near(substitution._token_set(texts[rows[i]]), substitution._token_set(texts[cols[j]]), min_overlap)
     return out
 
 

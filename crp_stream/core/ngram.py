@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence, Set
-from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from crp_stream.core import memo
 
 NGRAM_N = 6
 NGRAM_PENALTY_PER_MATCH = 0.15
@@ -60,7 +61,7 @@ def ngram_overlap(text: str, blacklist: Set[str], n: int = NGRAM_N) -> int:
     return len(ngrams(tokenize(text), n) & blacklist)
 
 
-@lru_cache(maxsize=100_000)
+@memo.text_memo(2.0)
 def _gram_hashes(text: str, n: int) -> tuple[int, ...]:
     """Hashes of the text's n-grams as token tuples (made in C by ``zip``, no joined strings); a
     blacklist n-gram splits back into the same tuple (tokens hold no space), see ``_listed``."""
@@ -72,7 +73,7 @@ def _listed(blacklist: Set[str]) -> set[int]:
     return {hash(tuple(g.split(" "))) for g in blacklist}
 
 
-@lru_cache(maxsize=10_000)
+@memo.text_memo(0.2)
 def _gram_set(text: str, n: int) -> frozenset[str]:
     """The n-grams of a text the screen flagged: few, and flagged again window after window."""
     return frozenset(ngrams(tokenize(text), n))

@@ -30,7 +30,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from difflib import SequenceMatcher
-from functools import lru_cache
+
+from crp_stream.core import memo
 
 
 def _words(text: str) -> frozenset[str]:
@@ -170,7 +171,7 @@ def stem(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=50_000)  # a new fact meets ~19 neighbours, each met again by later facts
+@memo.text_memo()  # a new fact meets ~19 neighbours, each met again by later facts
 def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, tuple[str, ...], tuple[str, ...], bool]:
     """(negations, stemmed content words, their original spellings, whether a spelling may carry a
     negative prefix: only then can ``_negated_prefix`` change the negation count)."""
@@ -203,7 +204,7 @@ def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, tuple
     return neg, tuple(out), tuple(spelled), prefixed
 
 
-@lru_cache(maxsize=50_000)
+@memo.text_memo()
 def _stems(tokens: tuple[str, ...]) -> Counter[str]:
     return Counter(map(stem, tokens))
 

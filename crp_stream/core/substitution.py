@@ -37,9 +37,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from difflib import SequenceMatcher
-from functools import lru_cache
 from typing import NamedTuple
 
+from crp_stream.core import memo
 from crp_stream.core.polarity import conditional_last, polarity_flip
 
 NUMBER_CHANGED = "NUMBER_CHANGED"
@@ -104,7 +104,7 @@ class Substitution(NamedTuple):
     swapped: bool = False  # two arguments of an asymmetric relation exchanged (``_argument_swap``)
 
 
-@lru_cache(maxsize=50_000)
+@memo.text_memo()
 def _tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(lower-cased tokens, original tokens); "isn't" -> "is" + "n't", trailing dots dropped."""
     low: list[str] = []
@@ -228,7 +228,7 @@ def _opcodes(la: tuple[str, ...], lb: tuple[str, ...]) -> Sequence[_Op]:
     return SequenceMatcher(None, la, lb, autojunk=False).get_opcodes()
 
 
-@lru_cache(maxsize=50_000)
+@memo.text_memo()
 def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substitution | None:
     """Issue 14 (SPEC-027 §2.2 patterns on free text): the one value in which two statements differ.
 
@@ -393,7 +393,7 @@ def slot_claim(a: str, b: str, same_source: bool) -> tuple[str, str, str] | None
     return key, " ".join(sub.span_a.lower().split()), " ".join(sub.span_b.lower().split())
 
 
-@lru_cache(maxsize=50_000)
+@memo.text_memo()
 def _token_set(text: str) -> frozenset[str]:
     return frozenset(_tokens(text)[0])
 

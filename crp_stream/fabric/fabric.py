@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import Engine
 
 from crp_stream.config import ConfigError, Settings
+from crp_stream.core import memo
 from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric import db
 from crp_stream.fabric.claim_index import ClaimIndex
@@ -96,6 +97,7 @@ class Fabric:
         self.graph = GraphCache(settings.cache_graph_nodes)  # similarity edges, shared by every request
         self.facts = FactCache(settings.cache_facts)  # candidates' fixed columns and vectors, likewise
         self.claims = ClaimIndex(settings.cache_claim_facts)  # the arbiter's claims (members, verdict rows)
+        memo.configure(settings.cache_texts)  # the screens' text memos are per process, like the caches
         self._stored_thresholds: dict[str, dict[str, float]] = {}  # model -> calibrate --store values
         self._fixed_meta: dict[str, str] = {}  # Repository.FIXED_META values, once read committed
 
