@@ -88,6 +88,7 @@ class Fabric:
         if migrate:
             db.upgrade(self.engine)
         self.vectors = vectors or open_vector_index(settings.vectors)
+        self.vectors.bound_ids(settings.cache_facts)
         if settings.vectors.startswith("edge:"):
             # The embedded engine searches exactly and one process owns it, so an in-process cache sees
             # every write. A Qdrant server indexes with HNSW itself and has other writers.

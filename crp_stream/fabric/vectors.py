@@ -147,6 +147,15 @@ class VectorIndex(ABC):
     _ann_max: int = 0
     _ann_unknown = True  # the index may have reached ``_ann_min`` since the last look
 
+    _ids_max: int = 100_000  # point -> fact id entries a backend may keep (``bound_ids``)
+
+    def bound_ids(self, max_ids: int) -> None:
+        """Keep at most about ``max_ids`` point -> fact id entries (a per-process cache; a miss reads
+        the point's payload again)."""
+        if max_ids < 1:
+            raise ValueError(f"max_ids must be >= 1, got {max_ids}")
+        self._ids_max = max_ids
+
     def enable_ann(self, min_points: int, max_points: int) -> None:
         """Search through an in-process HNSW cache once the index holds ``min_points`` points."""
         self._ann_min, self._ann_max, self._ann_unknown = min_points, max_points, True

@@ -175,6 +175,8 @@ class EdgeVectorIndex(VectorIndex):
                 for fid, vec, payload in zip(ids[start:stop], vectors[start:stop], payloads[start:stop], strict=True)
             ]
             shard.update(qe.UpdateOperation.upsert_points(points))
+            if len(self._fact_of) >= self._ids_max:  # bounded: a hit of a forgotten point reads its payload
+                self._fact_of.clear()
             self._fact_of.update((uuid.UUID(point_id(fid)).int, fid) for fid in ids[start:stop])
 
     def _set_status(self, fact_ids: list[str], status: str) -> None:
@@ -202,6 +204,8 @@ class EdgeVectorIndex(VectorIndex):
     def _facts(self, hits: list[qe.ScoredPoint]) -> list[tuple[str, float]]:
         """(fact_id, score) of each hit; the fact ids of points this process has not seen are read once."""
         fact_of = self._fact_of
+        if len(fact_of) >= self._ids_max:
+            fact_of.clear()
         scored = [(_point_key(p.id), p.score) for p in hits]  # .id builds a uuid.UUID: read it once
         unknown: list[qe.PointId] = [uuid.UUID(int=i) for i, _s in scored if i not in fact_of]
         if unknown:

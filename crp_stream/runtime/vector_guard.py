@@ -94,6 +94,10 @@ class GuardedVectors(VectorIndex):
         dim: int | None = _guarded("dim", lambda: self.inner.dim)()
         return dim
 
+    def bound_ids(self, max_ids: int) -> None:
+        super().bound_ids(max_ids)
+        self.inner.bound_ids(max_ids)  # the backend keeps the map
+
     def ensure(self, dim: int) -> None:
         _guarded("ensure", self.inner.ensure)(dim)
 

@@ -69,6 +69,9 @@ class NullVectors:
     def enable_ann(self, min_points: int, max_points: int) -> None:
         pass  # the fabric asks every index; this one holds nothing to search
 
+    def bound_ids(self, max_ids: int) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

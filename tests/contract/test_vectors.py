@@ -204,6 +204,30 @@ def test_neighbours_many_equals_one_query_at_a_time(index: VectorIndex) -> None:
         index.neighbours_many([base, base], 3, 0.5, ["a"])
 
 
+def test_a_small_id_bound_changes_no_answer(index: VectorIndex) -> None:
+    """``bound_ids``: a backend that remembers point -> fact ids forgets them past the bound (goal 5)
+    and reads them again; every answer stays the same."""
+    rng = np.random.default_rng(12)
+    items = [VectorItem(f"b{i:03d}", rng.standard_normal(8).astype(np.float32)) for i in range(120)]
+    index.upsert(items[:60])
+    queries = [it.vector for it in items[:20]]
+    before = index.neighbours_many(queries, 7, -1.0)
+    index.bound_ids(5)
+    assert index.neighbours_many(queries, 7, -1.0) == before
+    index.upsert(items[60:])
+    one = index.neighbours_many(queries[:1], 7, -1.0)
+    held = getattr(index, "_fact_of", None)
+    if held is not None:  # the embedded backend's map; qdrant-client returns payloads with every hit
+        assert len(held) <= 60  # forgotten at the bound: at most the last batch and the hits (120 unbounded)
+    after = index.neighbours_many(queries, 7, -1.0)
+    assert after[:1] == one
+    index.bound_ids(1_000_000)
+    index.upsert(items[:1])  # a write: no kept result answers below
+    assert index.neighbours_many(queries, 7, -1.0) == after
+    with pytest.raises(ValueError, match="max_ids"):
+        index.bound_ids(0)
+
+
 # ---- vectors, count, delete -------------------------------------------------------------------------
 
 

@@ -23,6 +23,9 @@ class NoVectors:
     def enable_ann(self, min_points: int, max_points: int) -> None:
         pass
 
+    def bound_ids(self, max_ids: int) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
