@@ -48,11 +48,11 @@ class LoadedEdges:
         todo = sorted(set(ints) - self.loaded)
         if not todo:
             return
-        nbs, ws, ks = zip(*self.cache.rows(uow.repo, todo), strict=True)  # columns in C
-        self.src = np.concatenate([self.src, np.repeat(np.asarray(todo, dtype=np.int64), list(map(len, nbs)))])
-        self.dst = np.concatenate([self.dst, *nbs])
-        self.weight = np.concatenate([self.weight, *ws])
-        self.kind = np.concatenate([self.kind, *ks])
+        src, dst, weight, kind = self.cache.edges(uow.repo, todo)  # slices of the packed cache
+        self.src = np.concatenate([self.src, src])
+        self.dst = np.concatenate([self.dst, dst])
+        self.weight = np.concatenate([self.weight, weight])
+        self.kind = np.concatenate([self.kind, kind])
         self.loaded.update(todo)
 
     def neighbours(self, ints: Iterable[int]) -> npt.NDArray[np.int64]:
