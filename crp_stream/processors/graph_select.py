@@ -66,32 +66,33 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
     seed_ids = [c.ids[i] for i in seed_idx]
     extra = [f for f in named if f not in set(seed_ids)]
     start = g.ints(seed_ids + extra)
+    first = g.local(start)  # levels on the compact numbering: arrays as long as the facts met
     level, depth = np.zeros(0, dtype=np.int64), 0  # the loop runs at least once
     for _ in range(max_hops + 1):  # one more level's edges per pass; all levels < max_hops loaded
-        level, depth = graph_rank.walk_levels(start, g.src, g.dst, max_hops)
-        need = set(np.flatnonzero((level >= 0) & (level < max_hops)).tolist()) - g.loaded
+        level, depth = graph_rank.walk_levels(first, g.lsrc, g.ldst, max_hops)
+        need = set(g.glob[np.flatnonzero((level >= 0) & (level < max_hops))].tolist()) - g.loaded
         if not need:
             break
         g.load(uow, need)
     ball = np.flatnonzero(level >= 0)
-    names = g.names(ball.tolist())
+    names = g.names(g.glob[ball].tolist())
     order = id_order(names)  # local index in fact-id order
     local = np.full(level.shape[0], -1, dtype=np.int64)
     local[ball[order]] = np.arange(ball.shape[0])
     ids = [names[i] for i in order.tolist()]
     lv = level[ball[order]]
     n = len(ids)
-    s_ok = np.zeros(len(g.src), dtype=bool)
-    inside = (g.src < level.shape[0]) & (g.dst < level.shape[0])
-    s_ok[inside] = (level[g.src[inside]] >= 0) & (level[g.src[inside]] < max_hops) & (level[g.dst[inside]] >= 0)
-    es, ed = local[g.src[s_ok]], local[g.dst[s_ok]]
+    s_ok = np.zeros(len(g.lsrc), dtype=bool)
+    inside = (g.lsrc < level.shape[0]) & (g.ldst < level.shape[0])
+    s_ok[inside] = (level[g.lsrc[inside]] >= 0) & (level[g.lsrc[inside]] < max_hops) & (level[g.ldst[inside]] >= 0)
+    es, ed = local[g.lsrc[s_ok]], local[g.ldst[s_ok]]
     ew, ek = g.weight[s_ok], g.kind[s_ok]
     e_order = edge_order(es, ed, ek, n)  # canonical: sums run in the same order on every store
     es, ed, ew, ek = es[e_order], ed[e_order], ew[e_order], ek[e_order]
     seed = np.zeros(n, dtype=np.float64)
     w = graph_rank.seed_weights(c.score[seed_idx]) if seed_idx else np.zeros(0)
     # each seed and each named lead once (distinct facts): set, as adding to 0.0 gives the same
-    at = local[np.asarray(start, dtype=np.int64)]
+    at = local[first]
     seed[at[: len(seed_ids)]] = w
     top = float(w.max(initial=0.0)) or 1.0
     seed[at[len(seed_ids) :]] = NAMED_SEED_SHARE * top

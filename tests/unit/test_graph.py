@@ -248,7 +248,7 @@ def test_packed_edges_equal_the_concatenated_rows_through_writes(seed: int) -> N
     packed.preload(src, names[:45], "g")
     plain.sync("g")
     plain.index(packed.names)  # the same ints in both
-    for step in range(40):
+    for _ in range(40):
         ids = sorted({int(i) for i in rng.choice(len(packed.names), int(rng.integers(0, 25)), replace=False)})
         before = (packed.hits, packed.misses)
         got = packed.edges(src, ids)
