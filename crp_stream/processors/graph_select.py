@@ -157,15 +157,15 @@ def choose(
             c.named = named_leads(uow, c.ctx.query_text)
         cached = c.walks[key] = walk(uow, c, seeds, c.named, policy.max_hops)
     w = cached
-    index = {f: i for i, f in enumerate(c.ids)}
+    index = c.index  # kept by ``assembly._extend``
     # Reached facts outside the candidate set join it, scored by CDR (below the gate too): those with
     # the most PageRank, OUTSIDE_PER_SLOT per connector slot. Outside the candidates a fact's CDR
     # score is low (below the gate, or past every probe's top K), so its graph term decides, and a
     # ball of thousands is not read row by row to rank its tail.
-    outside = top_reached(w.ids, w.rank, lambda f: f in index or f in exclude, OUTSIDE_PER_SLOT * slots)
+    taken = exclude | index.keys()
+    outside = top_reached(w.ids, w.rank, taken.__contains__, OUTSIDE_PER_SLOT * slots)
     if outside:
         append_outside(uow, c, outside)
-        index = {f: i for i, f in enumerate(c.ids)}
     # connectors: reached facts that are not in the CDR order (the order's own facts compete as
     # anchors; its suppressed ones stay out), nor excluded (duplicates, another branch's facts)
     in_order = set(live) | sel.suppressed | set(c.order)
@@ -174,7 +174,7 @@ def choose(
     ppr_conn = np.asarray([w.ppr[c.ids[i]] for i in conn], dtype=np.float64)
     idx = live + conn
     factor = (
-        np.asarray([c.rows[i]["importance"] for i in idx], dtype=np.float64)
+        c.importance[idx]  # the rows' importance, as floats
         * c.novelty[idx]
         * c.recency[idx]
         * (1.0 - c.penalty[idx])
