@@ -61,6 +61,8 @@ class GraphCache:
         self._names: list[str] = []
         self._adj: dict[int, Row] = {}
         self._generation: object = None
+        self._unames = np.zeros(0, dtype="<U1")  # ``names`` as a fixed-width array (``name_array``)
+        self._unames_len = 0
         self._unpack()
         self.hits = 0
         self.misses = 0
@@ -90,6 +92,22 @@ class GraphCache:
     def names(self) -> list[str]:
         """Fact id of each int (read only)."""
         return self._names
+
+    def name_array(self) -> npt.NDArray[np.str_]:
+        """``names`` as a fixed-width unicode array (read only; its length may exceed ``names``'): the
+        ids of many ints gathered in C, without touching their string objects, and sortable in C."""
+        n, have = len(self._names), self._unames_len
+        if n > have:
+            new = np.asarray(self._names[have:n], dtype=str)
+            arr = self._unames
+            if n > arr.shape[0] or new.dtype.itemsize > arr.dtype.itemsize:  # grow by doubling
+                wide = np.dtype(f"<U{max(arr.dtype.itemsize, new.dtype.itemsize) // 4}")
+                grown = np.zeros(max(n, 2 * arr.shape[0], 1024), dtype=wide)
+                grown[:have] = arr[:have]
+                arr = self._unames = grown
+            arr[have:n] = new
+            self._unames_len = n
+        return self._unames
 
     # consistency --------------------------------------------------------------------------------
     def sync(self, generation: object) -> None:
@@ -123,6 +141,7 @@ class GraphCache:
         if len(self._names) > 2 * self.max_nodes:  # ints of facts long gone: start the numbering over
             self._ids.clear()
             self._names.clear()
+            self._unames_len = 0
 
     def preload(self, source: EdgeSource, fact_ids: Sequence[str], generation: object, batch: int = 5_000) -> int:
         """Load every edge of ``fact_ids`` (the first ``max_nodes``), read in the transaction that read

@@ -75,11 +75,11 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
             break
         g.load(uow, need)
     ball = np.flatnonzero(level >= 0)
-    names = g.names(g.glob[ball].tolist())
+    names = g.cache.name_array()[g.glob[ball]]  # gathered in C, not string object by string object
     order = id_order(names)  # local index in fact-id order
     local = np.full(level.shape[0], -1, dtype=np.int64)
     local[ball[order]] = np.arange(ball.shape[0])
-    ids = [names[i] for i in order.tolist()]
+    ids = names[order].tolist()
     lv = level[ball[order]]
     n = len(ids)
     s_ok = np.zeros(len(g.lsrc), dtype=bool)
@@ -108,10 +108,10 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
     )
 
 
-def id_order(names: list[str]) -> np.ndarray:
+def id_order(names: list[str] | np.ndarray) -> np.ndarray:
     """The permutation that sorts fact ids as ``sorted`` does: a fixed-width unicode array orders
     code points, as ``str`` comparison does, and the sort runs in C (the ball has thousands)."""
-    if not names:
+    if len(names) == 0:
         return np.zeros(0, dtype=np.int64)
     return np.argsort(np.asarray(names, dtype=str), kind="stable")
 

@@ -11,6 +11,7 @@ import pytest
 
 from crp_stream.core import graph_rank
 from crp_stream.fabric.graph import GraphCache
+from crp_stream.processors import graph_select
 from crp_stream.processors.graph_walk import LoadedEdges
 from tests.unit.test_graph import SortedSource, _random_edges
 
@@ -40,3 +41,22 @@ def test_levels_on_the_compact_numbering_are_the_levels_on_the_cache_ints(seed: 
             full[g.glob[: got.shape[0]]] = got
             assert np.array_equal(full[: want.shape[0]], want)
             assert (full[want.shape[0] :] == -1).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_name_array_is_the_names_through_growth_and_a_new_numbering(seed: int) -> None:
+    """The fixed-width copy of the ids the walk gathers and sorts: equal to ``names`` as ints are added
+    (longer ids widen it), and after ``clear`` starts the numbering over."""
+    rng = np.random.default_rng(seed)
+    cache = GraphCache(max_nodes=200)
+    for step in range(12):
+        width = int(rng.integers(1, 40))
+        cache.index(f"{'x' * int(rng.integers(0, width))}{k}-{step}" for k in range(int(rng.integers(0, 300))))
+        arr = cache.name_array()
+        assert arr[: len(cache.names)].tolist() == cache.names
+        picked = rng.integers(0, max(len(cache.names), 1), 50) if cache.names else np.zeros(0, np.int64)
+        got = arr[picked]
+        assert got.tolist() == [cache.names[i] for i in picked.tolist()]
+        assert [got.tolist()[i] for i in graph_select.id_order(got).tolist()] == sorted(got.tolist())
+        if step % 5 == 4:
+            cache.clear()  # over 2 x max_nodes ints: the numbering starts over
