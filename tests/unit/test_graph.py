@@ -193,6 +193,7 @@ def test_preload_holds_complete_entries_and_later_reads_hit(engine: Engine) -> N
         cache = GraphCache(max_nodes=4)
         assert cache.preload(repo, list("abcdef"), "7") == 4
         assert (cache.hits, cache.misses, cache.loads) == (0, 0, 0)
+        assert cache._unames_len == len(cache.names) and cache._packed == 4  # built at start-up
         assert cache.adjacency(repo, "abcd") == {f: lazy[f] for f in "abcd"}
         assert cache.loads == 0 and cache.hits == 4
         cache.sync("8")  # another process wrote edges: nothing preloaded is trusted
