@@ -53,6 +53,8 @@ class Candidates:
     twins: dict[int, int] = field(default_factory=dict)  # collapsed duplicate -> its representative
     titles: dict[str, str] = field(default_factory=dict)  # document titles of facts in a contradiction
     gram: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))  # see ``screen``
+    importance: np.ndarray = field(default_factory=lambda: np.zeros(0))  # ``rows[i]["importance"]`` as floats
+    index: dict[str, int] = field(default_factory=dict)  # fact id -> its position in ``ids``
 
 
 @dataclass(frozen=True)
@@ -192,8 +194,10 @@ def _extend(c: Candidates, b: Batch) -> None:
     overlaps = np.asarray(ngram.ngram_overlaps([r["text"] for r in rows], ctx.blacklist), dtype=np.float64)
     pen = ngram.ngram_penalty(overlaps)
     score = cdr.cdr_score(cols.importance, sig.relevance, sig.residual_pull, sig.novelty, rec, pen)
+    c.index.update(zip(ids, range(len(c.ids), len(c.ids) + len(ids)), strict=True))
     c.ids.extend(ids)
     c.rows.extend(rows)
+    c.importance = np.concatenate([c.importance, cols.importance])
     c.vecs = np.vstack([c.vecs, vecs]) if c.vecs.size else vecs
     c.relevance = np.concatenate([c.relevance, sig.relevance])
     c.pull = np.concatenate([c.pull, sig.residual_pull])

@@ -38,7 +38,7 @@ def build(
         [(c.ids[ci], bridged) for ci, bridged, _b, _s in connectors],
         c.graph.edges_of(c.ids[ci] for ci, *_ in connectors),
     )
-    index = {fid: i for i, fid in enumerate(c.ids)}
+    index = c.index
     conn = {c.ids[ci]: (bridged, bridge, score) for ci, bridged, bridge, score in connectors}
     idx = [index[f] for f in order]
     views = [c.views[i] for i in idx]

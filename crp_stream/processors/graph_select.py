@@ -66,32 +66,33 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
     seed_ids = [c.ids[i] for i in seed_idx]
     extra = [f for f in named if f not in set(seed_ids)]
     start = g.ints(seed_ids + extra)
+    first = g.local(start)  # levels on the compact numbering: arrays as long as the facts met
     level, depth = np.zeros(0, dtype=np.int64), 0  # the loop runs at least once
     for _ in range(max_hops + 1):  # one more level's edges per pass; all levels < max_hops loaded
-        level, depth = graph_rank.walk_levels(start, g.src, g.dst, max_hops)
-        need = set(np.flatnonzero((level >= 0) & (level < max_hops)).tolist()) - g.loaded
+        level, depth = graph_rank.walk_levels(first, g.lsrc, g.ldst, max_hops)
+        need = set(g.glob[np.flatnonzero((level >= 0) & (level < max_hops))].tolist()) - g.loaded
         if not need:
             break
         g.load(uow, need)
     ball = np.flatnonzero(level >= 0)
-    names = g.names(ball.tolist())
+    names = g.cache.name_array()[g.glob[ball]]  # gathered in C, not string object by string object
     order = id_order(names)  # local index in fact-id order
     local = np.full(level.shape[0], -1, dtype=np.int64)
     local[ball[order]] = np.arange(ball.shape[0])
-    ids = [names[i] for i in order.tolist()]
+    ids = names[order].tolist()
     lv = level[ball[order]]
     n = len(ids)
-    s_ok = np.zeros(len(g.src), dtype=bool)
-    inside = (g.src < level.shape[0]) & (g.dst < level.shape[0])
-    s_ok[inside] = (level[g.src[inside]] >= 0) & (level[g.src[inside]] < max_hops) & (level[g.dst[inside]] >= 0)
-    es, ed = local[g.src[s_ok]], local[g.dst[s_ok]]
+    s_ok = np.zeros(len(g.lsrc), dtype=bool)
+    inside = (g.lsrc < level.shape[0]) & (g.ldst < level.shape[0])
+    s_ok[inside] = (level[g.lsrc[inside]] >= 0) & (level[g.lsrc[inside]] < max_hops) & (level[g.ldst[inside]] >= 0)
+    es, ed = local[g.lsrc[s_ok]], local[g.ldst[s_ok]]
     ew, ek = g.weight[s_ok], g.kind[s_ok]
     e_order = edge_order(es, ed, ek, n)  # canonical: sums run in the same order on every store
     es, ed, ew, ek = es[e_order], ed[e_order], ew[e_order], ek[e_order]
     seed = np.zeros(n, dtype=np.float64)
     w = graph_rank.seed_weights(c.score[seed_idx]) if seed_idx else np.zeros(0)
     # each seed and each named lead once (distinct facts): set, as adding to 0.0 gives the same
-    at = local[np.asarray(start, dtype=np.int64)]
+    at = local[first]
     seed[at[: len(seed_ids)]] = w
     top = float(w.max(initial=0.0)) or 1.0
     seed[at[len(seed_ids) :]] = NAMED_SEED_SHARE * top
@@ -107,10 +108,10 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
     )
 
 
-def id_order(names: list[str]) -> np.ndarray:
+def id_order(names: list[str] | np.ndarray) -> np.ndarray:
     """The permutation that sorts fact ids as ``sorted`` does: a fixed-width unicode array orders
     code points, as ``str`` comparison does, and the sort runs in C (the ball has thousands)."""
-    if not names:
+    if len(names) == 0:
         return np.zeros(0, dtype=np.int64)
     return np.argsort(np.asarray(names, dtype=str), kind="stable")
 
@@ -156,15 +157,15 @@ def choose(
             c.named = named_leads(uow, c.ctx.query_text)
         cached = c.walks[key] = walk(uow, c, seeds, c.named, policy.max_hops)
     w = cached
-    index = {f: i for i, f in enumerate(c.ids)}
+    index = c.index  # kept by ``assembly._extend``
     # Reached facts outside the candidate set join it, scored by CDR (below the gate too): those with
     # the most PageRank, OUTSIDE_PER_SLOT per connector slot. Outside the candidates a fact's CDR
     # score is low (below the gate, or past every probe's top K), so its graph term decides, and a
     # ball of thousands is not read row by row to rank its tail.
-    outside = top_reached(w.ids, w.rank, lambda f: f in index or f in exclude, OUTSIDE_PER_SLOT * slots)
+    taken = exclude | index.keys()
+    outside = top_reached(w.ids, w.rank, taken.__contains__, OUTSIDE_PER_SLOT * slots)
     if outside:
         append_outside(uow, c, outside)
-        index = {f: i for i, f in enumerate(c.ids)}
     # connectors: reached facts that are not in the CDR order (the order's own facts compete as
     # anchors; its suppressed ones stay out), nor excluded (duplicates, another branch's facts)
     in_order = set(live) | sel.suppressed | set(c.order)
@@ -173,7 +174,7 @@ def choose(
     ppr_conn = np.asarray([w.ppr[c.ids[i]] for i in conn], dtype=np.float64)
     idx = live + conn
     factor = (
-        np.asarray([c.rows[i]["importance"] for i in idx], dtype=np.float64)
+        c.importance[idx]  # the rows' importance, as floats
         * c.novelty[idx]
         * c.recency[idx]
         * (1.0 - c.penalty[idx])

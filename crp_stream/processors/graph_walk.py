@@ -30,6 +30,13 @@ class LoadedEdges:
     weight: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
     kind: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
     cache: Any = None  # the fabric's GraphCache, from ``bind``
+    # A compact numbering of the facts met so far (``local``), for the walk's levels: arrays as long as
+    # the facts this request touched (hundreds), not as the graph cache's ints (100k). ``lsrc``/``ldst``
+    # are ``src``/``dst`` renumbered; ``glob`` maps back; ``at`` maps forward (-1: not met).
+    lsrc: npt.NDArray[np.int64] = field(default_factory=_ints)
+    ldst: npt.NDArray[np.int64] = field(default_factory=_ints)
+    glob: npt.NDArray[np.int64] = field(default_factory=_ints)
+    at: npt.NDArray[np.int64] = field(default_factory=_ints)
 
     def bind(self, uow: UnitOfWork) -> None:
         """On the first read of this request: is the fabric's graph cache still the stored graph?"""
@@ -48,12 +55,31 @@ class LoadedEdges:
         todo = sorted(set(ints) - self.loaded)
         if not todo:
             return
-        nbs, ws, ks = zip(*self.cache.rows(uow.repo, todo), strict=True)  # columns in C
-        self.src = np.concatenate([self.src, np.repeat(np.asarray(todo, dtype=np.int64), list(map(len, nbs)))])
-        self.dst = np.concatenate([self.dst, *nbs])
-        self.weight = np.concatenate([self.weight, *ws])
-        self.kind = np.concatenate([self.kind, *ks])
+        src, dst, weight, kind = self.cache.edges(uow.repo, todo)  # slices of the packed cache
+        self.src = np.concatenate([self.src, src])
+        self.dst = np.concatenate([self.dst, dst])
+        self.weight = np.concatenate([self.weight, weight])
+        self.kind = np.concatenate([self.kind, kind])
+        self.lsrc = np.concatenate([self.lsrc, self.local(src)])
+        self.ldst = np.concatenate([self.ldst, self.local(dst)])
         self.loaded.update(todo)
+
+    def local(self, ints: Any) -> npt.NDArray[np.int64]:
+        """The compact number of each fact (int); facts not met yet are numbered next, in order of
+        first appearance."""
+        g = np.asarray(ints, dtype=np.int64).reshape(-1)
+        top = int(g.max(initial=-1)) + 1
+        if top > self.at.shape[0]:
+            grown = np.full(max(top, len(self.cache.names) if self.cache is not None else 0), -1, dtype=np.int64)
+            grown[: self.at.shape[0]] = self.at
+            self.at = grown
+        new = g[self.at[g] < 0]
+        if new.shape[0]:
+            _, first = np.unique(new, return_index=True)
+            fresh = new[np.sort(first)]
+            self.at[fresh] = np.arange(self.glob.shape[0], self.glob.shape[0] + fresh.shape[0])
+            self.glob = np.concatenate([self.glob, fresh])
+        return self.at[g]
 
     def neighbours(self, ints: Iterable[int]) -> npt.NDArray[np.int64]:
         """Every neighbour of the given (loaded) facts."""

@@ -198,6 +198,21 @@ def test_extend_scores_and_views_as_the_row_by_row_rules(seed: int) -> None:
     ]
     assert c.views == want and all(type(v) is conflicts.FactView for v in c.views)
     assert [type(x) for x in c.views[0]] == [type(x) for x in want[0]]
+    # the index and importance column choose() and envelope.build read, against the rows, over two batches
+    more = random_rows(rng, 30)
+    num2, whole2 = _numbers(more)
+    assembly._extend(
+        c,
+        Batch(
+            [r["fact_id"] for r in more],
+            more,
+            vecs[:30],
+            Columns(num2[:, 0], num2[:, 1], num2[:, 2], whole2[:, 0], whole2[:, 1]),
+        ),
+    )
+    assert c.index == {f: i for i, f in enumerate(c.ids)} and len(c.index) == n + 30
+    every = np.asarray([r["importance"] for r in c.rows], dtype=np.float64)
+    assert c.importance.dtype == np.float64 and np.array_equal(c.importance, every)
 
 
 @pytest.mark.parametrize("seed", range(5))

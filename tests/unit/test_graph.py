@@ -193,6 +193,7 @@ def test_preload_holds_complete_entries_and_later_reads_hit(engine: Engine) -> N
         cache = GraphCache(max_nodes=4)
         assert cache.preload(repo, list("abcdef"), "7") == 4
         assert (cache.hits, cache.misses, cache.loads) == (0, 0, 0)
+        assert cache._unames_len == len(cache.names) and cache._packed == 4  # built at start-up
         assert cache.adjacency(repo, "abcd") == {f: lazy[f] for f in "abcd"}
         assert cache.loads == 0 and cache.hits == 4
         cache.sync("8")  # another process wrote edges: nothing preloaded is trusted
@@ -206,3 +207,68 @@ def test_install_replaces_entries_and_keeps_the_bound() -> None:
     assert "a" in cache and "b" in cache
     cache.install(["c", "d", "a"], [row, row, row])  # four entries for three places: the oldest goes
     assert len(cache) == 3 and "b" not in cache and all(f in cache for f in ("c", "d", "a"))
+
+
+def _random_edges(rng: np.random.Generator, n: int, m: int) -> list[tuple[str, str, float]]:
+    pairs = {tuple(sorted(rng.choice(n, 2, replace=False).tolist())) for _ in range(m)}
+    return [(f"f{a:03d}", f"f{b:03d}", round(float(rng.uniform(0.5, 1.0)), 3)) for a, b in sorted(pairs)]
+
+
+class SortedSource(FakeSource):
+    """Entries ordered by neighbour, as the store returns them (FakeSource's order depends on the batch)."""
+
+    def adjacency(self, fact_ids: Iterable[str]) -> dict[str, dict[str, float]]:
+        return {f: dict(sorted(nb.items())) for f, nb in super().adjacency(fact_ids).items()}
+
+
+def _concatenated(cache: GraphCache, src: FakeSource, ints: list[int]) -> tuple[np.ndarray, ...]:
+    """The rule ``edges`` replaces: ``rows`` concatenated, each entry's int repeated per edge."""
+    rows = cache.rows(src, ints)
+    if not rows:
+        return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int8))
+    nbs, ws, ks = zip(*rows, strict=True)
+    counts = [len(nb) for nb in nbs]
+    return (
+        np.repeat(np.asarray(ints, dtype=np.int64), counts),
+        np.concatenate(nbs),
+        np.concatenate(ws),
+        np.concatenate(ks),
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_packed_edges_equal_the_concatenated_rows_through_writes(seed: int) -> None:
+    """``edges`` (one gather from the pack, or the entries' own arrays) against ``rows`` concatenated,
+    on random graphs, as entries are installed, invalidated, evicted and the cache repacks."""
+    rng = np.random.default_rng(seed)
+    n = 60
+    src = SortedSource(_random_edges(rng, n, 150))
+    names = [f"f{i:03d}" for i in range(n)]
+    # room for every fact: a load that evicts an entry the same call asked for is another matter
+    packed, plain = GraphCache(max_nodes=n), GraphCache(max_nodes=n)
+    packed.preload(src, names[:45], "g")
+    plain.sync("g")
+    plain.index(packed.names)  # the same ints in both
+    for _ in range(40):
+        ids = sorted({int(i) for i in rng.choice(len(packed.names), int(rng.integers(0, 25)), replace=False)})
+        before = (packed.hits, packed.misses)
+        got = packed.edges(src, ids)
+        hits, misses = packed.hits - before[0], packed.misses - before[1]
+        want = _concatenated(plain, src, ids)
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype and np.array_equal(g, w)
+        assert hits + misses == len(ids)
+        roll = rng.random()
+        if roll < 0.3:  # this process wrote edges of some facts: both caches forget them
+            gone = [names[i] for i in rng.choice(n, 5, replace=False)]
+            packed.invalidate(gone)
+            plain.invalidate(gone)
+        elif roll < 0.5:  # installed rows (the writer keeps what it wrote)
+            who = [names[i] for i in rng.choice(n, 3, replace=False)]
+            row = (np.asarray(packed.index(names[:2]), dtype=np.int64), np.asarray([0.61, 0.62]), np.zeros(2, np.int8))
+            packed.install(who, [row] * 3)
+            plain.install(who, [row] * 3)
+        elif roll < 0.55:
+            packed.pack()
+        assert len(packed) <= packed.max_nodes
+    assert packed._packed == sum(1 for i in packed._adj if i < packed._start.shape[0] and packed._start[i] >= 0)
