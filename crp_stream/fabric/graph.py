@@ -177,11 +177,14 @@ class GraphCache:
         adj = self._adj
         missing = sorted({i for i in ids if i not in adj})
         self.hits += len(ids) - len(missing)
-        if missing:
-            self.misses += len(missing)
-            self.loads += 1
-            self._load(source, missing)
-        return [adj[i] for i in ids]
+        if not missing:
+            return [adj[i] for i in ids]
+        self.misses += len(missing)
+        self.loads += 1
+        held = {i: adj[i] for i in ids if i in adj}  # taken first: a full cache's load may evict them
+        self._load(source, missing)
+        held.update((i, adj[i]) for i in missing)
+        return [held[i] for i in ids]
 
     def _load(self, source: EdgeSource, missing: list[int]) -> None:
         names = self._names
@@ -269,7 +272,8 @@ class GraphCache:
         if not packed:
             rows = self.rows(source, ids)
             unpacked = len(self._adj) - self._packed
-            if unpacked <= max(1024, len(self._adj) // 4):
+            evicted = any(i not in self._adj for i in ids)  # a full cache's load dropped some: no pack holds them
+            if evicted or unpacked <= max(1024, len(self._adj) // 4):
                 if not rows:
                     return at, _EMPTY[0], _EMPTY[1], _EMPTY[2]
                 counts = np.fromiter(map(len, (r[0] for r in rows)), dtype=np.int64, count=len(rows))

@@ -139,6 +139,25 @@ def test_bounded_by_max_nodes_oldest_first() -> None:
         GraphCache(max_nodes=0)
 
 
+def test_a_full_cache_answers_a_request_whose_load_evicts_its_own_hits() -> None:
+    """A request of cached and uncached facts on a full cache: the load evicts the oldest entries,
+    which may be the request's own hits (it raised KeyError); rows and packed edges still answer."""
+    src = FakeSource(EDGES)
+    full = full_adjacency(EDGES)
+    cache = GraphCache(max_nodes=2)
+    cache.adjacency(src, ["a", "b"])  # full: a, b held
+    got = cache.adjacency(src, ["a", "b", "c", "d"])  # a, b hits; loading c, d evicts them
+    assert got == {f: full[f] for f in "abcd"}
+    assert len(cache) <= 4 and "c" in cache and "d" in cache
+    cache.adjacency(src, ["a", "e"])
+    ids = cache.index(["c", "d", "b", "e"])
+    src_col, nb, w, _k = cache.edges(src, ids)
+    names = cache.names
+    assert sorted(zip([names[i] for i in src_col.tolist()], [names[j] for j in nb.tolist()], w.tolist())) == sorted(
+        (f, n, wt) for f in "cdbe" for n, wt in full[f].items()
+    )
+
+
 def test_backed_by_the_repository(engine: Engine) -> None:
     with engine.begin() as conn:
         Repository(conn).add_edges(EDGES)
