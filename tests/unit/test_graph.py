@@ -153,9 +153,9 @@ def test_a_full_cache_answers_a_request_whose_load_evicts_its_own_hits() -> None
     ids = cache.index(["c", "d", "b", "e"])
     src_col, nb, w, _k = cache.edges(src, ids)
     names = cache.names
-    assert sorted(zip([names[i] for i in src_col.tolist()], [names[j] for j in nb.tolist()], w.tolist())) == sorted(
-        (f, n, wt) for f in "cdbe" for n, wt in full[f].items()
-    )
+    assert sorted(
+        zip([names[i] for i in src_col.tolist()], [names[j] for j in nb.tolist()], w.tolist(), strict=True)
+    ) == sorted((f, n, wt) for f in "cdbe" for n, wt in full[f].items())
 
 
 def test_backed_by_the_repository(engine: Engine) -> None:
