@@ -139,8 +139,9 @@ def extras_nonfinite(model: Part, path: str = "") -> str | None:
         found = nonfinite_path(value, f"{path}.{name}" if path else name)
         if found:
             return found
+    values = model.__dict__  # the fields' values (getattr per field cost more than the check)
     for name in type(model).model_fields:
-        value = getattr(model, name)
+        value = values[name] if name in values else getattr(model, name)
         here = f"{path}.{name}" if path else name
         if isinstance(value, Part):
             found = extras_nonfinite(value, here)
