@@ -33,6 +33,8 @@ from bisect import insort
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Float, Integer
@@ -52,6 +54,7 @@ _TYPES = {
 _COLUMNS = tuple(_TYPES)
 _CASTS = tuple((c, k) for c, k in _TYPES.items() if k is not None)
 Claim = tuple[ClaimRow | None, list[FactRow], dict[str, Any]]
+_FACT_ID = itemgetter("fact_id")
 
 
 def as_stored(row: FactRow) -> FactRow:
@@ -160,10 +163,16 @@ class ClaimIndex:
             self._generation = generation
 
     def _put(self, key: str, entry: _Entry) -> None:
-        self._drop(key)
+        """``_drop(key)`` then hold ``entry``, with the maps written in C (a commit puts every claim its
+        batch touched, ~50 facts each): only the old entry's facts not in the new one are dropped."""
+        old = self._entries.pop(key, None)
         self._entries[key] = entry
-        for r in entry.rows:
-            self._claim_of[r["fact_id"]] = key
+        ids = set(map(_FACT_ID, entry.rows))
+        if old is not None:
+            for fid in set(map(_FACT_ID, old.rows)) - ids:
+                if self._claim_of.get(fid) == key:
+                    del self._claim_of[fid]
+        self._claim_of.update(zip(ids, repeat(key)))
 
     def _drop(self, key: str) -> None:
         entry = self._entries.pop(key, None)
@@ -326,8 +335,7 @@ class ClaimTxn:
 
     def _stage(self, key: str, entry: _Entry) -> None:
         self.staged[key] = entry
-        for r in entry.rows:
-            self._claim_of[r["fact_id"]] = key
+        self._claim_of.update(zip(map(_FACT_ID, entry.rows), repeat(key)))
         self._touched.append(key)
 
     def _forget(self, key: str) -> None:
