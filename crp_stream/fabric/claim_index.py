@@ -328,7 +328,9 @@ class ClaimTxn:
             if held is None:
                 return None
             entry = held.copy()
-            self._stage(key, entry)
+            # its facts are the index's under this key (``claim_of`` finds them there): not mapped again
+            self.staged[key] = entry
+            self._touched.append(key)
         else:
             self._touched.append(key)
         return entry

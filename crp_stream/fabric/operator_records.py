@@ -32,6 +32,7 @@ def decoded(mapping: Any, field: str = "payload") -> Any:
 
 
 _CLAIM_COLUMNS = tuple(t.claims.c.keys())
+_REFRESH_COLUMNS = tuple(t.refresh_requests.c.keys())
 _TEXT, _AT = _CLAIM_COLUMNS.index("details"), _CLAIM_COLUMNS.index("updated_at_us")  # a buffered row's parts
 
 
@@ -120,11 +121,10 @@ class OperatorRecords(DriverSQL):
         return decoded(r._mapping) if r else None
 
     def refresh_requests_for_claim(self, claim_key: str, status: str | None = None) -> list[RefreshRow]:
-        tbl = t.refresh_requests
-        q = select(tbl).where(tbl.c.claim_key == claim_key).order_by(tbl.c.created_at_us, tbl.c.request_id)
-        if status:
-            q = q.where(tbl.c.status == status)
-        return [decoded(r._mapping) for r in self.conn.execute(q)]
+        # on the driver: the arbiter reads a claim's open requests on every changed verdict
+        equal = [("claim_key", claim_key), *([("status", status)] if status else [])]
+        found = self._select_where(_REFRESH_COLUMNS, "refresh_requests", equal, ("created_at_us", "request_id"))
+        return [decoded(zip(_REFRESH_COLUMNS, r, strict=True)) for r in found]
 
     def candidate(self, candidate_id: str) -> CandidateRow | None:
         tbl = t.quarantine_candidates
