@@ -76,8 +76,10 @@ class _Entry:
     rows: list[FactRow]
     claim: ClaimRow | None
     memo: dict[str, Any] = field(default_factory=dict)
+    added: list[str] = field(default_factory=list)  # facts inserted since the copy (``copy``)
 
     def copy(self) -> _Entry:
+        """A transaction's copy to write: the same memo (it marks the copy) and rows, none added."""
         return _Entry(list(self.rows), self.claim, self.memo)
 
 
@@ -167,6 +169,11 @@ class ClaimIndex:
         batch touched, ~50 facts each): only the old entry's facts not in the new one are dropped."""
         old = self._entries.pop(key, None)
         self._entries[key] = entry
+        if old is not None and old.memo is entry.memo:  # a copy of ``old``: its facts, plus those added
+            self._claim_of.update(zip(entry.added, repeat(key)))
+            entry.added = []
+            return
+        entry.added = []
         ids = set(map(_FACT_ID, entry.rows))
         if old is not None:
             for fid in set(map(_FACT_ID, old.rows)) - ids:
@@ -265,13 +272,15 @@ class ClaimTxn:
 
     # writes ----------------------------------------------------------------------------------------
     def inserted(self, rows: Iterable[FactRow]) -> None:
-        """New facts (ids not stored before) joined their claims: staged as the store reads them back."""
+        """New facts (ids not stored before) joined their claims; ``rows`` are as the store reads them
+        back (``as_stored``), and are staged as they are (never mutated)."""
         for r in rows:
             key = r.get("claim_key")
             entry = self._writable(str(key)) if key is not None else None
             if entry is None or self.claim_of(r["fact_id"]) is not None:
                 continue
-            insort(entry.rows, as_stored(r), key=_order)
+            insort(entry.rows, r, key=_order)
+            entry.added.append(r["fact_id"])
             self._claim_of[r["fact_id"]] = str(key)
 
     def invalidate_facts(self, rows: Iterable[FactRow]) -> None:

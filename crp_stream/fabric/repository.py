@@ -183,8 +183,9 @@ class Repository(OperatorRecords, EdgeRecords):
     def insert_facts(self, rows: Sequence[FactRow]) -> None:
         inserted = self._insert_ignore(t.facts, rows, ["fact_id"])
         if inserted == len(rows):  # every id was new: the rows are what the store now holds
-            for r in rows:
-                self._rows[r["fact_id"]] = as_stored(r)
+            stored = [as_stored(r) for r in rows]  # shared with the claim index: both replace, never mutate
+            for r in stored:
+                self._rows[r["fact_id"]] = r
         else:
             for r in rows:
                 self._rows.pop(r["fact_id"], None)
@@ -195,7 +196,7 @@ class Repository(OperatorRecords, EdgeRecords):
         if self.claims is None:
             return
         if inserted == len(rows):  # every id was new: the rows are what the store now holds
-            self.claims.inserted(keyed)
+            self.claims.inserted([r for r in stored if r["claim_key"] is not None])
         else:
             self.claims.invalidate_facts(keyed)
 
