@@ -81,6 +81,15 @@ class DriverSQL:
                 return int(cur.rowcount)
         return int(raw.execute(sql, list(params)).rowcount)  # type: ignore[union-attr]
 
+    def _execute_one(self, sql: str, params: Sequence[Any]) -> Any:
+        """One statement on the driver (``?`` marks) that returns a row (``RETURNING``); its first row."""
+        raw = self.conn.connection.driver_connection
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql.replace("?", "%s"), list(params))
+                return cur.fetchone()
+        return raw.execute(sql, list(params)).fetchone()  # type: ignore[union-attr]
+
     def _executemany(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
         """One statement for many rows on the driver (``?`` marks): SQLAlchemy's per-row parameter
         handling cost more than SQLite's insert of a batch's edges."""

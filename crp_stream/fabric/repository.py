@@ -6,8 +6,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import BigInteger, Connection, Text, func, select, update
-from sqlalchemy import cast as sql_cast
+from sqlalchemy import Connection, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from crp_stream.fabric import tables as t
@@ -93,15 +92,10 @@ class Repository(OperatorRecords, EdgeRecords):
         """Add 1 to an integer meta value (0 if absent) and return the new value, atomically: a
         concurrent writer waits for this transaction and then increments the committed value, so two
         workers never both move a counter from n to n + 1 (a read-then-write would)."""
-        self._insert_ignore(t.meta, [{"key": key, "value": "0"}], ["key"])
-        value = t.meta.c.value
-        stmt = (
-            update(t.meta)
-            .where(t.meta.c.key == key)
-            .values(value=sql_cast(sql_cast(value, BigInteger) + 1, Text))
-            .returning(value)
-        )
-        return int(self.conn.execute(stmt).scalar_one())
+        # on the driver: every transaction that writes claims or statuses moves a counter
+        self._execute("INSERT INTO meta (key, value) VALUES (?, '0') ON CONFLICT (key) DO NOTHING", (key,))
+        sql = "UPDATE meta SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = ? RETURNING value"
+        return int(self._execute_one(sql, (key,))[0])
 
     # offsets and idempotency ------------------------------------------------------------------
     def offsets(self, consumer: str) -> dict[tuple[str, int], int]:
@@ -248,7 +242,12 @@ class Repository(OperatorRecords, EdgeRecords):
         a cache of statuses in any process sees that statuses changed, and returns its new value."""
         if not fact_ids:
             raise ValueError("set_fact_status: no fact ids")
-        self.conn.execute(update(t.facts).where(t.facts.c.fact_id.in_(list(fact_ids))).values(status=status))
+        ids = list(fact_ids)
+        for i in range(0, len(ids), 500):  # on the driver: the arbiter's effects, per changed verdict
+            chunk = ids[i : i + 500]
+            self._execute(
+                f"UPDATE facts SET status = ? WHERE fact_id IN ({', '.join('?' * len(chunk))})", [status, *chunk]
+            )
         self._rows_changed(fact_ids, "status", status)
         self._claims_written()
         if self.claims is not None:
@@ -378,18 +377,11 @@ class Repository(OperatorRecords, EdgeRecords):
 
     # audit log: append-only by construction (no update or delete method exists) -----------------
     def append_audit(self, event_id: str, audit_type: str, at_us: int, key: str, details: dict[str, Any]) -> None:
-        self._insert_ignore(
-            t.audit_log,
-            [
-                {
-                    "event_id": event_id,
-                    "audit_type": audit_type,
-                    "at_us": at_us,
-                    "key": key,
-                    "details": canonical_json(details),
-                }
-            ],
-            ["event_id"],
+        # on the driver: the arbiter appends one or more per changed verdict
+        self._execute(
+            "INSERT INTO audit_log (event_id, audit_type, at_us, key, details) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (event_id) DO NOTHING",
+            (event_id, audit_type, at_us, key, canonical_json(details)),
         )
 
     def audit(self, audit_type: str | None = None, limit: int = 100) -> list[AuditRow]:
@@ -427,5 +419,4 @@ class Repository(OperatorRecords, EdgeRecords):
         return [cast(AuditRow, r) for r in reversed(rows)]
 
     def audit_exists(self, event_id: str) -> bool:
-        q = select(t.audit_log.c.seq).where(t.audit_log.c.event_id == event_id)
-        return self.conn.execute(q).first() is not None
+        return bool(self._select_where(("seq",), "audit_log", (("event_id", event_id),)))
