@@ -88,17 +88,19 @@ class _SourceTally:
 class PartitionState:
     """A claim's records so far (``records``, in the order added) and its partitions' tallies."""
 
-    __slots__ = ("_tallies", "_views", "records")
+    __slots__ = ("_sorted", "_tallies", "_views", "records")
 
     def __init__(self) -> None:
         self.records: list[ClaimRecord] = []
         self._tallies: dict[str, _SourceTally] = {}
+        self._sorted: list[_SourceTally] = []  # by source
         self._views: tuple[PartitionView, ...] | None = None
 
     def add(self, r: ClaimRecord) -> None:
         tally = self._tallies.get(r.source)
         if tally is None:
             tally = self._tallies[r.source] = _SourceTally()
+            self._sorted = [self._tallies[s] for s in sorted(self._tallies)]
         tally.add(r)
         self.records.append(r)
         if tally.view is None:
@@ -106,8 +108,8 @@ class PartitionState:
 
     def views(self) -> tuple[PartitionView, ...]:
         if self._views is None:
-            found = (self._tallies[s].current() for s in sorted(self._tallies))
-            self._views = tuple(v for v in found if v is not None)
+            found = [t.current() for t in self._sorted]
+            self._views = tuple([v for v in found if v is not None])
         return self._views
 
 

@@ -73,7 +73,10 @@ def known_views(
             prev = order
             state.rows.append(r)
             if r["value"] is not None:  # a subject/attribute without a value asserts nothing
-                state.partitions.add(claim_records([r], False, memo)[0])
+                rec = memo.get(r["fact_id"])
+                if rec is None or rec.status != r["status"]:
+                    rec = claim_records([r], False, memo)[0]
+                state.partitions.add(rec)
     except ValueError:
         del memo[_STATE]
         return None
