@@ -48,8 +48,12 @@ class Repository(OperatorRecords, EdgeRecords):
     def flush(self) -> None:
         """Write what this repository buffered (processed ids, claim rows); the unit of work calls it
         before commit."""
-        if self._marks:
-            self.conn.execute(t.processed_events.insert(), list(self._marks.values()))
+        if self._marks:  # on the driver: one statement for the batch, no per-row parameter handling
+            self._executemany(
+                'INSERT INTO processed_events (consumer, event_id, content_hash, topic, "offset") '
+                "VALUES (?, ?, ?, ?, ?)",
+                [tuple(m.values()) for m in self._marks.values()],
+            )
             self._marks.clear()
         self._flush_claims()
 
