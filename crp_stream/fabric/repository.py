@@ -62,6 +62,19 @@ class Repository(OperatorRecords, EdgeRecords):
         them (-1 if it does not)."""
         if not rows:
             return 0
+        names = rows[0].keys()
+        if self._dialect == "sqlite" and all(r.keys() == names for r in rows):
+            # on the driver: SQLAlchemy's per-row parameter handling cost more than SQLite's insert;
+            # the same statement, and sqlite3 sums the rows each execution inserted as SQLAlchemy did
+            cols = [c.name for c in table.columns if c.name in names]
+            quoted = ", ".join('"' + c + '"' for c in cols)
+            sql = (
+                f"INSERT INTO {table.name} ({quoted}) "
+                f"VALUES ({', '.join('?' * len(cols))}) ON CONFLICT ({', '.join(keys)}) DO NOTHING"
+            )
+            raw = self.conn.connection.driver_connection
+            cur = raw.executemany(sql, [tuple(r[c] for c in cols) for r in rows])  # type: ignore[union-attr]
+            return int(cur.rowcount)
         mod = postgresql if self._dialect == "postgresql" else sqlite
         stmt = mod.insert(table).on_conflict_do_nothing(index_elements=list(keys))
         return int(self.conn.execute(stmt, list(rows)).rowcount)
