@@ -139,17 +139,18 @@ def extras_nonfinite(model: Part, path: str = "") -> str | None:
         found = nonfinite_path(value, f"{path}.{name}" if path else name)
         if found:
             return found
+    values = model.__dict__  # the fields' values (getattr per field cost more than the check)
     for name in type(model).model_fields:
-        value = getattr(model, name)
-        here = f"{path}.{name}" if path else name
+        value = values[name] if name in values else getattr(model, name)
         if isinstance(value, Part):
-            found = extras_nonfinite(value, here)
+            found = extras_nonfinite(value, f"{path}.{name}" if path else name)
         elif isinstance(value, dict):  # free-form objects such as an audit record's details
-            found = nonfinite_path(value, here)
+            found = nonfinite_path(value, f"{path}.{name}" if path else name)
         elif isinstance(value, list) and value and isinstance(value[0], Part):
+            here = f"{path}.{name}" if path else name
             found = next((f for i, item in enumerate(value) if (f := extras_nonfinite(item, f"{here}[{i}]"))), None)
         else:
-            continue
+            continue  # a scalar: typed fields reject NaN themselves
         if found:
             return found
     return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 
 from crp_stream.events.common import Event as EventModel
@@ -45,7 +46,7 @@ class TopicSpec:
             raise TypeError(f"topic {self.name} carries {len(self.models)} event types")
         return self.models[0]
 
-    @property
+    @cached_property  # read for every record decoded
     def names(self) -> tuple[str, ...]:
         return tuple(m.__name__ for m in self.models)
 

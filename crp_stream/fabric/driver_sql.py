@@ -51,11 +51,16 @@ class DriverSQL:
             out.extend(raw.execute(sql, [*extra, *chunk]).fetchall())  # type: ignore[union-attr]
         return out
 
-    def _select_where(self, columns: Sequence[str], table: str, equal: Sequence[tuple[str, Any]]) -> list[Any]:
-        """``SELECT columns FROM table WHERE a = ? AND ...`` on the driver's connection, like ``_select_in``:
-        for the reads every record makes (idempotency, session state)."""
+    def _select_where(
+        self, columns: Sequence[str], table: str, equal: Sequence[tuple[str, Any]], order: Sequence[str] = ()
+    ) -> list[Any]:
+        """``SELECT columns FROM table WHERE a = ? AND ... [ORDER BY order]`` on the driver's connection,
+        like ``_select_in``: for the reads every record makes (idempotency, session state). ``order``
+        sorts as SQLAlchemy's ``order_by`` of the same columns would (the database's own collation)."""
         mark = "%s" if self._dialect == "postgresql" else "?"
         sql = f"SELECT {', '.join(columns)} FROM {table} WHERE " + " AND ".join(f"{k} = {mark}" for k, _ in equal)
+        if order:
+            sql += " ORDER BY " + ", ".join(order)
         raw = self.conn.connection.driver_connection
         if self._dialect == "postgresql":
             with raw.cursor() as cur:  # type: ignore[union-attr]
@@ -75,6 +80,15 @@ class DriverSQL:
                 cur.execute(sql.replace("?", "%s"), list(params))
                 return int(cur.rowcount)
         return int(raw.execute(sql, list(params)).rowcount)  # type: ignore[union-attr]
+
+    def _execute_one(self, sql: str, params: Sequence[Any]) -> Any:
+        """One statement on the driver (``?`` marks) that returns a row (``RETURNING``); its first row."""
+        raw = self.conn.connection.driver_connection
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql.replace("?", "%s"), list(params))
+                return cur.fetchone()
+        return raw.execute(sql, list(params)).fetchone()  # type: ignore[union-attr]
 
     def _executemany(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
         """One statement for many rows on the driver (``?`` marks): SQLAlchemy's per-row parameter

@@ -17,7 +17,6 @@ from typing import Any
 
 from crp_stream import events
 from crp_stream.core.drift import (
-    COUNTED_STATUSES,
     DRIFT_UNDETERMINED,
     POISONING_CANDIDATE,
     STALE_HIGH_TRUST,
@@ -28,7 +27,6 @@ from crp_stream.core.drift import (
     claim_verdict,
     known_at,
     lagging_behind_refresh,
-    normalise_value,
     partition_views,
     quarantine_eligible,
     refresh_resolved,
@@ -39,53 +37,13 @@ from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.rows import FactRow
 from crp_stream.processors import effects, text_claims
 from crp_stream.processors.base import Emitter, Handler, Record, dt_to_us, us_to_dt
+from crp_stream.processors.claim_views import claim_records, current_records, known_views
 from crp_stream.processors.effects import CANDIDATES, REFRESH, audit, change_status, chunks, short
 
 log = logging.getLogger(__name__)
 
 ARBITER = "arbiter"
 AUTO_POLICY = "auto-quarantine policy"
-
-
-def claim_records(rows: Sequence[FactRow], text_claim: bool, memo: dict[str, Any] | None = None) -> list[ClaimRecord]:
-    """Fabric rows -> drift records: the epoch is the log-append time, the value normalised.
-
-    ``memo`` (the claim index's, per claim) keeps each structured fact's record: all of it but the
-    status derives from the fact's fixed columns."""
-    if text_claim:
-        values = text_claims.text_values(rows)
-        return [
-            ClaimRecord(
-                r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, values[r["fact_id"]], r["status"]
-            )
-            for r in rows
-        ]
-    memo = {} if memo is None else memo
-    out = []
-    for r in rows:
-        if r["value"] is None:
-            continue  # a subject/attribute without a value asserts nothing to arbitrate
-        rec = memo.get(r["fact_id"])
-        if rec is None or rec.status != r["status"]:
-            value = rec.value if rec is not None else normalise_value(str(r["value"]), r["unit"])
-            rec = memo[r["fact_id"]] = ClaimRecord(
-                r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, value, r["status"]
-            )
-        out.append(rec)
-    return out
-
-
-def current_records(records: Sequence[ClaimRecord], window_s: float | None) -> list[ClaimRecord]:
-    """Optional agreement window: a partition agrees over its records no older than ``window_s``
-    before its own newest counted record, so a continuous source's pre-change history does not
-    outvote what it observes now. ``None`` keeps every record (issue 4 §1 as written)."""
-    if window_s is None:
-        return list(records)
-    newest: dict[str, float] = {}
-    for r in records:
-        if r.status in COUNTED_STATUSES and r.epoch > newest.get(r.source, float("-inf")):
-            newest[r.source] = r.epoch
-    return [r for r in records if r.source not in newest or r.epoch >= newest[r.source] - window_s]
 
 
 def choose_verdict(views: Sequence[PartitionView], claim: str, history: Sequence[ClaimRecord] = ()) -> Verdict:
@@ -193,11 +151,15 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         stored, rows, memo = uow.fabric.claims.claim(uow.repo, key)  # members and row, from memory
         if stored is not None:  # never judged as of an earlier time than it already was (status changes
             as_of = max(as_of, int(stored["updated_at_us"]))  # come back later, carrying older times)
-        rows = [r for r, ok in zip(rows, known_at([r["epoch_us"] for r in rows], as_of), strict=True) if ok]
         text_claim = key.startswith(text_claims.SIM_PREFIX)
         window = uow.settings.agreement_window  # seconds; None = all records
-        records = claim_records(rows, text_claim, memo)
-        views = partition_views(current_records(records, window))
+        known = None if text_claim or window is not None else known_views(rows, memo, as_of)
+        if known is None:
+            rows = [r for r, ok in zip(rows, known_at([r["epoch_us"] for r in rows], as_of), strict=True) if ok]
+            records = claim_records(rows, text_claim, memo)
+            views = partition_views(current_records(records, window))
+        else:
+            rows, records, views = known
         if not views:
             return None
         verdict = choose_verdict(views, key, records)

@@ -41,8 +41,10 @@ def record_cause(record: Record) -> str:
 
 
 def idempotency_key(event: events.Event, record: Record) -> str:
+    fields, extra = type(event).model_fields, event.__pydantic_extra__
     for attr in ("event_id", "command_id", "request_id"):
-        value = getattr(event, attr, None)
+        # getattr's answer (a field, else an unknown field kept as extra) without its AttributeError
+        value = getattr(event, attr) if attr in fields else extra.get(attr) if extra else None
         if isinstance(value, str) and value:
             return f"{attr}:{value}"
     if isinstance(event, events.WindowReported):

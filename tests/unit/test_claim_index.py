@@ -66,6 +66,9 @@ def assert_never_ahead(fabric: Fabric, *keys: str) -> None:
         if held is not None:
             claim, rows = stored(fabric, key)
             assert held == (claim, rows), key
+    # the fact -> key map is exactly the held entries' members (a commit maps only what it added)
+    index = fabric.claims
+    assert index._claim_of == {r["fact_id"]: k for k, e in index._entries.items() for r in e.rows}
 
 
 def test_it_is_rebuilt_at_start_and_follows_this_process_s_writes(fabric: Fabric) -> None:

@@ -73,3 +73,21 @@ def test_a_run_gives_the_outputs_of_one_record_at_a_time(tmp_path: Path) -> None
     assert len(dead) == 2 and any("already used for different content" in r for r in dead)
     assert sum(o.topic == "crp.facts" for o in ingested) == 6  # d1, d2 and d4, two sentences each
     assert any(o.topic == "crp.audit" for o in judged)  # the arbiter acted on the run
+
+
+def test_idempotency_key_reads_fields_and_extras_as_getattr_did() -> None:
+    """A producer's id is a field of its event, or an unknown field kept as an extra (a FactRecorded
+    carrying ``event_id``); the key is what ``getattr(event, attr, None)`` gave."""
+    from crp_stream import events
+    from crp_stream.processors.dispatch import idempotency_key
+
+    record = Record("crp.documents", 0, 7, "wiki", b"{}", T0)
+    doc = events.decode_input("crp.documents", _doc("d9", "The bridge opened in 1901."))
+    assert idempotency_key(doc, record) == "event_id:d9"
+    fact = {"type": "FactRecorded", "fact_id": "f1", "source": "s", "source_type": "official", "trust": 0.5,
+            "epoch": "2026-01-01T00:00:00Z", "modified_at": "2026-01-01T00:00:00Z", "ttl": "none", "text": "t",
+            "importance": 1.0, "status": "active", "origin_event_id": "o"}  # fmt: skip
+    plain = events.decode_input("crp.facts", json.dumps(fact).encode())
+    assert idempotency_key(plain, record).startswith("record:")
+    extra = events.decode_input("crp.facts", json.dumps({**fact, "request_id": "r5"}).encode())
+    assert idempotency_key(extra, record) == "request_id:r5" == f"request_id:{extra.request_id}"

@@ -1,0 +1,125 @@
+"""Partition agreement kept incrementally: a claim's views updated in O(one source) per new record.
+
+``core.drift.partition_views`` recomputes every partition over all of a claim's records (~50) on
+every record. ``PartitionState`` holds the same answer as running tallies, one per source, and
+``partition_views_after`` moves it forward by the records that arrived since. Records must arrive in
+``(epoch, fact_id)`` order within each source (a claim's rows in store order satisfy this); a record
+out of that order raises ValueError and the caller starts over with ``partition_views``.
+
+>>> st = PartitionState()
+>>> recs = [ClaimRecord("a", "s", 0.4, 1.0, "1", "active"), ClaimRecord("b", "s", 0.4, 2.0, "2", "active")]
+>>> partition_views_after(st, recs) == partition_views(recs)
+True
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from collections.abc import Iterable
+
+from crp_stream.core.drift import COUNTED_STATUSES, ClaimRecord, PartitionView, partition_views
+
+__all__ = ["PartitionState", "partition_views", "partition_views_after"]
+
+
+class _SourceTally:
+    """One source's speaking records (``counted_records``), grouped by value, and its cached view."""
+
+    __slots__ = ("ids", "last", "newest", "newest_active", "speaking", "stale", "total", "view")
+
+    def __init__(self) -> None:
+        self.speaking: dict[str, list[ClaimRecord]] = {}  # value -> its speaking records, in order
+        self.ids: dict[str, list[str]] = {}  # value -> their fact ids, sorted
+        self.stale: list[ClaimRecord] = []  # speaking stale records, in order: a later active one silences them
+        self.newest_active = float("-inf")
+        self.newest: ClaimRecord | None = None  # the last speaking record
+        self.last: tuple[float, str] | None = None  # the last record added, speaking or not
+        self.total = 0
+        self.view: PartitionView | None = None
+
+    def add(self, r: ClaimRecord) -> None:
+        key = (r.epoch, r.fact_id)
+        if self.last is not None and key <= self.last:
+            raise ValueError(f"record {r.fact_id} out of (epoch, fact_id) order for source {r.source}")
+        self.last = key
+        if r.status not in COUNTED_STATUSES:
+            return
+        if r.status == "active":
+            if r.epoch > self.newest_active:
+                self.newest_active = r.epoch
+                # the source refreshed: its stale records before this one stop speaking
+                while self.stale and self.stale[0].epoch < r.epoch:
+                    self._remove(self.stale.pop(0))
+        else:  # stale: it speaks while no active record of its source is later (always, in order)
+            self.stale.append(r)
+        self.speaking.setdefault(r.value, []).append(r)
+        insort(self.ids.setdefault(r.value, []), r.fact_id)
+        self.total += 1
+        self.newest = r
+        self.view = None
+
+    def _remove(self, r: ClaimRecord) -> None:
+        records, ids = self.speaking[r.value], self.ids[r.value]
+        records.remove(r)
+        ids.remove(r.fact_id)
+        if not records:
+            del self.speaking[r.value], self.ids[r.value]
+        self.total -= 1
+
+    def current(self) -> PartitionView | None:
+        """``partition_agreement`` of the records added (None: none speaks)."""
+        if self.view is None and self.newest is not None and self.total:
+            value, support = min(self.speaking.items(), key=lambda item: (-len(item[1]), -item[1][-1].epoch, item[0]))
+            newest = self.newest
+            self.view = PartitionView(
+                source=newest.source,
+                trust=newest.trust,
+                value=value,
+                share=len(support) / self.total,
+                support=len(support),
+                total=self.total,
+                latest_epoch=support[-1].epoch,
+                newest_epoch=newest.epoch,
+                fact_ids=tuple(self.ids[value]),
+            )
+        return self.view
+
+
+class PartitionState:
+    """A claim's records so far (``records``, in the order added) and its partitions' tallies."""
+
+    __slots__ = ("_sorted", "_tallies", "_views", "records")
+
+    def __init__(self) -> None:
+        self.records: list[ClaimRecord] = []
+        self._tallies: dict[str, _SourceTally] = {}
+        self._sorted: list[_SourceTally] = []  # by source
+        self._views: tuple[PartitionView, ...] | None = None
+
+    def add(self, r: ClaimRecord) -> None:
+        tally = self._tallies.get(r.source)
+        if tally is None:
+            tally = self._tallies[r.source] = _SourceTally()
+            self._sorted = [self._tallies[s] for s in sorted(self._tallies)]
+        tally.add(r)
+        self.records.append(r)
+        if tally.view is None:
+            self._views = None
+
+    def views(self) -> tuple[PartitionView, ...]:
+        if self._views is None:
+            found = [t.current() for t in self._sorted]
+            self._views = tuple([v for v in found if v is not None])
+        return self._views
+
+
+def partition_views_after(state: PartitionState, records: Iterable[ClaimRecord]) -> tuple[PartitionView, ...]:
+    """Drift seed, Scope (stores partitioned by provenance) and What Was Observed (a partition's value by
+    internal agreement), with Decision Boundary rule 4's counted records: ``partition_views`` of every
+    record added to ``state`` so far, ``records`` added first. Each record updates its own source's
+    tally only (a later active record silences the source's earlier stale ones, as in
+    ``counted_records``); raises ValueError on a record out of ``(epoch, fact_id)`` order in its source,
+    leaving ``state`` unusable."""
+    for r in records:
+        state.add(r)
+    return state.views()
