@@ -32,6 +32,7 @@ from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import apply_record, internal_error_output
 from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, route, save_outbox
 from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
+from crp_stream.runtime.kafka.profiling import FabricThread
 from crp_stream.runtime.kafka.sessions import WorkerBarrier
 from crp_stream.runtime.kafka.status import WorkerStatus
 from crp_stream.runtime.kafka.topics import bootstrap_servers, ensure_topics
@@ -91,6 +92,7 @@ class KafkaWorker(WorkerStatus):
         self.session_timeout_s = session_timeout_s
         self.commit_interval_s = commit_interval_s
         self.metrics = Metrics("kafka")
+        self._fabric_thread = FabricThread(self.metrics)  # timed; CRP_PROFILE=path: under cProfile
         self.partitions: dict[str, int] = {}
         self.app: faust.App | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="crp-fabric")
@@ -313,7 +315,9 @@ class KafkaWorker(WorkerStatus):
         while True:
             attempt += 1
             try:
-                result = await loop.run_in_executor(self._executor, self._apply_sync, h, record, None, commit_to)
+                result = await loop.run_in_executor(
+                    self._executor, self._fabric_thread.run, h.group, self._apply_sync, h, record, None, commit_to
+                )
                 self.last_error = None
                 return result
             except Exception as exc:
@@ -354,7 +358,9 @@ class KafkaWorker(WorkerStatus):
             self._unreconciled = False
         try:
             with self.fabric.unit_of_work() as uow:
-                if uow.repo.offsets(h.group).get((record.topic, record.partition), 0) > record.offset:
+                # one round trip: the offset, the handler's meta reads and this partition's outbox row
+                meta = (*h.meta_keys, okey)
+                if uow.repo.record_start(h.group, record.topic, record.partition, meta) > record.offset:
                     return None, []
                 outs = apply_record(h, record, uow) if failed is None else internal_error_output(h, record, failed)
                 uow.repo.commit_offset(h.group, record.topic, record.partition, commit_to)
@@ -444,6 +450,7 @@ class KafkaWorker(WorkerStatus):
         except Exception as exc:  # harmless: the next owner re-produces them, with the same ids
             log.warning("could not clear the outboxes on shutdown: %s: %s", type(exc).__name__, exc)
         self._executor.shutdown(wait=True)
+        self._fabric_thread.dump()
         self.journal.close()
         self.fabric.close()
 
