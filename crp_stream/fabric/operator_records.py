@@ -41,7 +41,6 @@ class OperatorRecords(DriverSQL):
     conn: Connection
     _rows: dict[str, FactRow]  # ``Repository``'s fact rows of this transaction
     _graph_synced: bool
-    _meta: dict[str, str | None]
 
     def _rows_changed(self, fact_ids: Iterable[str], column: str, value: str) -> None:
         """A column written: the transaction's rows of those facts follow (replaced, never mutated)."""
@@ -240,7 +239,6 @@ class OperatorRecords(DriverSQL):
         except BaseException:
             self._rows.clear()  # it may hold rows the savepoint wrote
             self._graph_synced = False  # and the graph cache edges it wrote
-            self._meta.clear()  # and meta values it wrote
             self.claims_base = base
             self._undo_claims(undo)
             if self.claims is not None:

@@ -3,7 +3,8 @@ to know where its consumer stands), kept apart so each file stays one noun.
 
 Meta values read or written in a transaction are kept for its rest (``_meta``): a window request reads
 the model, the generations and its outbox several times, a round trip each on PostgreSQL otherwise.
-A rollback to a savepoint (a rejected handler) may undo meta writes: ``savepoint`` drops what was kept.
+A rollback to a savepoint (a rejected handler, or any ``begin_nested`` rolled back) may undo meta
+writes: what was kept is dropped (counted per connection by an engine event).
 Values fixed at the fabric's first write (``FIXED_META``) are kept by the process (``_fixed``).
 """
 
@@ -12,11 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import BigInteger, Text, select, update
+from sqlalchemy import BigInteger, Connection, Engine, Text, event, select, update
 from sqlalchemy import cast as sql_cast
 
 from crp_stream.fabric import tables as t
 from crp_stream.fabric.driver_sql import DriverSQL
+
+_ROLLBACKS = "crp_savepoint_rollbacks"
+
+
+@event.listens_for(Engine, "rollback_savepoint")
+def _count_rollback(conn: Connection, name: Any, context: Any) -> None:
+    conn.info[_ROLLBACKS] = conn.info.get(_ROLLBACKS, 0) + 1
+
 
 # SPEC-024 §2.5: the model is fixed at the fabric's first write, with its dimension and text convention
 FIXED_META = frozenset({"embedding_model", "embedding_dim", "embedding_text"})
@@ -26,6 +35,7 @@ class ProgressRecords(DriverSQL):
     _meta: dict[str, str | None]
     _fixed: dict[str, str]
     _meta_written: set[str]
+    _meta_rollbacks: int = -1  # savepoint rollbacks on the connection when ``_meta`` was last checked
 
     def _insert_ignore(self, table: Any, rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> int:
         raise NotImplementedError  # Repository's
@@ -35,13 +45,13 @@ class ProgressRecords(DriverSQL):
         fixed = self._fixed
         if key in fixed:
             return fixed[key]
-        if key not in self._meta:
+        if key not in self._kept_meta():
             self.prefetch_meta([key])
         return self._meta[key]
 
     def prefetch_meta(self, keys: Iterable[str]) -> None:
         """Read the meta values of ``keys`` not known yet in this transaction, in one query."""
-        ask = [k for k in keys if k not in self._meta and k not in self._fixed]
+        ask = [k for k in keys if k not in self._kept_meta() and k not in self._fixed]
         if ask:
             self._keep_meta(ask, self._select_in(("key", "value"), "meta", "key", ask))
 
@@ -52,6 +62,13 @@ class ProgressRecords(DriverSQL):
             self._meta[k] = value
             if value is not None and k in FIXED_META and k not in self._meta_written:
                 self._fixed[k] = value  # committed (not this transaction's write) and never changed once set
+
+    def _kept_meta(self) -> dict[str, str | None]:
+        rollbacks = self.conn.info.get(_ROLLBACKS, 0)
+        if rollbacks != self._meta_rollbacks:
+            self._meta.clear()
+            self._meta_rollbacks = rollbacks
+        return self._meta
 
     def set_meta(self, key: str, value: str) -> None:
         self._meta_written.add(key)
@@ -89,7 +106,7 @@ class ProgressRecords(DriverSQL):
     def record_start(self, consumer: str, topic: str, partition: int, meta_keys: Sequence[str]) -> int:
         """The fabric's next offset of ``consumer`` on the partition (0 if none), and the meta values of
         ``meta_keys`` read into this transaction, in one round trip: the first read of every record."""
-        ask = [k for k in meta_keys if k not in self._meta and k not in self._fixed]
+        ask = [k for k in meta_keys if k not in self._kept_meta() and k not in self._fixed]
         mark = "%s" if self._dialect == "postgresql" else "?"
         sql = (
             "SELECT NULL, CAST(next_offset AS TEXT) FROM consumer_offsets"
