@@ -128,7 +128,7 @@ class BatchAgent:
                 continue
             if m.timestamp:
                 w.metrics.waited.labels(group=h.group).observe(max(0.0, time.time() - m.timestamp))
-            run.append(Pending(m, w._record(m), w.rb.commit_to(slot, m.offset)))
+            run.append(Pending(m, w._record(m), w.rb.commit_to(slot, m.offset, w._committed[slot])))
         await self.flush(run)
         return keep
 

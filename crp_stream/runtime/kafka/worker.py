@@ -251,7 +251,7 @@ class KafkaWorker(WorkerStatus):
         if m.timestamp:
             self.metrics.waited.labels(group=h.group).observe(max(0.0, time.time() - m.timestamp))
         t0 = time.perf_counter()
-        commit_to = self.rb.commit_to(slot, record.offset)
+        commit_to = self.rb.commit_to(slot, record.offset, self._committed[slot])
         outputs, routed = await self._apply(h, record, commit_to)
         elapsed = time.perf_counter() - t0
         if outputs is not None and self._after_commit is not None:
@@ -376,8 +376,10 @@ class KafkaWorker(WorkerStatus):
             with self.fabric.unit_of_work() as uow:
                 # one round trip: the offset, the handler's meta reads and this partition's outbox row
                 meta = (*h.meta_keys, okey)
-                if uow.repo.record_start(h.group, record.topic, record.partition, meta) > record.offset:
+                start = uow.repo.record_start(h.group, record.topic, record.partition, meta)
+                if start > record.offset:
                     return None, []
+                commit_to = max(commit_to, start)  # the fabric's offset never moves back
                 outs = apply_record(h, record, uow) if failed is None else internal_error_output(h, record, failed)
                 uow.repo.commit_offset(h.group, record.topic, record.partition, commit_to)
                 routed = route(outs, uow, self.settings, self.partitions)
