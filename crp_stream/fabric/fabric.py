@@ -118,13 +118,16 @@ class Fabric:
     def warm(self, graph: bool = True) -> None:
         """Fill the in-process caches a window request reads, at start-up rather than on the first
         requests: the ANN cache of a large fabric, and (``graph``: the process serves window
-        requests) the similarity graph of up to ``cache_graph_nodes`` facts (``GraphCache.preload``)."""
+        requests) the similarity graph of up to ``cache_graph_nodes`` facts (``GraphCache.preload``)
+        and the rows, vectors and statuses of up to ``cache_facts`` facts (``FactCache.preload``)."""
         self.vectors.ann()
         if not graph:
             return
         with self.unit_of_work() as uow:
             generation = uow.repo.get_meta(GRAPH_GENERATION) or "0"
             self.graph.preload(uow.repo, uow.repo.fact_ids(limit=self.graph.max_nodes), generation)
+        with self.unit_of_work() as uow:
+            self.facts.preload(uow.repo, uow.vectors, uow.repo.fact_ids(limit=self.facts.max_facts))
 
     def thresholds(self, repo: Repository | None = None) -> Thresholds:
         """The similarity thresholds in force, each from the first of these that sets it:

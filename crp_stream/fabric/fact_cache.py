@@ -230,6 +230,16 @@ class FactCache:
             self._store(loaded, new)
         return Batch(ids, out_rows, out, Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1]))
 
+    def preload(self, repo: Any, vectors: Any, fact_ids: Sequence[str], batch: int = 5_000) -> int:
+        """Read the first ``max_facts`` of ``fact_ids`` (rows, vectors, statuses) in the caller's
+        transaction: at start-up, beside ``GraphCache.preload``, so that the first windows read no
+        row from the store. Returns the entries held."""
+        ids = list(fact_ids[: self.max_facts])
+        for start in range(0, len(ids), batch):
+            self.candidates(repo, vectors, ids[start : start + batch])
+        self.hits = self.misses = 0  # the counters describe the requests served
+        return len(self)
+
     def _store(self, loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]], new: _Loaded) -> None:
         dim = new.vecs.shape[1]
         if self._mat.shape[1] != dim:  # first load (or another model after a rebuild): start over

@@ -14,16 +14,15 @@ from crp_stream.fabric.claim_index import ClaimIndex, as_stored
 from crp_stream.fabric.edge_records import EdgeRecords
 from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
 from crp_stream.fabric.operator_records import OperatorRecords, canonical_json
+from crp_stream.fabric.progress_records import ProgressRecords
 from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
 
 _FACT_COLUMNS = tuple(t.facts.c.keys())
 
 FACTS_GENERATION = "facts_generation"
-# SPEC-024 §2.5: the model is fixed at the fabric's first write, with its dimension and text convention
-FIXED_META = frozenset({"embedding_model", "embedding_dim", "embedding_text"})
 
 
-class Repository(OperatorRecords, EdgeRecords):
+class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
     def __init__(self, conn: Connection, claims: ClaimIndex | None = None, fixed: dict[str, str] | None = None):
         self.conn = conn
         # meta values fixed at the fabric's first write (the model, its dimension, the embedding
@@ -31,6 +30,7 @@ class Repository(OperatorRecords, EdgeRecords):
         # read them several times, each a round trip on PostgreSQL
         self._fixed: dict[str, str] = {} if fixed is None else fixed
         self._meta_written: set[str] = set()
+        self._meta: dict[str, str | None] = {}  # ProgressRecords: meta read or written in this transaction
         self._dialect = conn.dialect.name
         # processed ids of this transaction, written by ``flush`` in one statement before it commits
         self._marks: dict[tuple[str, str], dict[str, Any]] = {}
@@ -87,51 +87,7 @@ class Repository(OperatorRecords, EdgeRecords):
             self._graph_synced = True
         return graph
 
-    # meta -------------------------------------------------------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        fixed = self._fixed
-        if key in fixed:
-            return fixed[key]
-        rows = self._select_in(("value",), "meta", "key", [key])  # read several times per window request
-        value: str | None = rows[0][0] if rows else None
-        if value is not None and key in FIXED_META and key not in self._meta_written:
-            fixed[key] = value  # committed (not this transaction's write) and never changed once set
-        return value
-
-    def set_meta(self, key: str, value: str) -> None:
-        self._meta_written.add(key)
-        if self.get_meta(key) is None:
-            self.conn.execute(t.meta.insert().values(key=key, value=value))
-        else:
-            self.conn.execute(update(t.meta).where(t.meta.c.key == key).values(value=value))
-
-    def increment_meta(self, key: str) -> int:
-        """Add 1 to an integer meta value (0 if absent) and return the new value, atomically: a
-        concurrent writer waits for this transaction and then increments the committed value, so two
-        workers never both move a counter from n to n + 1 (a read-then-write would)."""
-        # on the driver: every transaction that writes claims or statuses moves a counter
-        self._execute("INSERT INTO meta (key, value) VALUES (?, '0') ON CONFLICT (key) DO NOTHING", (key,))
-        sql = "UPDATE meta SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = ? RETURNING value"
-        return int(self._execute_one(sql, (key,))[0])
-
-    # offsets and idempotency ------------------------------------------------------------------
-    def offsets(self, consumer: str) -> dict[tuple[str, int], int]:
-        rows = self.conn.execute(
-            select(t.consumer_offsets.c.topic, t.consumer_offsets.c.partition, t.consumer_offsets.c.next_offset).where(
-                t.consumer_offsets.c.consumer == consumer
-            )
-        )
-        return {(r.topic, r.partition): r.next_offset for r in rows}
-
-    def commit_offset(self, consumer: str, topic: str, partition: int, next_offset: int) -> None:
-        tbl = t.consumer_offsets
-        cond = (tbl.c.consumer == consumer) & (tbl.c.topic == topic) & (tbl.c.partition == partition)
-        res = self.conn.execute(update(tbl).where(cond).values(next_offset=next_offset))
-        if res.rowcount == 0:
-            self.conn.execute(
-                tbl.insert().values(consumer=consumer, topic=topic, partition=partition, next_offset=next_offset)
-            )
-
+    # idempotency ------------------------------------------------------------------------------
     def processed_hash(self, consumer: str, event_id: str) -> str | None:
         pending = self._marks.get((consumer, event_id))
         if pending is not None:
@@ -373,24 +329,21 @@ class Repository(OperatorRecords, EdgeRecords):
             "updated_at_us": at_us,
         }
         # on the driver's connection, in this transaction, as ``_select_in``: every window request and
-        # report saves its session, and SQLAlchemy's statement handling cost more than the write
+        # report saves its session, and SQLAlchemy's statement handling cost more than the write; one
+        # upsert (PostgreSQL and SQLite alike), so a new session costs one round trip too
         mark = "%s" if self._dialect == "postgresql" else "?"
         cols = list(values)
-        args = [*values.values(), session_id]
-        sql = f"UPDATE sessions SET {', '.join(f'{c} = {mark}' for c in cols)} WHERE session_id = {mark}"
+        sql = (
+            f"INSERT INTO sessions (session_id, {', '.join(cols)}) VALUES ({', '.join([mark] * (len(cols) + 1))})"
+            f" ON CONFLICT (session_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in cols)}"
+        )
+        args = [session_id, *values.values()]
         raw = self.conn.connection.driver_connection
         if self._dialect == "postgresql":
             with raw.cursor() as cur:  # type: ignore[union-attr]
                 cur.execute(sql, args)
-                if cur.rowcount == 0:
-                    cur.execute(self._insert_session_sql(mark, cols), [session_id, *values.values()])
             return
-        if raw.execute(sql, args).rowcount == 0:  # type: ignore[union-attr]
-            raw.execute(self._insert_session_sql(mark, cols), [session_id, *values.values()])  # type: ignore[union-attr]
-
-    @staticmethod
-    def _insert_session_sql(mark: str, cols: list[str]) -> str:
-        return f"INSERT INTO sessions (session_id, {', '.join(cols)}) VALUES ({', '.join([mark] * (len(cols) + 1))})"
+        raw.execute(sql, args)  # type: ignore[union-attr]
 
     # audit log: append-only by construction (no update or delete method exists) -----------------
     def append_audit(self, event_id: str, audit_type: str, at_us: int, key: str, details: dict[str, Any]) -> None:

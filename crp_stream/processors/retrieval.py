@@ -15,6 +15,8 @@ from crp_stream import events
 from crp_stream.core import exits, fanout
 from crp_stream.events import Rejected
 from crp_stream.fabric.fabric import UnitOfWork
+from crp_stream.fabric.graph import GRAPH_GENERATION
+from crp_stream.fabric.repository import FACTS_GENERATION
 from crp_stream.processors import assembly, envelope, fan_in
 from crp_stream.processors import branches as branches_mod
 from crp_stream.processors.base import Emitter, Handler, Record
@@ -36,6 +38,7 @@ ENVELOPES = "crp.envelopes"
 class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
     group = "retrieval"
     topics = ("crp.window.requests", "crp.window.reports")
+    meta_keys = ("embedding_model", "embedding_dim", FACTS_GENERATION, GRAPH_GENERATION)
 
     def handle(
         self, event: events.WindowRequested | events.WindowReported, record: Record, uow: UnitOfWork, out: Emitter

@@ -13,7 +13,8 @@
    3 sub-queries each, keys spread over the partitions). Latency = envelope consumed - request
    produced, on this machine's clock. The workers' ``crp_envelope_assembly_seconds`` histogram gives
    the in-process assembly time of the same requests, so the broker's (and the runtime's) share is
-   the difference.
+   the difference. ``--profile DIR``: each retrieval worker's fabric thread under cProfile
+   (``CRP_PROFILE``), written to ``DIR/<worker>.pstats`` when it stops (warm-up requests included).
 
 With ``--preload direct`` step 1 is replaced by writing the same facts straight into PostgreSQL and
 the edge index (``ops/bench/preload.py``: the rows and edges ingest would leave), so that 100k facts
@@ -80,6 +81,10 @@ class Worker:
         self.log = open(logdir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRP_")}
         env["CRP_TOPIC_PREFIX"] = prefix
+        if args.profile and groups == "retrieval":  # the fabric thread's cProfile (runtime/kafka/profiling.py)
+            args.profile.mkdir(parents=True, exist_ok=True)
+            env["CRP_PROFILE"] = str(args.profile / f"{name}.pstats")
+            env["CRP_PROFILE_CLOCK"] = args.profile_clock
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -142,6 +147,12 @@ class Worker:
             elif line.startswith(name + "_sum") and label in line:
                 out[-1.0] = float(line.rsplit(" ", 1)[1])
         return out
+
+    def counter(self, name: str, label: str = "") -> float:
+        for line in self.get("/metrics").decode().splitlines():
+            if line.startswith(name + "_total") and label in line:
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -337,6 +348,10 @@ def main() -> int:
     p.add_argument("--drain", type=float, default=30.0, help="seconds to wait for replies after the last request")
     p.add_argument("--out", type=Path, help="write the results as JSON here too")
     p.add_argument(
+        "--profile", type=Path, help="cProfile each retrieval worker's fabric thread into DIR/<worker>.pstats"
+    )
+    p.add_argument("--profile-clock", choices=("wall", "cpu"), default="wall", help="--profile's clock")
+    p.add_argument(
         "--preload",
         choices=("kafka", "direct"),
         default="kafka",
@@ -431,15 +446,22 @@ def run_case(
             "assembly": ("crp_envelope_assembly_seconds", ""),
             "wait": ("crp_record_wait_seconds", 'group="retrieval"'),
             "produce": ("crp_produce_seconds", ""),
+            "fabric_thread": ("crp_fabric_thread_seconds", 'group="retrieval"'),  # assembly minus queueing
         }
+        cpu = ("crp_fabric_thread_cpu_seconds", 'group="retrieval"')
         before = {k: [w.buckets(*v) for w in workers] for k, v in probes.items()}
+        cpu_before = sum(w.counter(*cpu) for w in workers)
         run = asyncio.run(load(args, prefix, vecs, rate, f"w{nw}r{int(rate)}"))
         after = {k: [w.buckets(*v) for w in workers] for k, v in probes.items()}
+        cpu_s = sum(w.counter(*cpu) for w in workers) - cpu_before
         run["workers"] = nw
         for k in probes:
             total_b = {b: sum(x.get(b, 0.0) for x in before[k]) for b in after[k][0]}
             total_a = {b: sum(x.get(b, 0.0) for x in after[k]) for b in after[k][0]}
             run[k] = {n: round(v, 2) for n, v in histogram_stats(total_b, total_a).items()}
+        n = run["fabric_thread"]["count"]
+        run["fabric_thread"]["cpu_mean_ms"] = round(1000 * cpu_s / n, 2) if n else float("nan")
+        run["load_avg"] = round(os.getloadavg()[0], 2)
         return run
     finally:
         for w in workers:

@@ -151,6 +151,26 @@ class Pipeline:
         need = {**inputs, **{tp: end for tp, end in ends.items() if tp[0] == "crp.facts"}}
         return all(offsets.get((GROUP_OF[t], t, p), 0) >= end for (t, p), end in need.items() if end > 0)
 
+    def unsettled(self, inputs: Mapping[tuple[str, int], int]) -> str:
+        """What ``settled`` waits for, for a timeout's message: offsets behind their end, output
+        partitions the tap has not read to their end."""
+        try:
+            offsets, _outbox = self._fabric()
+        except SQLAlchemyError as exc:
+            return f"fabric unreadable: {type(exc).__name__}"
+        ends = self.kafka.ends() or {}
+        need = {**inputs, **{tp: end for tp, end in ends.items() if tp[0] == "crp.facts"}}
+        behind = {
+            f"{GROUP_OF[t]}:{t}[{p}]": (offsets.get((GROUP_OF[t], t, p), 0), end)
+            for (t, p), end in need.items()
+            if end > 0 and offsets.get((GROUP_OF[t], t, p), 0) < end
+        }
+        read: dict[tuple[str, int], int] = {}
+        for r in self.kafka.snapshot():
+            read[(r.topic, r.partition)] = max(read.get((r.topic, r.partition), 0), r.offset + 1)
+        unread = {f"{t}[{p}]": (read.get((t, p), 0), end) for (t, p), end in ends.items() if read.get((t, p), 0) < end}
+        return f"offsets behind (committed, end): {behind}; outputs unread (read, end): {unread}"
+
     def caught_up(self, ends: Mapping[tuple[str, int], int] | None = None) -> bool:
         """The tap has read every output topic to its end."""
         ends = ends if ends is not None else self.kafka.ends()
@@ -286,6 +306,7 @@ class Pacer:
                     raise TimeoutError(
                         f"{p.name} did not settle input {len(self.stamps) - 1} within "
                         f"{self.step_timeout_s}s; outputs never produced: {p.pending_outbox()[:5]}; "
+                        f"{p.unsettled(self.ends)}; "
                         f"worker log:\n{p.worker.log_tail()}"
                     )
                 time.sleep(0.01)

@@ -176,3 +176,14 @@ def test_the_fabric_bounds_its_caches_by_the_settings(tmp_path: Path) -> None:
         assert (fabric.facts.max_facts, fabric.graph.max_nodes) == (123, 456)
     finally:
         fabric.close()
+
+
+def test_preload_reads_rows_and_statuses_once_so_requests_read_none(engine: Engine) -> None:
+    cache, vectors, asked = FactCache(max_facts=3), Vectors(VECS), []
+    with engine.begin() as conn:
+        repo = CountingRepo(conn, asked)
+        assert cache.preload(repo, vectors, ["a", "b", "c", "d"], batch=2) == 3  # d has no vector; bound 3
+        assert asked == [["a", "b"], ["c"]] and cache.hits == cache.misses == 0
+        ids, rows, _ = cache.candidates(repo, vectors, ["c", "a", "b"])
+    assert ids == ["c", "a", "b"] and rows[0]["status"] == "stale"
+    assert asked == [["a", "b"], ["c"]] and cache.hits == 3 and cache.misses == 0  # no read for the request

@@ -113,6 +113,23 @@ def test_the_committed_offset_is_the_lowest_record_not_yet_applied() -> None:
     assert rb.commit_to(slot, 5) == 6  # everything received is applied
 
 
+def test_records_redelivered_below_the_fabrics_offset_do_not_pull_it_back() -> None:
+    """After a restart faust redelivers from its own (older) offset: 0 and 1 are below the fabric's
+    offset 2 and queued (to be skipped); 2 applied first must commit 3, not 0."""
+    from types import SimpleNamespace
+
+    from crp_stream.runtime.kafka.sessions import WorkerBarrier
+
+    rb = WorkerBarrier(SimpleNamespace())  # type: ignore[arg-type]
+    slot = ("retrieval", "crp.window.requests", 1)
+    rb.inflight[slot] = {0, 1, 2}
+    rb.received[slot] = 2
+    assert rb.commit_to(slot, 2, floor=2) == 3
+    rb.inflight[slot] = {0, 2, 4}
+    rb.received[slot] = 4
+    assert rb.commit_to(slot, 4, floor=2) == 2  # 2 (not below the floor) still waits
+
+
 def test_acks_go_to_faust_in_offset_order() -> None:
     """Faust commits the run of acked offsets from the lowest acked, whatever lies below it: a record
     applied early is acknowledged only once every record before it was applied."""

@@ -83,6 +83,16 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.fabric_wall = Histogram(
+            "crp_fabric_thread_seconds",
+            "Wall time of one record's work on the fabric thread (transaction and commit; no queueing)",
+            ["group"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.fabric_cpu = Counter(
+            "crp_fabric_thread_cpu_seconds", "CPU time of the fabric thread's record work", ["group"], registry=r
+        )
         self.barrier = Histogram(
             "crp_barrier_wait_seconds",
             "Kafka: a window request's wait for the inputs appended before it",

@@ -248,14 +248,17 @@ class WorkerBarrier:
         except (ValueError, TypeError, AttributeError):
             return round(float(m.timestamp) * 1000)
 
-    def commit_to(self, slot: tuple[str, str, int], offset: int) -> int:
+    def commit_to(self, slot: tuple[str, str, int], offset: int, floor: int = 0) -> int:
         """The offset to commit once ``offset`` is applied: in log order the next one; with records
-        applied out of order, the lowest one still waiting."""
+        applied out of order, the lowest one still waiting. ``floor``: the fabric's offset. A record
+        below it, redelivered after a restart and still queued, was applied already (it will be
+        skipped): it must not pull the fabric's offset back below records applied since (that left
+        the crash test's worker with nothing to do while its fabric offset said otherwise)."""
         inflight = self.inflight.get(slot)
         if inflight is None:
-            return offset + 1
-        rest = [o for o in inflight if o != offset]
-        return min(rest) if rest else max(self.received.get(slot, offset), offset) + 1
+            return max(offset + 1, floor)
+        rest = [o for o in inflight if o != offset and o >= floor]
+        return max(min(rest) if rest else max(self.received.get(slot, offset), offset) + 1, floor)
 
     def forget(self, topic: str, partition: int) -> None:
         base = self.w.settings.base_topic(topic)

@@ -2,10 +2,11 @@
 real broker, PostgreSQL and Qdrant; one agent per handler group, workers of a group split partitions.
 
 At-least-once delivery with idempotent, transactional fabric effects (not faust's exactly_once: the
-effects live in the database, which a Kafka transaction cannot include). Per record and group, one
-database transaction checks the fabric's offset, applies the record and writes the outputs to the
-partition's outbox; the outputs are produced after the commit. Handler work runs on one thread, off
-the event loop. Why each step, and what it guards against: docs/kafka.md.
+effects live in the database, which a Kafka transaction cannot include). One database transaction
+checks the fabric's offset, applies the records and writes their outputs to the partition's outbox;
+the outputs are produced after the commit. Ingest and the arbiter apply what faust delivered in a
+burst in one transaction (batch.py); the other groups, and a batch that failed, one record each.
+Handler work runs on one thread, off the event loop. Why each step: docs/kafka.md.
 """
 
 from __future__ import annotations
@@ -30,8 +31,10 @@ from crp_stream.fabric.fabric import Fabric, open_vector_index
 from crp_stream.processors import HANDLER_GROUPS, all_handlers
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import apply_record, internal_error_output
+from crp_stream.runtime.kafka.batch import BATCH_MAX, BATCHED_GROUPS, BatchAgent
 from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, route, save_outbox
 from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
+from crp_stream.runtime.kafka.profiling import FabricThread
 from crp_stream.runtime.kafka.sessions import WorkerBarrier
 from crp_stream.runtime.kafka.status import WorkerStatus
 from crp_stream.runtime.kafka.topics import bootstrap_servers, ensure_topics
@@ -72,6 +75,7 @@ class KafkaWorker(WorkerStatus):
         commit_interval_s: float = 1.0,
         after_commit: Callable[[list[Routed]], None] | None = None,
         mounts: Sequence[Mount] = (),
+        batch_max: int = BATCH_MAX,
     ):
         self.settings = settings
         self.servers = bootstrap_servers(settings.broker)
@@ -90,7 +94,9 @@ class KafkaWorker(WorkerStatus):
         self.max_attempts = max_attempts
         self.session_timeout_s = session_timeout_s
         self.commit_interval_s = commit_interval_s
+        self.batch_max = batch_max  # records per transaction on the batched groups; 1: one per record
         self.metrics = Metrics("kafka")
+        self._fabric_thread = FabricThread(self.metrics)  # timed; CRP_PROFILE=path: under cProfile
         self.partitions: dict[str, int] = {}
         self.app: faust.App | None = None
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="crp-fabric")
@@ -200,6 +206,9 @@ class KafkaWorker(WorkerStatus):
                 async for event in stream.noack().events():  # applied maybe out of order, acked in order
                     self.rb.sequence(h, event)
                 return
+            if h.group in BATCHED_GROUPS and self.batch_max > 1:
+                await BatchAgent(self, h, self.batch_max).run(stream)  # batch.py: one transaction per burst
+                return
             async for event in stream.events():
                 await self.rb.before(h.group, event.message)
                 await self.handle_message(h, event.message)
@@ -214,27 +223,35 @@ class KafkaWorker(WorkerStatus):
             await self._handle(h, m, lag_ms)
         self.rb.applied(slot, m.offset)
 
-    async def _handle(self, h: AnyHandler, m: Any, lag_ms: int | None) -> None:
+    def _record(self, m: Any, lag_ms: int | None = None) -> Record:
+        """The handlers' view of a faust message (the epoch is the broker's LogAppendTime)."""
         base = self.settings.base_topic(m.topic)
         if m.timestamp_type != LOG_APPEND_TIME and m.topic not in self._warned_ts:
             self._warned_ts.add(m.topic)
             log.warning("topic %s: record timestamps are not LogAppendTime; the epoch is the producer's", m.topic)
         ts_us = round((m.timestamp or 0.0) * 1000) * 1000
         key = None if m.key is None else bytes(m.key).decode("utf-8", "replace")
-        record = Record(
+        return Record(
             base, m.partition, m.offset, key, bytes(m.value or b""), ts_us, tuple(m.headers or ()), fabric_lag_ms=lag_ms
         )
+
+    def _unclaimed(self, slot: tuple[str, str, int], m: Any) -> bool:
+        """The partition is new to this worker, or came back in another generation."""
+        return self._generation.get(slot, -1) != m.generation_id or slot not in self._committed
+
+    async def _handle(self, h: AnyHandler, m: Any, lag_ms: int | None) -> None:
+        record = self._record(m, lag_ms)
+        base = record.topic
         slot = (h.group, base, m.partition)
-        if self._generation.get(slot, -1) != m.generation_id or slot not in self._committed:
-            await self._claim_partition(h, base, m.partition)
-            self._generation[slot] = m.generation_id
+        if self._unclaimed(slot, m):
+            await self._claim_partition(h, base, m.partition, m.generation_id)
         if record.offset < self._committed[slot]:
             self.metrics.skipped.labels(group=h.group, topic=base).inc()
             return
         if m.timestamp:
             self.metrics.waited.labels(group=h.group).observe(max(0.0, time.time() - m.timestamp))
         t0 = time.perf_counter()
-        commit_to = self.rb.commit_to(slot, record.offset)
+        commit_to = self.rb.commit_to(slot, record.offset, self._committed[slot])
         outputs, routed = await self._apply(h, record, commit_to)
         elapsed = time.perf_counter() - t0
         if outputs is not None and self._after_commit is not None:
@@ -261,7 +278,7 @@ class KafkaWorker(WorkerStatus):
                 self._committed.pop(slot, None)
                 self._generation.pop(slot, None)
 
-    async def _claim_partition(self, h: AnyHandler, base: str, partition: int) -> None:
+    async def _claim_partition(self, h: AnyHandler, base: str, partition: int, generation: int) -> None:
         """First record of a (re)assigned partition: load the fabric's offset, re-produce the outbox."""
         okey = outbox_key(h.group, base, partition)
 
@@ -282,6 +299,7 @@ class KafkaWorker(WorkerStatus):
             with self._outbox_lock:
                 self._outbox_dirty.add(okey)
         self._committed[(h.group, base, partition)] = committed
+        self._generation[(h.group, base, partition)] = generation
 
     async def _retry(self, fn: Any, what: str) -> Any:
         loop = asyncio.get_running_loop()
@@ -313,7 +331,9 @@ class KafkaWorker(WorkerStatus):
         while True:
             attempt += 1
             try:
-                result = await loop.run_in_executor(self._executor, self._apply_sync, h, record, None, commit_to)
+                result = await loop.run_in_executor(
+                    self._executor, self._fabric_thread.run, h.group, self._apply_sync, h, record, None, commit_to
+                )
                 self.last_error = None
                 return result
             except Exception as exc:
@@ -354,8 +374,12 @@ class KafkaWorker(WorkerStatus):
             self._unreconciled = False
         try:
             with self.fabric.unit_of_work() as uow:
-                if uow.repo.offsets(h.group).get((record.topic, record.partition), 0) > record.offset:
+                # one round trip: the offset, the handler's meta reads and this partition's outbox row
+                meta = (*h.meta_keys, okey)
+                start = uow.repo.record_start(h.group, record.topic, record.partition, meta)
+                if start > record.offset:
                     return None, []
+                commit_to = max(commit_to, start)  # the fabric's offset never moves back
                 outs = apply_record(h, record, uow) if failed is None else internal_error_output(h, record, failed)
                 uow.repo.commit_offset(h.group, record.topic, record.partition, commit_to)
                 routed = route(outs, uow, self.settings, self.partitions)
@@ -444,6 +468,7 @@ class KafkaWorker(WorkerStatus):
         except Exception as exc:  # harmless: the next owner re-produces them, with the same ids
             log.warning("could not clear the outboxes on shutdown: %s: %s", type(exc).__name__, exc)
         self._executor.shutdown(wait=True)
+        self._fabric_thread.dump()
         self.journal.close()
         self.fabric.close()
 
