@@ -16,10 +16,13 @@ copies carry the same ``crp-id`` and the same idempotency keys, so consumers ign
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka.partitioner import murmur2
 
@@ -28,6 +31,8 @@ from crp_stream.core.drift import claim_key
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import Output
 from crp_stream.processors.dispatch import ID_HEADER
+
+log = logging.getLogger("crp_stream.kafka")
 
 FACTS = "crp.facts"
 OUTBOX_PREFIX = "outbox:"
@@ -109,3 +114,23 @@ def load_outbox(uow: UnitOfWork, key: str) -> list[Routed]:
     if not raw:
         return []
     return [Routed(t, int(p), base64.b64decode(k), base64.b64decode(v), rid) for t, p, k, v, rid in json.loads(raw)]
+
+
+async def produce_until_acked(producer: Any, routed: Sequence[Routed], failed: Callable[[str], None]) -> None:
+    """Send every output, then wait for all acknowledgements; retried (backing off up to 5 s) until
+    the broker takes them all. ``failed`` hears each failure (the worker's health shows it)."""
+    delay = 0.1
+    while True:
+        try:
+            futures = [await producer.send(r.topic, r.key, r.value, r.partition, None, r.headers) for r in routed]
+            await asyncio.gather(*futures)
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            failed(f"produce: {type(exc).__name__}")
+            log.warning(
+                "producing %d outputs failed, retrying in %.1fs: %s: %s", len(routed), delay, type(exc).__name__, exc
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)

@@ -32,7 +32,7 @@ from crp_stream.processors import HANDLER_GROUPS, all_handlers
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import apply_record, internal_error_output
 from crp_stream.runtime.kafka.batch import BATCH_MAX, BATCHED_GROUPS, BatchAgent
-from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, route, save_outbox
+from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, produce_until_acked, route, save_outbox
 from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
 from crp_stream.runtime.kafka.profiling import FabricThread
 from crp_stream.runtime.kafka.sessions import WorkerBarrier
@@ -415,28 +415,11 @@ class KafkaWorker(WorkerStatus):
         if not routed:
             return
         assert self.app is not None
-        delay = 0.1
-        while True:
-            try:
-                futures = [
-                    await self.app.producer.send(r.topic, r.key, r.value, r.partition, None, r.headers) for r in routed
-                ]
-                await asyncio.gather(*futures)
-                self.broker.confirm()
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                self.last_error = f"produce: {type(exc).__name__}"
-                log.warning(
-                    "producing %d outputs failed, retrying in %.1fs: %s: %s",
-                    len(routed),
-                    delay,
-                    type(exc).__name__,
-                    exc,
-                )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        await produce_until_acked(self.app.producer, routed, self._produce_failed)
+        self.broker.confirm()
+
+    def _produce_failed(self, error: str) -> None:
+        self.last_error = error
 
     # lifecycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
