@@ -41,7 +41,10 @@ class DriverSQL:
         if self._dialect == "postgresql":
             tail = (" ORDER BY " + ", ".join(f'{c} COLLATE "C"' for c in order)) if order else ""
             with raw.cursor() as cur:  # type: ignore[union-attr]
-                cur.execute(head + " = ANY(%b)" + tail, (*extra, ids))  # binary: no per-element quoting
+                # binary: no per-element quoting. Never prepared: a prepared statement's generic plan
+                # (a fresh table without statistics) matched each row against the whole array, e.g.
+                # a start-up graph preload stuck for minutes on 5,000 ids; a one-off plan hashes it
+                cur.execute(head + " = ANY(%b)" + tail, (*extra, ids), prepare=False)
                 return list(cur.fetchall())
         tail = (" ORDER BY " + ", ".join(order)) if order else ""
         out: list[Any] = []

@@ -78,6 +78,7 @@ class Worker:
         self, name: str, args: argparse.Namespace, prefix: str, database: str, qdrant: str, groups: str, logdir: Path
     ):
         self.name, self.port = name, free_port()
+        self.ready_timeout: float = args.ready_timeout
         self.log = open(logdir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRP_")}
         env["CRP_TOPIC_PREFIX"] = prefix
@@ -126,7 +127,9 @@ class Worker:
         except (OSError, ValueError):
             return {}
 
-    def wait_ready(self, timeout: float = 120) -> list[str]:
+    def wait_ready(self, timeout: float | None = None) -> list[str]:
+        # at 100k a retrieval worker builds its ANN cache and preloads the graph and the fact cache first
+        timeout = self.ready_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -339,6 +342,7 @@ def main() -> int:
         help="URL of any database on the server; the bench creates its own database",
     )
     p.add_argument("--facts", type=int, default=10_000)
+    p.add_argument("--ready-timeout", type=float, default=600.0, help="seconds a worker may take to start")
     p.add_argument("--facts-per-doc", type=int, default=50)
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--rates", default="5,50,200")
