@@ -9,6 +9,8 @@ API
   the union, never mutates.
 - ``ngram_overlap(text, blacklist, n=6) -> int``: distinct n-grams of ``text`` found in the blacklist.
 - ``ngram_overlaps(texts, blacklist, n=6) -> list[int]``: ``ngram_overlap`` of each text, faster.
+- ``gram_hash_array(text, n=6)``, ``ngram_overlaps_hashed(texts, hashes, blacklist, n=6)``: the same
+  counts from n-gram hashes the caller keeps per fact.
 - ``ngram_penalty(overlaps) -> NDArray[float64]`` (§5.2): ``min(0.80, 0.15 * overlaps)``.
 - ``ngram_guard_activations(penalties) -> int`` (§8.3): candidates with a non-zero penalty.
 - ``NGRAM_DIAGNOSTIC_SHARE = 0.20``; ``ngram_guard_diagnostic(activations, candidates) -> str | None``
@@ -61,12 +63,22 @@ def ngram_overlap(text: str, blacklist: Set[str], n: int = NGRAM_N) -> int:
     return len(ngrams(tokenize(text), n) & blacklist)
 
 
+def _hash_grams(text: str, n: int) -> set[int]:
+    tokens = tokenize(text)
+    return {hash(g) for g in zip(*(tokens[k:] for k in range(n)), strict=False)}  # n shorter lists
+
+
 @memo.text_memo(2.0)
 def _gram_hashes(text: str, n: int) -> tuple[int, ...]:
     """Hashes of the text's n-grams as token tuples (made in C by ``zip``, no joined strings); a
     blacklist n-gram splits back into the same tuple (tokens hold no space), see ``_listed``."""
-    tokens = tokenize(text)
-    return tuple({hash(g) for g in zip(*(tokens[k:] for k in range(n)), strict=False)})  # n shorter lists
+    return tuple(_hash_grams(text, n))
+
+
+def gram_hash_array(text: str, n: int = NGRAM_N) -> NDArray[np.int64]:
+    """``_gram_hashes`` of a text as an int64 array, not remembered: for a caller that keeps it per
+    fact (the fact cache) and hands it to ``ngram_overlaps_hashed``."""
+    return np.fromiter(_hash_grams(text, n), dtype=np.int64)
 
 
 def _listed(blacklist: Set[str]) -> set[int]:
@@ -92,6 +104,28 @@ def ngram_overlaps(texts: Sequence[str], blacklist: Set[str], n: int = NGRAM_N) 
         return [0] * len(texts)
     listed = _listed(blacklist)
     return [0 if listed.isdisjoint(_gram_hashes(t, n)) else len(_gram_set(t, n) & blacklist) for t in texts]
+
+
+def ngram_overlaps_hashed(
+    texts: Sequence[str], hashes: Sequence[NDArray[np.int64] | None], blacklist: Set[str], n: int = NGRAM_N
+) -> list[int]:
+    """``ngram_overlaps`` with each text's ``gram_hash_array`` given (None: computed here): the screen
+    is one ``isin`` over every text's hashes; only a text with a hash in the blacklist's is counted."""
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    if not blacklist or not texts:
+        return [0] * len(texts)
+    listed = _listed(blacklist)
+    arrays = [
+        h if h is not None else np.fromiter(_gram_hashes(t, n), dtype=np.int64)
+        for t, h in zip(texts, hashes, strict=True)
+    ]
+    lens = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
+    hit = np.isin(np.concatenate(arrays), np.fromiter(listed, dtype=np.int64, count=len(listed)))
+    out = [0] * len(texts)
+    for i in np.unique(np.repeat(np.arange(len(arrays)), lens)[hit]).tolist():
+        out[i] = len(_gram_set(texts[i], n) & blacklist)
+    return out
 
 
 def ngram_penalty(overlaps: ArrayLike) -> NDArray[np.float64]:

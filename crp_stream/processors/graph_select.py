@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -127,9 +128,20 @@ def edge_order(src: np.ndarray, dst: np.ndarray, kind: np.ndarray, n: int) -> np
 def top_reached(ids: list[str], rank: np.ndarray, taken: Any, k: int) -> list[str]:
     """The ``k`` facts of the ball (``ids`` in fact-id order, ``rank`` their PageRank) not ``taken``,
     with the most PageRank (ties: lower fact id), in fact-id order."""
-    at = np.flatnonzero(np.fromiter((not taken(f) for f in ids), dtype=bool, count=len(ids)))
+    at = np.flatnonzero(~np.fromiter(map(taken, ids), dtype=bool, count=len(ids)))
     top = at[np.lexsort((at, -rank[at]))[: max(k, 0)]]
     return [ids[i] for i in np.sort(top).tolist()]
+
+
+def _connectors(ball: list[str], index: dict[str, int], exclude: set[str], in_order: list[int]) -> list[int]:
+    """``[index[f] for f in ball if f in index and f not in exclude and index[f] not in in_order]``,
+    the ball's thousands of ids looked up in C."""
+    n = len(ball)
+    pos = np.fromiter(map(index.get, ball, repeat(-1)), dtype=np.int64, count=n)
+    ok = (pos >= 0) & ~np.fromiter(map(exclude.__contains__, ball), dtype=bool, count=n)
+    if in_order:
+        ok &= ~np.isin(pos, np.asarray(in_order, dtype=np.int64))
+    return pos[ok].tolist()  # type: ignore[no-any-return]
 
 
 def choose(
@@ -168,10 +180,9 @@ def choose(
         append_outside(uow, c, outside)
     # connectors: reached facts that are not in the CDR order (the order's own facts compete as
     # anchors; its suppressed ones stay out), nor excluded (duplicates, another branch's facts)
-    in_order = set(live) | sel.suppressed | set(c.order)
-    conn = [index[f] for f in w.ids if f in index and f not in exclude and index[f] not in in_order]  # id order
-    ppr_live = np.asarray([w.ppr.get(c.ids[i], 0.0) for i in live], dtype=np.float64)
-    ppr_conn = np.asarray([w.ppr[c.ids[i]] for i in conn], dtype=np.float64)
+    conn = _connectors(w.ids, index, exclude, [*live, *sel.suppressed, *c.order])  # id order
+    ppr_live = np.fromiter(map(w.ppr.get, map(c.ids.__getitem__, live), repeat(0.0)), np.float64, len(live))
+    ppr_conn = np.fromiter(map(w.ppr.__getitem__, map(c.ids.__getitem__, conn)), np.float64, len(conn))
     idx = live + conn
     factor = (
         c.importance[idx]  # the rows' importance, as floats

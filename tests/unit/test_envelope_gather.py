@@ -1,0 +1,144 @@
+"""The columnar gather agrees with the per-hit rules it replaces, on random inputs: the union of the
+probes' top K from the ANN cache's arrays (``search_union``, ``ann.top_slots``) against the ranked
+tuples of ``search_many``; the n-gram screen over kept hash arrays against ``ngram_overlaps``; the
+fact cache's per-slot statuses against the store; the CDGR connectors' lookup against its list form."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import Engine
+
+from crp_stream.core import ngram
+from crp_stream.fabric import db
+from crp_stream.fabric.ann import top_slots
+from crp_stream.fabric.fact_cache import FactCache
+from crp_stream.fabric.repository import Repository
+from crp_stream.fabric.vectors import SCORE_DECIMALS, VectorItem, rank
+from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+from crp_stream.processors import graph_select
+from tests.unit.test_ann import NOW, clustered
+from tests.unit.test_fact_cache import Vectors, fact
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_top_slots_is_the_ranked_cut(seed: int) -> None:
+    rng = random.Random(seed)
+    for _ in range(400):
+        n, k = rng.randrange(1, 60), rng.randrange(1, 40)
+        limit = k + 8
+        n = min(n, limit)
+        base = rng.random()
+        # scores on and around rounding boundaries: ties after rounding, half-way points, equal floats
+        pool = [base, base + 4e-7, base - 4e-7, base + 5e-7, round(base, 6) + 5e-7, base + 1e-6, base + 3e-6]
+        scores = np.array(sorted((rng.choice([*pool, rng.random()]) for _ in range(n)), reverse=True))
+        names = [f"f{rng.randrange(10**6):06d}-{i}" for i in range(n)]
+        slots = np.arange(n, dtype=np.int64)
+        ranked = rank(list(zip(names, scores.tolist(), strict=True)))
+        got = top_slots(slots, scores, k, limit, names, SCORE_DECIMALS)
+        if len(ranked) >= limit and not ranked[-1][1] < ranked[k - 1][1]:
+            assert got is None  # search_many would search again
+            continue
+        assert got is not None
+        assert sorted(names[i] for i in got.tolist()) == sorted(f for f, _ in ranked[:k])
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> EdgeVectorIndex:
+    idx = EdgeVectorIndex(tmp_path / "edge")
+    vecs = clustered(3000)
+    status = ["active", "active", "stale", "quarantined", "superseded"]
+    idx.upsert(
+        [VectorItem(f"f{i:05d}", v, status[i % 5], NOW + 100 if i % 10 == 0 else None) for i, v in enumerate(vecs)]
+    )
+    idx.enable_ann(1000, 10_000)
+    return idx
+
+
+@pytest.mark.parametrize("k", [1, 20, 140])
+def test_search_union_is_the_union_of_search_many(index: EdgeVectorIndex, k: int) -> None:
+    excluded = ("quarantined", "expired", "superseded")
+    for seed in range(4):
+        probes = list(clustered(4, seed=20 + seed))
+        for now in (NOW, NOW + 101):
+            want = sorted({f for hits in index.search_many(probes, k, now, excluded) for f, _ in hits})
+            assert index.search_union(probes, k, now, excluded) == want
+    index.set_status(["f00000", "f00001"], "quarantined")  # a write drops the kept results
+    want = sorted({f for hits in index.search_many(probes, k, NOW, excluded) for f, _ in hits})
+    assert index.search_union(probes, k, NOW, excluded) == want
+
+
+def test_search_union_without_the_ann_cache(tmp_path: Path) -> None:
+    idx = EdgeVectorIndex(tmp_path / "edge")
+    idx.upsert([VectorItem(f"f{i:03d}", v) for i, v in enumerate(clustered(200))])
+    probes = list(clustered(3, seed=4))
+    want = sorted({f for hits in idx.search_many(probes, 30, NOW) for f, _ in hits})
+    assert idx.search_union(probes, 30, NOW) == want
+    assert idx.search_union([], 30, NOW) == [] and idx.search_union(probes, 0, NOW) == []
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ngram_overlaps_hashed_equals_ngram_overlaps(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    words = ["a", "b", "c", "d", "Ünï", "x1"]
+    texts = [" ".join(rng.choice(words, size=int(rng.integers(0, 14)))) for _ in range(200)]
+    blacklist = ngram.update_ngram_blacklist(frozenset(), " ".join(texts[:4]))
+    kept = [ngram.gram_hash_array(t) if rng.random() < 0.7 else None for t in texts]
+    want = ngram.ngram_overlaps(texts, blacklist)
+    assert 0 < sum(map(bool, want)) < len(texts)
+    assert ngram.ngram_overlaps_hashed(texts, kept, blacklist) == want
+    assert ngram.ngram_overlaps_hashed(texts, kept, frozenset()) == [0] * len(texts)
+    assert ngram.ngram_overlaps_hashed([], [], blacklist) == []
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Engine:
+    eng = db.make_engine(f"sqlite:///{tmp_path / 'fabric.sqlite'}")
+    db.upgrade(eng)
+    return eng
+
+
+def test_fact_cache_slot_statuses_follow_the_store(engine: Engine) -> None:
+    """The per-slot statuses (the path where every fact is cached and known) against the statuses
+    read from the store, through writes of this process, of another, and evictions."""
+    rng = random.Random(5)
+    ids = [f"f{i:03d}" for i in range(40)]
+    with engine.begin() as conn:
+        Repository(conn).insert_facts([fact(f) for f in ids])
+    vectors = Vectors({f: [1.0, float(i)] for i, f in enumerate(ids)})
+    cache = FactCache(max_facts=25)
+    statuses = ["active", "stale", "quarantined", "superseded", "expired"]
+    for step in range(60):
+        with engine.begin() as conn:
+            repo = Repository(conn)
+            if step % 3 == 1:  # this process writes and says so
+                changed = rng.sample(ids, 3)
+                gen = repo.set_fact_status(changed, rng.choice(statuses))
+                if gen is not None:
+                    cache.written(gen - 1, gen, changed)
+            asked = rng.sample(ids, rng.randrange(1, 20))
+            b = cache.columns(repo, vectors, asked)
+            truth = repo.fact_statuses(asked)
+        assert b.ids == asked and b.status == [truth[f] for f in asked]
+        assert [r["fact_id"] for r in b.rows] == asked and [h[0] for h in b.heads or []] == asked
+        if step % 7 == 3:  # another process writes: the counter moves without ``written``
+            with engine.begin() as conn:
+                Repository(conn).set_fact_status(rng.sample(ids, 4), rng.choice(statuses))
+    assert len(cache) == 25
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_connectors_are_the_list_form(seed: int) -> None:
+    rng = random.Random(seed)
+    ball = sorted({f"f{rng.randrange(400):03d}" for _ in range(150)})
+    index = {f"f{i:03d}": p for p, i in enumerate(rng.sample(range(400), 120))}
+    exclude = {f"f{rng.randrange(400):03d}" for _ in range(20)}
+    in_order = set(rng.sample(range(120), 30))
+    want = [index[f] for f in ball if f in index and f not in exclude and index[f] not in in_order]
+    assert graph_select._connectors(ball, index, exclude, list(in_order)) == want
+    assert graph_select._connectors(ball, index, exclude, []) == [
+        index[f] for f in ball if f in index and f not in exclude
+    ]
