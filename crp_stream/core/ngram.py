@@ -23,8 +23,10 @@ API
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Sequence, Set
+from itertools import repeat
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -81,8 +83,15 @@ def gram_hash_array(text: str, n: int = NGRAM_N) -> NDArray[np.int64]:
     return np.fromiter(_hash_grams(text, n), dtype=np.int64)
 
 
+@memo.text_memo(0.5)
+def _gram_hash(gram: str) -> int:
+    """A blacklist n-gram's hash as ``_gram_hashes`` makes it: a session's blacklist is read again in
+    every window, so each of its n-grams is split once."""
+    return hash(tuple(gram.split(" ")))
+
+
 def _listed(blacklist: Set[str]) -> set[int]:
-    return {hash(tuple(g.split(" "))) for g in blacklist}
+    return set(map(_gram_hash, blacklist))
 
 
 @memo.text_memo(0.2)
@@ -106,24 +115,32 @@ def ngram_overlaps(texts: Sequence[str], blacklist: Set[str], n: int = NGRAM_N) 
     return [0 if listed.isdisjoint(_gram_hashes(t, n)) else len(_gram_set(t, n) & blacklist) for t in texts]
 
 
+_SCREEN_BITS = 1 << 16  # the hashed screen's table: a few texts in a window's hundreds flagged in vain
+
+
 def ngram_overlaps_hashed(
     texts: Sequence[str], hashes: Sequence[NDArray[np.int64] | None], blacklist: Set[str], n: int = NGRAM_N
 ) -> list[int]:
-    """``ngram_overlaps`` with each text's ``gram_hash_array`` given (None: computed here): the screen
-    is one ``isin`` over every text's hashes; only a text with a hash in the blacklist's is counted."""
+    """``ngram_overlaps`` with each text's ``gram_hash_array`` given (None: looked up here), screened
+    in numpy: a text with an n-gram hash whose low bits are a blacklisted hash's is counted exactly
+    (a text with a blacklisted n-gram always is; one flagged in vain counts 0)."""
     if n < 1:
         raise ValueError("n must be >= 1")
     if not blacklist or not texts:
         return [0] * len(texts)
+    given: list[NDArray[np.int64]] = list(hashes)  # type: ignore[arg-type]  # filled below where None
+    if any(map(operator.is_, given, repeat(None))):  # (``in`` would compare the arrays)
+        given = [
+            np.fromiter(_gram_hashes(t, n), dtype=np.int64) if h is None else h
+            for t, h in zip(texts, given, strict=True)
+        ]
+    lens = np.fromiter(map(len, given), dtype=np.int64, count=len(given))
     listed = _listed(blacklist)
-    arrays = [
-        h if h is not None else np.fromiter(_gram_hashes(t, n), dtype=np.int64)
-        for t, h in zip(texts, hashes, strict=True)
-    ]
-    lens = np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays))
-    hit = np.isin(np.concatenate(arrays), np.fromiter(listed, dtype=np.int64, count=len(listed)))
+    table = np.zeros(_SCREEN_BITS, dtype=bool)
+    table[np.fromiter(listed, dtype=np.int64, count=len(listed)) & (_SCREEN_BITS - 1)] = True
+    hit = table[np.concatenate(given) & (_SCREEN_BITS - 1)]
     out = [0] * len(texts)
-    for i in np.unique(np.repeat(np.arange(len(arrays)), lens)[hit]).tolist():
+    for i in np.unique(np.repeat(np.arange(len(texts)), lens)[hit]).tolist():
         out[i] = len(_gram_set(texts[i], n) & blacklist)
     return out
 

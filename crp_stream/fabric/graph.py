@@ -29,6 +29,7 @@ ingested, so a fact's neighbours can be kept in memory between requests.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from typing import Protocol
@@ -79,10 +80,16 @@ class GraphCache:
     def index(self, fact_ids: Iterable[str]) -> list[int]:
         """The int of each fact id (new ids get the next ints); stable until ``clear``."""
         ids, names = self._ids, self._names
+        if not isinstance(fact_ids, list):
+            fact_ids = list(fact_ids)
+        known: list[int | None] = list(map(ids.get, fact_ids))
+        if None not in known:  # every id known: looked up in C
+            return known  # type: ignore[return-value]  # no None
         out = []
         for f in fact_ids:
             i = ids.get(f)
             if i is None:
+                f = sys.intern(str(f))  # as the ANN and fact caches' ids: lookups compare pointers
                 i = ids[f] = len(names)
                 names.append(f)
             out.append(i)

@@ -139,7 +139,8 @@ def gather(
         near_copies.admit_copies(list(map(_TEXT, rows)), list(map(_SOURCE, rows)), keep.tolist()), dtype=bool
     )
     if not keep.all():
-        batch = _take(batch, np.flatnonzero(keep))
+        at = np.flatnonzero(keep)
+        batch, v64 = _take(batch, at), v64[at]
     cov_vecs, depth = coverage
     if cov_vecs.shape[0] == 0:
         cov_vecs = np.zeros((0, dim), dtype=np.float32)
@@ -159,7 +160,7 @@ def gather(
         views=[],
         ctx=ctx,
     )
-    _extend(c, batch)
+    _extend(c, batch, v64)
     return c
 
 
@@ -192,11 +193,13 @@ def _take(b: Batch, keep: np.ndarray) -> Batch:
     return Batch(ids, rows, b.vecs[keep], b.cols.take(keep), status, heads, grams)
 
 
-def _extend(c: Candidates, b: Batch) -> None:
-    """Score the batch (SPEC-024 §7.1 with SPEC-027 §3.3) and append it to the candidate arrays."""
+def _extend(c: Candidates, b: Batch, v64: np.ndarray | None = None) -> None:
+    """Score the batch (SPEC-024 §7.1 with SPEC-027 §3.3) and append it to the candidate arrays.
+    ``v64``: the batch's vectors as float64, if the caller has them."""
     ctx = c.ctx
     ids, rows, vecs, cols, status, heads, grams = b
-    v64 = vecs.astype(np.float64)  # once, not in every ``core.cdr`` call
+    if v64 is None:
+        v64 = vecs.astype(np.float64)  # once, not in every ``core.cdr`` call
     sig = cdr.cdr_signals(v64, ctx.query_vec, ctx.coverage_vecs, ctx.depth, ctx.residual_vecs)
     if ctx.branch_scoped:
         sig = replace(sig, residual_pull=cdr.residual_pull(v64, ctx.residual_vecs))
