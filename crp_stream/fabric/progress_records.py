@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, event, select, update
+from sqlalchemy import Connection, Engine, case, event, select, update
 
 from crp_stream.fabric import tables as t
 from crp_stream.fabric.driver_sql import DriverSQL
@@ -120,9 +120,13 @@ class ProgressRecords(DriverSQL):
         return next((int(v) for k, v in rows if k is None), 0)
 
     def commit_offset(self, consumer: str, topic: str, partition: int, next_offset: int) -> None:
+        """Advance a consumer's offset; never lower it. A worker restarted behind the fabric (its
+        broker offset trails the fabric's) may compute a lower low-watermark: applied, the records in
+        between would be applied twice after the next restart."""
         tbl = t.consumer_offsets
         cond = (tbl.c.consumer == consumer) & (tbl.c.topic == topic) & (tbl.c.partition == partition)
-        res = self.conn.execute(update(tbl).where(cond).values(next_offset=next_offset))
+        kept = case((tbl.c.next_offset > next_offset, tbl.c.next_offset), else_=next_offset)
+        res = self.conn.execute(update(tbl).where(cond).values(next_offset=kept))
         if res.rowcount == 0:
             self.conn.execute(
                 tbl.insert().values(consumer=consumer, topic=topic, partition=partition, next_offset=next_offset)

@@ -97,6 +97,7 @@ def test_offsets_and_processed_ids_commit_with_the_transaction(engine: Engine) -
         assert repo.processed_hash("g", "event_id:e1") is None
         repo.commit_offset("g", "t", 0, 5)
         repo.commit_offset("g", "t", 0, 6)
+        repo.commit_offset("g", "t", 0, 4)  # a worker restarted behind the fabric: never moves back
         repo.mark_processed("g", "event_id:e1", "h1", "t", 4)
         assert repo.processed_hash("g", "event_id:e1") == "h1"  # buffered, seen by this transaction
         repo.flush()  # what Fabric.unit_of_work does before it commits

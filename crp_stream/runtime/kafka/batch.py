@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import apply_each
-from crp_stream.runtime.kafka.delivery import Routed, outbox_key, route, save_outbox
+from crp_stream.runtime.kafka.delivery import Routed, outbox_key, route
 from crp_stream.runtime.vector_guard import reconcile
 
 if TYPE_CHECKING:
@@ -163,9 +163,7 @@ class BatchAgent:
         await w._produce(done.routed)
         if done.routed:
             w.metrics.produced.observe(time.perf_counter() - t1)
-        with w._outbox_lock:
-            for topic, partition in done.slots:
-                w._unacked.discard(outbox_key(h.group, topic, partition))
+        w.outboxes.acked(outbox_key(h.group, topic, partition) for topic, partition in done.slots)
         for (topic, partition), to in done.commits.items():
             slot = (h.group, topic, partition)
             if slot in w._committed:  # else revoked meanwhile: claimed again from the fabric if it returns
@@ -216,23 +214,12 @@ class BatchAgent:
                     by_slot.setdefault(tp, []).append(r)
                 for tp, to in commits.items():
                     uow.repo.commit_offset(h.group, tp[0], tp[1], to)
-                    okey = outbox_key(h.group, *tp)
-                    with w._outbox_lock:
-                        dirty = okey in w._outbox_dirty
-                    if by_slot.get(tp) or dirty:
-                        save_outbox(uow, okey, by_slot.get(tp, []))
+                    w.outboxes.save(uow, outbox_key(h.group, *tp), by_slot.get(tp, []))
         except BaseException:
             w._reconcile()
             raise
         w.journal.clear()
-        with w._outbox_lock:
-            for tp in commits:
-                okey = outbox_key(h.group, *tp)
-                if by_slot.get(tp):
-                    w._outbox_dirty.add(okey)
-                    w._unacked.add(okey)
-                else:
-                    w._outbox_dirty.discard(okey)
+        w.outboxes.committed({outbox_key(h.group, *tp): bool(by_slot.get(tp)) for tp in commits})
         return Applied(outputs, routed, sorted(commits), commits)
 
 

@@ -20,7 +20,8 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +115,55 @@ def load_outbox(uow: UnitOfWork, key: str) -> list[Routed]:
     if not raw:
         return []
     return [Routed(t, int(p), base64.b64decode(k), base64.b64decode(v), rid) for t, p, k, v, rid in json.loads(raw)]
+
+
+class Outboxes:
+    """Which partitions' outboxes may hold rows, and which wait for the broker's acknowledgement.
+
+    Changed by the fabric thread (in and after a unit of work) and by the event loop (acks, claims):
+    every access is under one lock. The one-record and the batched path share these rules.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._dirty: set[str] = set()  # outboxes that may hold rows
+        self._unacked: set[str] = set()  # outboxes whose rows the broker has not acknowledged yet
+
+    def save(self, uow: UnitOfWork, key: str, routed: Sequence[Routed]) -> None:
+        """In the unit of work: write a partition's outputs, or empty an outbox that may hold old
+        rows (already produced; an empty one needs no write)."""
+        with self._lock:
+            dirty = key in self._dirty
+        if routed or dirty:
+            save_outbox(uow, key, routed)
+
+    def committed(self, produced: Mapping[str, bool]) -> None:
+        """After the commit: outboxes that got outputs wait for the broker; the others are empty."""
+        with self._lock:
+            for key, any_rows in produced.items():
+                if any_rows:
+                    self._dirty.add(key)
+                    self._unacked.add(key)
+                else:
+                    self._dirty.discard(key)
+
+    def acked(self, keys: Iterable[str]) -> None:
+        with self._lock:
+            self._unacked.difference_update(keys)
+
+    def reproduced(self, key: str) -> None:
+        """A claimed partition's old outbox was produced again; its rows stay until emptied."""
+        with self._lock:
+            self._dirty.add(key)
+
+    def clearable(self) -> list[str]:
+        """Outboxes with rows the broker has acknowledged: emptied on a clean stop."""
+        with self._lock:
+            return sorted(self._dirty - self._unacked)
+
+    def cleared(self, keys: Iterable[str]) -> None:
+        with self._lock:
+            self._dirty.difference_update(keys)
 
 
 async def produce_until_acked(producer: Any, routed: Sequence[Routed], failed: Callable[[str], None]) -> None:

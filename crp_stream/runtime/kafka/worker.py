@@ -16,7 +16,6 @@ import contextlib
 import functools
 import logging
 import signal
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +31,15 @@ from crp_stream.processors import HANDLER_GROUPS, all_handlers
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import apply_record, internal_error_output
 from crp_stream.runtime.kafka.batch import BATCH_MAX, BATCHED_GROUPS, BatchAgent
-from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, produce_until_acked, route, save_outbox
+from crp_stream.runtime.kafka.delivery import (
+    Outboxes,
+    Routed,
+    load_outbox,
+    outbox_key,
+    produce_until_acked,
+    route,
+    save_outbox,
+)
 from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
 from crp_stream.runtime.kafka.profiling import FabricThread
 from crp_stream.runtime.kafka.sessions import WorkerBarrier
@@ -102,10 +109,7 @@ class KafkaWorker(WorkerStatus):
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="crp-fabric")
         self._generation: dict[tuple[str, str, int], int | None] = {}
         self._committed: dict[tuple[str, str, int], int] = {}  # fabric offset, as loaded and advanced
-        # Both sets are changed by the fabric thread and the event loop: only under ``_outbox_lock``.
-        self._outbox_lock = threading.Lock()
-        self._outbox_dirty: set[str] = set()  # outboxes that may hold rows
-        self._unacked: set[str] = set()  # outboxes whose rows the broker has not acknowledged yet
+        self.outboxes = Outboxes()
         self._group_of: dict[str, str] = {settings.topic(t): h.group for h in self.handlers for t in h.topics}
         self._warned_ts: set[str] = set()
         self._unreconciled = False  # a rollback's vector writes are not put back yet
@@ -260,8 +264,7 @@ class KafkaWorker(WorkerStatus):
         await self._produce(routed)
         if routed:
             self.metrics.produced.observe(time.perf_counter() - t1)
-        with self._outbox_lock:
-            self._unacked.discard(outbox_key(h.group, base, m.partition))
+        self.outboxes.acked([outbox_key(h.group, base, m.partition)])
         self._committed[slot] = max(self._committed[slot], commit_to)
         if outputs is not None:
             self.metrics.observe(h.group, base, elapsed)
@@ -296,8 +299,7 @@ class KafkaWorker(WorkerStatus):
                 len(pending),
             )
             await self._produce(pending)
-            with self._outbox_lock:
-                self._outbox_dirty.add(okey)
+            self.outboxes.reproduced(okey)
         self._committed[(h.group, base, partition)] = committed
         self._generation[(h.group, base, partition)] = generation
 
@@ -379,24 +381,15 @@ class KafkaWorker(WorkerStatus):
                 start = uow.repo.record_start(h.group, record.topic, record.partition, meta)
                 if start > record.offset:
                     return None, []
-                commit_to = max(commit_to, start)  # the fabric's offset never moves back
                 outs = apply_record(h, record, uow) if failed is None else internal_error_output(h, record, failed)
-                uow.repo.commit_offset(h.group, record.topic, record.partition, commit_to)
+                uow.repo.commit_offset(h.group, record.topic, record.partition, commit_to)  # never moves back
                 routed = route(outs, uow, self.settings, self.partitions)
-                with self._outbox_lock:
-                    dirty = okey in self._outbox_dirty
-                if routed or dirty:
-                    save_outbox(uow, okey, routed)
+                self.outboxes.save(uow, okey, routed)
         except BaseException:
             self._reconcile()
             raise
         self.journal.clear()
-        with self._outbox_lock:
-            if routed:
-                self._outbox_dirty.add(okey)
-                self._unacked.add(okey)
-            else:
-                self._outbox_dirty.discard(okey)
+        self.outboxes.committed({okey: bool(routed)})
         return outs, routed
 
     def _reconcile(self) -> None:
@@ -458,15 +451,13 @@ class KafkaWorker(WorkerStatus):
     def _clear_outboxes(self) -> None:
         """On a clean stop, empty the outboxes whose outputs the broker acknowledged, so the next
         owner of the partition has nothing to produce again."""
-        with self._outbox_lock:
-            done = sorted(self._outbox_dirty - self._unacked)
+        done = self.outboxes.clearable()
         if not done:
             return
         with self.fabric.unit_of_work() as uow:
             for okey in done:
                 save_outbox(uow, okey, [])
-        with self._outbox_lock:
-            self._outbox_dirty.difference_update(done)
+        self.outboxes.cleared(done)
 
     async def run(self, stop: asyncio.Event | None = None) -> int:
         """Run until ``stop`` is set (or SIGTERM/SIGINT); 1 if the faust app crashed."""
