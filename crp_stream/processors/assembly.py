@@ -28,6 +28,8 @@ _VIEW_HEAD = itemgetter(*HEAD_FIELDS)
 _STATUS = itemgetter("status")
 _TEXT = itemgetter("text")
 _SOURCE = itemgetter("source")
+_HEAD_TEXT = itemgetter(HEAD_FIELDS.index("text"))
+_HEAD_SOURCE = itemgetter(HEAD_FIELDS.index("source"))
 _EXCLUDED = frozenset(EXCLUDED)
 _NEW_VIEW = partial(tuple.__new__, conflicts.FactView)
 
@@ -127,7 +129,7 @@ def gather(
     found = uow.vectors.search_union(probes, k, now_s, EXCLUDED)
     dim = int(query_vec.shape[0])
     batch = _fetch(uow, found, dim, now_us)
-    ids, rows, vecs = batch.ids, batch.rows, batch.vecs
+    ids, vecs = batch.ids, batch.vecs
     res_vecs = np.stack([vec[id(s)] for s in residual]) if residual else np.zeros((0, dim))
     v64 = vecs.astype(np.float64)  # once, not in every ``core.cdr`` call
     rel = cdr.relevance(v64, query_vec) if ids else np.zeros(0)
@@ -136,7 +138,8 @@ def gather(
     keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(v64, gate_vecs)), min_relevance)
     # issue 14: a kept statement's swapped copy (or the true one it copies) is arbitrated, not gated
     keep = np.asarray(
-        near_copies.admit_copies(list(map(_TEXT, rows)), list(map(_SOURCE, rows)), keep.tolist()), dtype=bool
+        near_copies.admit_copies(_texts(batch), _sources(batch), keep.tolist()),
+        dtype=bool,
     )
     if not keep.all():
         at = np.flatnonzero(keep)
@@ -183,6 +186,16 @@ def _fetch(uow: UnitOfWork, fact_ids: list[str], dim: int, now_us: int) -> Batch
     return _take(b, keep)
 
 
+def _texts(b: Batch) -> list[str]:
+    """The batch's texts, from its heads where it has them (the row dicts stay untouched until the
+    envelope's own facts are written out)."""
+    return list(map(_HEAD_TEXT, b.heads)) if b.heads is not None else list(map(_TEXT, b.rows))
+
+
+def _sources(b: Batch) -> list[str]:
+    return list(map(_HEAD_SOURCE, b.heads)) if b.heads is not None else list(map(_SOURCE, b.rows))
+
+
 def _take(b: Batch, keep: np.ndarray) -> Batch:
     """The facts ``keep`` (positions, ascending) of a batch."""
     at = keep.tolist()
@@ -205,7 +218,7 @@ def _extend(c: Candidates, b: Batch, v64: np.ndarray | None = None) -> None:
         sig = replace(sig, residual_pull=cdr.residual_pull(v64, ctx.residual_vecs))
     age = ctx.now_s - cols.modified_at_us / 1e6
     rec = recency.recency_factor(age, cols.ttl_s)
-    texts = list(map(_TEXT, rows))
+    texts = _texts(b)
     counts = (
         ngram.ngram_overlaps(texts, ctx.blacklist)
         if grams is None
@@ -329,7 +342,7 @@ def _arbitrate(uow: UnitOfWork, c: Candidates, sel: Selection, th: Thresholds, o
     # the representative's (issue 14: five true passages collapse into one, their five copies do not)
     reps = set(listed)
     pool = listed + sorted(m for m, r in c.twins.items() if r in reps and m not in sel.suppressed)
-    views = [c.views[i] for i in pool]
+    views = list(map(c.views.__getitem__, pool))
     pairs = conflicts.detect_envelope_contradictions(
         views, c.vecs[pool], th.contradiction_threshold, inside=len(chosen), gram=screen(c, pool)
     )
@@ -382,6 +395,8 @@ def _other_subjects_dropped(
 ) -> list[tuple[int, int, str]]:
     """Text contradictions between facts of two numbered sibling documents are two subjects, not a
     conflict (``core.substitution.numbered_sibling_titles``); structured claims keep their keys."""
+    if not pairs:
+        return pairs
     keyed = [bool(v.subject and v.attribute) for v in views]
     text = [(i, j, p) for i, j, p in pairs if not (keyed[i] and keyed[j])]
     if not text:
