@@ -142,3 +142,20 @@ def test_connectors_are_the_list_form(seed: int) -> None:
     assert graph_select._connectors(ball, index, exclude, []) == [
         index[f] for f in ball if f in index and f not in exclude
     ]
+
+
+def test_recency_factor_of_fresh_facts_is_the_full_rule() -> None:
+    from crp_stream.core import recency
+
+    rng = np.random.default_rng(4)
+    ttl = np.where(rng.random(300) < 0.3, np.inf, rng.uniform(0.0, 1e6, 300))
+    for age in (rng.uniform(-10.0, 1e6, 300), np.minimum(rng.uniform(-10.0, 1e6, 300), ttl / 2)):
+        want = np.ones(300)
+        finite = np.isfinite(ttl)
+        half = recency.FRESH_FRACTION * np.where(finite, ttl, 1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            decay = 1.0 - (1.0 - recency.STALE_FLOOR) * (age - half) / half
+        stale = finite & (age > half)
+        want[stale] = np.clip(np.where(age >= ttl, recency.STALE_FLOOR, decay), recency.STALE_FLOOR, 1.0)[stale]
+        got = recency.recency_factor(age, ttl)
+        assert got.dtype == np.float64 and np.array_equal(got, want)
