@@ -124,6 +124,10 @@ def test_fact_cache_slot_statuses_follow_the_store(engine: Engine) -> None:
             truth = repo.fact_statuses(asked)
         assert b.ids == asked and b.status == [truth[f] for f in asked]
         assert [r["fact_id"] for r in b.rows] == asked and [h[0] for h in b.heads or []] == asked
+        with engine.begin() as conn:  # a cache that reads everything from the store: the same batch
+            fresh = FactCache().columns(Repository(conn), vectors, asked)
+        assert np.array_equal(b.vecs, fresh.vecs) and all(map(np.array_equal, b.cols, fresh.cols))
+        assert b.heads == fresh.heads and b.status == fresh.status
         if step % 7 == 3:  # another process writes: the counter moves without ``written``
             with engine.begin() as conn:
                 Repository(conn).set_fact_status(rng.sample(ids, 4), rng.choice(statuses))
@@ -159,3 +163,18 @@ def test_recency_factor_of_fresh_facts_is_the_full_rule() -> None:
         want[stale] = np.clip(np.where(age >= ttl, recency.STALE_FLOOR, decay), recency.STALE_FLOOR, 1.0)[stale]
         got = recency.recency_factor(age, ttl)
         assert got.dtype == np.float64 and np.array_equal(got, want)
+
+
+def test_preloaded_facts_carry_their_ngram_hashes(engine: Engine) -> None:
+    texts = {f"p{i}": f"the quick brown fox jumps over the lazy dog number {i} again" for i in range(6)}
+    with engine.begin() as conn:
+        Repository(conn).insert_facts([fact(f, text=t) for f, t in texts.items()])
+    vectors = Vectors({f: [1.0, float(i)] for i, f in enumerate(texts)})
+    cache = FactCache(max_facts=10)
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        cache.preload(repo, vectors, list(texts)[:4])
+        b = cache.columns(repo, vectors, list(texts))  # four preloaded, two read now
+    assert b.grams is not None and [g is None for g in b.grams] == [False] * 4 + [True] * 2
+    for f, g in zip(b.ids[:4], b.grams, strict=False):
+        assert g is not None and sorted(g.tolist()) == sorted(ngram.gram_hash_array(texts[f]).tolist())
