@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import islice, repeat
+from itertools import islice
 from typing import Protocol
 
 import numpy as np
@@ -94,10 +94,6 @@ class GraphCache:
                 names.append(f)
             out.append(i)
         return out
-
-    def lookup(self, fact_ids: Sequence[str]) -> npt.NDArray[np.int64]:
-        """The int of each fact id, -1 for an id without one (``index`` without numbering new ids)."""
-        return np.fromiter(map(self._ids.get, fact_ids, repeat(-1)), dtype=np.int64, count=len(fact_ids))
 
     @property
     def names(self) -> list[str]:

@@ -37,12 +37,21 @@ class Walk:
     rank: np.ndarray  # PageRank per local index
     edges: tuple[np.ndarray, np.ndarray, np.ndarray]  # (src, dst, kind) local, (src, dst) order
     named: frozenset[str]
-    gints: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # graph cache int per local
+    names: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=str))  # ``ids`` as a unicode array
 
-    def locate(self, gints: np.ndarray) -> np.ndarray:
-        """The local index (id order) of each given graph int, which must be in the ball."""
-        srt = np.argsort(self.gints, kind="stable")
-        return srt[np.searchsorted(self.gints[srt], gints)]
+    def positions(self, fact_ids: list[str]) -> np.ndarray:
+        """The local index of each fact id in the ball, -1 for an id outside it: a binary search of
+        the sorted names in C (no dict lookup per id, no pass over the ball's thousands)."""
+        n = self.names.shape[0]
+        if n == 0 or not fact_ids:
+            return np.full(len(fact_ids), -1, dtype=np.int64)
+        names, q = self.names, np.asarray(fact_ids, dtype=str)
+        if q.dtype.itemsize > names.dtype.itemsize:  # compare at one width: no id is cut short
+            names = names.astype(q.dtype)
+        elif q.dtype.itemsize < names.dtype.itemsize:
+            q = q.astype(names.dtype)
+        at = np.minimum(np.searchsorted(names, q), n - 1)
+        return np.where(names[at] == q, at, -1).astype(np.int64)
 
     def via(self, fact_id: str) -> str:
         """How a reached fact was reached: ``mention`` for a lead the query names; else the kind of
@@ -112,7 +121,7 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
         rank=r,
         edges=(es, ed, ek),
         named=frozenset(extra),
-        gints=g.glob[ball[order]],
+        names=names[order],
     )
 
 
@@ -145,15 +154,15 @@ def top_free(ids: list[str], rank: np.ndarray, free: np.ndarray, k: int) -> list
     return [ids[i] for i in np.sort(top).tolist()]
 
 
-def ball_connectors(w: Walk, cand: np.ndarray, ids: list[str], exclude: set[str], in_order: list[int]) -> list[int]:
-    """``_connectors`` from the candidates' side: the candidates (``cand``: their graph ints, -1 for
-    none) in the ball, not excluded and not in ``in_order``, in the ball's (fact-id) order; a few
-    hundred lookups instead of the ball's thousands."""
-    ok = np.isin(cand, w.gints) & ~np.fromiter(map(exclude.__contains__, ids), dtype=bool, count=len(ids))
+def ball_connectors(w: Walk, pos: np.ndarray, ids: list[str], exclude: set[str], in_order: list[int]) -> list[int]:
+    """The candidates (``ids``, ``pos`` their places in the ball, -1 outside it) in the ball, not
+    excluded and not in ``in_order``, in the ball's (fact-id) order: ``[index[f] for f in ball if f in
+    index and f not in exclude and index[f] not in in_order]`` from the candidates' few hundred."""
+    ok = (pos >= 0) & ~np.fromiter(map(exclude.__contains__, ids), dtype=bool, count=len(ids))
     if in_order:
         ok[np.asarray(in_order, dtype=np.int64)] = False
     at = np.flatnonzero(ok)
-    return at[np.argsort(w.locate(cand[at]), kind="stable")].tolist()  # type: ignore[no-any-return]
+    return at[np.argsort(pos[at], kind="stable")].tolist()  # type: ignore[no-any-return]
 
 
 def choose(
@@ -185,17 +194,19 @@ def choose(
     # the most PageRank, OUTSIDE_PER_SLOT per connector slot. Outside the candidates a fact's CDR
     # score is low (below the gate, or past every probe's top K), so its graph term decides, and a
     # ball of thousands is not read row by row to rank its tail.
-    # by graph ints: the candidates' and excluded facts' few hundred looked up, not the ball's thousands
-    cache = c.graph.cache
-    cand = cache.lookup(c.ids)
-    free = ~np.isin(w.gints, np.concatenate([cand, cache.lookup(list(exclude))]))
+    # the candidates' and excluded facts' places in the ball: their few hundred searched, not the
+    # ball's thousands looked up
+    pos = w.positions(c.ids)
+    taken = np.concatenate([pos, w.positions(list(exclude))])
+    free = np.ones(len(w.ids), dtype=bool)
+    free[taken[taken >= 0]] = False
     outside = top_free(w.ids, w.rank, free, OUTSIDE_PER_SLOT * slots)
     if outside:
         append_outside(uow, c, outside)
-        cand = np.concatenate([cand, cache.lookup(c.ids[cand.shape[0] :])])
+        pos = np.concatenate([pos, w.positions(c.ids[pos.shape[0] :])])
     # connectors: reached facts that are not in the CDR order (the order's own facts compete as
     # anchors; its suppressed ones stay out), nor excluded (duplicates, another branch's facts)
-    conn = ball_connectors(w, cand, c.ids, exclude, [*live, *sel.suppressed, *c.order])  # id order
+    conn = ball_connectors(w, pos, c.ids, exclude, [*live, *sel.suppressed, *c.order])  # id order
     ppr_live = np.fromiter(map(w.ppr.get, map(c.ids.__getitem__, live), repeat(0.0)), np.float64, len(live))
     ppr_conn = np.fromiter(map(w.ppr.__getitem__, map(c.ids.__getitem__, conn)), np.float64, len(conn))
     idx = live + conn

@@ -136,13 +136,13 @@ def test_fact_cache_slot_statuses_follow_the_store(engine: Engine) -> None:
 
 @pytest.mark.parametrize("seed", range(8))
 def test_ball_connectors_and_free_facts_are_the_list_forms(seed: int) -> None:
-    """The connectors and the reached facts not taken, from the candidates' graph ints, against the
-    forms that look every fact of the ball up by id."""
+    """The connectors and the reached facts not taken, from the candidates' places in the ball,
+    against the forms that look every fact of the ball up by id."""
     rng = random.Random(seed)
-    universe = [f"f{i:04d}" for i in range(600)]
-    gint = {f: g for g, f in enumerate(rng.sample(universe, 500))}  # 100 facts not in the graph cache
-    ball = sorted(rng.sample(sorted(gint), 200))
-    ids = rng.sample(universe, 150)  # candidates, some outside the ball or the graph cache
+    # ids of several lengths, some a prefix of another: a search at one width must not cut them
+    universe = sorted({f"f{rng.randrange(10 ** rng.randrange(1, 6))}{rng.choice(['', 'x', 'yy'])}" for _ in range(900)})
+    ball = sorted(rng.sample(universe, min(200, len(universe) // 2)))
+    ids = [*rng.sample(universe, 150), "z" * 40]  # candidates, some outside the ball; one longer than any
     index = {f: p for p, f in enumerate(ids)}
     exclude = set(rng.sample(universe, 30))
     in_order = rng.sample(range(len(ids)), 40)
@@ -154,30 +154,24 @@ def test_ball_connectors_and_free_facts_are_the_list_forms(seed: int) -> None:
         rank=np.asarray([rng.choice([0.1, 0.2, rng.random()]) for _ in ball]),
         edges=(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8)),
         named=frozenset(),
-        gints=np.asarray([gint[f] for f in ball], dtype=np.int64),
+        names=np.asarray(ball, dtype=str),
     )
-    cand = np.asarray([gint.get(f, -1) for f in ids], dtype=np.int64)
+    pos = w.positions(ids)
+    assert pos.tolist() == [ball.index(f) if f in ball else -1 for f in ids]
     want = [index[f] for f in ball if f in index and f not in exclude and index[f] not in set(in_order)]
-    assert graph_select.ball_connectors(w, cand, ids, exclude, in_order) == want
-    assert graph_select.ball_connectors(w, cand, ids, exclude, []) == [
+    assert graph_select.ball_connectors(w, pos, ids, exclude, in_order) == want
+    assert graph_select.ball_connectors(w, pos, ids, exclude, []) == [
         index[f] for f in ball if f in index and f not in exclude
     ]
-    taken = exclude | index.keys()
-    ex = np.asarray([gint.get(f, -1) for f in exclude], dtype=np.int64)
-    free = ~np.isin(w.gints, np.concatenate([cand, ex]))
+    taken = np.concatenate([pos, w.positions(list(exclude))])
+    free = np.ones(len(ball), dtype=bool)
+    free[taken[taken >= 0]] = False
     for k in (0, 5, 300):
         assert graph_select.top_free(ball, w.rank, free, k) == graph_select.top_reached(
-            ball, w.rank, taken.__contains__, k
+            ball, w.rank, (exclude | index.keys()).__contains__, k
         )
-
-
-def test_graph_cache_lookup_numbers_nothing_new() -> None:
-    from crp_stream.fabric.graph import GraphCache
-
-    g = GraphCache()
-    known = g.index(["a", "b", "c"])
-    assert g.lookup(["c", "zz", "a"]).tolist() == [known[2], -1, known[0]]
-    assert len(g.names) == 3 and g.lookup([]).tolist() == []
+    empty = graph_select.Walk(0, {}, [], w.level[:0], w.rank[:0], w.edges, frozenset())
+    assert empty.positions(ids).tolist() == [-1] * len(ids)
 
 
 def test_recency_factor_of_fresh_facts_is_the_full_rule() -> None:
