@@ -65,6 +65,10 @@ def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
     """
     if not isinstance(value, _CONTAINERS):
         return 0
+    if type(value) is dict:  # most records: one object of scalars
+        kinds = set(map(type, value.values()))
+        if list not in kinds and dict not in kinds:
+            return 1
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -196,12 +200,13 @@ def to_json_value(event: EventModel) -> dict[str, Any]:
     return data
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def encode(event: EventModel) -> bytes:
     """Canonical JSON bytes: sorted keys, no spaces, UTF-8, floats as Python repr, unset optionals
     omitted. Equal events give byte-identical output (replay determinism)."""
-    return json.dumps(
-        to_json_value(event), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return _CANONICAL.encode(to_json_value(event)).encode("utf-8")
 
 
 # --- dead letters -----------------------------------------------------------------------------------

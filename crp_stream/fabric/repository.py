@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any, cast
 
 from sqlalchemy import Connection, func, select, update
@@ -73,7 +74,9 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
                 f"VALUES ({', '.join('?' * len(cols))}) ON CONFLICT ({', '.join(keys)}) DO NOTHING"
             )
             raw = self.conn.connection.driver_connection
-            cur = raw.executemany(sql, [tuple(r[c] for c in cols) for r in rows])  # type: ignore[union-attr]
+            pick = itemgetter(*cols)
+            params = [(pick(r),) for r in rows] if len(cols) == 1 else list(map(pick, rows))
+            cur = raw.executemany(sql, params)  # type: ignore[union-attr]
             return int(cur.rowcount)
         mod = postgresql if self._dialect == "postgresql" else sqlite
         stmt = mod.insert(table).on_conflict_do_nothing(index_elements=list(keys))
@@ -346,13 +349,15 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         raw.execute(sql, args)  # type: ignore[union-attr]
 
     # audit log: append-only by construction (no update or delete method exists) -----------------
-    def append_audit(self, event_id: str, audit_type: str, at_us: int, key: str, details: dict[str, Any]) -> None:
+    def append_audit(self, event_id: str, audit_type: str, at_us: int, key: str, details: dict[str, Any]) -> bool:
+        """Append an audit row; False if ``event_id`` is there already (the row is left as it is)."""
         # on the driver: the arbiter appends one or more per changed verdict
-        self._execute(
+        inserted = self._execute(
             "INSERT INTO audit_log (event_id, audit_type, at_us, key, details) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (event_id) DO NOTHING",
             (event_id, audit_type, at_us, key, canonical_json(details)),
         )
+        return inserted > 0
 
     def audit(self, audit_type: str | None = None, limit: int = 100) -> list[AuditRow]:
         q = select(t.audit_log).order_by(t.audit_log.c.seq.desc()).limit(limit)

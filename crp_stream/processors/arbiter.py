@@ -13,9 +13,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from operator import itemgetter
 from typing import Any
 
 from crp_stream import events
+from crp_stream.core import memo as text_memos
 from crp_stream.core.drift import (
     DRIFT_UNDETERMINED,
     POISONING_CANDIDATE,
@@ -44,25 +46,60 @@ log = logging.getLogger(__name__)
 
 ARBITER = "arbiter"
 AUTO_POLICY = "auto-quarantine policy"
+_NEWEST = itemgetter("epoch_us", "fact_id")
 
 
-def choose_verdict(views: Sequence[PartitionView], claim: str, history: Sequence[ClaimRecord] = ()) -> Verdict:
+@text_memos.text_memo(0.2)
+def _claim_key(subject: str, attribute: str) -> str:
+    """``claim_key``, memoised: a claim's facts repeat its subject and attribute."""
+    return claim_key(subject, attribute)
+
+
+def choose_verdict(
+    views: Sequence[PartitionView], claim: str, history: Sequence[ClaimRecord] = (), explain: bool = True
+) -> Verdict:
     """``claim_verdict``, except that when any divergent value qualifies as STALE_HIGH_TRUST that
     verdict is preferred: a stale high-trust value must never be served because another divergent
     value happens to be asserted by more partitions. ``history`` (every record of the claim) lets
-    ``lagging`` tell a slow low-trust source from poisoning."""
-    base = lagging_behind_refresh(claim_verdict(views, claim=claim), history)
+    ``lagging`` tell a slow low-trust source from poisoning. ``explain=False``: the same verdict with
+    an empty reason."""
+    base = lagging_behind_refresh(claim_verdict(views, claim=claim, explain=explain), history, explain)
     if base.kind == STALE_HIGH_TRUST or not base.other_divergent_values:
         return base
     for value in base.other_divergent_values:
         subset = [v for v in views if v.value in (base.high_trust_value, value)]
-        verdict = claim_verdict(subset, claim=claim)
+        verdict = claim_verdict(subset, claim=claim, explain=explain)
         if verdict.kind == STALE_HIGH_TRUST:
             others = tuple(
                 x for x in (base.divergent_value, *base.other_divergent_values) if x is not None and x != value
             )
             return replace(verdict, other_divergent_values=others)
     return base
+
+
+# the claim index's memo entry for the claim's last fingerprint: not a fact id (those never hold a NUL)
+_FINGERPRINT = "\x00fingerprint"
+
+
+def _fingerprint(verdict: Verdict, memo: dict[str, Any]) -> str:
+    """``verdict_fingerprint``, kept in the claim's memo with what it covers: an unchanged verdict's
+    fingerprint is not hashed again (the claim is the memo's)."""
+    covered = (
+        verdict.kind,
+        verdict.claim,
+        verdict.high_trust_source,
+        verdict.high_trust_value,
+        float(verdict.high_trust_epoch).hex(),  # exact: 0.0 and -0.0 are equal, their reprs are not
+        verdict.divergent_value,
+        verdict.stale_fact_ids,
+        verdict.suspect_fact_ids,
+    )
+    held = memo.get(_FINGERPRINT)
+    if held is not None and held[0] == covered:
+        return str(held[1])
+    fingerprint = verdict_fingerprint(verdict)
+    memo[_FINGERPRINT] = (covered, fingerprint)
+    return fingerprint
 
 
 def _iso(epoch: float | None) -> str | None:
@@ -125,7 +162,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         # the time of the evaluation that made them)
         as_of = dt_to_us(event.epoch if isinstance(event, events.FactRecorded) else event.at)
         if isinstance(event, events.FactRecorded) and event.subject and event.attribute:
-            self.evaluate(claim_key(event.subject, event.attribute), record, uow, out, as_of)
+            self.evaluate(_claim_key(event.subject, event.attribute), record, uow, out, as_of)
             return
         key = None
         if isinstance(event, events.FactStatusChanged):
@@ -147,7 +184,8 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
 
     # --------------------------------------------------------------------------------------------
     def evaluate(self, key: str, record: Record, uow: UnitOfWork, out: Emitter, as_of: int) -> Verdict | None:
-        """Re-evaluate one claim as of ``as_of`` (µs); act only when its verdict's fingerprint changed."""
+        """Re-evaluate one claim as of ``as_of`` (µs); act only when its verdict's fingerprint changed.
+        Returns the verdict (its reason empty when it did not change)."""
         stored, rows, memo = uow.fabric.claims.claim(uow.repo, key)  # members and row, from memory
         if stored is not None:  # never judged as of an earlier time than it already was (status changes
             as_of = max(as_of, int(stored["updated_at_us"]))  # come back later, carrying older times)
@@ -162,12 +200,14 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
             rows, records, views = known
         if not views:
             return None
-        verdict = choose_verdict(views, key, records)
-        fingerprint = verdict_fingerprint(verdict)
+        # most records leave the verdict as it was: it is explained (its reason text) only when it acts
+        verdict = choose_verdict(views, key, records, explain=False)
+        fingerprint = _fingerprint(verdict, memo)
         if stored is not None and stored["fingerprint"] == fingerprint:
             if as_of > stored["updated_at_us"]:
                 uow.repo.touch_claim(stored, as_of)
             return verdict
+        verdict = choose_verdict(views, key, records)
         details = verdict_details(verdict, views)
         uow.repo.put_claim(key, verdict.kind, fingerprint, details, as_of)
         subject, attribute = self._names(rows, text_claim)
@@ -196,7 +236,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         if text_claim:
             return text_claims.claim_text(rows), "statement"
         named = [r for r in rows if r["subject"] and r["attribute"]]
-        newest = max(named, key=lambda r: (r["epoch_us"], r["fact_id"]))
+        newest = max(named, key=_NEWEST)
         return str(newest["subject"]), str(newest["attribute"])
 
     def _resolve_refreshes(self, ctx: _Ctx, views: Sequence[PartitionView]) -> None:

@@ -40,7 +40,8 @@ def record_cause(record: Record) -> str:
     return derive_id(record.topic, str(record.partition), str(record.offset))
 
 
-def idempotency_key(event: events.Event, record: Record) -> str:
+def idempotency_key(event: events.Event, record: Record, cause: str | None = None) -> str:
+    """``cause``: ``record_cause(record)`` if the caller has it."""
     fields, extra = type(event).model_fields, event.__pydantic_extra__
     for attr in ("event_id", "command_id", "request_id"):
         # getattr's answer (a field, else an unknown field kept as extra) without its AttributeError
@@ -49,7 +50,7 @@ def idempotency_key(event: events.Event, record: Record) -> str:
             return f"{attr}:{value}"
     if isinstance(event, events.WindowReported):
         return f"report:{event.session_id}:{event.window}:{event.branch}"
-    return f"record:{record_cause(record)}"
+    return f"record:{record_cause(record) if cause is None else cause}"
 
 
 def _dead(
@@ -103,7 +104,8 @@ def _decode(
     handler: AnyHandler, record: Record, uow: UnitOfWork
 ) -> tuple[Emitter, events.Event | None, str | None, bool]:
     """(emitter, event, idempotency key, tracked); no event when the record was dead-lettered."""
-    out = Emitter(cause=derive_id(handler.group, record_cause(record)))
+    cause = record_cause(record)
+    out = Emitter(cause=derive_id(handler.group, cause))
     if b"u0000" in record.value and _NUL_ESCAPE.search(record.value):
         _dead(out, record, "a string holds a NUL character (\\u0000), which the fabric cannot store")
         return out, None, None, False
@@ -117,7 +119,7 @@ def _decode(
     except events.Rejected as exc:
         _dead(out, record, exc.reason, uow=uow)
         return out, None, None, False
-    key = idempotency_key(event, record)
+    key = idempotency_key(event, record, cause)
     # Ids are checked for what producers send, since producers retry; our own changelog (crp.facts)
     # by its derived id alone: on Kafka a restarted worker produces its outbox again, and a copy at a
     # later offset must not run the arbiter again (on a newer fabric, under the copy's id).
