@@ -36,7 +36,7 @@ from crp_stream.core.drift import (
 )
 from crp_stream.core.ids import derive_id
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.fabric.rows import FactRow
+from crp_stream.fabric.rows import FactRow, RefreshRow
 from crp_stream.processors import effects, text_claims
 from crp_stream.processors.base import Emitter, Handler, Record, dt_to_us, us_to_dt
 from crp_stream.processors.claim_views import claim_records, current_records, known_views
@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 ARBITER = "arbiter"
 AUTO_POLICY = "auto-quarantine policy"
 _NEWEST = itemgetter("epoch_us", "fact_id")
+_CHANGES = (events.FactRecorded, events.FactStatusChanged)  # built once (``A | B`` builds a union per call)
 
 
 @text_memos.text_memo(0.2)
@@ -144,7 +145,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     def prepare(self, events_: Sequence[Any], uow: UnitOfWork) -> None:
         """A document's facts arrive as one run: their rows, their similarity edges and their
         neighbours' rows are read in one query each (text claims read all three per fact)."""
-        ids = [e.fact_id for e in events_ if isinstance(e, events.FactRecorded | events.FactStatusChanged)]
+        ids = [e.fact_id for e in events_ if isinstance(e, _CHANGES)]
         rows = uow.repo.facts_by_ids(ids)
         text = [f for f, r in rows.items() if r["claim_key"] is None]
         if text:
@@ -153,7 +154,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     def handle(
         self, event: events.FactRecorded | events.FactStatusChanged, record: Record, uow: UnitOfWork, out: Emitter
     ) -> None:
-        if not isinstance(event, events.FactRecorded | events.FactStatusChanged):
+        if not isinstance(event, _CHANGES):
             return
         if not self._preloaded:  # the claim index is rebuilt on the first record (inside the runtime's
             uow.fabric.claims.preload(uow.repo)  # retries, unlike start-up: the store may be down then)
@@ -212,9 +213,9 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         uow.repo.put_claim(key, verdict.kind, fingerprint, details, as_of)
         subject, attribute = self._names(rows, text_claim)
         ctx = _Ctx(uow, out, record, key, subject, attribute, verdict, fingerprint, details, rows, as_of)
-        self._resolve_refreshes(ctx, views)
+        still_open = self._resolve_refreshes(ctx, views)
         if verdict.kind == STALE_HIGH_TRUST:
-            self._stale(ctx)
+            self._stale(ctx, still_open)
         elif verdict.kind == POISONING_CANDIDATE:
             self._poisoning(ctx)
         elif verdict.kind == DRIFT_UNDETERMINED:
@@ -239,16 +240,19 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         newest = max(named, key=_NEWEST)
         return str(newest["subject"]), str(newest["attribute"])
 
-    def _resolve_refreshes(self, ctx: _Ctx, views: Sequence[PartitionView]) -> None:
+    def _resolve_refreshes(self, ctx: _Ctx, views: Sequence[PartitionView]) -> list[RefreshRow]:
         """Issue 4 §3: an open request resolves when the stale source itself now asserts the
-        observed value with a record later than the request's high-trust epoch."""
+        observed value with a record later than the request's high-trust epoch. Returns the claim's
+        requests still open, in the store's order."""
         by_source = {v.source: v for v in views}
+        still_open = []
         for req in ctx.uow.repo.refresh_requests_for_claim(ctx.key, status="open"):
             payload = req["payload"]
             view = by_source.get(req["source"])
             if view is None or not refresh_resolved(
                 view, str(payload["observed_value"]), float(payload["high_trust_epoch_s"])
             ):
+                still_open.append(req)
                 continue
             ctx.uow.repo.resolve_refresh(req["request_id"], ctx.as_of, ARBITER)
             audit_id = derive_id("audit", "REFRESH_RESOLVED", req["request_id"])
@@ -273,12 +277,18 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
                     f"({view.support} of {view.total} records, latest {_iso(view.latest_epoch)})",
                 },
             )
+        return still_open
 
     def _unstale(self, ctx: _Ctx, views: Sequence[PartitionView]) -> None:
         """The high-trust value wins again (e.g. its contradicting records were quarantined): its
         records that an earlier STALE_HIGH_TRUST verdict marked stale, and that still speak for
         their source, become active again."""
         high = next(v for v in views if v.source == ctx.verdict.high_trust_source)
+        # the claim's rows hold its facts' statuses (nothing here changed the high source's since they
+        # were read): with none of the high partition's facts stale there is nothing to read or change
+        status = {r["fact_id"]: r["status"] for r in ctx.rows}
+        if all(status.get(f, "stale") != "stale" for f in high.fact_ids):
+            return
         change_status(
             ctx.uow,
             ctx.out,
@@ -290,12 +300,13 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
             ("stale",),
         )
 
-    def _stale(self, ctx: _Ctx) -> None:
+    def _stale(self, ctx: _Ctx, open_requests: Sequence[RefreshRow]) -> None:
+        """``open_requests``: the claim's open refresh requests (``_resolve_refreshes``'s)."""
         v = ctx.verdict
         source = v.high_trust_source
         request_id = derive_id("refresh-request", ctx.key, source, ctx.fingerprint)
         assert v.divergent_value is not None and v.divergent_epoch is not None
-        for open_req in ctx.uow.repo.refresh_requests_for_claim(ctx.key, status="open"):
+        for open_req in open_requests:
             same = (
                 open_req["source"] == source
                 and open_req["payload"]["observed_value"] == v.divergent_value
