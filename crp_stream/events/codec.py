@@ -147,18 +147,17 @@ def validate_value(topic: str, data: Any, *, max_facts: int = DEFAULT_MAX_FACTS,
         raise Rejected(f"topic: unknown topic {shown(topic)}")
     if not isinstance(data, dict):
         raise Rejected(f"value is a JSON {json_kind(data)}, expected an object")
-    expects = " or ".join(spec.names)
     declared = data.get("type")
     if declared is None and "type" in data:
-        raise Rejected(f"type: expected a string, got null (topic {topic} carries {expects})")
+        raise Rejected(f"type: expected a string, got null (topic {topic} carries {' or '.join(spec.names)})")
     if declared is None:
         if not spec.is_input:
-            raise Rejected(f"type: missing required field (topic {topic} carries {expects})")
+            raise Rejected(f"type: missing required field (topic {topic} carries {' or '.join(spec.names)})")
         model = spec.models[0]
     elif not isinstance(declared, str):
         raise Rejected(f"type: expected a string, got {described(declared)}")
     elif declared not in spec.names:
-        raise Rejected(f"type: {shown(declared)} does not match topic {topic} (expects {expects})")
+        raise Rejected(f"type: {shown(declared)} does not match topic {topic} (expects {' or '.join(spec.names)})")
     else:
         model = spec.models[spec.names.index(declared)]
     try:

@@ -103,7 +103,9 @@ def _fingerprint(verdict: Verdict, memo: dict[str, Any]) -> str:
     return fingerprint
 
 
+@text_memos.text_memo(0.1)
 def _iso(epoch: float | None) -> str | None:
+    """An epoch (s) as the details' text, memoised: a claim's verdicts repeat its partitions' epochs."""
     return None if epoch is None else us_to_dt(round(epoch * 1e6)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -236,8 +238,9 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     def _names(rows: Sequence[FactRow], text_claim: bool) -> tuple[str, str]:
         if text_claim:
             return text_claims.claim_text(rows), "statement"
-        named = [r for r in rows if r["subject"] and r["attribute"]]
-        newest = max(named, key=_NEWEST)
+        newest = max(rows, key=_NEWEST)  # a structured claim's rows are all named, as a rule
+        if not (newest["subject"] and newest["attribute"]):
+            newest = max([r for r in rows if r["subject"] and r["attribute"]], key=_NEWEST)
         return str(newest["subject"]), str(newest["attribute"])
 
     def _resolve_refreshes(self, ctx: _Ctx, views: Sequence[PartitionView]) -> list[RefreshRow]:

@@ -68,7 +68,8 @@ def known_views(
     partition views, with the views kept in the claim's memo (``core.agreement``) and moved forward
     by the rows added since: O(new rows) instead of all ~50. Rows are in ``(epoch_us, fact_id)`` order,
     so the known ones are a prefix. The state is reused only when the rows it consumed are still the
-    prefix (equal rows: a status change or a rolled-back insert fails it); None: rows out of order."""
+    prefix (equal rows: a status change or a rolled-back insert fails it); None: rows out of order.
+    The rows and records returned are the memo's lists: read them, never change them."""
     n = len(rows)
     while n and rows[n - 1]["epoch_us"] > as_of:
         n -= 1
@@ -93,7 +94,7 @@ def known_views(
     except ValueError:
         del memo[_STATE]
         return None
-    return state.rows[:], state.partitions.records, state.partitions.views()
+    return state.rows, state.partitions.records, state.partitions.views()
 
 
 class _Known:

@@ -40,12 +40,20 @@ def record_cause(record: Record) -> str:
     return derive_id(record.topic, str(record.partition), str(record.offset))
 
 
+_ID_FIELDS = ("event_id", "command_id", "request_id")
+_DECLARED_IDS: dict[type, tuple[bool, ...]] = {}  # per event class: which of _ID_FIELDS it declares
+
+
 def idempotency_key(event: events.Event, record: Record, cause: str | None = None) -> str:
     """``cause``: ``record_cause(record)`` if the caller has it."""
-    fields, extra = type(event).model_fields, event.__pydantic_extra__
-    for attr in ("event_id", "command_id", "request_id"):
+    declared = _DECLARED_IDS.get(type(event))
+    if declared is None:
+        fields = type(event).model_fields
+        declared = _DECLARED_IDS[type(event)] = tuple(attr in fields for attr in _ID_FIELDS)
+    extra = event.__pydantic_extra__
+    for attr, field in zip(_ID_FIELDS, declared, strict=True):
         # getattr's answer (a field, else an unknown field kept as extra) without its AttributeError
-        value = getattr(event, attr) if attr in fields else extra.get(attr) if extra else None
+        value = getattr(event, attr) if field else extra.get(attr) if extra else None
         if isinstance(value, str) and value:
             return f"{attr}:{value}"
     if isinstance(event, events.WindowReported):
