@@ -34,7 +34,8 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         self._meta: dict[str, str | None] = {}  # ProgressRecords: meta read or written in this transaction
         self._dialect = conn.dialect.name
         # processed ids of this transaction, written by ``flush`` in one statement before it commits
-        self._marks: dict[tuple[str, str], dict[str, Any]] = {}
+        # (consumer, event_id) -> (consumer, event_id, content_hash, topic, offset): the statement's parameters
+        self._marks: dict[tuple[str, str], tuple[str, str, str, str, int]] = {}
         # fact rows read or written in this transaction, as the store holds them: the arbiter reads each
         # new fact and its neighbours right after ingest wrote them (dropped with a rolled-back savepoint)
         self._rows: dict[str, FactRow] = {}
@@ -53,7 +54,7 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
             self._executemany(
                 'INSERT INTO processed_events (consumer, event_id, content_hash, topic, "offset") '
                 "VALUES (?, ?, ?, ?, ?)",
-                [tuple(m.values()) for m in self._marks.values()],
+                list(self._marks.values()),
             )
             self._marks.clear()
         self._flush_claims()
@@ -94,7 +95,7 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
     def processed_hash(self, consumer: str, event_id: str) -> str | None:
         pending = self._marks.get((consumer, event_id))
         if pending is not None:
-            return str(pending["content_hash"])
+            return pending[2]
         if (consumer, event_id) in self._known:
             return self._known[(consumer, event_id)]
         rows = self._select_where(
@@ -115,13 +116,7 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
 
     def mark_processed(self, consumer: str, event_id: str, content_hash: str, topic: str, offset: int) -> None:
         """Buffered until ``flush``: a batch writes its processed ids in one statement."""
-        self._marks[(consumer, event_id)] = {
-            "consumer": consumer,
-            "event_id": event_id,
-            "content_hash": content_hash,
-            "topic": topic,
-            "offset": offset,
-        }
+        self._marks[(consumer, event_id)] = (consumer, event_id, content_hash, topic, offset)
 
     # sources ----------------------------------------------------------------------------------
     def touch_source(self, source: str, source_type: str, trust: float, at_us: int) -> None:
@@ -170,8 +165,9 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         else:
             self.claims.invalidate_facts(keyed)
 
-    def facts_by_ids(self, fact_ids: Iterable[str]) -> dict[str, FactRow]:
-        """The rows of the given facts that exist, by fact id in id order (copies: callers may keep them)."""
+    def facts_by_ids(self, fact_ids: Iterable[str], copies: bool = True) -> dict[str, FactRow]:
+        """The rows of the given facts that exist, by fact id in id order (copies: callers may keep them;
+        ``copies=False``: the transaction's own rows, for a caller that only reads them there and then)."""
         ids = sorted(set(fact_ids))
         known = self._rows
         missing = [f for f in ids if f not in known]
@@ -179,6 +175,8 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
             # on the driver (``_select_in``): every column is a plain type, so the rows equal SQLAlchemy's
             for r in self._select_in(_FACT_COLUMNS, "facts", "fact_id", missing):
                 known[r[0]] = cast(FactRow, dict(zip(_FACT_COLUMNS, r, strict=True)))
+        if not copies:
+            return {f: known[f] for f in ids if f in known}
         return {f: cast(FactRow, dict(known[f])) for f in ids if f in known}
 
     def fact_statuses(self, fact_ids: Sequence[str]) -> dict[str, str]:

@@ -148,7 +148,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         """A document's facts arrive as one run: their rows, their similarity edges and their
         neighbours' rows are read in one query each (text claims read all three per fact)."""
         ids = [e.fact_id for e in events_ if isinstance(e, _CHANGES)]
-        rows = uow.repo.facts_by_ids(ids)
+        rows = uow.repo.facts_by_ids(ids, copies=False)  # read ahead; only their claim keys are read here
         text = [f for f, r in rows.items() if r["claim_key"] is None]
         if text:
             uow.repo.facts_by_ids({n for nbs in text_claims.similar_many(uow, text).values() for n in nbs})
