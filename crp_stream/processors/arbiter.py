@@ -83,23 +83,26 @@ _FINGERPRINT = "\x00fingerprint"
 
 
 def _fingerprint(verdict: Verdict, memo: dict[str, Any]) -> str:
-    """``verdict_fingerprint``, kept in the claim's memo with what it covers: an unchanged verdict's
-    fingerprint is not hashed again (the claim is the memo's)."""
-    covered = (
-        verdict.kind,
-        verdict.claim,
-        verdict.high_trust_source,
-        verdict.high_trust_value,
-        float(verdict.high_trust_epoch).hex(),  # exact: 0.0 and -0.0 are equal, their reprs are not
-        verdict.divergent_value,
-        verdict.stale_fact_ids,
-        verdict.suspect_fact_ids,
-    )
+    """``verdict_fingerprint``, kept in the claim's memo with the verdict it was taken of: a verdict
+    equal in what the fingerprint covers is not hashed again (the claim is the memo's)."""
     held = memo.get(_FINGERPRINT)
-    if held is not None and held[0] == covered:
-        return str(held[1])
+    if held is not None:
+        last, fingerprint = held
+        epoch = verdict.high_trust_epoch
+        if (
+            last.high_trust_epoch == epoch
+            and epoch != 0  # 0.0 and -0.0 are equal, their reprs (which the fingerprint covers) are not
+            and last.kind == verdict.kind
+            and last.claim == verdict.claim
+            and last.high_trust_source == verdict.high_trust_source
+            and last.high_trust_value == verdict.high_trust_value
+            and last.divergent_value == verdict.divergent_value
+            and last.stale_fact_ids == verdict.stale_fact_ids
+            and last.suspect_fact_ids == verdict.suspect_fact_ids
+        ):
+            return str(fingerprint)
     fingerprint = verdict_fingerprint(verdict)
-    memo[_FINGERPRINT] = (covered, fingerprint)
+    memo[_FINGERPRINT] = (verdict, fingerprint)
     return fingerprint
 
 

@@ -51,11 +51,12 @@ def idempotency_key(event: events.Event, record: Record, cause: str | None = Non
         fields = type(event).model_fields
         declared = _DECLARED_IDS[type(event)] = tuple(attr in fields for attr in _ID_FIELDS)
     extra = event.__pydantic_extra__
-    for attr, field in zip(_ID_FIELDS, declared, strict=True):
-        # getattr's answer (a field, else an unknown field kept as extra) without its AttributeError
-        value = getattr(event, attr) if field else extra.get(attr) if extra else None
-        if isinstance(value, str) and value:
-            return f"{attr}:{value}"
+    if extra or any(declared):
+        for attr, field in zip(_ID_FIELDS, declared, strict=True):
+            # getattr's answer (a field, else an unknown field kept as extra) without its AttributeError
+            value = getattr(event, attr) if field else extra.get(attr) if extra else None
+            if isinstance(value, str) and value:
+                return f"{attr}:{value}"
     if isinstance(event, events.WindowReported):
         return f"report:{event.session_id}:{event.window}:{event.branch}"
     return f"record:{record_cause(record) if cause is None else cause}"
