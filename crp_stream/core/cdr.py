@@ -26,8 +26,10 @@ API
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -179,8 +181,11 @@ def cdr_rank(scores: ArrayLike, ids: Sequence[str], eligible: ArrayLike | None =
     keep = np.ones(s.shape[0], dtype=bool) if eligible is None else np.asarray(eligible, dtype=bool)
     idx = np.flatnonzero(keep)
     # lexsort: last key is primary; ids ranked as strings via their sorted position.
-    id_rank = np.empty(len(ids), dtype=np.int64)
-    id_rank[np.argsort(np.asarray(ids, dtype=object), kind="stable")] = np.arange(len(ids))
+    if all(map(operator.le, ids, islice(ids, 1, None))):  # already in id order (a candidate set is): no sort
+        id_rank = np.arange(len(ids), dtype=np.int64)
+    else:
+        id_rank = np.empty(len(ids), dtype=np.int64)
+        id_rank[np.argsort(np.asarray(ids, dtype=object), kind="stable")] = np.arange(len(ids))
     order = np.lexsort((id_rank[idx], -s[idx]))
     return [int(i) for i in idx[order]]
 

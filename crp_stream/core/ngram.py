@@ -9,6 +9,8 @@ API
   the union, never mutates.
 - ``ngram_overlap(text, blacklist, n=6) -> int``: distinct n-grams of ``text`` found in the blacklist.
 - ``ngram_overlaps(texts, blacklist, n=6) -> list[int]``: ``ngram_overlap`` of each text, faster.
+- ``gram_hash_array(text, n=6)``, ``ngram_overlaps_hashed(texts, hashes, blacklist, n=6)``: the same
+  counts from n-gram hashes the caller keeps per fact.
 - ``ngram_penalty(overlaps) -> NDArray[float64]`` (§5.2): ``min(0.80, 0.15 * overlaps)``.
 - ``ngram_guard_activations(penalties) -> int`` (§8.3): candidates with a non-zero penalty.
 - ``NGRAM_DIAGNOSTIC_SHARE = 0.20``; ``ngram_guard_diagnostic(activations, candidates) -> str | None``
@@ -21,8 +23,10 @@ API
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Sequence, Set
+from itertools import repeat
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -61,16 +65,33 @@ def ngram_overlap(text: str, blacklist: Set[str], n: int = NGRAM_N) -> int:
     return len(ngrams(tokenize(text), n) & blacklist)
 
 
+def _hash_grams(text: str, n: int) -> set[int]:
+    tokens = tokenize(text)
+    return {hash(g) for g in zip(*(tokens[k:] for k in range(n)), strict=False)}  # n shorter lists
+
+
 @memo.text_memo(2.0)
 def _gram_hashes(text: str, n: int) -> tuple[int, ...]:
     """Hashes of the text's n-grams as token tuples (made in C by ``zip``, no joined strings); a
     blacklist n-gram splits back into the same tuple (tokens hold no space), see ``_listed``."""
-    tokens = tokenize(text)
-    return tuple({hash(g) for g in zip(*(tokens[k:] for k in range(n)), strict=False)})  # n shorter lists
+    return tuple(_hash_grams(text, n))
+
+
+def gram_hash_array(text: str, n: int = NGRAM_N) -> NDArray[np.int64]:
+    """``_gram_hashes`` of a text as an int64 array, not remembered: for a caller that keeps it per
+    fact (the fact cache) and hands it to ``ngram_overlaps_hashed``."""
+    return np.fromiter(_hash_grams(text, n), dtype=np.int64)
+
+
+@memo.text_memo(0.5)
+def _gram_hash(gram: str) -> int:
+    """A blacklist n-gram's hash as ``_gram_hashes`` makes it: a session's blacklist is read again in
+    every window, so each of its n-grams is split once."""
+    return hash(tuple(gram.split(" ")))
 
 
 def _listed(blacklist: Set[str]) -> set[int]:
-    return {hash(tuple(g.split(" "))) for g in blacklist}
+    return set(map(_gram_hash, blacklist))
 
 
 @memo.text_memo(0.2)
@@ -92,6 +113,36 @@ def ngram_overlaps(texts: Sequence[str], blacklist: Set[str], n: int = NGRAM_N) 
         return [0] * len(texts)
     listed = _listed(blacklist)
     return [0 if listed.isdisjoint(_gram_hashes(t, n)) else len(_gram_set(t, n) & blacklist) for t in texts]
+
+
+_SCREEN_BITS = 1 << 16  # the hashed screen's table: a few texts in a window's hundreds flagged in vain
+
+
+def ngram_overlaps_hashed(
+    texts: Sequence[str], hashes: Sequence[NDArray[np.int64] | None], blacklist: Set[str], n: int = NGRAM_N
+) -> list[int]:
+    """``ngram_overlaps`` with each text's ``gram_hash_array`` given (None: looked up here), screened
+    in numpy: a text with an n-gram hash whose low bits are a blacklisted hash's is counted exactly
+    (a text with a blacklisted n-gram always is; one flagged in vain counts 0)."""
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    if not blacklist or not texts:
+        return [0] * len(texts)
+    given: list[NDArray[np.int64]] = list(hashes)  # type: ignore[arg-type]  # filled below where None
+    if any(map(operator.is_, given, repeat(None))):  # (``in`` would compare the arrays)
+        given = [
+            np.fromiter(_gram_hashes(t, n), dtype=np.int64) if h is None else h
+            for t, h in zip(texts, given, strict=True)
+        ]
+    lens = np.fromiter(map(len, given), dtype=np.int64, count=len(given))
+    listed = _listed(blacklist)
+    table = np.zeros(_SCREEN_BITS, dtype=bool)
+    table[np.fromiter(listed, dtype=np.int64, count=len(listed)) & (_SCREEN_BITS - 1)] = True
+    hit = table[np.concatenate(given) & (_SCREEN_BITS - 1)]
+    out = [0] * len(texts)
+    for i in np.unique(np.repeat(np.arange(len(texts)), lens)[hit]).tolist():
+        out[i] = len(_gram_set(texts[i], n) & blacklist)
+    return out
 
 
 def ngram_penalty(overlaps: ArrayLike) -> NDArray[np.float64]:

@@ -82,6 +82,8 @@ def recency_factor(age_seconds: ArrayLike, ttl_seconds: ArrayLike) -> NDArray[np
     age, ttl = np.broadcast_arrays(age, ttl)
     never = ~np.isfinite(ttl)
     half = FRESH_FRACTION * np.where(never, 1.0, ttl)
+    if bool((never | (age <= half)).all()):  # the usual case, every fact fresh: 1.0, as below
+        return np.ones(age.shape, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         decay = 1.0 - (1.0 - STALE_FLOOR) * (age - half) / half
     out = np.where(age <= half, 1.0, np.where(age >= np.where(never, np.inf, ttl), STALE_FLOOR, decay))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from typing import Final
 
@@ -52,7 +53,7 @@ class AnnCache:
         self._expiring: list[int] = []
         # recent results, until the next write (``add``, ``set_status``): a window probes its session's
         # sub-queries again window after window, and the graph and the filter are then unchanged
-        self.kept: dict[tuple[object, ...], list[tuple[str, float]]] = {}
+        self.kept: dict[tuple[object, ...], tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
 
     def __len__(self) -> int:
         return len(self._slot_of)
@@ -71,6 +72,7 @@ class AnnCache:
         if not fact_ids:
             return
         self.kept.clear()
+        fact_ids = [sys.intern(str(f)) for f in fact_ids]  # as the fact cache's: dict lookups compare pointers
         start = len(self._fact)
         for f in fact_ids:
             old = self._slot_of.get(f)
@@ -130,6 +132,25 @@ class AnnCache:
     ) -> list[list[tuple[str, float]]] | None:
         """Up to ``limit`` (fact_id, cosine) per query that pass the filter, best first; None when the
         filter leaves too few candidates to trust (the caller then searches exactly)."""
+        found = self.search_slots(queries, limit, excluded, alive_at, min_score, exclude_id)
+        if found is None:
+            return None
+        fact = self._fact
+        # only the first ``limit`` become Python tuples, in bulk (tolist: the same ints and floats)
+        return [
+            list(zip(map(fact.__getitem__, slots.tolist()), scores.tolist(), strict=True)) for slots, scores in found
+        ]
+
+    def search_slots(
+        self,
+        queries: Vector,
+        limit: int,
+        excluded: Sequence[str],
+        alive_at: float | None,
+        min_score: float | None,
+        exclude_id: str | None = None,
+    ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] | None:
+        """``search`` as arrays: per query the slots (``names``) and float64 cosines of its hits."""
         n = len(self._fact)
         fraction = self.alive_fraction(excluded, alive_at)
         if n == 0 or fraction < 0.5:
@@ -150,7 +171,28 @@ class AnnCache:
                 if len(self.kept) >= _KEPT_MAX:
                     del self.kept[next(iter(self.kept))]
                 self.kept[keys[i]] = hits
-        return [list(self.kept[k]) for k in keys]
+        return [self.kept[k] for k in keys]
+
+    def top_union(
+        self, queries: Vector, k: int, limit: int, excluded: Sequence[str], alive_at: float | None, decimals: int
+    ) -> list[str] | None:
+        """The fact ids of every query's top ``k`` as ``VectorIndex.search_many`` ranks them (scores
+        rounded to ``decimals``, ties by fact id), once each, sorted; from ``limit`` hits fetched per
+        query. None when the cache cannot answer or a tie at the k-th place reaches past the fetched
+        hits (the caller then asks ``search_many``)."""
+        found = self.search_slots(queries, limit, excluded, alive_at, None)
+        if found is None:
+            return None
+        picked = []
+        for slots, scores in found:
+            top = top_slots(slots, scores, k, limit, self._fact, decimals)
+            if top is None:
+                return None
+            picked.append(top)
+        fact = self._fact
+        ids = list(map(fact.__getitem__, np.unique(np.concatenate(picked)).tolist())) if picked else []
+        ids.sort()
+        return ids
 
     def _search(
         self,
@@ -161,13 +203,13 @@ class AnnCache:
         alive_at: float | None,
         min_score: float | None,
         exclude_id: str | None,
-    ) -> list[list[tuple[str, float]]] | None:
+    ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] | None:
         n = len(self._fact)
         params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]  # missing from its stubs
         params.efSearch = max(EXPANSION_SEARCH, fetch)
         sims, slots = self.index.search(q, fetch, params=params)
         drop = self._slot_of.get(exclude_id) if exclude_id is not None else None
-        out: list[list[tuple[str, float]]] = []
+        out: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
         for row in range(q.shape[0]):
             found = slots[row] >= 0
             ks = slots[row][found].astype(np.int64)
@@ -183,9 +225,7 @@ class AnnCache:
             # Fewer survivors than asked although the index holds more: not enough to trust.
             if survivors < limit and fetch < n and (min_score is None or bool((scores >= min_score).all())):
                 return None
-            # only the first ``limit`` become Python tuples, in bulk (tolist: the same ints and floats)
-            top = ks[ok][:limit].tolist()
-            out.append(list(zip([self._fact[k] for k in top], scores[ok][:limit].tolist(), strict=True)))
+            out.append((ks[ok][:limit], scores[ok][:limit]))
         return out
 
     def vectors(self, fact_ids: Sequence[str]) -> tuple[list[str], Vector]:
@@ -206,3 +246,37 @@ class AnnCache:
     def memory_bytes(self) -> int:
         graph = self.index.ntotal * (self.dim * 4 + CONNECTIVITY * 2 * 4 * 1.1)
         return int(graph) + self._status.nbytes + self._expires.nbytes
+
+
+def top_slots(
+    slots: npt.NDArray[np.int64],
+    scores: npt.NDArray[np.float64],
+    k: int,
+    limit: int,
+    names: Sequence[str],
+    decimals: int,
+) -> npt.NDArray[np.int64] | None:
+    """The slots of ``vectors.rank(hits)[:k]`` (scores rounded to ``decimals`` by Python's ``round``,
+    then ``(-score, fact_id)``), as a set, for ``limit`` hits fetched (``slots``, ``scores``); None
+    where ``search_many`` would search again (the last fetched hit ties with the k-th).
+
+    Rounding is monotone: a score more than two units of the last decimal above (below) the k-th
+    largest rounds above (below) it, so only the few scores within that band are rounded one by one,
+    exactly as ``rank`` rounds them, and the ties among them with the k-th are settled by fact id."""
+    band_width = 2.0 * 10.0**-decimals  # more than the 1.5 units that rounding two scores can close
+    n = scores.shape[0]
+    if n <= k:
+        return slots
+    ordered = np.sort(scores)
+    kth = float(ordered[n - k])
+    r_k = round(kth, decimals)
+    if n >= limit and not round(float(ordered[0]), decimals) < r_k:
+        return None
+    sure = scores > kth + band_width
+    band = np.flatnonzero(~sure & (scores >= kth - band_width))  # below it: rounds below the k-th
+    rounded = [round(x, decimals) for x in scores[band].tolist()]
+    above = [int(b) for b, r in zip(band.tolist(), rounded, strict=True) if r > r_k]
+    tied = [int(b) for b, r in zip(band.tolist(), rounded, strict=True) if r == r_k]
+    room = k - int(np.count_nonzero(sure)) - len(above)
+    tied.sort(key=lambda b: names[int(slots[b])])
+    return np.concatenate([slots[sure], slots[above], slots[tied[:room]]]).astype(np.int64)

@@ -29,8 +29,9 @@ ingested, so a fact's neighbours can be kept in memory between requests.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import islice
+from itertools import islice, repeat
 from typing import Protocol
 
 import numpy as np
@@ -79,14 +80,24 @@ class GraphCache:
     def index(self, fact_ids: Iterable[str]) -> list[int]:
         """The int of each fact id (new ids get the next ints); stable until ``clear``."""
         ids, names = self._ids, self._names
+        if not isinstance(fact_ids, list):
+            fact_ids = list(fact_ids)
+        known: list[int | None] = list(map(ids.get, fact_ids))
+        if None not in known:  # every id known: looked up in C
+            return known  # type: ignore[return-value]  # no None
         out = []
         for f in fact_ids:
             i = ids.get(f)
             if i is None:
+                f = sys.intern(str(f))  # as the ANN and fact caches' ids: lookups compare pointers
                 i = ids[f] = len(names)
                 names.append(f)
             out.append(i)
         return out
+
+    def lookup(self, fact_ids: Sequence[str]) -> npt.NDArray[np.int64]:
+        """The int of each fact id, -1 for an id without one (``index`` without numbering new ids)."""
+        return np.fromiter(map(self._ids.get, fact_ids, repeat(-1)), dtype=np.int64, count=len(fact_ids))
 
     @property
     def names(self) -> list[str]:

@@ -16,17 +16,21 @@ import numpy as np
 from crp_stream.core import cdgr, cdr, conflicts, exits, near_copies, ngram, recency, substitution
 from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.fabric.fact_cache import Batch
+from crp_stream.fabric.fact_cache import HEAD_FIELDS, Batch
 from crp_stream.processors import graph_select
 from crp_stream.processors.graph_walk import LoadedEdges
 from crp_stream.processors.session import SubQueryState, vec_from_json
 
 EXCLUDED = ("quarantined", "expired", "superseded")
 # FactView's fields up to ``importance``, in its order; the rest (recency, status, epoch, relevance) follow
-_VIEW_HEAD = itemgetter(
-    "fact_id", "text", "subject", "attribute", "value", "unit", "source", "source_type", "trust", "importance"
-)
+assert conflicts.FactView._fields[: len(HEAD_FIELDS)] == HEAD_FIELDS
+_VIEW_HEAD = itemgetter(*HEAD_FIELDS)
 _STATUS = itemgetter("status")
+_TEXT = itemgetter("text")
+_SOURCE = itemgetter("source")
+_HEAD_TEXT = itemgetter(HEAD_FIELDS.index("text"))
+_HEAD_SOURCE = itemgetter(HEAD_FIELDS.index("source"))
+_EXCLUDED = frozenset(EXCLUDED)
 _NEW_VIEW = partial(tuple.__new__, conflicts.FactView)
 
 
@@ -121,11 +125,11 @@ def gather(
     now_s = now_us / 1e6
     vec = {id(s): vec_from_json(s.embedding) for s in [*residual, *(task or [])]}  # each state decoded once
     probes = [query_vec] + [vec[id(s)] for s in residual]
-    # every probe's hits, once each (their scores are recomputed from the vectors below)
-    found = {fid for hits in uow.vectors.search_many(probes, k, now_s, EXCLUDED) for fid, _score in hits}
+    # every probe's hits, once each, sorted (their scores are recomputed from the vectors below)
+    found = uow.vectors.search_union(probes, k, now_s, EXCLUDED)
     dim = int(query_vec.shape[0])
-    batch = _fetch(uow, sorted(found), dim, now_us)
-    ids, rows, vecs = batch.ids, batch.rows, batch.vecs
+    batch = _fetch(uow, found, dim, now_us)
+    ids, vecs = batch.ids, batch.vecs
     res_vecs = np.stack([vec[id(s)] for s in residual]) if residual else np.zeros((0, dim))
     v64 = vecs.astype(np.float64)  # once, not in every ``core.cdr`` call
     rel = cdr.relevance(v64, query_vec) if ids else np.zeros(0)
@@ -134,12 +138,12 @@ def gather(
     keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(v64, gate_vecs)), min_relevance)
     # issue 14: a kept statement's swapped copy (or the true one it copies) is arbitrated, not gated
     keep = np.asarray(
-        near_copies.admit_copies([r["text"] for r in rows], [r["source"] for r in rows], keep.tolist()), dtype=bool
+        near_copies.admit_copies(_texts(batch), _sources(batch), keep.tolist()),
+        dtype=bool,
     )
     if not keep.all():
         at = np.flatnonzero(keep)
-        picked = at.tolist()
-        batch = Batch([ids[i] for i in picked], [rows[i] for i in picked], vecs[at], batch.cols.take(at))
+        batch, v64 = _take(batch, at), v64[at]
     cov_vecs, depth = coverage
     if cov_vecs.shape[0] == 0:
         cov_vecs = np.zeros((0, dim), dtype=np.float32)
@@ -159,7 +163,7 @@ def gather(
         views=[],
         ctx=ctx,
     )
-    _extend(c, batch)
+    _extend(c, batch, v64)
     return c
 
 
@@ -172,26 +176,55 @@ def _fetch(uow: UnitOfWork, fact_ids: list[str], dim: int, now_us: int) -> Batch
     cols = b.cols
     # ``recency.hard_expired`` and ``drift.known_at`` on the columns (``NEVER`` never expires)
     ok = (cols.expires_at_us > now_us) & (cols.epoch_us <= now_us)
-    ok &= np.fromiter((r["status"] not in EXCLUDED for r in b.rows), dtype=bool, count=len(b.rows))
+    status = b.status if b.status is not None else map(_STATUS, b.rows)
+    ok &= ~np.fromiter(map(_EXCLUDED.__contains__, status), dtype=bool, count=len(b.rows))
     keep = np.flatnonzero(ok)
     if keep.shape[0] == len(b.ids) and b.ids:
         return b
+    if keep.shape[0] == 0:
+        return Batch([], [], np.zeros((0, dim), np.float32), cols.take(keep), [], [], [])
+    return _take(b, keep)
+
+
+def _texts(b: Batch) -> list[str]:
+    """The batch's texts, from its heads where it has them (the row dicts stay untouched until the
+    envelope's own facts are written out)."""
+    return list(map(_HEAD_TEXT, b.heads)) if b.heads is not None else list(map(_TEXT, b.rows))
+
+
+def _sources(b: Batch) -> list[str]:
+    return list(map(_HEAD_SOURCE, b.heads)) if b.heads is not None else list(map(_SOURCE, b.rows))
+
+
+def _take(b: Batch, keep: np.ndarray) -> Batch:
+    """The facts ``keep`` (positions, ascending) of a batch."""
     at = keep.tolist()
-    vecs = b.vecs[keep] if at else np.zeros((0, dim), np.float32)
-    return Batch([b.ids[i] for i in at], [b.rows[i] for i in at], vecs, cols.take(keep))
+    status = [b.status[i] for i in at] if b.status is not None else None
+    heads = [b.heads[i] for i in at] if b.heads is not None else None
+    grams = [b.grams[i] for i in at] if b.grams is not None else None
+    ids, rows = [b.ids[i] for i in at], [b.rows[i] for i in at]
+    return Batch(ids, rows, b.vecs[keep], b.cols.take(keep), status, heads, grams)
 
 
-def _extend(c: Candidates, b: Batch) -> None:
-    """Score the batch (SPEC-024 §7.1 with SPEC-027 §3.3) and append it to the candidate arrays."""
+def _extend(c: Candidates, b: Batch, v64: np.ndarray | None = None) -> None:
+    """Score the batch (SPEC-024 §7.1 with SPEC-027 §3.3) and append it to the candidate arrays.
+    ``v64``: the batch's vectors as float64, if the caller has them."""
     ctx = c.ctx
-    ids, rows, vecs, cols = b
-    v64 = vecs.astype(np.float64)  # once, not in every ``core.cdr`` call
+    ids, rows, vecs, cols, status, heads, grams = b
+    if v64 is None:
+        v64 = vecs.astype(np.float64)  # once, not in every ``core.cdr`` call
     sig = cdr.cdr_signals(v64, ctx.query_vec, ctx.coverage_vecs, ctx.depth, ctx.residual_vecs)
     if ctx.branch_scoped:
         sig = replace(sig, residual_pull=cdr.residual_pull(v64, ctx.residual_vecs))
     age = ctx.now_s - cols.modified_at_us / 1e6
     rec = recency.recency_factor(age, cols.ttl_s)
-    overlaps = np.asarray(ngram.ngram_overlaps([r["text"] for r in rows], ctx.blacklist), dtype=np.float64)
+    texts = _texts(b)
+    counts = (
+        ngram.ngram_overlaps(texts, ctx.blacklist)
+        if grams is None
+        else ngram.ngram_overlaps_hashed(texts, grams, ctx.blacklist)
+    )
+    overlaps = np.asarray(counts, dtype=np.float64)
     pen = ngram.ngram_penalty(overlaps)
     score = cdr.cdr_score(cols.importance, sig.relevance, sig.residual_pull, sig.novelty, rec, pen)
     c.index.update(zip(ids, range(len(c.ids), len(c.ids) + len(ids)), strict=True))
@@ -208,8 +241,9 @@ def _extend(c: Candidates, b: Batch) -> None:
     c.support = np.concatenate([c.support, np.ones(len(ids), dtype=np.int64)])
     # named tuples built in C (``tuple.__new__``, as ``_make`` does, without its Python frame): one for
     # every candidate of every window; epochs as ``r["epoch_us"] / 1e6`` gives them (int64 -> float64)
-    tails = zip(rec.tolist(), map(_STATUS, rows), (cols.epoch_us / 1e6).tolist(), sig.relevance.tolist(), strict=True)
-    c.views.extend(map(_NEW_VIEW, map(tuple.__add__, map(_VIEW_HEAD, rows), tails)))
+    status_of = map(_STATUS, rows) if status is None else status
+    tails = zip(rec.tolist(), status_of, (cols.epoch_us / 1e6).tolist(), sig.relevance.tolist(), strict=True)
+    c.views.extend(map(_NEW_VIEW, map(tuple.__add__, map(_VIEW_HEAD, rows) if heads is None else heads, tails)))
 
 
 def screen(c: Candidates, idx: list[int] | None = None) -> np.ndarray:
@@ -234,21 +268,25 @@ def screen(c: Candidates, idx: list[int] | None = None) -> np.ndarray:
 def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]:
     """Same-value copies (47 identical readings) become one entry carrying ``support``.
 
-    Returns the eligible indices and, per representative, the members of its group.
+    Returns the eligible indices and, per representative of a group of two or more, its members.
     """
     if not c.ids:
         return [], {}
     groups = conflicts.same_claim_duplicates(c.views, c.vecs, gram=screen(c))
+    c.support[:] = 1  # the groups partition the candidates: most are singletons
+    if len(groups) == len(c.ids):  # the usual case: every fact alone
+        return list(range(len(c.ids))), {}
     reps: list[int] = []
     members: dict[int, list[int]] = {}
-    c.support[:] = 1  # the groups partition the candidates: most are singletons
     for g in groups:
-        rep = g[0] if len(g) == 1 else min(g, key=lambda i: (-c.score[i], c.ids[i]))
+        if len(g) == 1:
+            reps.append(g[0])
+            continue
+        rep = min(g, key=lambda i: (-c.score[i], c.ids[i]))
         reps.append(rep)
         members[rep] = g
-        if len(g) > 1:
-            c.support[rep] = len(g)
-            c.twins.update((m, rep) for m in g if m != rep)
+        c.support[rep] = len(g)
+        c.twins.update((m, rep) for m in g if m != rep)
     return sorted(reps), members
 
 
@@ -304,7 +342,7 @@ def _arbitrate(uow: UnitOfWork, c: Candidates, sel: Selection, th: Thresholds, o
     # the representative's (issue 14: five true passages collapse into one, their five copies do not)
     reps = set(listed)
     pool = listed + sorted(m for m, r in c.twins.items() if r in reps and m not in sel.suppressed)
-    views = [c.views[i] for i in pool]
+    views = list(map(c.views.__getitem__, pool))
     pairs = conflicts.detect_envelope_contradictions(
         views, c.vecs[pool], th.contradiction_threshold, inside=len(chosen), gram=screen(c, pool)
     )
@@ -357,6 +395,8 @@ def _other_subjects_dropped(
 ) -> list[tuple[int, int, str]]:
     """Text contradictions between facts of two numbered sibling documents are two subjects, not a
     conflict (``core.substitution.numbered_sibling_titles``); structured claims keep their keys."""
+    if not pairs:
+        return pairs
     keyed = [bool(v.subject and v.attribute) for v in views]
     text = [(i, j, p) for i, j, p in pairs if not (keyed[i] and keyed[j])]
     if not text:

@@ -49,27 +49,32 @@ def build(
         [v.importance for v in views],
     ).tolist()
     facts = []
-    for fid, i, auth in zip(order, idx, authorities, strict=True):
+    # the floats of the envelope's facts as Python floats once (``_r`` rounds them as it would the numpy ones)
+    scores, rel, nov, rec = (a[idx].tolist() for a in (c.score, c.relevance, c.novelty, c.recency))
+    support = c.support[idx].tolist()
+    via, rank = sel.via, sel.rank
+    for k, (fid, i, auth) in enumerate(zip(order, idx, authorities, strict=True)):
         r = c.rows[i]
+        link = conn.get(fid)
         entry: dict[str, Any] = {
             "fact_id": fid,
             "text": r["text"],
-            "role": "connector" if fid in conn else "anchor",
-            "score": _r(conn[fid][2] if fid in conn else c.score[i]),
-            "relevance": _r(c.relevance[i]),
-            "novelty": _r(c.novelty[i]),
-            "recency": _r(c.recency[i]),
-            "authority": _r(auth),
+            "role": "connector" if link is not None else "anchor",
+            "score": round(link[2] if link is not None else scores[k], 6),
+            "relevance": round(rel[k], 6),
+            "novelty": round(nov[k], 6),
+            "recency": round(rec[k], 6),
+            "authority": round(auth, 6),
             "source": r["source"],
             "source_type": r["source_type"],
             "epoch": us_to_dt(r["epoch_us"]),
             "modified_at": us_to_dt(r["modified_at_us"]),
-            "support": int(c.support[i]),
+            "support": support[k],
         }
-        if fid in conn:
-            entry["bridges"] = list(conn[fid][0])
-        entry["via"] = sel.via.get(i, "similarity")
-        entry["rank"] = sel.rank[i]
+        if link is not None:
+            entry["bridges"] = list(link[0])
+        entry["via"] = via.get(i, "similarity")
+        entry["rank"] = rank[i]
         facts.append(entry)
     ratios = assembly.novelty_ratios(c, idx, [f in conn for f in order])
     audit_conflicts(uow, ev, record, out, sel, branch)

@@ -15,7 +15,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,12 @@ class Walk:
     rank: np.ndarray  # PageRank per local index
     edges: tuple[np.ndarray, np.ndarray, np.ndarray]  # (src, dst, kind) local, (src, dst) order
     named: frozenset[str]
+    gints: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # graph cache int per local
+
+    def locate(self, gints: np.ndarray) -> np.ndarray:
+        """The local index (id order) of each given graph int, which must be in the ball."""
+        srt = np.argsort(self.gints, kind="stable")
+        return srt[np.searchsorted(self.gints[srt], gints)]
 
     def via(self, fact_id: str) -> str:
         """How a reached fact was reached: ``mention`` for a lead the query names; else the kind of
@@ -105,6 +112,7 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hop
         rank=r,
         edges=(es, ed, ek),
         named=frozenset(extra),
+        gints=g.glob[ball[order]],
     )
 
 
@@ -127,9 +135,25 @@ def edge_order(src: np.ndarray, dst: np.ndarray, kind: np.ndarray, n: int) -> np
 def top_reached(ids: list[str], rank: np.ndarray, taken: Any, k: int) -> list[str]:
     """The ``k`` facts of the ball (``ids`` in fact-id order, ``rank`` their PageRank) not ``taken``,
     with the most PageRank (ties: lower fact id), in fact-id order."""
-    at = np.flatnonzero(np.fromiter((not taken(f) for f in ids), dtype=bool, count=len(ids)))
+    return top_free(ids, rank, ~np.fromiter(map(taken, ids), dtype=bool, count=len(ids)), k)
+
+
+def top_free(ids: list[str], rank: np.ndarray, free: np.ndarray, k: int) -> list[str]:
+    """``top_reached`` with the ball's facts not taken given as a mask."""
+    at = np.flatnonzero(free)
     top = at[np.lexsort((at, -rank[at]))[: max(k, 0)]]
     return [ids[i] for i in np.sort(top).tolist()]
+
+
+def ball_connectors(w: Walk, cand: np.ndarray, ids: list[str], exclude: set[str], in_order: list[int]) -> list[int]:
+    """``_connectors`` from the candidates' side: the candidates (``cand``: their graph ints, -1 for
+    none) in the ball, not excluded and not in ``in_order``, in the ball's (fact-id) order; a few
+    hundred lookups instead of the ball's thousands."""
+    ok = np.isin(cand, w.gints) & ~np.fromiter(map(exclude.__contains__, ids), dtype=bool, count=len(ids))
+    if in_order:
+        ok[np.asarray(in_order, dtype=np.int64)] = False
+    at = np.flatnonzero(ok)
+    return at[np.argsort(w.locate(cand[at]), kind="stable")].tolist()  # type: ignore[no-any-return]
 
 
 def choose(
@@ -157,21 +181,23 @@ def choose(
             c.named = named_leads(uow, c.ctx.query_text)
         cached = c.walks[key] = walk(uow, c, seeds, c.named, policy.max_hops)
     w = cached
-    index = c.index  # kept by ``assembly._extend``
     # Reached facts outside the candidate set join it, scored by CDR (below the gate too): those with
     # the most PageRank, OUTSIDE_PER_SLOT per connector slot. Outside the candidates a fact's CDR
     # score is low (below the gate, or past every probe's top K), so its graph term decides, and a
     # ball of thousands is not read row by row to rank its tail.
-    taken = exclude | index.keys()
-    outside = top_reached(w.ids, w.rank, taken.__contains__, OUTSIDE_PER_SLOT * slots)
+    # by graph ints: the candidates' and excluded facts' few hundred looked up, not the ball's thousands
+    cache = c.graph.cache
+    cand = cache.lookup(c.ids)
+    free = ~np.isin(w.gints, np.concatenate([cand, cache.lookup(list(exclude))]))
+    outside = top_free(w.ids, w.rank, free, OUTSIDE_PER_SLOT * slots)
     if outside:
         append_outside(uow, c, outside)
+        cand = np.concatenate([cand, cache.lookup(c.ids[cand.shape[0] :])])
     # connectors: reached facts that are not in the CDR order (the order's own facts compete as
     # anchors; its suppressed ones stay out), nor excluded (duplicates, another branch's facts)
-    in_order = set(live) | sel.suppressed | set(c.order)
-    conn = [index[f] for f in w.ids if f in index and f not in exclude and index[f] not in in_order]  # id order
-    ppr_live = np.asarray([w.ppr.get(c.ids[i], 0.0) for i in live], dtype=np.float64)
-    ppr_conn = np.asarray([w.ppr[c.ids[i]] for i in conn], dtype=np.float64)
+    conn = ball_connectors(w, cand, c.ids, exclude, [*live, *sel.suppressed, *c.order])  # id order
+    ppr_live = np.fromiter(map(w.ppr.get, map(c.ids.__getitem__, live), repeat(0.0)), np.float64, len(live))
+    ppr_conn = np.fromiter(map(w.ppr.__getitem__, map(c.ids.__getitem__, conn)), np.float64, len(conn))
     idx = live + conn
     factor = (
         c.importance[idx]  # the rows' importance, as floats
@@ -215,4 +241,14 @@ def _bridging(
     return out
 
 
-__all__ = ["Walk", "choose", "edge_order", "id_order", "named_leads", "top_reached", "walk"]
+__all__ = [
+    "Walk",
+    "ball_connectors",
+    "choose",
+    "edge_order",
+    "id_order",
+    "named_leads",
+    "top_free",
+    "top_reached",
+    "walk",
+]

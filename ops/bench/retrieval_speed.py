@@ -173,6 +173,7 @@ class Stages:
     TARGETS: tuple[tuple[Any, str, str], ...] = (
         (assembly, "gather", "gather"),
         (VectorIndex, "search_many", "  top-K probes (vectors.search_many)"),
+        (VectorIndex, "search_union", "  top-K probes (vectors.search_union)"),
         (FactCache, "columns", "  candidate rows and vectors (fact cache)"),
         (Repository, "fact_statuses", "    fact statuses (SQL)"),
         (Repository, "fact_rows", "    rows of cache misses (SQL)"),
