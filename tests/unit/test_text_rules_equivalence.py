@@ -31,7 +31,7 @@ UNIT = Path(__file__).resolve().parent
 
 # Words the rules read: negators, antonyms, prefixed words, relations, predicate verbs, uniqueness,
 # conditions, passives, numbers with units, names, possessives, hyphens, abbreviations, repeats.
-VOCAB = (
+_VOCAB_TEXT = (
     "the a an of in on at by for to and or is are was were be been has have had did do does not no never "
     "n't isn't cannot can't won't neither nor either none still anymore longer only outside inside "
     "under over below above less more after before lower higher false true disabled enabled lost won "
@@ -41,7 +41,8 @@ VOCAB = (
     "Montgomery's Texas Tech University Austin Keith Richards Rock star song written found Beatles "
     "If When Unless you we it they saw see seen uses used play plays played director producer "
     "collected medals team city 39 40 2018 2019 1,000 1000 120 ms 0.12 s 5% 2 GiB 1 krps v3.5 us-east-1"
-).split()
+)
+VOCAB = _VOCAB_TEXT.split()
 TEMPLATES = [
     "Fact {n} about topic {t}: value {v}.",
     "Topic {t} area {v}: record {n} says the palace river.",
@@ -53,9 +54,10 @@ def _literals(path: Path) -> list[str]:
     """The statements written in a test module (string constants of three words or more)."""
     out = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and len(node.value.split()) >= 3:
-            if "\n" not in node.value and len(node.value) < 400:
-                out.append(node.value)
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        if len(node.value.split()) >= 3 and "\n" not in node.value and len(node.value) < 400:
+            out.append(node.value)
     return out
 
 
@@ -221,7 +223,7 @@ def test_generated_statements(pair: tuple[str, str], how: int) -> None:
 
 
 @settings(max_examples=2000, deadline=None)
-@given(st.lists(st.sampled_from(VOCAB[:40] + ["x", "y", "z"]), max_size=14), st.lists(_word, max_size=14))
+@given(st.lists(st.sampled_from([*VOCAB[:40], "x", "y", "z"]), max_size=14), st.lists(_word, max_size=14))
 def test_ordered_opcodes_are_difflibs(a: list[str], b: list[str]) -> None:
     """The identity of the alignment: where the shortcut answers, it is difflib's answer."""
     ta, tb = " ".join(a), " ".join(b)
@@ -244,9 +246,10 @@ def test_identity() -> None:
             assert_same(text, text.upper(), 0)
             assert_same(text, text.rstrip(".") + ".", 1)
             pa = substitution._profile(text)
-            assert list(substitution._opcodes(pa.low, pa.low, pa, pa)) == SequenceMatcher(
-                None, pa.low, pa.low, autojunk=False
-            ).get_opcodes()
+            assert (
+                list(substitution._opcodes(pa.low, pa.low, pa, pa))
+                == SequenceMatcher(None, pa.low, pa.low, autojunk=False).get_opcodes()
+            )
 
 
 def test_content_and_stem_unchanged() -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import starmap
 from operator import itemgetter
 from typing import NamedTuple
@@ -33,7 +34,6 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from functools import lru_cache
 from crp_stream.core.near_copies import near_copy_pairs
 from tests.support.text_rules_before.quantities import NUM_RE, Num, canonical_unit, extract_numbers, same_numbers
 from tests.support.text_rules_before.substitution import copied_statement_conflict

@@ -30,7 +30,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from difflib import SequenceMatcher
-
 from functools import lru_cache
 
 

@@ -37,9 +37,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from difflib import SequenceMatcher
+from functools import lru_cache
 from typing import NamedTuple
 
-from functools import lru_cache
 from tests.support.text_rules_before.polarity import conditional_last, polarity_flip
 
 NUMBER_CHANGED = "NUMBER_CHANGED"
