@@ -384,6 +384,14 @@ def _argument_swap(
 def _value_swap(
     la: tuple[str, ...], oa: tuple[str, ...], ob: tuple[str, ...], ops: list[_Op], shared: int, max_span: int
 ) -> Substitution | None:
+    if len(ops) > 1:
+        # One value u swapped everywhere (``_one_value``) lies inside every changed span of a: spans
+        # without a character in common cannot hold it (two numbers changed: "12" / "84").
+        common = set(" ".join(la[ops[0][1] : ops[0][2]]))
+        for _, i1, i2, _, _ in ops[1:]:
+            common.intersection_update(" ".join(la[i1:i2]))
+            if not common:
+                return None
     lb_spans = [tuple(w.lower() for w in ob[j1:j2] if w) for _, _, _, j1, j2 in ops]
     if any(t in _NEGATORS for _, i1, i2, _, _ in ops for t in la[i1:i2]) or any(
         t in _NEGATORS for span in lb_spans for t in span
