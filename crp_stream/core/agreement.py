@@ -69,7 +69,12 @@ class _SourceTally:
     def current(self) -> PartitionView | None:
         """``partition_agreement`` of the records added (None: none speaks)."""
         if self.view is None and self.newest is not None and self.total:
-            value, support = min(self.speaking.items(), key=lambda item: (-len(item[1]), -item[1][-1].epoch, item[0]))
+            if len(self.speaking) == 1:  # one value (most partitions): the majority without a comparison
+                ((value, support),) = self.speaking.items()
+            else:
+                value, support = min(
+                    self.speaking.items(), key=lambda item: (-len(item[1]), -item[1][-1].epoch, item[0])
+                )
             newest = self.newest
             self.view = PartitionView(
                 source=newest.source,

@@ -78,14 +78,26 @@ _BOOL_WORDS.update(dict.fromkeys(("false", "no", "off", "disabled"), 0.0))
 _NEG = "\x00neg"
 
 
-@memo.text_memo()
-def _claim_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Num, ...]]:
-    """(lower-cased tokens with number placeholders and negation markers, original tokens, numbers).
+class _Claim(NamedTuple):
+    """One text as ``_text_conflict`` reads it (``_claim_tokens``)."""
 
-    Remembered per text: duplicate groups and arbitration compare the same texts pair by pair."""
+    low: tuple[str, ...]  # lower-cased tokens with number placeholders and negation markers
+    orig: tuple[str, ...]  # the original token of each
+    numbers: tuple[Num, ...]  # in canonical units (``extract_numbers``)
+    plain: tuple[str, ...]  # ``low`` without the negation markers
+    negations: int  # how many markers
+    slots: tuple[int, ...]  # where the number placeholders are
+    predicate: int  # the first index from which ``_has_predicate`` holds for a prefix (len + 1: never)
+
+
+@memo.text_memo()
+def _claim_tokens(text: str) -> _Claim:
+    """``_Claim`` of a text. Remembered per text: duplicate groups and arbitration compare the same
+    texts pair by pair."""
     text = text.replace("’", "'")
     low: list[str] = []
     orig: list[str] = []
+    numbers: list[Num] = []
 
     def words(chunk: str) -> None:
         for w in _WORD_RE.findall(chunk):
@@ -102,12 +114,17 @@ def _claim_tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[Nu
     pos = 0
     for m in NUM_RE.finditer(text):
         words(text[pos : m.start()])
-        family, _ = canonical_unit(m.group("unit"))
+        family, factor = canonical_unit(m.group("unit"))
         low.append(f"\x00num:{family}")
         orig.append(m.group(0))
         pos = m.end()
+        # ``extract_numbers`` of the same text, from the same matches
+        numbers.append((float(m.group("num").replace(",", "")) * (1e3 if m.group("k") else 1.0) * factor, family))
     words(text[pos:])
-    return tuple(low), tuple(orig), tuple(extract_numbers(text))
+    plain = tuple(t for t in low if t != _NEG)
+    slots = tuple(k for k, tok in enumerate(low) if tok.startswith("\x00num"))
+    predicate = next((k for k in range(len(low)) if _predicate_at(k, low[k], orig[k])), len(low) + 1)
+    return _Claim(tuple(low), tuple(orig), tuple(numbers), plain, len(low) - len(plain), slots, predicate)
 
 
 def _entity_like(token: str) -> bool:
@@ -127,46 +144,51 @@ _PREDICATE_VERBS = _words(
 )
 
 
+def _predicate_at(k: int, low: str, word: str) -> bool:
+    """Does token k (lower-cased ``low``, written ``word``) open a predicate (``_has_predicate``)?"""
+    if low in _PREDICATE_VERBS:
+        return True
+    return k > 0 and word.islower() and len(low) > 3 and low.endswith(("s", "ed")) and not low.endswith("ss")
+
+
 def _has_predicate(prefix: Sequence[str], orig: Sequence[str]) -> bool:
-    """Does the shared prefix contain a verb, i.e. does a substitution after it sit in the predicate?"""
-    for k, (low, word) in enumerate(zip(prefix, orig, strict=True)):
-        if low in _PREDICATE_VERBS:
-            return True
-        if k > 0 and word.islower() and len(low) > 3 and low.endswith(("s", "ed")) and not low.endswith("ss"):
-            return True
-    return False
+    """Does the shared prefix contain a verb, i.e. does a substitution after it sit in the predicate?
+    (For a text's own prefix, ``_Claim.predicate`` answers at once: its first predicate token.)"""
+    return any(_predicate_at(k, low, word) for k, (low, word) in enumerate(zip(prefix, orig, strict=True)))
 
 
 def _text_conflict(a: str, b: str) -> str | None:
-    la, oa, na = _claim_tokens(a)
-    lb, ob, nb = _claim_tokens(b)
+    ta, tb = _claim_tokens(a), _claim_tokens(b)
+    la, lb, na, nb = ta.low, tb.low, ta.numbers, tb.numbers
     if la == lb:
         if same_numbers(na, nb):
             return None
         # Only a number in the predicate is a value: "The 1984-85 team ..." vs "The 1989-90 team ..."
         # are two subjects.
-        slots = [k for k, tok in enumerate(la) if tok.startswith("\x00num")]
-        first = next(k for k, x, y in zip(slots, na, nb, strict=True) if not same_numbers([x], [y]))
-        return NUMBER_CHANGED if _has_predicate(la[:first], oa[:first]) else None
-    ca = [t for t in la if t != _NEG]
-    cb = [t for t in lb if t != _NEG]
-    if ca == cb and same_numbers(na, nb) and (len(la) - len(ca)) % 2 != (len(lb) - len(cb)) % 2:
+        first = next(k for k, x, y in zip(ta.slots, na, nb, strict=True) if not same_numbers([x], [y]))
+        return NUMBER_CHANGED if ta.predicate < first else None  # ``_has_predicate(la[:first], oa[:first])``
+    if not same_numbers(na, nb):
+        return None  # both readings below keep every number
+    if ta.plain == tb.plain and ta.negations % 2 != tb.negations % 2:
         return NEGATION_FLIP
     # One substituted span of 1-3 tokens, everything else identical (numbers included).
     short = min(len(la), len(lb))
+    if abs(len(la) - len(lb)) > 2:
+        return None  # the two spans differ in length as the texts do, and spans of 1-3 tokens by 2 at most
     p = next((k for k in range(short) if la[k] != lb[k]), short)
     s = next((k for k in range(short - p) if la[-1 - k] != lb[-1 - k]), short - p)
     span_a, span_b = la[p : len(la) - s], lb[p : len(lb) - s]
-    if not (1 <= len(span_a) <= 3 and 1 <= len(span_b) <= 3) or not same_numbers(na, nb):
+    if not (1 <= len(span_a) <= 3 and 1 <= len(span_b) <= 3):
         return None
     if any(t == _NEG or t.startswith("\x00num") for t in span_a + span_b) or sorted(span_a) == sorted(span_b):
         return None  # a negator is a polarity question; the same words reordered ("A and B") no new value
+    oa, ob = ta.orig, tb.orig
     entity = oa[p : len(oa) - s] + ob[p : len(ob) - s]
     if not any(_entity_like(t) for t in entity):
         return None
     # A different name before the predicate is a different subject ("A is a director" vs "B is a
     # director"), not two values of one claim.
-    return ENTITY_SUBSTITUTED if _has_predicate(la[:p], oa[:p]) else None
+    return ENTITY_SUBSTITUTED if ta.predicate < p else None  # ``_has_predicate(la[:p], oa[:p])``
 
 
 def _claim_key(f: FactView) -> tuple[str, str] | None:
@@ -212,10 +234,17 @@ def _structured_pattern(va: _Val, vb: _Val) -> str | None:
 def _statement_conflict(a: FactView, b: FactView) -> str | None:
     """The text rules: ``_text_conflict``, then, between different sources, a copied statement with one
     span swapped (``core.substitution.copied_statement_conflict``, issue 14)."""
-    found = _text_conflict(a.text, b.text)
-    if found is not None or not a.source or not b.source or a.source == b.source:
+    return _texts_conflict(a.text, b.text, bool(a.source) and bool(b.source) and a.source != b.source)
+
+
+@memo.text_memo()
+def _texts_conflict(a: str, b: str, two_sources: bool) -> str | None:
+    """``_statement_conflict`` of two texts, remembered per pair: the same candidates meet in every
+    arbitration round of a window and in window after window."""
+    found = _text_conflict(a, b)
+    if found is not None or not two_sources:
         return found
-    return copied_statement_conflict(a.text, b.text, same_source=False)
+    return copied_statement_conflict(a, b, same_source=False)
 
 
 def values_conflict(a: FactView, b: FactView) -> str | None:
@@ -230,6 +259,12 @@ def values_conflict(a: FactView, b: FactView) -> str | None:
     two sources, a near-copy differing in one span is also read (issue 14): a subject swapped in a
     statement that shares a long remainder or a uniqueness predicate is a copy with its answer swapped.
     """
+    if a.value is None or b.value is None:  # free text, the usual case: no structured value to compare
+        if a.subject and a.attribute and b.subject and b.attribute:
+            ka, kb = _claim_key(a), _claim_key(b)
+            if ka is not None and kb is not None and ka != kb:
+                return None
+        return _statement_conflict(a, b)
     ka, kb, va, vb = _claim_key(a), _claim_key(b), _structured_value(a), _structured_value(b)
     if ka is None or kb is None or va is None or vb is None:
         return None if (ka is not None and kb is not None and ka != kb) else _statement_conflict(a, b)
@@ -364,7 +399,7 @@ def _same_claim(a: FactView, b: FactView) -> bool:
     ka, kb, va, vb = _claim_key(a), _claim_key(b), _structured_value(a), _structured_value(b)
     if ka is not None and kb is not None and (ka != kb or (va is not None and vb is not None)):
         return ka == kb and va is not None and vb is not None and _structured_pattern(va, vb) is None
-    equal_numbers = same_numbers(_claim_tokens(a.text)[2], _claim_tokens(b.text)[2])
+    equal_numbers = same_numbers(_claim_tokens(a.text).numbers, _claim_tokens(b.text).numbers)
     return equal_numbers and _statement_conflict(a, b) is None
 
 

@@ -18,7 +18,8 @@ API
 - ``corroborating_partitions(high_trust_epoch, divergent_epochs) -> int``.
 - ``arbitrate_divergence(high_trust_epoch, divergent_epochs, corroborating_partitions) -> VerdictKind``:
   the seed's function, returning "DRIFT_UNDETERMINED" where the seed raises.
-- ``claim_verdict(views, *, claim) -> Verdict``: the whole decision for one claim.
+- ``claim_verdict(views, *, claim, explain=True) -> Verdict``: the whole decision for one claim
+  (``explain=False``: the same verdict without its reason text).
 - ``quarantine_eligible(verdict) -> bool``: rule 4; still only a *candidate* for review.
 - ``verdict_fingerprint(verdict) -> str``: identity of the verdict's effect, for idempotency.
 - ``refresh_resolved(view, observed_value, since_epoch=None) -> bool``.
@@ -335,7 +336,7 @@ def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, tz=UTC).isoformat()
 
 
-def claim_verdict(partitions: Sequence[PartitionView], *, claim: str) -> Verdict:
+def claim_verdict(partitions: Sequence[PartitionView], *, claim: str, explain: bool = True) -> Verdict:
     """Drift seed, Decision Boundary rules 2-4: the verdict for one claim, epochs compared before trust.
 
     The high-trust partition is ``high_trust_partition``; its epoch is its NEWEST record for the claim.
@@ -343,7 +344,9 @@ def claim_verdict(partitions: Sequence[PartitionView], *, claim: str) -> Verdict
     values exist, the one asserted by most partitions is evaluated (then the latest epoch, then the
     smallest value); the others are listed in ``other_divergent_values``. Divergence alone never
     quarantines: POISONING_CANDIDATE is a candidate for review. Independent of the order of
-    ``partitions``; raises ValueError on no partitions or a repeated source.
+    ``partitions``; raises ValueError on no partitions or a repeated source. ``explain=False`` leaves
+    ``reason`` empty (the same verdict otherwise): a caller that acts only on a changed verdict
+    explains only that one.
     """
     if not partitions:
         raise ValueError("claim_verdict: no partitions")
@@ -371,18 +374,52 @@ def claim_verdict(partitions: Sequence[PartitionView], *, claim: str) -> Verdict
             stale_fact_ids=(),
             suspect_fact_ids=(),
             other_divergent_values=(),
-            reason=f"all {len(partitions)} partition(s) agree with {high.source} on {high.value!r}",
+            reason=f"all {len(partitions)} partition(s) agree with {high.source} on {high.value!r}" if explain else "",
         )
 
-    ordered = sorted(groups.items(), key=lambda g: (-len(g[1]), -max(v.latest_epoch for v in g[1]), g[0]))
+    if len(groups) == 1:  # one divergent value (the common case): nothing to order
+        ordered = list(groups.items())
+    else:
+        ordered = sorted(groups.items(), key=lambda g: (-len(g[1]), -max(v.latest_epoch for v in g[1]), g[0]))
     value, views = ordered[0]
-    views = sorted(views, key=lambda v: v.source)
+    if len(views) > 1:
+        views = sorted(views, key=lambda v: v.source)
     epochs = [v.latest_epoch for v in views]
     corroboration = corroborating_partitions(ht_epoch, epochs)
     kind = arbitrate_divergence(ht_epoch, epochs, corroboration)
     latest = max(epochs)
     sources = tuple(v.source for v in views)
-    evidence = tuple(sorted(f for v in views for f in v.fact_ids))
+    evidence = tuple(sorted(views[0].fact_ids if len(views) == 1 else [f for v in views for f in v.fact_ids]))
+    reason = _divergence_reason(kind, high, value, sources, latest, corroboration, views) if explain else ""
+    return Verdict(
+        kind=kind,
+        claim=claim,
+        high_trust_source=high.source,
+        high_trust_value=high.value,
+        high_trust_epoch=ht_epoch,
+        divergent_value=value,
+        divergent_sources=sources,
+        divergent_epoch=latest,
+        corroborating_partitions=corroboration,
+        evidence_fact_ids=evidence,
+        stale_fact_ids=high.fact_ids if kind == STALE_HIGH_TRUST else (),
+        suspect_fact_ids=evidence if kind == POISONING_CANDIDATE else (),
+        other_divergent_values=tuple(v for v, _ in ordered[1:]),
+        reason=reason,
+    )
+
+
+def _divergence_reason(
+    kind: VerdictKind,
+    high: PartitionView,
+    value: str,
+    sources: tuple[str, ...],
+    latest: float,
+    corroboration: int,
+    views: Sequence[PartitionView],
+) -> str:
+    """``claim_verdict``'s reason for a divergent value (``views``: its partitions)."""
+    ht_epoch = high.newest_epoch
     later = [v.source for v in views if v.latest_epoch > ht_epoch]
     head = (
         f"{high.source} (trust {high.trust:g}, newest record {_iso(ht_epoch)}) says {high.value!r}; "
@@ -406,22 +443,7 @@ def claim_verdict(partitions: Sequence[PartitionView], *, claim: str) -> Verdict
             f"dominance holds): poisoning candidate for quarantine review; divergence alone "
             f"never quarantines"
         )
-    return Verdict(
-        kind=kind,
-        claim=claim,
-        high_trust_source=high.source,
-        high_trust_value=high.value,
-        high_trust_epoch=ht_epoch,
-        divergent_value=value,
-        divergent_sources=sources,
-        divergent_epoch=latest,
-        corroborating_partitions=corroboration,
-        evidence_fact_ids=evidence,
-        stale_fact_ids=high.fact_ids if kind == STALE_HIGH_TRUST else (),
-        suspect_fact_ids=evidence if kind == POISONING_CANDIDATE else (),
-        other_divergent_values=tuple(v for v, _ in ordered[1:]),
-        reason=reason,
-    )
+    return reason
 
 
 def quarantine_eligible(verdict: Verdict) -> bool:
@@ -440,12 +462,13 @@ def quarantine_eligible(verdict: Verdict) -> bool:
     )
 
 
-def lagging_behind_refresh(verdict: Verdict, history: Sequence[ClaimRecord]) -> Verdict:
+def lagging_behind_refresh(verdict: Verdict, history: Sequence[ClaimRecord], explain: bool = True) -> Verdict:
     """Drift seed, "never quarantine on divergence alone" (docs/arbiter.md, "The lagging rule"): a
     POISONING_CANDIDATE whose divergent value the high-trust source itself asserted before its newest
     record is a lower-trust source that has not caught up with the high-trust refresh (drift in the
     other direction), not an injection: the verdict becomes CONSENSUS_OK and no candidate is filed.
     Serving is unaffected either way (the high-trust value wins), so replaying an old value gains nothing.
+    ``explain=False``: the verdict's reason is left empty, as ``claim_verdict``'s.
     """
     if verdict.kind != POISONING_CANDIDATE or verdict.divergent_value is None:
         return verdict
@@ -462,7 +485,9 @@ def lagging_behind_refresh(verdict: Verdict, history: Sequence[ClaimRecord]) -> 
             f"{verdict.high_trust_source} says {verdict.high_trust_value!r}; {', '.join(verdict.divergent_sources)} "
             f"still say {verdict.divergent_value!r}, which {verdict.high_trust_source} itself asserted before its "
             f"newest record: the lower-trust source lags behind a refresh, not poisoning; no candidate"
-        ),
+        )
+        if explain
+        else "",
     )
 
 

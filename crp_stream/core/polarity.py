@@ -23,6 +23,11 @@ API
   side's marker, the other's) or None.
 - ``conditional_last(text) -> str``: a leading "If/When/Unless ..., " clause moved after the main one.
 - ``active_order(tokens) -> list[int] | None``: the token order of a passive clause read as active.
+- ``flip_signature(tokens, orig) -> FlipSignature``: what ``polarity_flip`` needs of one side to be
+  possible at all (negation parities, stems of the words a negative prefix may pair); remembered
+  per sequence.
+- ``may_flip(a, b) -> bool``: False proves ``polarity_flip`` None for every reading of the two sides the
+  signatures cover (``core.substitution`` screens every pair with it before aligning).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from difflib import SequenceMatcher
+from typing import NamedTuple
 
 from crp_stream.core import memo
 
@@ -139,6 +145,9 @@ _IRREGULAR = {
     "hidden": "hide",
 }
 _NEG_PREFIXES = ("un", "im", "in", "ir", "il", "non", "dis")
+# A neutral word with a negative prefix ("impossible", "unable"): exactly the words ``t`` with
+# ``t.startswith(p) and t[len(p):] in _NEUTRAL`` for a prefix ``p``, as one set.
+_PREFIXED_NEUTRAL = frozenset(p + w for p in _NEG_PREFIXES for w in _NEUTRAL)
 _CONDITIONALS = _words("if when unless whenever")
 _BE = _words("is are was were be been being")
 # Words that end the agent of a passive ("by the Beatles in 1965"): the rest stays where it is.
@@ -153,6 +162,7 @@ MIN_SHARED = 2
 MIN_SHARED_WORDS = 3
 
 
+@memo.text_memo(0.2)  # a word list's worth: the same words come back in every text
 def stem(word: str) -> str:
     """Crude, deterministic stem: irregular table, then -ies/-ied -> y, -es/-ed/-ing/-s dropped, a final
     e dropped, so "lived"/"lives"/"live" and "needs"/"need"/"needed" meet (applied to both sides alike)."""
@@ -195,7 +205,7 @@ def _content(tokens: tuple[str, ...], orig: tuple[str, ...]) -> tuple[int, tuple
             t = _ANTONYMS[t]
         if t in _NEGATORS or t in _NEUTRAL:
             continue
-        if any(t.startswith(p) and t[len(p) :] in _NEUTRAL for p in _NEG_PREFIXES):
+        if t in _PREFIXED_NEUTRAL:
             neg += 1  # "impossible": the negation of a neutral frame word
             continue
         out.append(stem(t))
@@ -247,6 +257,60 @@ def polarity_flip(
     return _flip(
         tuple(a[k] for k in ia), tuple(b[k] for k in ib), tuple(orig_a[k] for k in ia), tuple(orig_b[k] for k in ib)
     )
+
+
+class FlipSignature(NamedTuple):
+    """What ``polarity_flip`` needs of one side before it can find a flip (``flip_signature``)."""
+
+    parities: frozenset[int]  # negation count mod 2, as written and in active order
+    stems: frozenset[str]  # stems of the content words of >= 4 letters (``_negated_prefix``'s floor)
+    unprefixed: frozenset[str]  # stems of those words after a negative prefix ("impossible" -> "possibl")
+
+
+def flip_signature(tokens: tuple[str, ...], orig: tuple[str, ...]) -> FlipSignature:
+    """The ``FlipSignature`` of one token sequence, read as written and with its passive clause in
+    active order (the two readings ``polarity_flip`` tries)."""
+    readings = [(tokens, orig)]
+    order = active_order(tokens)
+    if order is not None:
+        readings.append((tuple(tokens[k] for k in order), tuple(orig[k] for k in order)))
+    parities: set[int] = set()
+    stems: set[str] = set()
+    unprefixed: set[str] = set()
+    for t, o in readings:
+        neg, _, spelled, _ = _content(t, o)
+        parities.add(neg % 2)
+        for word in spelled:
+            w = word.lower()
+            if len(w) < 4:
+                continue
+            stems.add(stem(w))
+            unprefixed.update(stem(w[len(p) :]) for p in _NEG_PREFIXES if w.startswith(p))
+    return FlipSignature(frozenset(parities), frozenset(stems), frozenset(unprefixed))
+
+
+def combined(*signatures: FlipSignature) -> FlipSignature:
+    """One signature covering several readings of a side (e.g. with a leading condition moved last)."""
+    if len(signatures) == 1:
+        return signatures[0]
+    return FlipSignature(
+        frozenset().union(*(s.parities for s in signatures)),
+        frozenset().union(*(s.stems for s in signatures)),
+        frozenset().union(*(s.unprefixed for s in signatures)),
+    )
+
+
+def may_flip(a: FlipSignature, b: FlipSignature) -> bool:
+    """Can ``polarity_flip`` find a flip between any reading of side a and any of side b?
+
+    ``_flip`` returns a flip only when the two negation counts differ in parity at its end. They
+    start as the readings' counts (``_content``); only a one-word replacement of a word by its
+    negative-prefixed form (``_negated_prefix``: both words >= 4 letters, the stem of one after a
+    prefix equal to the stem of the other) adds to one of them. So one parity over every reading of
+    both sides and no such pair of words proves None: the screen is exact, never a guess."""
+    if len(a.parities | b.parities) > 1:
+        return True
+    return not a.unprefixed.isdisjoint(b.stems) or not b.unprefixed.isdisjoint(a.stems)
 
 
 def active_order(tokens: tuple[str, ...]) -> list[int] | None:

@@ -35,12 +35,13 @@ API
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from difflib import SequenceMatcher
 from typing import NamedTuple
 
 from crp_stream.core import memo
-from crp_stream.core.polarity import conditional_last, polarity_flip
+from crp_stream.core.polarity import FlipSignature, combined, conditional_last, flip_signature, may_flip, polarity_flip
 
 NUMBER_CHANGED = "NUMBER_CHANGED"
 ENTITY_SUBSTITUTED = "ENTITY_SUBSTITUTED"
@@ -210,11 +211,42 @@ def _name_like(words: tuple[str, ...]) -> bool:
     return 2 * sum(_entity_like(w) for w in words) >= len(words)
 
 
-def _opcodes(la: tuple[str, ...], lb: tuple[str, ...]) -> Sequence[_Op]:
+class _Profile(NamedTuple):
+    """What aligning a statement with others needs of it, worked out once per text (``_profile``)."""
+
+    low: tuple[str, ...]
+    orig: tuple[str, ...]
+    tokens: frozenset[str]
+    repeated: frozenset[str]  # tokens that occur more than once
+    swap_key: tuple[str, ...] | None  # ``_argument_swap``'s sorted words, when one is a relation
+    flip: FlipSignature  # as written and with a leading condition moved last (``polarity.may_flip``)
+
+
+_NOTHING: frozenset[str] = frozenset()
+
+
+@memo.text_memo()
+def _profile(text: str) -> _Profile:
+    low, orig = _tokens(text)
+    tokens = _token_set(text)
+    repeated = _NOTHING if len(tokens) == len(low) else frozenset(t for t, c in Counter(low).items() if c > 1)
+    words = tuple(_AGREEMENT.get(t, t) for t in low)
+    swap_key = tuple(sorted(words)) if not _RELATIONAL.isdisjoint(words) else None
+    flip = flip_signature(low, orig)
+    moved = conditional_last(text)
+    if moved != text:
+        flip = combined(flip, flip_signature(*_tokens(moved)))
+    return _Profile(low, orig, tokens, repeated, swap_key, flip)
+
+
+def _opcodes(
+    la: tuple[str, ...], lb: tuple[str, ...], pa: _Profile | None = None, pb: _Profile | None = None
+) -> Sequence[_Op]:
     """``SequenceMatcher(None, la, lb, autojunk=False).get_opcodes()``, with a shortcut for the most
     common near-copy: one token replaced by a token found nowhere in the other statement. Then no
     matching block can hold either token, so difflib finds exactly prefix + suffix (the longer one
-    first, each unique at its length); the ingest path aligns every new fact with its neighbours."""
+    first, each unique at its length); the ingest path aligns every new fact with its neighbours.
+    With the two profiles, also ``_ordered_opcodes``'s shortcut."""
     if len(la) == len(lb):
         diff = [i for i in range(len(la)) if la[i] != lb[i]]
         if len(diff) == 1:
@@ -225,7 +257,52 @@ def _opcodes(la: tuple[str, ...], lb: tuple[str, ...]) -> Sequence[_Op]:
                 if i + 1 < len(la):
                     ops.append(("equal", i + 1, len(la), i + 1, len(lb)))
                 return ops
+    if pa is not None and pb is not None:
+        found = _ordered_opcodes(pa, pb)
+        if found is not None:
+            return found
     return SequenceMatcher(None, la, lb, autojunk=False).get_opcodes()
+
+
+def _ordered_opcodes(pa: _Profile, pb: _Profile) -> list[_Op] | None:
+    """difflib's opcodes when every token the two statements share occurs once in each and in the same
+    order (templated statements: "Fact 12 about topic 3: value 84" / "Fact 112 about topic 3: value
+    784"), else None. Then the only matches are those tokens, each at one place, and they never cross:
+    every longest block difflib finds (``find_longest_match``, no junk) is a whole maximal diagonal run
+    of them, everything before it lies before it in both statements and everything after it after, so
+    its recursion ends with exactly the maximal runs, in order, none adjacent to the next. The
+    opcodes follow as ``get_opcodes`` derives them from those blocks."""
+    common = pa.tokens & pb.tokens
+    if not common.isdisjoint(pa.repeated) or not common.isdisjoint(pb.repeated):
+        return None
+    la, lb = pa.low, pb.low
+    blocks: list[list[int]] = []
+    last = -1
+    for i, t in enumerate(la):
+        if t not in common:
+            continue
+        j = lb.index(t)
+        if j <= last:
+            return None  # crossing matches: difflib's choice of the longest decides
+        if blocks and blocks[-1][0] + blocks[-1][2] == i and blocks[-1][1] + blocks[-1][2] == j:
+            blocks[-1][2] += 1
+        else:
+            blocks.append([i, j, 1])
+        last = j
+    blocks.append([len(la), len(lb), 0])
+    ops: list[_Op] = []
+    i = j = 0
+    for ai, bj, size in blocks:
+        if i < ai and j < bj:
+            ops.append(("replace", i, ai, j, bj))
+        elif i < ai:
+            ops.append(("delete", i, ai, j, bj))
+        elif j < bj:
+            ops.append(("insert", i, ai, j, bj))
+        i, j = ai + size, bj + size
+        if size:
+            ops.append(("equal", ai, i, bj, j))
+    return ops
 
 
 @memo.text_memo()
@@ -240,25 +317,29 @@ def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substituti
     "is not ... anymore" / "is still ...", "neither ... nor" / "either ... or"). Anything else (two
     different swaps, a reworded clause) is None, as are identical statements.
     """
-    la, oa = _tokens(a)
-    lb, ob = _tokens(b)
+    pa, pb = _profile(a), _profile(b)
+    la, oa, lb, ob = pa.low, pa.orig, pb.low, pb.orig
     if la == lb:
         return None
-    all_ops = _opcodes(la, lb)
+    # The three readings in their order, each only where its exact screen allows one (a flip:
+    # ``polarity.may_flip``; two arguments exchanged: the same words, one of them a relation).
+    if may_flip(pa.flip, pb.flip):
+        flip = polarity_flip(la, lb, oa, ob)
+        if flip is None and (conditional_last(a) != a or conditional_last(b) != b):
+            (ca, oca), (cb, ocb) = _tokens(conditional_last(a)), _tokens(conditional_last(b))
+            flip = polarity_flip(ca, cb, oca, ocb)
+        if flip is not None:  # first: "Neither A nor B" / "Either A or B" also reads as one swapped span
+            content, mark_a, mark_b = flip
+            return Substitution((SLOT, *content), mark_a, mark_b, NEGATION_FLIP, len(content), False)
+    if pa.swap_key is not None and pa.swap_key == pb.swap_key:
+        swap = _argument_swap(la, lb, oa, ob)
+        if swap is not None:
+            return swap
+    all_ops = _opcodes(la, lb, pa, pb)
     ops = _merge_close([op for op in all_ops if op[0] != "equal"])
-    shared = sum(i2 - i1 for tag, i1, i2, _, _ in all_ops if tag == "equal")
-    flip = polarity_flip(la, lb, oa, ob)
-    if flip is None and (conditional_last(a) != a or conditional_last(b) != b):
-        (ca, oca), (cb, ocb) = _tokens(conditional_last(a)), _tokens(conditional_last(b))
-        flip = polarity_flip(ca, cb, oca, ocb)
-    if flip is not None:  # first: "Neither A nor B" / "Either A or B" also reads as one swapped span
-        content, mark_a, mark_b = flip
-        return Substitution((SLOT, *content), mark_a, mark_b, NEGATION_FLIP, len(content), False)
-    swap = _argument_swap(la, lb, oa, ob)
-    if swap is not None:
-        return swap
     if not ops or any(op[0] != "replace" for op in ops):
         return None
+    shared = sum(i2 - i1 for tag, i1, i2, _, _ in all_ops if tag == "equal")
     return _value_swap(la, oa, ob, ops, shared, max_span)
 
 
@@ -303,6 +384,14 @@ def _argument_swap(
 def _value_swap(
     la: tuple[str, ...], oa: tuple[str, ...], ob: tuple[str, ...], ops: list[_Op], shared: int, max_span: int
 ) -> Substitution | None:
+    if len(ops) > 1:
+        # One value u swapped everywhere (``_one_value``) lies inside every changed span of a: spans
+        # without a character in common cannot hold it (two numbers changed: "12" / "84").
+        common = set(" ".join(la[ops[0][1] : ops[0][2]]))
+        for _, i1, i2, _, _ in ops[1:]:
+            common.intersection_update(" ".join(la[i1:i2]))
+            if not common:
+                return None
     lb_spans = [tuple(w.lower() for w in ob[j1:j2] if w) for _, _, _, j1, j2 in ops]
     if any(t in _NEGATORS for _, i1, i2, _, _ in ops for t in la[i1:i2]) or any(
         t in _NEGATORS for span in lb_spans for t in span

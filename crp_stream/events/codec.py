@@ -65,6 +65,10 @@ def nesting_depth(value: Any, limit: int = MAX_DEPTH) -> int:
     """
     if not isinstance(value, _CONTAINERS):
         return 0
+    if type(value) is dict:  # most records: one object of scalars
+        kinds = set(map(type, value.values()))
+        if list not in kinds and dict not in kinds:
+            return 1
     deepest = 0
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -143,18 +147,17 @@ def validate_value(topic: str, data: Any, *, max_facts: int = DEFAULT_MAX_FACTS,
         raise Rejected(f"topic: unknown topic {shown(topic)}")
     if not isinstance(data, dict):
         raise Rejected(f"value is a JSON {json_kind(data)}, expected an object")
-    expects = " or ".join(spec.names)
     declared = data.get("type")
     if declared is None and "type" in data:
-        raise Rejected(f"type: expected a string, got null (topic {topic} carries {expects})")
+        raise Rejected(f"type: expected a string, got null (topic {topic} carries {' or '.join(spec.names)})")
     if declared is None:
         if not spec.is_input:
-            raise Rejected(f"type: missing required field (topic {topic} carries {expects})")
+            raise Rejected(f"type: missing required field (topic {topic} carries {' or '.join(spec.names)})")
         model = spec.models[0]
     elif not isinstance(declared, str):
         raise Rejected(f"type: expected a string, got {described(declared)}")
     elif declared not in spec.names:
-        raise Rejected(f"type: {shown(declared)} does not match topic {topic} (expects {expects})")
+        raise Rejected(f"type: {shown(declared)} does not match topic {topic} (expects {' or '.join(spec.names)})")
     else:
         model = spec.models[spec.names.index(declared)]
     try:
@@ -196,12 +199,13 @@ def to_json_value(event: EventModel) -> dict[str, Any]:
     return data
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def encode(event: EventModel) -> bytes:
     """Canonical JSON bytes: sorted keys, no spaces, UTF-8, floats as Python repr, unset optionals
     omitted. Equal events give byte-identical output (replay determinism)."""
-    return json.dumps(
-        to_json_value(event), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return _CANONICAL.encode(to_json_value(event)).encode("utf-8")
 
 
 # --- dead letters -----------------------------------------------------------------------------------

@@ -6,8 +6,10 @@ Reasons never quote more than a short excerpt of the input (see ``common.shown``
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Sequence
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from pydantic import ValidationError
 
@@ -133,6 +135,32 @@ def nonfinite_path(value: Any, path: str = "") -> str | None:
     return None
 
 
+# a field whose type admits only these never holds a part, an object or an array (models are strict)
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None), datetime})
+_CONTAINER_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _scalar_only(annotation: Any) -> bool:
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return all(type(v) in _SCALAR_TYPES for v in get_args(annotation))
+    if origin is Annotated:
+        return _scalar_only(get_args(annotation)[0])
+    if origin is Union or origin is types.UnionType:
+        return all(_scalar_only(a) for a in get_args(annotation))
+    return annotation in _SCALAR_TYPES
+
+
+def container_fields(cls: type[Part]) -> tuple[str, ...]:
+    """The fields of ``cls`` whose type may hold a part, an object or an array, in declaration order
+    (the others are scalars, whose types reject NaN themselves)."""
+    found = _CONTAINER_FIELDS.get(cls)
+    if found is None:
+        found = tuple(n for n, f in cls.model_fields.items() if not _scalar_only(f.annotation))
+        _CONTAINER_FIELDS[cls] = found
+    return found
+
+
 def extras_nonfinite(model: Part, path: str = "") -> str | None:
     """The reason for the first NaN or infinity among the unknown fields of ``model`` and its parts."""
     for name, value in (model.__pydantic_extra__ or {}).items():
@@ -140,7 +168,7 @@ def extras_nonfinite(model: Part, path: str = "") -> str | None:
         if found:
             return found
     values = model.__dict__  # the fields' values (getattr per field cost more than the check)
-    for name in type(model).model_fields:
+    for name in container_fields(type(model)):
         value = values[name] if name in values else getattr(model, name)
         if isinstance(value, Part):
             found = extras_nonfinite(value, f"{path}.{name}" if path else name)

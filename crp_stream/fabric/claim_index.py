@@ -59,11 +59,7 @@ _FACT_ID = itemgetter("fact_id")
 
 def as_stored(row: FactRow) -> FactRow:
     """A fact row as the store reads it back: every column, in table order, numbers as the driver types them."""
-    given: dict[str, Any] = dict(row)
-    out = dict.fromkeys(_COLUMNS)
-    for c, v in given.items():
-        if c in out:
-            out[c] = v
+    out: dict[str, Any] = dict(zip(_COLUMNS, map(row.get, _COLUMNS), strict=True))  # a column not given is None
     for c, k in _CASTS:
         v = out[c]
         if v is not None and type(v) is not k:
@@ -279,7 +275,10 @@ class ClaimTxn:
             entry = self._writable(str(key)) if key is not None else None
             if entry is None or self.claim_of(r["fact_id"]) is not None:
                 continue
-            insort(entry.rows, r, key=_order)
+            if not entry.rows or _order(entry.rows[-1]) < _order(r):
+                entry.rows.append(r)  # the claim's latest (most inserts): where ``insort`` puts it
+            else:
+                insort(entry.rows, r, key=_order)
             entry.added.append(r["fact_id"])
             self._claim_of[r["fact_id"]] = str(key)
 

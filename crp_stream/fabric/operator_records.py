@@ -19,9 +19,12 @@ if TYPE_CHECKING:
     from crp_stream.fabric.claim_index import ClaimTxn
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def canonical_json(obj: Any) -> str:
     """Stable JSON text for a stored document: both databases keep the same bytes."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return _CANONICAL.encode(obj)
 
 
 def decoded(mapping: Any, field: str = "payload") -> Any:

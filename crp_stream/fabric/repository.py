@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from operator import itemgetter
 from typing import Any, cast
 
 from sqlalchemy import Connection, func, select, update
@@ -33,7 +34,8 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         self._meta: dict[str, str | None] = {}  # ProgressRecords: meta read or written in this transaction
         self._dialect = conn.dialect.name
         # processed ids of this transaction, written by ``flush`` in one statement before it commits
-        self._marks: dict[tuple[str, str], dict[str, Any]] = {}
+        # (consumer, event_id) -> (consumer, event_id, content_hash, topic, offset): the statement's parameters
+        self._marks: dict[tuple[str, str], tuple[str, str, str, str, int]] = {}
         # fact rows read or written in this transaction, as the store holds them: the arbiter reads each
         # new fact and its neighbours right after ingest wrote them (dropped with a rolled-back savepoint)
         self._rows: dict[str, FactRow] = {}
@@ -52,7 +54,7 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
             self._executemany(
                 'INSERT INTO processed_events (consumer, event_id, content_hash, topic, "offset") '
                 "VALUES (?, ?, ?, ?, ?)",
-                [tuple(m.values()) for m in self._marks.values()],
+                list(self._marks.values()),
             )
             self._marks.clear()
         self._flush_claims()
@@ -73,7 +75,9 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
                 f"VALUES ({', '.join('?' * len(cols))}) ON CONFLICT ({', '.join(keys)}) DO NOTHING"
             )
             raw = self.conn.connection.driver_connection
-            cur = raw.executemany(sql, [tuple(r[c] for c in cols) for r in rows])  # type: ignore[union-attr]
+            pick = itemgetter(*cols)
+            params = [(pick(r),) for r in rows] if len(cols) == 1 else list(map(pick, rows))
+            cur = raw.executemany(sql, params)  # type: ignore[union-attr]
             return int(cur.rowcount)
         mod = postgresql if self._dialect == "postgresql" else sqlite
         stmt = mod.insert(table).on_conflict_do_nothing(index_elements=list(keys))
@@ -91,7 +95,7 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
     def processed_hash(self, consumer: str, event_id: str) -> str | None:
         pending = self._marks.get((consumer, event_id))
         if pending is not None:
-            return str(pending["content_hash"])
+            return pending[2]
         if (consumer, event_id) in self._known:
             return self._known[(consumer, event_id)]
         rows = self._select_where(
@@ -112,13 +116,7 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
 
     def mark_processed(self, consumer: str, event_id: str, content_hash: str, topic: str, offset: int) -> None:
         """Buffered until ``flush``: a batch writes its processed ids in one statement."""
-        self._marks[(consumer, event_id)] = {
-            "consumer": consumer,
-            "event_id": event_id,
-            "content_hash": content_hash,
-            "topic": topic,
-            "offset": offset,
-        }
+        self._marks[(consumer, event_id)] = (consumer, event_id, content_hash, topic, offset)
 
     # sources ----------------------------------------------------------------------------------
     def touch_source(self, source: str, source_type: str, trust: float, at_us: int) -> None:
@@ -167,8 +165,9 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         else:
             self.claims.invalidate_facts(keyed)
 
-    def facts_by_ids(self, fact_ids: Iterable[str]) -> dict[str, FactRow]:
-        """The rows of the given facts that exist, by fact id in id order (copies: callers may keep them)."""
+    def facts_by_ids(self, fact_ids: Iterable[str], copies: bool = True) -> dict[str, FactRow]:
+        """The rows of the given facts that exist, by fact id in id order (copies: callers may keep them;
+        ``copies=False``: the transaction's own rows, for a caller that only reads them there and then)."""
         ids = sorted(set(fact_ids))
         known = self._rows
         missing = [f for f in ids if f not in known]
@@ -176,6 +175,8 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
             # on the driver (``_select_in``): every column is a plain type, so the rows equal SQLAlchemy's
             for r in self._select_in(_FACT_COLUMNS, "facts", "fact_id", missing):
                 known[r[0]] = cast(FactRow, dict(zip(_FACT_COLUMNS, r, strict=True)))
+        if not copies:
+            return {f: known[f] for f in ids if f in known}
         return {f: cast(FactRow, dict(known[f])) for f in ids if f in known}
 
     def fact_statuses(self, fact_ids: Sequence[str]) -> dict[str, str]:
@@ -346,13 +347,15 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         raw.execute(sql, args)  # type: ignore[union-attr]
 
     # audit log: append-only by construction (no update or delete method exists) -----------------
-    def append_audit(self, event_id: str, audit_type: str, at_us: int, key: str, details: dict[str, Any]) -> None:
+    def append_audit(self, event_id: str, audit_type: str, at_us: int, key: str, details: dict[str, Any]) -> bool:
+        """Append an audit row; False if ``event_id`` is there already (the row is left as it is)."""
         # on the driver: the arbiter appends one or more per changed verdict
-        self._execute(
+        inserted = self._execute(
             "INSERT INTO audit_log (event_id, audit_type, at_us, key, details) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (event_id) DO NOTHING",
             (event_id, audit_type, at_us, key, canonical_json(details)),
         )
+        return inserted > 0
 
     def audit(self, audit_type: str | None = None, limit: int = 100) -> list[AuditRow]:
         q = select(t.audit_log).order_by(t.audit_log.c.seq.desc()).limit(limit)

@@ -13,9 +13,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
+from operator import itemgetter
 from typing import Any
 
 from crp_stream import events
+from crp_stream.core import memo as text_memos
 from crp_stream.core.drift import (
     DRIFT_UNDETERMINED,
     POISONING_CANDIDATE,
@@ -34,7 +36,7 @@ from crp_stream.core.drift import (
 )
 from crp_stream.core.ids import derive_id
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.fabric.rows import FactRow
+from crp_stream.fabric.rows import FactRow, RefreshRow
 from crp_stream.processors import effects, text_claims
 from crp_stream.processors.base import Emitter, Handler, Record, dt_to_us, us_to_dt
 from crp_stream.processors.claim_views import claim_records, current_records, known_views
@@ -44,19 +46,30 @@ log = logging.getLogger(__name__)
 
 ARBITER = "arbiter"
 AUTO_POLICY = "auto-quarantine policy"
+_NEWEST = itemgetter("epoch_us", "fact_id")
+_CHANGES = (events.FactRecorded, events.FactStatusChanged)  # built once (``A | B`` builds a union per call)
 
 
-def choose_verdict(views: Sequence[PartitionView], claim: str, history: Sequence[ClaimRecord] = ()) -> Verdict:
+@text_memos.text_memo(0.2)
+def _claim_key(subject: str, attribute: str) -> str:
+    """``claim_key``, memoised: a claim's facts repeat its subject and attribute."""
+    return claim_key(subject, attribute)
+
+
+def choose_verdict(
+    views: Sequence[PartitionView], claim: str, history: Sequence[ClaimRecord] = (), explain: bool = True
+) -> Verdict:
     """``claim_verdict``, except that when any divergent value qualifies as STALE_HIGH_TRUST that
     verdict is preferred: a stale high-trust value must never be served because another divergent
     value happens to be asserted by more partitions. ``history`` (every record of the claim) lets
-    ``lagging`` tell a slow low-trust source from poisoning."""
-    base = lagging_behind_refresh(claim_verdict(views, claim=claim), history)
+    ``lagging`` tell a slow low-trust source from poisoning. ``explain=False``: the same verdict with
+    an empty reason."""
+    base = lagging_behind_refresh(claim_verdict(views, claim=claim, explain=explain), history, explain)
     if base.kind == STALE_HIGH_TRUST or not base.other_divergent_values:
         return base
     for value in base.other_divergent_values:
         subset = [v for v in views if v.value in (base.high_trust_value, value)]
-        verdict = claim_verdict(subset, claim=claim)
+        verdict = claim_verdict(subset, claim=claim, explain=explain)
         if verdict.kind == STALE_HIGH_TRUST:
             others = tuple(
                 x for x in (base.divergent_value, *base.other_divergent_values) if x is not None and x != value
@@ -65,7 +78,37 @@ def choose_verdict(views: Sequence[PartitionView], claim: str, history: Sequence
     return base
 
 
+# the claim index's memo entry for the claim's last fingerprint: not a fact id (those never hold a NUL)
+_FINGERPRINT = "\x00fingerprint"
+
+
+def _fingerprint(verdict: Verdict, memo: dict[str, Any]) -> str:
+    """``verdict_fingerprint``, kept in the claim's memo with the verdict it was taken of: a verdict
+    equal in what the fingerprint covers is not hashed again (the claim is the memo's)."""
+    held = memo.get(_FINGERPRINT)
+    if held is not None:
+        last, fingerprint = held
+        epoch = verdict.high_trust_epoch
+        if (
+            last.high_trust_epoch == epoch
+            and epoch != 0  # 0.0 and -0.0 are equal, their reprs (which the fingerprint covers) are not
+            and last.kind == verdict.kind
+            and last.claim == verdict.claim
+            and last.high_trust_source == verdict.high_trust_source
+            and last.high_trust_value == verdict.high_trust_value
+            and last.divergent_value == verdict.divergent_value
+            and last.stale_fact_ids == verdict.stale_fact_ids
+            and last.suspect_fact_ids == verdict.suspect_fact_ids
+        ):
+            return str(fingerprint)
+    fingerprint = verdict_fingerprint(verdict)
+    memo[_FINGERPRINT] = (verdict, fingerprint)
+    return fingerprint
+
+
+@text_memos.text_memo(0.1)
 def _iso(epoch: float | None) -> str | None:
+    """An epoch (s) as the details' text, memoised: a claim's verdicts repeat its partitions' epochs."""
     return None if epoch is None else us_to_dt(round(epoch * 1e6)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -107,8 +150,8 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     def prepare(self, events_: Sequence[Any], uow: UnitOfWork) -> None:
         """A document's facts arrive as one run: their rows, their similarity edges and their
         neighbours' rows are read in one query each (text claims read all three per fact)."""
-        ids = [e.fact_id for e in events_ if isinstance(e, events.FactRecorded | events.FactStatusChanged)]
-        rows = uow.repo.facts_by_ids(ids)
+        ids = [e.fact_id for e in events_ if isinstance(e, _CHANGES)]
+        rows = uow.repo.facts_by_ids(ids, copies=False)  # read ahead; only their claim keys are read here
         text = [f for f, r in rows.items() if r["claim_key"] is None]
         if text:
             uow.repo.facts_by_ids({n for nbs in text_claims.similar_many(uow, text).values() for n in nbs})
@@ -116,7 +159,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     def handle(
         self, event: events.FactRecorded | events.FactStatusChanged, record: Record, uow: UnitOfWork, out: Emitter
     ) -> None:
-        if not isinstance(event, events.FactRecorded | events.FactStatusChanged):
+        if not isinstance(event, _CHANGES):
             return
         if not self._preloaded:  # the claim index is rebuilt on the first record (inside the runtime's
             uow.fabric.claims.preload(uow.repo)  # retries, unlike start-up: the store may be down then)
@@ -125,7 +168,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         # the time of the evaluation that made them)
         as_of = dt_to_us(event.epoch if isinstance(event, events.FactRecorded) else event.at)
         if isinstance(event, events.FactRecorded) and event.subject and event.attribute:
-            self.evaluate(claim_key(event.subject, event.attribute), record, uow, out, as_of)
+            self.evaluate(_claim_key(event.subject, event.attribute), record, uow, out, as_of)
             return
         key = None
         if isinstance(event, events.FactStatusChanged):
@@ -147,7 +190,8 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
 
     # --------------------------------------------------------------------------------------------
     def evaluate(self, key: str, record: Record, uow: UnitOfWork, out: Emitter, as_of: int) -> Verdict | None:
-        """Re-evaluate one claim as of ``as_of`` (µs); act only when its verdict's fingerprint changed."""
+        """Re-evaluate one claim as of ``as_of`` (µs); act only when its verdict's fingerprint changed.
+        Returns the verdict (its reason empty when it did not change)."""
         stored, rows, memo = uow.fabric.claims.claim(uow.repo, key)  # members and row, from memory
         if stored is not None:  # never judged as of an earlier time than it already was (status changes
             as_of = max(as_of, int(stored["updated_at_us"]))  # come back later, carrying older times)
@@ -162,19 +206,21 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
             rows, records, views = known
         if not views:
             return None
-        verdict = choose_verdict(views, key, records)
-        fingerprint = verdict_fingerprint(verdict)
+        # most records leave the verdict as it was: it is explained (its reason text) only when it acts
+        verdict = choose_verdict(views, key, records, explain=False)
+        fingerprint = _fingerprint(verdict, memo)
         if stored is not None and stored["fingerprint"] == fingerprint:
             if as_of > stored["updated_at_us"]:
                 uow.repo.touch_claim(stored, as_of)
             return verdict
+        verdict = choose_verdict(views, key, records)
         details = verdict_details(verdict, views)
         uow.repo.put_claim(key, verdict.kind, fingerprint, details, as_of)
         subject, attribute = self._names(rows, text_claim)
         ctx = _Ctx(uow, out, record, key, subject, attribute, verdict, fingerprint, details, rows, as_of)
-        self._resolve_refreshes(ctx, views)
+        still_open = self._resolve_refreshes(ctx, views)
         if verdict.kind == STALE_HIGH_TRUST:
-            self._stale(ctx)
+            self._stale(ctx, still_open)
         elif verdict.kind == POISONING_CANDIDATE:
             self._poisoning(ctx)
         elif verdict.kind == DRIFT_UNDETERMINED:
@@ -195,20 +241,24 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     def _names(rows: Sequence[FactRow], text_claim: bool) -> tuple[str, str]:
         if text_claim:
             return text_claims.claim_text(rows), "statement"
-        named = [r for r in rows if r["subject"] and r["attribute"]]
-        newest = max(named, key=lambda r: (r["epoch_us"], r["fact_id"]))
+        newest = max(rows, key=_NEWEST)  # a structured claim's rows are all named, as a rule
+        if not (newest["subject"] and newest["attribute"]):
+            newest = max([r for r in rows if r["subject"] and r["attribute"]], key=_NEWEST)
         return str(newest["subject"]), str(newest["attribute"])
 
-    def _resolve_refreshes(self, ctx: _Ctx, views: Sequence[PartitionView]) -> None:
+    def _resolve_refreshes(self, ctx: _Ctx, views: Sequence[PartitionView]) -> list[RefreshRow]:
         """Issue 4 §3: an open request resolves when the stale source itself now asserts the
-        observed value with a record later than the request's high-trust epoch."""
+        observed value with a record later than the request's high-trust epoch. Returns the claim's
+        requests still open, in the store's order."""
         by_source = {v.source: v for v in views}
+        still_open = []
         for req in ctx.uow.repo.refresh_requests_for_claim(ctx.key, status="open"):
             payload = req["payload"]
             view = by_source.get(req["source"])
             if view is None or not refresh_resolved(
                 view, str(payload["observed_value"]), float(payload["high_trust_epoch_s"])
             ):
+                still_open.append(req)
                 continue
             ctx.uow.repo.resolve_refresh(req["request_id"], ctx.as_of, ARBITER)
             audit_id = derive_id("audit", "REFRESH_RESOLVED", req["request_id"])
@@ -233,12 +283,18 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
                     f"({view.support} of {view.total} records, latest {_iso(view.latest_epoch)})",
                 },
             )
+        return still_open
 
     def _unstale(self, ctx: _Ctx, views: Sequence[PartitionView]) -> None:
         """The high-trust value wins again (e.g. its contradicting records were quarantined): its
         records that an earlier STALE_HIGH_TRUST verdict marked stale, and that still speak for
         their source, become active again."""
         high = next(v for v in views if v.source == ctx.verdict.high_trust_source)
+        # the claim's rows hold its facts' statuses (nothing here changed the high source's since they
+        # were read): with none of the high partition's facts stale there is nothing to read or change
+        status = {r["fact_id"]: r["status"] for r in ctx.rows}
+        if all(status.get(f, "stale") != "stale" for f in high.fact_ids):
+            return
         change_status(
             ctx.uow,
             ctx.out,
@@ -250,12 +306,13 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
             ("stale",),
         )
 
-    def _stale(self, ctx: _Ctx) -> None:
+    def _stale(self, ctx: _Ctx, open_requests: Sequence[RefreshRow]) -> None:
+        """``open_requests``: the claim's open refresh requests (``_resolve_refreshes``'s)."""
         v = ctx.verdict
         source = v.high_trust_source
         request_id = derive_id("refresh-request", ctx.key, source, ctx.fingerprint)
         assert v.divergent_value is not None and v.divergent_epoch is not None
-        for open_req in ctx.uow.repo.refresh_requests_for_claim(ctx.key, status="open"):
+        for open_req in open_requests:
             same = (
                 open_req["source"] == source
                 and open_req["payload"]["observed_value"] == v.divergent_value

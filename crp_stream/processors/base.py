@@ -95,10 +95,13 @@ def us_to_dt(us: int) -> datetime:
     return datetime.fromtimestamp(us / 1_000_000, tz=UTC)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def dt_to_us(dt: datetime) -> int:
     if dt.tzinfo is None:
         raise ValueError("naive datetime")
-    delta = dt - datetime(1970, 1, 1, tzinfo=UTC)
+    delta = dt - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 

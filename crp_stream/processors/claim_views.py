@@ -10,10 +10,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from crp_stream.core import memo as text_memos
 from crp_stream.core.agreement import PartitionState
 from crp_stream.core.drift import COUNTED_STATUSES, ClaimRecord, PartitionView, normalise_value
 from crp_stream.fabric.rows import FactRow
 from crp_stream.processors import text_claims
+
+
+@text_memos.text_memo(0.2)
+def _normalised(value: str, unit: str | None) -> str:
+    """``normalise_value``, memoised: a claim's records repeat a few values ("250", "1000 rps")."""
+    return normalise_value(value, unit)
+
+
+def _record(r: FactRow, old: ClaimRecord | None, memo: dict[str, Any]) -> ClaimRecord:
+    """A structured fact's record, kept in ``memo``: a status change keeps the normalised value."""
+    value = old.value if old is not None else _normalised(str(r["value"]), r["unit"])
+    rec = memo[r["fact_id"]] = ClaimRecord(
+        r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, value, r["status"]
+    )
+    return rec
 
 
 def claim_records(rows: Sequence[FactRow], text_claim: bool, memo: dict[str, Any] | None = None) -> list[ClaimRecord]:
@@ -36,10 +52,7 @@ def claim_records(rows: Sequence[FactRow], text_claim: bool, memo: dict[str, Any
             continue  # a subject/attribute without a value asserts nothing to arbitrate
         rec = memo.get(r["fact_id"])
         if rec is None or rec.status != r["status"]:
-            value = rec.value if rec is not None else normalise_value(str(r["value"]), r["unit"])
-            rec = memo[r["fact_id"]] = ClaimRecord(
-                r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, value, r["status"]
-            )
+            rec = _record(r, rec, memo)
         out.append(rec)
     return out
 
@@ -55,7 +68,8 @@ def known_views(
     partition views, with the views kept in the claim's memo (``core.agreement``) and moved forward
     by the rows added since: O(new rows) instead of all ~50. Rows are in ``(epoch_us, fact_id)`` order,
     so the known ones are a prefix. The state is reused only when the rows it consumed are still the
-    prefix (equal rows: a status change or a rolled-back insert fails it); None: rows out of order."""
+    prefix (equal rows: a status change or a rolled-back insert fails it); None: rows out of order.
+    The rows and records returned are the memo's lists: read them, never change them."""
     n = len(rows)
     while n and rows[n - 1]["epoch_us"] > as_of:
         n -= 1
@@ -75,12 +89,12 @@ def known_views(
             if r["value"] is not None:  # a subject/attribute without a value asserts nothing
                 rec = memo.get(r["fact_id"])
                 if rec is None or rec.status != r["status"]:
-                    rec = claim_records([r], False, memo)[0]
+                    rec = _record(r, rec, memo)
                 state.partitions.add(rec)
     except ValueError:
         del memo[_STATE]
         return None
-    return state.rows[:], state.partitions.records, state.partitions.views()
+    return state.rows, state.partitions.records, state.partitions.views()
 
 
 class _Known:

@@ -40,16 +40,26 @@ def record_cause(record: Record) -> str:
     return derive_id(record.topic, str(record.partition), str(record.offset))
 
 
-def idempotency_key(event: events.Event, record: Record) -> str:
-    fields, extra = type(event).model_fields, event.__pydantic_extra__
-    for attr in ("event_id", "command_id", "request_id"):
-        # getattr's answer (a field, else an unknown field kept as extra) without its AttributeError
-        value = getattr(event, attr) if attr in fields else extra.get(attr) if extra else None
-        if isinstance(value, str) and value:
-            return f"{attr}:{value}"
+_ID_FIELDS = ("event_id", "command_id", "request_id")
+_DECLARED_IDS: dict[type, tuple[bool, ...]] = {}  # per event class: which of _ID_FIELDS it declares
+
+
+def idempotency_key(event: events.Event, record: Record, cause: str | None = None) -> str:
+    """``cause``: ``record_cause(record)`` if the caller has it."""
+    declared = _DECLARED_IDS.get(type(event))
+    if declared is None:
+        fields = type(event).model_fields
+        declared = _DECLARED_IDS[type(event)] = tuple(attr in fields for attr in _ID_FIELDS)
+    extra = event.__pydantic_extra__
+    if extra or any(declared):
+        for attr, field in zip(_ID_FIELDS, declared, strict=True):
+            # getattr's answer (a field, else an unknown field kept as extra) without its AttributeError
+            value = getattr(event, attr) if field else extra.get(attr) if extra else None
+            if isinstance(value, str) and value:
+                return f"{attr}:{value}"
     if isinstance(event, events.WindowReported):
         return f"report:{event.session_id}:{event.window}:{event.branch}"
-    return f"record:{record_cause(record)}"
+    return f"record:{record_cause(record) if cause is None else cause}"
 
 
 def _dead(
@@ -103,7 +113,8 @@ def _decode(
     handler: AnyHandler, record: Record, uow: UnitOfWork
 ) -> tuple[Emitter, events.Event | None, str | None, bool]:
     """(emitter, event, idempotency key, tracked); no event when the record was dead-lettered."""
-    out = Emitter(cause=derive_id(handler.group, record_cause(record)))
+    cause = record_cause(record)
+    out = Emitter(cause=derive_id(handler.group, cause))
     if b"u0000" in record.value and _NUL_ESCAPE.search(record.value):
         _dead(out, record, "a string holds a NUL character (\\u0000), which the fabric cannot store")
         return out, None, None, False
@@ -117,7 +128,7 @@ def _decode(
     except events.Rejected as exc:
         _dead(out, record, exc.reason, uow=uow)
         return out, None, None, False
-    key = idempotency_key(event, record)
+    key = idempotency_key(event, record, cause)
     # Ids are checked for what producers send, since producers retry; our own changelog (crp.facts)
     # by its derived id alone: on Kafka a restarted worker produces its outbox again, and a copy at a
     # later offset must not run the arbiter again (on a newer fabric, under the copy's id).

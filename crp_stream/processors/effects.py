@@ -32,10 +32,9 @@ def audit(
     uow: UnitOfWork, out: Emitter, event_id: str, audit_type: AuditType, key: str, at_us: int, details: dict[str, Any]
 ) -> bool:
     """Append an audit record and emit it on ``crp.audit``; False (and nothing emitted) if already there."""
-    if uow.repo.audit_exists(event_id):
-        return False
     record = events.AuditRecorded(event_id=event_id, audit_type=audit_type, at=us_to_dt(at_us), details=details)
-    uow.repo.append_audit(event_id, audit_type, at_us, key, details)
+    if not uow.repo.append_audit(event_id, audit_type, at_us, key, details):  # one statement: the id was there
+        return False
     out.emit(AUDIT, key, events.encode(record), record_id=event_id)
     return True
 

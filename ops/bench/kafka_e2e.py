@@ -117,6 +117,14 @@ class Worker:
             cwd=str(REPO),
         )
 
+    def process_cpu(self) -> float:
+        """CPU seconds (user + system) the worker process has used so far (Linux /proc)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def get(self, path: str) -> bytes:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
             return bytes(r.read())
@@ -455,9 +463,11 @@ def run_case(
         cpu = ("crp_fabric_thread_cpu_seconds", 'group="retrieval"')
         before = {k: [w.buckets(*v) for w in workers] for k, v in probes.items()}
         cpu_before = sum(w.counter(*cpu) for w in workers)
+        proc_before = sum(w.process_cpu() for w in workers)
         run = asyncio.run(load(args, prefix, vecs, rate, f"w{nw}r{int(rate)}"))
         after = {k: [w.buckets(*v) for w in workers] for k, v in probes.items()}
         cpu_s = sum(w.counter(*cpu) for w in workers) - cpu_before
+        proc_s = sum(w.process_cpu() for w in workers) - proc_before
         run["workers"] = nw
         for k in probes:
             total_b = {b: sum(x.get(b, 0.0) for x in before[k]) for b in after[k][0]}
@@ -465,6 +475,8 @@ def run_case(
             run[k] = {n: round(v, 2) for n, v in histogram_stats(total_b, total_a).items()}
         n = run["fabric_thread"]["count"]
         run["fabric_thread"]["cpu_mean_ms"] = round(1000 * cpu_s / n, 2) if n else float("nan")
+        # the whole worker process (fabric thread, faust's event loop, the producer): CPU per served request
+        run["process_cpu_ms_per_request"] = round(1000 * proc_s / n, 2) if n else float("nan")
         run["load_avg"] = round(os.getloadavg()[0], 2)
         return run
     finally:

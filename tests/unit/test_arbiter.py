@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from crp_stream.core.drift import (
     CONSENSUS_OK,
@@ -158,3 +162,78 @@ def test_a_low_trust_source_repeating_the_high_trust_sources_old_value_is_lag_no
         ("v-new", "vendor", 0.9, 30.0, "250 rps"),
     )
     assert choose_verdict(partition_views(other), "k", other).kind == POISONING_CANDIDATE
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["vendor_docs", "field_telemetry", "community_notes", "mirror"]),
+            st.sampled_from([0.9, 0.4, 0.2]),
+            st.integers(0, 30),
+            st.sampled_from(["1000 rps", "250 rps", "300 rps"]),
+            st.sampled_from(["active", "active", "stale", "quarantined"]),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_an_unexplained_verdict_is_the_verdict_without_its_reason(
+    items: list[tuple[str, float, int, str, str]],
+) -> None:
+    """The arbiter explains (builds the reason text of) only a verdict that changed: ``explain=False``
+    gives the same verdict with an empty reason, and the claim memo's fingerprint is the fingerprint."""
+    from crp_stream.core.drift import verdict_fingerprint
+    from crp_stream.processors.arbiter import _fingerprint
+
+    trust = {}
+    recs = []
+    for i, (src, t, epoch, value, status) in enumerate(items):
+        trust.setdefault(src, t)  # one trust per source
+        recs.append(ClaimRecord(f"f{i:02d}", src, trust[src], float(epoch), value, status))
+    views = partition_views(recs)
+    if not views:
+        return
+    memo: dict[str, Any] = {}
+    for history in (recs, []):
+        full = choose_verdict(views, "k", history)
+        quick = choose_verdict(views, "k", history, explain=False)
+        assert quick == replace(full, reason="") and full.reason
+        assert claim_verdict(views, claim="k", explain=False) == replace(claim_verdict(views, claim="k"), reason="")
+        assert _fingerprint(quick, memo) == verdict_fingerprint(full) == _fingerprint(full, memo)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["vendor_docs", "field_telemetry", "community_notes"]),
+                st.integers(-2, 12),
+                st.sampled_from(["1000 rps", "250 rps"]),
+                st.sampled_from(["active", "stale"]),
+            ),
+            min_size=1,
+            max_size=12,
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_the_memoised_fingerprint_follows_every_verdict_of_a_claim(
+    evaluations: list[list[tuple[str, int, str, str]]],
+) -> None:
+    """One claim's memo across evaluations whose verdicts change (epochs at 0.0 and -0.0 included):
+    each fingerprint is the verdict's own."""
+    from crp_stream.core.drift import verdict_fingerprint
+    from crp_stream.processors.arbiter import _fingerprint
+
+    trust = {"vendor_docs": 0.9, "field_telemetry": 0.4, "community_notes": 0.2}
+    memo: dict[str, Any] = {}
+    for items in evaluations:
+        recs = [
+            ClaimRecord(f"f{i:02d}", src, trust[src], -0.0 if epoch == -1 else float(epoch), value, status)
+            for i, (src, epoch, value, status) in enumerate(items)
+        ]
+        verdict = choose_verdict(partition_views(recs), "k", recs, explain=False)
+        assert _fingerprint(verdict, memo) == verdict_fingerprint(verdict)

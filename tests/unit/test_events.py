@@ -211,6 +211,71 @@ def test_naive_datetime_rejected_in_python() -> None:
         events.FactStatusChanged(fact_id="f", status="stale", reason="r", at=datetime(2025, 1, 1))
 
 
+def test_canonical_time_fast_path_is_the_full_path() -> None:
+    """``parse_time`` reads the canonical form (every output's times) in one call; for any input it
+    gives the full path's value, or its reason (an impossible date in canonical form included)."""
+    from crp_stream.events.common import format_time, parse_time, parse_time_full
+
+    samples: list[object] = [
+        "2025-03-01T12:00:00.000000Z",
+        "2026-01-01T00:00:05.123456Z",
+        "0001-01-01T00:00:00.000000Z",
+        "9999-12-31T23:59:59.999999Z",
+        "2024-02-29T00:00:00.000000Z",  # a leap day
+        "2025-02-29T00:00:00.000000Z",  # not a leap year
+        "2025-02-31T00:00:00.000000Z",
+        "2025-13-01T00:00:00.000000Z",
+        "2025-00-10T00:00:00.000000Z",
+        "0000-01-01T00:00:00.000000Z",
+        "2025-01-01T24:00:00.000000Z",
+        "2025-01-01T23:60:00.000000Z",
+        "2025-01-01T23:59:60.000000Z",  # a leap second: refused
+        "2025-01-01t12:00:00.000000Z",
+        "2025-01-01 12:00:00.000000Z",
+        "2025-01-01T12:00:00.000000z",
+        "2025-01-01T12:00:00.00000Z",
+        "2025-01-01T12:00:00.0000000Z",
+        "2025-01-01T12:00:00.000000+00:00",
+        "2025-01-01T12:00:00.000000",
+        "2025-01-01T12:00:00.00000\u0663Z".encode().decode("unicode_escape"),  # an Arabic-Indic digit
+        "2025-W01-1T12:00:00.000000Z",  # an ISO week date: fromisoformat's, not RFC 3339
+        "+2025-01-01T12:00:00.00000Z",
+        " 2025-01-01T12:00:00.00000Z",
+        "2025-01-01T12:00:00Z",
+        "2025-01-01T12:00:00.5+01:30",
+        "yesterday",
+        "",
+        1700000000,
+        None,
+        datetime(2025, 1, 1, tzinfo=UTC),
+        datetime(2025, 1, 1, 1, tzinfo=timezone(timedelta(hours=1))),
+        datetime(2025, 1, 1),
+    ]
+    samples += [format_time(datetime(2000, 1, 1, tzinfo=UTC) + timedelta(seconds=s * 7919.123457)) for s in range(200)]
+    for value in samples:
+        try:
+            want: object = parse_time_full(value)
+        except ValueError as exc:
+            with pytest.raises(ValueError) as got:
+                parse_time(value)
+            assert str(got.value) == str(exc), value
+            continue
+        got_value = parse_time(value)
+        assert got_value == want and got_value.tzinfo is want.tzinfo is UTC, value  # type: ignore[attr-defined]
+
+
+def test_only_fields_that_may_hold_containers_are_searched_for_nonfinite_numbers() -> None:
+    """``extras_nonfinite`` skips fields whose (strict) type admits only scalars."""
+    from crp_stream.events.reasons import container_fields
+
+    assert container_fields(events.FactRecorded) == ()
+    assert container_fields(events.FactStatusChanged) == ()
+    assert container_fields(events.DocumentPublished) == ("facts",)
+    assert container_fields(events.AuditRecorded) == ("details",)
+    assert set(container_fields(events.WindowRequested)) == {"query", "sub_queries", "policy"}
+    assert container_fields(events.EnvelopeAssembled) == ("partition", "facts", "notes", "headers")
+
+
 def test_bad_duration() -> None:
     assert reason(DOCS, raw(doc(ttl="30 days"))).startswith("ttl: '30 days' is not an ISO 8601 duration")
     value = doc()

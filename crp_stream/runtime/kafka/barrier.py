@@ -82,15 +82,17 @@ class EventTimeBarrier:
         parts = range(self.partitions.get(base, 0)) if only is None else only
         return [TopicPartition(self.topic(base), p) for p in parts]
 
-    async def _targets_at(self, tps: list[TopicPartition], ts_ms: int, deadline: float) -> dict[int, int]:
-        """Per partition: the first offset stamped after ``ts_ms`` (or the end offset: none is)."""
+    async def _targets_at(self, tps: list[TopicPartition], ts_ms: int, deadline: float) -> dict[TopicPartition, int]:
+        """Per partition: the first offset stamped after ``ts_ms`` (or the end offset: none is). The
+        partitions of every topic in two requests to the broker, not two per topic (each is a round
+        trip from the event loop, and ListOffsets work for the broker on the same cores)."""
         assert self._consumer is not None
         if not tps:
             return {}
         found = await _bounded(self._consumer.offsets_for_times({tp: ts_ms + 1 for tp in tps}), deadline)
         missing = [tp for tp in tps if found.get(tp) is None]
         ends = await _bounded(self._consumer.end_offsets(missing), deadline) if missing else {}
-        return {tp.partition: (found[tp].offset if found.get(tp) is not None else ends[tp]) for tp in tps}
+        return {tp: (found[tp].offset if found.get(tp) is not None else ends[tp]) for tp in tps}
 
     async def _ends(self, tps: list[TopicPartition], deadline: float) -> dict[int, int]:
         assert self._consumer is not None
@@ -132,14 +134,15 @@ class EventTimeBarrier:
         return max(0, round(time.time() * 1000) - ts_ms)
 
     async def _wait(self, ts_ms: int, partition: int | None, deadline: float, scope: str) -> bool:
-        for base, group in INGEST_TOPICS.items():
-            if scope != "request" and group == "operator":
-                continue
-            if not await self._until(group, base, await self._targets_at(self._tps(base), ts_ms, deadline), deadline):
-                return False
+        # every target is read once the request is in (its stamp already passed), then waited for in turn
+        waits = [
+            (g, base, self._tps(base)) for base, g in INGEST_TOPICS.items() if scope == "request" or g != "operator"
+        ]
         if partition is not None:
-            reports = await self._targets_at(self._tps(REPORTS[0], [partition]), ts_ms, deadline)
-            if not await self._until(REPORTS[1], REPORTS[0], reports, deadline):
+            waits.append((REPORTS[1], REPORTS[0], self._tps(REPORTS[0], [partition])))
+        targets = await self._targets_at([tp for _, _, tps in waits for tp in tps], ts_ms, deadline)
+        for group, base, tps in waits:
+            if not await self._until(group, base, {tp.partition: targets[tp] for tp in tps}, deadline):
                 return False
         if scope == "arbiter":
             return True

@@ -18,12 +18,15 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import faust
+from sqlalchemy import select
 
+from crp_stream.fabric import tables
 from crp_stream.processors.base import AnyHandler
 from crp_stream.runtime.kafka.barrier import EventTimeBarrier
 
@@ -31,6 +34,11 @@ if TYPE_CHECKING:
     from crp_stream.runtime.kafka.worker import KafkaWorker
 
 log = logging.getLogger("crp_stream.kafka")
+
+#: How long the fabric offsets of another worker's groups, read for the barrier, are reused.
+POSITIONS_TTL_S = 0.05
+#: The groups the barrier waits for (``barrier.py``): their offsets are read together.
+BARRIER_GROUPS = ("arbiter", "ingest", "operator", "retrieval")
 
 
 @dataclass(order=True)
@@ -145,6 +153,10 @@ class WorkerBarrier:
         self.received: dict[tuple[str, str, int], int] = {}
         self.locks: dict[tuple[str, str, int], asyncio.Lock] = {}
         self._db_positions: dict[str, tuple[float, dict[tuple[str, int], int]]] = {}
+        self._positions_lock = asyncio.Lock()  # one read at a time; the requests waiting meanwhile share it
+        # On PostgreSQL the barrier's offset reads run on a thread of their own, off the fabric thread,
+        # whose queue is the window requests' (started in ``start``); elsewhere on the fabric thread.
+        self._reads: ThreadPoolExecutor | None = None
 
     def sequence(self, h: AnyHandler, event: faust.EventT[Any]) -> None:
         w = self.w
@@ -191,6 +203,8 @@ class WorkerBarrier:
         barrier = EventTimeBarrier(w.servers, w.settings.topic, w.partitions, self.positions, w.settings.barrier_wait)
         await barrier.start()
         self.barrier = barrier
+        if w.fabric.engine.dialect.name == "postgresql":
+            self._reads = ThreadPoolExecutor(1, thread_name_prefix="crp-barrier")
 
     async def wait(self, ts_ms: int, partition: int | None, scope: str = "request") -> int | None:
         w = self.w
@@ -217,16 +231,45 @@ class WorkerBarrier:
         rest = [p for p in parts if p not in out]
         if rest:
             at, offsets = self._db_positions.get(group, (0.0, {}))
-            if time.monotonic() - at > 0.05:
-
-                def read() -> dict[tuple[str, int], int]:
-                    with w.fabric.unit_of_work() as uow:
-                        return dict(uow.repo.offsets(group))
-
-                offsets = await w._retry(read, f"barrier: offsets of {group}")
-                self._db_positions[group] = (time.monotonic(), offsets)
+            if time.monotonic() - at > POSITIONS_TTL_S:
+                async with self._positions_lock:  # a read that finished meanwhile serves this request too
+                    at, offsets = self._db_positions.get(group, (0.0, {}))
+                    if time.monotonic() - at > POSITIONS_TTL_S:
+                        offsets = await self._read_positions(group)
             out.update({p: offsets.get((base, p), 0) for p in rest})
         return out
+
+    async def _read_positions(self, group: str) -> dict[tuple[str, int], int]:
+        """The fabric offsets of ``group`` (and, on PostgreSQL, of every barrier group in the same
+        statement, on the barrier's own thread: a read never queues in front of a window request)."""
+        w = self.w
+        if self._reads is None:
+
+            def read() -> dict[tuple[str, int], int]:
+                with w.fabric.unit_of_work() as uow:
+                    return dict(uow.repo.offsets(group))
+
+            offsets: dict[tuple[str, int], int] = await w._retry(read, f"barrier: offsets of {group}")
+            self._db_positions[group] = (time.monotonic(), offsets)
+            return offsets
+        groups = sorted({*BARRIER_GROUPS, group})
+        c = tables.consumer_offsets.c
+
+        def read_all() -> dict[str, dict[tuple[str, int], int]]:
+            found: dict[str, dict[tuple[str, int], int]] = {g: {} for g in groups}
+            with w.fabric.engine.connect() as conn:  # read only: rolled back on close
+                q = select(c.consumer, c.topic, c.partition, c.next_offset).where(c.consumer.in_(groups))
+                for r in conn.execute(q):
+                    found[r.consumer][(r.topic, r.partition)] = r.next_offset
+            return found
+
+        found: dict[str, dict[tuple[str, int], int]] = await w._retry(
+            read_all, "barrier: offsets", executor=self._reads
+        )
+        now = time.monotonic()
+        for g, offsets in found.items():
+            self._db_positions[g] = (now, offsets)
+        return found[group]
 
     async def before(self, group: str, m: Any) -> None:
         """On their own agents (ingest keeps going): an operator command acts on what was recorded and
@@ -284,6 +327,9 @@ class WorkerBarrier:
         if self.barrier is not None:
             with contextlib.suppress(Exception):
                 await self.barrier.stop()
+        if self._reads is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._reads.shutdown)
+            self._reads = None
 
 
 __all__ = ["SessionSequencer", "WorkerBarrier"]

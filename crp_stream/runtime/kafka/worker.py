@@ -303,12 +303,12 @@ class KafkaWorker(WorkerStatus):
         self._committed[(h.group, base, partition)] = committed
         self._generation[(h.group, base, partition)] = generation
 
-    async def _retry(self, fn: Any, what: str) -> Any:
+    async def _retry(self, fn: Any, what: str, executor: ThreadPoolExecutor | None = None) -> Any:
         loop = asyncio.get_running_loop()
         delay = 0.05
         while True:
             try:
-                return await loop.run_in_executor(self._executor, fn)
+                return await loop.run_in_executor(executor or self._executor, fn)
             except Exception as exc:
                 if not is_transient(exc):
                     raise
