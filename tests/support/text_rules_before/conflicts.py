@@ -35,7 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from crp_stream.core.near_copies import near_copy_pairs
-from tests.support.text_rules_before.quantities import NUM_RE, Num, canonical_unit, extract_numbers, same_numbers
+from crp_stream.core.quantities import NUM_RE, Num, canonical_unit, extract_numbers, same_numbers
 from tests.support.text_rules_before.substitution import copied_statement_conflict
 
 NUMBER_CHANGED = "NUMBER_CHANGED"
