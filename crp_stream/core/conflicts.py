@@ -34,19 +34,18 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from crp_stream.core import memo
+from crp_stream.core.authority import AUTHORITY_TIE_EPSILON, DEMOTED_STATUSES, Resolution, fact_authority
+from crp_stream.core.copied_statements import copied_statement_conflict
 from crp_stream.core.near_copies import near_copy_pairs
 from crp_stream.core.quantities import NUM_RE, Num, canonical_unit, extract_numbers, same_numbers
-from crp_stream.core.substitution import copied_statement_conflict
 
 NUMBER_CHANGED = "NUMBER_CHANGED"
 ENTITY_SUBSTITUTED = "ENTITY_SUBSTITUTED"
 NEGATION_FLIP = "NEGATION_FLIP"
 
-AUTHORITY_TIE_EPSILON = 1e-9
 DEFAULT_PAIR_THRESHOLD = 0.85
 DEFAULT_DUPLICATE_THRESHOLD = 0.97
 #: Statuses that lose any contradiction against a fact not in this set, whatever the trust.
-DEMOTED_STATUSES = frozenset({"stale", "superseded", "expired", "quarantined"})
 
 
 class FactView(NamedTuple):
@@ -233,7 +232,7 @@ def _structured_pattern(va: _Val, vb: _Val) -> str | None:
 
 def _statement_conflict(a: FactView, b: FactView) -> str | None:
     """The text rules: ``_text_conflict``, then, between different sources, a copied statement with one
-    span swapped (``core.substitution.copied_statement_conflict``, issue 14)."""
+    span swapped (``core.copied_statements.copied_statement_conflict``, issue 14)."""
     return _texts_conflict(a.text, b.text, bool(a.source) and bool(b.source) and a.source != b.source)
 
 
@@ -269,56 +268,6 @@ def values_conflict(a: FactView, b: FactView) -> str | None:
     if ka is None or kb is None or va is None or vb is None:
         return None if (ka is not None and kb is not None and ka != kb) else _statement_conflict(a, b)
     return _structured_pattern(va, vb) if ka == kb else None
-
-
-# SPEC-027 §2.3: regulatory 0.90; official = baseline (0.80 here); community -0.05; unverified -0.10.
-# crp-stream choices: version_specific and user at the baseline, news 0.75, telemetry 0.70.
-SOURCE_AUTHORITY: dict[str, float] = {
-    "regulatory": 0.90,
-    "official": 0.80,
-    "version_specific": 0.80,
-    "news": 0.75,
-    "user": 0.80,
-    "community": 0.75,
-    "unverified": 0.70,
-    "telemetry": 0.70,
-}
-
-
-def source_authority(source_type: str, trust: float) -> float:
-    """SPEC-027 §2.3 (SPEC-009 §4.4): ``source_authority_weight`` of a fact.
-
-    The type weight (regulatory 0.90, official 0.80 baseline, community -0.05, unverified -0.10; the
-    other types are crp-stream choices, see ``SOURCE_AUTHORITY``) times the partition's trust in
-    [0, 1], so two partitions of one type are told apart by what the operator trusts.
-    """
-    if source_type not in SOURCE_AUTHORITY:
-        raise ValueError(f"unknown source_type {source_type!r}")
-    if not 0.0 <= trust <= 1.0:
-        raise ValueError("trust must be within 0..1")
-    return SOURCE_AUTHORITY[source_type] * trust
-
-
-def authority(source_auth: ArrayLike, recency: ArrayLike, importance: ArrayLike) -> NDArray[np.float64]:
-    """SPEC-027 §2.3/§3.4: ``authority = source_authority_weight × recency_factor × importance_weight``."""
-    s, r, i = (np.asarray(x, dtype=np.float64) for x in (source_auth, recency, importance))
-    return np.asarray(s * r * i, dtype=np.float64)
-
-
-def fact_authority(fact: FactView) -> float:
-    """SPEC-027 §2.3: ``authority`` of one fact from its own source type, trust, recency and importance."""
-    return float(authority(source_authority(fact.source_type, fact.trust), fact.recency, fact.importance))
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """Outcome of one arbitration; on a tie both facts stay (``kept`` is then the lower fact_id)."""
-
-    kept: FactView
-    suppressed: FactView
-    tie: bool
-    authority_kept: float
-    authority_suppressed: float
 
 
 def stale_statement_contest(demoted: FactView, live: FactView) -> bool:

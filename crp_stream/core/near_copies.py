@@ -16,7 +16,7 @@ API
 - ``near_copy_matrix(texts, rows, cols, min_overlap) -> bool (len(rows), len(cols))``.
 - ``near_copy_pairs(texts, sources, inside=None, min_overlap=NEAR_COPY) -> set[(i, j)]``: as
   ``substitution.near_copy_pairs``.
-- ``admit_copies(texts, sources, keep) -> list[bool]``: as ``substitution.admit_copies``.
+- ``admit_copies(texts, sources, keep) -> list[bool]``: as ``copied_statements.admit_copies``.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from crp_stream.core import memo, substitution
-from crp_stream.core.substitution import NEAR_COPY, copied_statement_conflict
+from crp_stream.core.copied_statements import copied_statement_conflict
+from crp_stream.core.substitution import NEAR_COPY
 
 
 @memo.text_memo(2.0)
@@ -99,7 +100,7 @@ def near_copy_pairs(
 
 
 def admit_copies(texts: Sequence[str], sources: Sequence[str], keep: Sequence[bool]) -> list[bool]:
-    """Issue 14 with SPEC-024 §2.6: ``core.substitution.admit_copies``, vectorised: a statement the
+    """Issue 14 with SPEC-024 §2.6: ``core.copied_statements.admit_copies``, vectorised: a statement the
     gate drops joins the candidates when it is a near-copy, from another source, of one the gate kept
     and ``copied_statement_conflict`` finds a swapped span (the kept ones tried in order)."""
     out = list(keep)

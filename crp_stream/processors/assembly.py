@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from crp_stream.core import cdgr, cdr, conflicts, exits, near_copies, ngram, recency, substitution
+from crp_stream.core import cdgr, cdr, conflicts, exits, near_copies, ngram, recency, sibling_titles
 from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.fact_cache import HEAD_FIELDS, Batch
@@ -394,7 +394,7 @@ def _other_subjects_dropped(
     uow: UnitOfWork, c: Candidates, views: list[conflicts.FactView], pairs: list[tuple[int, int, str]]
 ) -> list[tuple[int, int, str]]:
     """Text contradictions between facts of two numbered sibling documents are two subjects, not a
-    conflict (``core.substitution.numbered_sibling_titles``); structured claims keep their keys."""
+    conflict (``core.sibling_titles.numbered_sibling_titles``); structured claims keep their keys."""
     if not pairs:
         return pairs
     keyed = [bool(v.subject and v.attribute) for v in views]
@@ -405,7 +405,7 @@ def _other_subjects_dropped(
     if missing:
         found = uow.repo.fact_titles(sorted(missing))
         c.titles.update((f, found.get(f, "")) for f in missing)
-    sibling = substitution.numbered_sibling_titles
+    sibling = sibling_titles.numbered_sibling_titles
     return [
         (i, j, p)
         for i, j, p in pairs

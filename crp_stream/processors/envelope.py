@@ -7,7 +7,7 @@ from typing import Any, Literal
 import numpy as np
 
 from crp_stream import events
-from crp_stream.core import cdgr, conflicts, exits, ngram, packing, recency
+from crp_stream.core import authority, cdgr, conflicts, exits, ngram, packing, recency
 from crp_stream.core.ids import derive_id
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors import assembly
@@ -42,9 +42,9 @@ def build(
     conn = {c.ids[ci]: (bridged, bridge, score) for ci, bridged, bridge, score in connectors}
     idx = [index[f] for f in order]
     views = [c.views[i] for i in idx]
-    # ``conflicts.fact_authority`` of every fact at once: the rule broadcasts, the same products
-    authorities = conflicts.authority(
-        [conflicts.source_authority(v.source_type, v.trust) for v in views],
+    # ``authority.fact_authority`` of every fact at once: the rule broadcasts, the same products
+    authorities = authority.authority(
+        [authority.source_authority(v.source_type, v.trust) for v in views],
         [v.recency for v in views],
         [v.importance for v in views],
     ).tolist()

@@ -14,9 +14,11 @@ import re
 from collections.abc import Sequence
 
 from crp_stream.core.conflicts import FactView, values_conflict
+from crp_stream.core.copied_statements import slot_claim
 from crp_stream.core.graph_rank import EDGE_KINDS
 from crp_stream.core.ids import derive_id
-from crp_stream.core.substitution import near_copy, numbered_sibling_titles, slot_claim
+from crp_stream.core.sibling_titles import numbered_sibling_titles
+from crp_stream.core.substitution import near_copy
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.rows import FactRow
 
@@ -67,7 +69,7 @@ def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
     """The claim of a newly recorded text fact, writing its key on the new members; None if no claim.
 
     Peers are its graph neighbours above the contradiction threshold, and (issue 14) any neighbour
-    from another source that is a copy of it with one span swapped (``core.substitution.slot_claim``:
+    from another source that is a copy of it with one span swapped (``core.copied_statements.slot_claim``:
     a swapped name can lower the cosine of a short sentence). A claim found by a slot is keyed by its
     template ("{} acquired instagram"), so every copy of the statement joins the same claim."""
     fid = row["fact_id"]

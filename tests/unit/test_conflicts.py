@@ -5,22 +5,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from crp_stream.core.conflicts import (
+from crp_stream.core.authority import (
     AUTHORITY_TIE_EPSILON,
+    SOURCE_AUTHORITY,
+    authority,
+    fact_authority,
+    source_authority,
+)
+from crp_stream.core.conflicts import (
     ENTITY_SUBSTITUTED,
     NEGATION_FLIP,
     NUMBER_CHANGED,
-    SOURCE_AUTHORITY,
     FactView,
     arbitrate_contradictions,
-    authority,
     conflicts_resolved_header,
     detect_envelope_contradictions,
     extract_numbers,
-    fact_authority,
     resolve_contradiction,
     same_claim_duplicates,
-    source_authority,
     unresolved_conflict_note,
     values_conflict,
 )

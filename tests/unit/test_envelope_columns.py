@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from sqlalchemy import Engine
 
-from crp_stream.core import conflicts, recency
+from crp_stream.core import authority, conflicts, recency
 from crp_stream.core.drift import known_at
 from crp_stream.fabric import db
 from crp_stream.fabric.fact_cache import NEVER, FactCache
@@ -21,7 +21,7 @@ from crp_stream.fabric.repository import Repository
 from crp_stream.processors import assembly, graph_select
 from tests.unit.test_fact_cache import Vectors, fact
 
-SOURCE_TYPES = sorted(conflicts.SOURCE_AUTHORITY)
+SOURCE_TYPES = sorted(authority.SOURCE_AUTHORITY)
 
 
 def random_rows(rng: np.random.Generator, n: int) -> list[dict[str, Any]]:
@@ -125,12 +125,12 @@ def test_envelope_authorities_are_fact_authority_bit_for_bit() -> None:
         )
         for k in range(500)
     ]
-    together = conflicts.authority(
-        [conflicts.source_authority(v.source_type, v.trust) for v in views],
+    together = authority.authority(
+        [authority.source_authority(v.source_type, v.trust) for v in views],
         [v.recency for v in views],
         [v.importance for v in views],
     ).tolist()
-    assert together == [float(conflicts.fact_authority(v)) for v in views]
+    assert together == [float(authority.fact_authority(v)) for v in views]
 
 
 def random_ids(rng: np.random.Generator, n: int) -> list[str]:

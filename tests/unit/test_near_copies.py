@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from crp_stream.core import near_copies, substitution
+from crp_stream.core import copied_statements, near_copies, substitution
 
 NORWAY = "Norway collected 39 medals in 2018, the largest haul by any country in a single Winter Olympics."
 _WORDS = [
@@ -67,7 +67,7 @@ def test_admit_copies_agrees_with_the_scalar_rule_on_random_sets() -> None:
     admitted = 0
     for _ in range(600):
         texts, sources, keep = _case(rng)
-        want = substitution.admit_copies(texts, sources, keep)
+        want = copied_statements.admit_copies(texts, sources, keep)
         assert near_copies.admit_copies(texts, sources, keep) == want
         admitted += sum(want) - sum(keep)
     assert admitted > 20  # some dropped copies were admitted

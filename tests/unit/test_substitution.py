@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 from crp_stream.core.conflicts import ENTITY_SUBSTITUTED, NEGATION_FLIP, NUMBER_CHANGED, FactView, values_conflict
-from crp_stream.core.substitution import (
-    admit_copies,
-    aligned_substitution,
-    copied_statement_conflict,
-    near_copy_pairs,
-    numbered_sibling_titles,
-    slot_claim,
-    uniqueness_predicate,
-)
+from crp_stream.core.copied_statements import admit_copies, copied_statement_conflict, slot_claim, uniqueness_predicate
+from crp_stream.core.sibling_titles import numbered_sibling_titles
+from crp_stream.core.substitution import aligned_substitution, near_copy_pairs
 
 NORWAY = "Norway collected 39 medals in 2018, the largest haul by any country in a single Winter Olympics."
 US = NORWAY.replace("Norway", "U.S.")

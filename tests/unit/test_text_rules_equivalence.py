@@ -21,7 +21,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crp_stream.core import conflicts, polarity, substitution
+from crp_stream.core import conflicts, copied_statements, polarity, substitution
 from tests.support.text_rules_before import conflicts as old_conflicts
 from tests.support.text_rules_before import polarity as old_polarity
 from tests.support.text_rules_before import substitution as old_substitution
@@ -125,10 +125,10 @@ def assert_same(a: str, b: str, how: int = 0) -> None:
     assert substitution.aligned_substitution(a, b) == old_substitution.aligned_substitution(a, b), (a, b)
     assert substitution.aligned_substitution(a, b, 1) == old_substitution.aligned_substitution(a, b, 1), (a, b)
     for same in (False, True):
-        assert substitution.copied_statement_conflict(a, b, same) == old_substitution.copied_statement_conflict(
+        assert copied_statements.copied_statement_conflict(a, b, same) == old_substitution.copied_statement_conflict(
             a, b, same
         ), (a, b, same)
-        assert substitution.slot_claim(a, b, same) == old_substitution.slot_claim(a, b, same), (a, b, same)
+        assert copied_statements.slot_claim(a, b, same) == old_substitution.slot_claim(a, b, same), (a, b, same)
     va, vb = _views(a, b, how)
     ova, ovb = (old_conflicts.FactView(*v) for v in (va, vb))
     assert conflicts.values_conflict(va, vb) == old_conflicts.values_conflict(ova, ovb), (a, b, how)
