@@ -18,6 +18,7 @@ from typing import Any
 
 from crp_stream import events
 from crp_stream.core import memo as text_memos
+from crp_stream.core.claim_values import claim_key
 from crp_stream.core.drift import (
     DRIFT_UNDETERMINED,
     POISONING_CANDIDATE,
@@ -25,7 +26,6 @@ from crp_stream.core.drift import (
     ClaimRecord,
     PartitionView,
     Verdict,
-    claim_key,
     claim_verdict,
     known_at,
     lagging_behind_refresh,
@@ -40,12 +40,20 @@ from crp_stream.fabric.rows import FactRow, RefreshRow
 from crp_stream.processors import effects, text_claims
 from crp_stream.processors.base import Emitter, Handler, Record, dt_to_us, us_to_dt
 from crp_stream.processors.claim_views import claim_records, current_records, known_views
-from crp_stream.processors.effects import CANDIDATES, REFRESH, audit, change_status, chunks, short
+from crp_stream.processors.effects import (
+    AUTO_POLICY,
+    CANDIDATES,
+    REFRESH,
+    audit,
+    change_status,
+    chunks,
+    quarantine_candidate,
+    short,
+)
 
 log = logging.getLogger(__name__)
 
 ARBITER = "arbiter"
-AUTO_POLICY = "auto-quarantine policy"
 _NEWEST = itemgetter("epoch_us", "fact_id")
 _CHANGES = (events.FactRecorded, events.FactStatusChanged)  # built once (``A | B`` builds a union per call)
 
@@ -440,51 +448,6 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
                     )
 
 
-def quarantine_candidate(
-    uow: UnitOfWork,
-    out: Emitter,
-    candidate_id: str,
-    source: str,
-    fact_ids: Sequence[str],
-    at_us: int,
-    actor: str,
-    reason: str | None,
-    cause_id: str,
-) -> list[str]:
-    """Quarantine a candidate's facts (operator confirm or the opt-in auto policy) and audit it."""
-    changed = change_status(
-        uow,
-        out,
-        fact_ids,
-        "quarantined",
-        reason or f"quarantine confirmed by {actor}",
-        at_us,
-        cause_id,
-        ("active", "stale"),
-    )
-    uow.repo.decide_candidate(candidate_id, "confirmed", at_us, actor)
-    details: dict[str, Any] = {
-        "candidate_id": candidate_id,
-        "source": source,
-        "fact_ids": changed,
-        "actor": actor,
-        "reason": reason,
-        "cause_id": cause_id,
-    }
-    if actor == AUTO_POLICY:
-        details["policy"] = AUTO_POLICY
-    audit(
-        uow,
-        out,
-        derive_id("audit", "FACT_QUARANTINED", candidate_id, cause_id),
-        "FACT_QUARANTINED",
-        source,
-        at_us,
-        details,
-    )
-    return changed
-
-
 class _Ctx:
     """What one evaluation's effects need, passed once."""
 
@@ -515,4 +478,4 @@ class _Ctx:
         self.as_of = as_of  # event time of the evaluation: the time of everything it emits
 
 
-__all__ = ["ArbiterHandler", "choose_verdict", "claim_records", "quarantine_candidate"]
+__all__ = ["ArbiterHandler", "choose_verdict", "claim_records"]

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from crp_stream import events
+from crp_stream.core.ids import derive_id
 from crp_stream.events import AuditType, FactStatus
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import Emitter, us_to_dt
@@ -22,6 +23,7 @@ CANDIDATES = "crp.quarantine.candidates"
 
 REASON_MAX = 4000  # the contract's Reason holds 4096 characters
 IDS_MAX = 1000  # the contract's id lists hold 1000 ids
+AUTO_POLICY = "auto-quarantine policy"  # the actor of a quarantine the opt-in policy confirms
 
 
 def short(text: str, limit: int = REASON_MAX) -> str:
@@ -65,6 +67,51 @@ def change_status(
         )
         out.emit(FACTS, fid, events.encode(change))
     return ids
+
+
+def quarantine_candidate(
+    uow: UnitOfWork,
+    out: Emitter,
+    candidate_id: str,
+    source: str,
+    fact_ids: Sequence[str],
+    at_us: int,
+    actor: str,
+    reason: str | None,
+    cause_id: str,
+) -> list[str]:
+    """Quarantine a candidate's facts (operator confirm or the opt-in auto policy) and audit it."""
+    changed = change_status(
+        uow,
+        out,
+        fact_ids,
+        "quarantined",
+        reason or f"quarantine confirmed by {actor}",
+        at_us,
+        cause_id,
+        ("active", "stale"),
+    )
+    uow.repo.decide_candidate(candidate_id, "confirmed", at_us, actor)
+    details: dict[str, Any] = {
+        "candidate_id": candidate_id,
+        "source": source,
+        "fact_ids": changed,
+        "actor": actor,
+        "reason": reason,
+        "cause_id": cause_id,
+    }
+    if actor == AUTO_POLICY:
+        details["policy"] = AUTO_POLICY
+    audit(
+        uow,
+        out,
+        derive_id("audit", "FACT_QUARANTINED", candidate_id, cause_id),
+        "FACT_QUARANTINED",
+        source,
+        at_us,
+        details,
+    )
+    return changed
 
 
 def chunks(ids: Sequence[str], size: int = IDS_MAX) -> list[list[str]]:

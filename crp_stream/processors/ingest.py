@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from crp_stream import events
-from crp_stream.core.drift import claim_key
+from crp_stream.core.claim_values import claim_key
 from crp_stream.core.durations import format_duration, parse_duration
 from crp_stream.core.ids import derive_id
 from crp_stream.core.sentences import split_sentences

@@ -18,9 +18,8 @@ from crp_stream import events
 from crp_stream.core.ids import derive_id
 from crp_stream.events import AuditType, Rejected
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.processors.arbiter import quarantine_candidate
 from crp_stream.processors.base import Emitter, Handler, Record
-from crp_stream.processors.effects import audit, change_status
+from crp_stream.processors.effects import audit, change_status, quarantine_candidate
 
 
 def _by(row: Mapping[str, Any], field: str) -> str:

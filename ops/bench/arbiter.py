@@ -39,7 +39,8 @@ from typing import Any
 
 from crp_stream import events
 from crp_stream.config import Settings
-from crp_stream.core.drift import ClaimRecord, claim_key, claim_verdict, normalise_value, partition_views
+from crp_stream.core.claim_values import claim_key, normalise_value
+from crp_stream.core.drift import ClaimRecord, claim_verdict, partition_views
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.arbiter import ArbiterHandler
 from crp_stream.processors.base import Record, us_to_dt

@@ -142,7 +142,7 @@ class Pipeline(testing.Pipeline):
             return {f["fact_id"]: f["status"] for f in uow.repo.all_facts() if f["source"] == source}
 
     def claim(self, subject: str = SUBJECT, attribute: str = ATTRIBUTE) -> dict[str, Any] | None:
-        from crp_stream.core.drift import claim_key
+        from crp_stream.core.claim_values import claim_key
 
         with self.uow() as uow:
             return uow.repo.get_claim(claim_key(subject, attribute))

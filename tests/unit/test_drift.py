@@ -8,17 +8,16 @@ import random
 import pytest
 
 from crp_stream.core import drift
+from crp_stream.core.claim_values import claim_key, normalise_value
 from crp_stream.core.drift import (
     ClaimRecord,
     PartitionView,
     arbitrate_divergence,
-    claim_key,
     claim_verdict,
     corroborating_partitions,
     counted_records,
     freshness_dominance_holds,
     high_trust_partition,
-    normalise_value,
     partition_agreement,
     partition_views,
     quarantine_eligible,

@@ -10,7 +10,7 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
 from crp_stream.config import ConfigError, Settings
-from crp_stream.core.drift import claim_key
+from crp_stream.core.claim_values import claim_key
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.base import Output
 from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, partition_for, route, save_outbox

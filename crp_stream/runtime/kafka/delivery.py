@@ -28,7 +28,7 @@ from typing import Any
 from aiokafka.partitioner import murmur2
 
 from crp_stream.config import Settings
-from crp_stream.core.drift import claim_key
+from crp_stream.core.claim_values import claim_key
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import Output
 from crp_stream.processors.dispatch import ID_HEADER
