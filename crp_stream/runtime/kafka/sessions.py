@@ -24,9 +24,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import faust
-from sqlalchemy import select
 
-from crp_stream.fabric import tables
+from crp_stream.fabric.repository import Repository
 from crp_stream.processors.base import AnyHandler
 from crp_stream.runtime.kafka.barrier import EventTimeBarrier
 
@@ -253,15 +252,10 @@ class WorkerBarrier:
             self._db_positions[group] = (time.monotonic(), offsets)
             return offsets
         groups = sorted({*BARRIER_GROUPS, group})
-        c = tables.consumer_offsets.c
 
         def read_all() -> dict[str, dict[tuple[str, int], int]]:
-            found: dict[str, dict[tuple[str, int], int]] = {g: {} for g in groups}
             with w.fabric.engine.connect() as conn:  # read only: rolled back on close
-                q = select(c.consumer, c.topic, c.partition, c.next_offset).where(c.consumer.in_(groups))
-                for r in conn.execute(q):
-                    found[r.consumer][(r.topic, r.partition)] = r.next_offset
-            return found
+                return Repository(conn).offsets_of(groups)
 
         found: dict[str, dict[tuple[str, int], int]] = await w._retry(
             read_all, "barrier: offsets", executor=self._reads
