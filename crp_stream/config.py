@@ -89,6 +89,9 @@ class Settings:
     # points; above ann_max_points (memory: ~1.6 KB a point at 384-d) exact search serves again.
     ann_min_points: int = 20_000
     ann_max_points: int = 2_000_000
+    # the ANN cache kept under data_dir/ann between runs (fabric/ann_snapshot.py): a restart reads the
+    # graph back and checks it against the store instead of building it (~20 min at 1M points)
+    ann_snapshot: bool = True
     # per-process caches, each bounded: candidates' rows and vectors (~2.5 KB a fact at 384-d), the
     # similarity graph's adjacency lists, the arbiter's claim index (member facts, ~1.5 KB a fact)
     cache_facts: int = 100_000
@@ -103,6 +106,10 @@ class Settings:
     @property
     def database(self) -> str:
         return self.database_url or f"sqlite:///{(self.data_dir / 'fabric.sqlite').resolve()}"
+
+    @property
+    def ann_snapshot_dir(self) -> Path | None:
+        return (self.data_dir / "ann").resolve() if self.ann_snapshot else None
 
     @property
     def log_path(self) -> Path:
@@ -261,7 +268,7 @@ def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
             changes[key] = _float(label, value, 0.0, 600.0)
         elif key == "untrusted_trust":
             changes[key] = _float(label, value, 0.0, 1.0)
-        elif key == "auto_quarantine":
+        elif key in ("ann_snapshot", "auto_quarantine"):
             changes[key] = _bool(label, value)
         elif key == "trust":
             raw = value if isinstance(value, Mapping) else parse_pairs(label, str(value))

@@ -54,6 +54,43 @@ class AnnCache:
         # recent results, until the next write (``add``, ``set_status``): a window probes its session's
         # sub-queries again window after window, and the graph and the filter are then unchanged
         self.kept: dict[tuple[object, ...], tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self.added = 0  # points written so far (a snapshot on disk is behind until it is saved again)
+
+    @classmethod
+    def adopt(
+        cls,
+        index: faiss.IndexHNSWFlat,
+        slots: Sequence[str | None],
+        statuses: Sequence[str],
+        expires: Sequence[float | None],
+    ) -> AnnCache:
+        """A cache over a graph read back from disk (``ann_snapshot``): slot i holds the point of fact
+        ``slots[i]``, with ``statuses[i]`` and ``expires[i]``; None marks a slot whose point is no
+        longer current, never returned (as a replaced one)."""
+        n = int(index.ntotal)
+        ann = cls(int(index.d), capacity=n + _GROW)
+        index.hnsw.efSearch = EXPANSION_SEARCH
+        ann.index = index
+        ann._fact = [sys.intern(f) if f is not None else "" for f in slots]
+        ann._slot_of = {f: i for i, f in enumerate(ann._fact) if slots[i] is not None}
+        ann._status[:n] = [_REPLACED if f is None else _STATUS_CODES[st] for f, st in zip(slots, statuses, strict=True)]
+        ann._expires[:n] = [
+            math.inf if e is None or f is None else float(e) for f, e in zip(slots, expires, strict=True)
+        ]
+        ann._per_code = np.bincount(ann._status[:n], minlength=256).astype(np.int64)
+        ann._expiring = [
+            i for i, (f, e) in enumerate(zip(slots, expires, strict=True)) if f is not None and e is not None
+        ]
+        return ann
+
+    def slot_names(self) -> list[str | None]:
+        """Per slot, its fact id, or None where the point was replaced (what ``adopt`` takes back)."""
+        status = self._status
+        return [None if status[i] == _REPLACED else f for i, f in enumerate(self._fact)]
+
+    def stored(self) -> Vector:
+        """Every slot's vector as stored in the graph (a view, valid until the next add)."""
+        return stored_vectors(self.index)
 
     def __len__(self) -> int:
         return len(self._slot_of)
@@ -97,6 +134,7 @@ class AnnCache:
             self.index.add(np.ascontiguousarray(vectors, dtype=np.float32))
         finally:
             faiss.omp_set_num_threads(1)
+        self.added += len(fact_ids)
 
     def set_status(self, fact_ids: Iterable[str], status: str) -> None:
         slots = [self._slot_of[f] for f in fact_ids if f in self._slot_of]
@@ -162,16 +200,21 @@ class AnnCache:
         # ``alive_at`` only matters through expiring points: without any, the same results whatever it is
         when = alive_at if self._expiring else None
         keys = [(row.tobytes(), limit, tuple(excluded), when, min_score, exclude_id) for row in q]
-        todo = [i for i, k in enumerate(keys) if k not in self.kept]
-        if todo:
-            found = self._search(q[todo], fetch, limit, barred, alive_at, min_score, exclude_id)
-            if found is None:
-                return None
-            for i, hits in zip(todo, found, strict=True):
-                if len(self.kept) >= _KEPT_MAX:
-                    del self.kept[next(iter(self.kept))]
-                self.kept[keys[i]] = hits
-        return [self.kept[k] for k in keys]
+        kept = self.kept
+        todo = [i for i, k in enumerate(keys) if k not in kept]
+        if not todo:
+            return [kept[k] for k in keys]
+        found = self._search(q[todo], fetch, limit, barred, alive_at, min_score, exclude_id)
+        if found is None:
+            return None
+        fresh = dict(zip((keys[i] for i in todo), found, strict=True))
+        # answered before any is dropped: a call of more than ``_KEPT_MAX`` queries evicts its own
+        out = [fresh[k] if k in fresh else kept[k] for k in keys]
+        for k, hits in fresh.items():
+            if len(kept) >= _KEPT_MAX:
+                del kept[next(iter(kept))]
+            kept[k] = hits
+        return out
 
     def top_union(
         self, queries: Vector, k: int, limit: int, excluded: Sequence[str], alive_at: float | None, decimals: int
@@ -237,15 +280,20 @@ class AnnCache:
         found = [f for f in fact_ids if f in slot_of]
         if not found:
             return [], np.zeros((0, self.dim), dtype=np.float32)
-        storage = faiss.downcast_index(self.index.storage)
         # a view of the storage (valid until the next add), fancy-indexed into a copy
-        xb = storage.get_xb()  # type: ignore[attr-defined]  # IndexFlat's, missing from its stubs
-        flat = faiss.rev_swig_ptr(xb, self.index.ntotal * self.dim).reshape(-1, self.dim)
-        return found, flat[np.fromiter((slot_of[f] for f in found), dtype=np.int64, count=len(found))]
+        return found, self.stored()[np.fromiter((slot_of[f] for f in found), dtype=np.int64, count=len(found))]
 
     def memory_bytes(self) -> int:
         graph = self.index.ntotal * (self.dim * 4 + CONNECTIVITY * 2 * 4 * 1.1)
         return int(graph) + self._status.nbytes + self._expires.nbytes
+
+
+def stored_vectors(index: faiss.IndexHNSWFlat) -> Vector:
+    """The graph's flat float32 storage, one row per slot (a view, valid until the next add)."""
+    storage = faiss.downcast_index(index.storage)
+    xb = storage.get_xb()  # type: ignore[attr-defined]  # IndexFlat's, missing from its stubs
+    view: Vector = faiss.rev_swig_ptr(xb, index.ntotal * index.d).reshape(-1, index.d)
+    return view
 
 
 def top_slots(

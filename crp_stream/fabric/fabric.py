@@ -92,7 +92,7 @@ class Fabric:
         if settings.vectors.startswith("edge:"):
             # The embedded engine searches exactly and one process owns it, so an in-process cache sees
             # every write. A Qdrant server indexes with HNSW itself and has other writers.
-            self.vectors.enable_ann(settings.ann_min_points, settings.ann_max_points)
+            self.vectors.enable_ann(settings.ann_min_points, settings.ann_max_points, settings.ann_snapshot_dir)
         self.embedder = make_embedder(settings.embedder)
         self._model_checked = False
         self.graph = GraphCache(settings.cache_graph_nodes)  # similarity edges, shared by every request
@@ -197,5 +197,6 @@ class Fabric:
     def close(self) -> None:
         if isinstance(self.embedder, EmbeddingPrefetch):
             self.embedder.close()
+        self.vectors.save_ann()
         self.vectors.close()
         self.engine.dispose()

@@ -31,18 +31,23 @@ API (all backends)::
 
 from __future__ import annotations
 
+import logging
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, NoReturn, Self
 
 import numpy as np
 import numpy.typing as npt
 
+from crp_stream.fabric import ann_snapshot
 from crp_stream.fabric.ann import AnnCache
+
+log = logging.getLogger(__name__)
 
 Vector = npt.NDArray[np.float32]
 
@@ -146,6 +151,8 @@ class VectorIndex(ABC):
     _ann_min: int | None = None
     _ann_max: int = 0
     _ann_unknown = True  # the index may have reached ``_ann_min`` since the last look
+    _ann_snapshot: Path | None = None  # where the cache is kept between runs (``ann_snapshot``)
+    _ann_saved = 0  # the cache's ``added`` when it was last saved or read back
 
     _ids_max: int = 100_000  # point -> fact id entries a backend may keep (``bound_ids``)
 
@@ -156,9 +163,24 @@ class VectorIndex(ABC):
             raise ValueError(f"max_ids must be >= 1, got {max_ids}")
         self._ids_max = max_ids
 
-    def enable_ann(self, min_points: int, max_points: int) -> None:
-        """Search through an in-process HNSW cache once the index holds ``min_points`` points."""
+    def enable_ann(self, min_points: int, max_points: int, snapshot: Path | None = None) -> None:
+        """Search through an in-process HNSW cache once the index holds ``min_points`` points;
+        ``snapshot``: a directory where the cache is kept between runs (``ann_snapshot``)."""
         self._ann_min, self._ann_max, self._ann_unknown = min_points, max_points, True
+        self._ann_snapshot = snapshot
+
+    def save_ann(self) -> None:
+        """Write the ANN cache to its snapshot if points were added since it was last read or saved
+        (at shutdown: the next start reads the graph back instead of building it)."""
+        ann, where = self._ann, self._ann_snapshot
+        if ann is None or where is None or ann.added == self._ann_saved:
+            return
+        try:
+            ann_snapshot.save(ann, where)
+        except (OSError, RuntimeError) as exc:  # a cache: the next start builds it again
+            log.warning("could not save the ANN cache to %s: %s", where, exc)
+            return
+        self._ann_saved = ann.added
 
     def ann(self) -> AnnCache | None:
         """The ANN cache, built now if the index became large enough; None while exact search serves."""
@@ -173,18 +195,22 @@ class VectorIndex(ABC):
         except NotImplementedError:
             self._ann_min = None
             return None
-        ann = AnnCache(dim, capacity=n + 1024)
-        ids = [p[0] for p in points]
-        for start in range(0, len(points), 10_000):
-            part = points[start : start + 10_000]
-            ann.add(
-                ids[start : start + 10_000],
-                np.stack([p[1] for p in part]),
-                [p[2] for p in part],
-                [p[3] for p in part],
-                threads=0,
-            )
+        ann = ann_snapshot.restore(self._ann_snapshot, dim, points) if self._ann_snapshot is not None else None
+        self._ann_saved = 0 if ann is not None else -1
+        if ann is None:
+            ann = AnnCache(dim, capacity=n + 1024)
+            ids = [p[0] for p in points]
+            for start in range(0, len(points), 10_000):
+                part = points[start : start + 10_000]
+                ann.add(
+                    ids[start : start + 10_000],
+                    np.stack([p[1] for p in part]),
+                    [p[2] for p in part],
+                    [p[3] for p in part],
+                    threads=0,
+                )
         self._ann = ann
+        self.save_ann()  # a crash later still finds this graph; ``restore`` adds what came after
         return ann
 
     def stored_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:

@@ -188,3 +188,14 @@ def test_kept_results_are_what_a_fresh_search_finds(expiring: bool) -> None:
     assert again == fresh.search(queries[:1], 60, excluded, NOW, None)
     kept.add(["new"], queries[:1], ["active"], [None])
     assert not kept.kept
+
+
+def test_one_call_of_more_queries_than_it_keeps_answers_every_one() -> None:
+    """A batch k-NN of several documents asks more queries at once than the cache keeps results of:
+    its own first results are dropped only after the call has answered with them."""
+    vecs = clustered(1200, seed=6)
+    ann = _twin(vecs, [None] * len(vecs))
+    many = ann.search(vecs[:400], 5, ("quarantined",), NOW, None)
+    assert many is not None and len(many) == 400
+    assert [row[0][0] for row in many] == [f"f{i:05d}" for i in range(400)]
+    assert many == [ann.search(v[None, :], 5, ("quarantined",), NOW, None)[0] for v in vecs[:400]]  # type: ignore[index]
