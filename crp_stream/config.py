@@ -89,7 +89,7 @@ class Settings:
     # points; above ann_max_points (memory: ~1.6 KB a point at 384-d) exact search serves again.
     ann_min_points: int = 20_000
     ann_max_points: int = 2_000_000
-    # the ANN cache kept under data_dir/ann between runs (fabric/ann_snapshot.py): a restart reads the
+    # the ANN cache kept beside the embedded vector store between runs (fabric/ann_snapshot.py): a restart reads the
     # graph back and checks it against the store instead of building it (~20 min at 1M points)
     ann_snapshot: bool = True
     # per-process caches, each bounded: candidates' rows and vectors (~2.5 KB a fact at 384-d), the
@@ -109,7 +109,9 @@ class Settings:
 
     @property
     def ann_snapshot_dir(self) -> Path | None:
-        return (self.data_dir / "ann").resolve() if self.ann_snapshot else None
+        """Beside the embedded vector store it caches (``<store>.ann``): each worker's own copy."""
+        spec = self.vectors
+        return Path(spec.removeprefix("edge:") + ".ann") if self.ann_snapshot and spec.startswith("edge:") else None
 
     @property
     def log_path(self) -> Path:

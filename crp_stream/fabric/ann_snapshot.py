@@ -37,7 +37,8 @@ def save(ann: AnnCache, directory: Path) -> None:
     """Write the graph and its slots' fact ids; each file is replaced whole (``os.replace``), and a
     pair torn by a crash between the two is caught by ``restore``'s check of every slot."""
     directory.mkdir(parents=True, exist_ok=True)
-    index_tmp, slots_tmp = directory / (INDEX_FILE + ".tmp"), directory / (SLOTS_FILE + ".tmp")
+    # a name of this process's own: two processes saving at once never write into one file
+    index_tmp, slots_tmp = (directory / f"{name}.{os.getpid()}.tmp" for name in (INDEX_FILE, SLOTS_FILE))
     faiss.write_index(ann.index, str(index_tmp))
     slots_tmp.write_text(json.dumps({"format": FORMAT, "dim": ann.dim, "slots": ann.slot_names()}))
     os.replace(index_tmp, directory / INDEX_FILE)

@@ -43,7 +43,7 @@ def main() -> None:
         sys.exit(f"error: no fabric at {data}: run ops.bench.retrieval_speed --sizes 100000 first, or pass --data")
     with scratch("crp-bench-ann-restart-") as tmp:
         shutil.copytree(data, tmp, dirs_exist_ok=True)
-        shutil.rmtree(tmp / "ann", ignore_errors=True)
+        shutil.rmtree(tmp / "vectors.ann", ignore_errors=True)
         settings = Settings(data_dir=tmp, embedder=a.embedder, ann_min_points=1)
         took: list[tuple[float, float]] = []
         answers = []
@@ -64,7 +64,7 @@ def main() -> None:
                 f"{len(ann):,} points, {added:,} added to the graph; load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
-        size = sum(p.stat().st_size for p in (tmp / "ann").iterdir()) / 2**20
+        size = sum(p.stat().st_size for p in (tmp / "vectors.ann").iterdir()) / 2**20
         print(
             f"snapshot {size:,.0f} MiB; build / read back: {took[0][0] / took[1][0]:.1f}x wall, "
             f"{took[0][1] / took[1][1]:.1f}x CPU; the same answers to 200 searches: {answers[0] == answers[1]}"

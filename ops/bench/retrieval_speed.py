@@ -438,10 +438,11 @@ def prepared(n: int, seed: int, ingest: str, rebuild: bool, reuse: bool = False)
             shutil.copytree(tmp, cached.with_suffix(".tmp"), dirs_exist_ok=True)
             cached.with_suffix(".tmp").rename(cached)
         yield tmp, corpus, how
-        if (tmp / "ann").is_dir() and not (cached / "ann").is_dir():  # the next run reads the graph back
-            shutil.rmtree(cached / "ann.tmp", ignore_errors=True)
-            shutil.copytree(tmp / "ann", cached / "ann.tmp")
-            (cached / "ann.tmp").rename(cached / "ann")
+        snap = "vectors.ann"  # the ANN cache's snapshot (Settings.ann_snapshot_dir): the next run reads it
+        if (tmp / snap).is_dir() and not (cached / snap).is_dir():
+            shutil.rmtree(cached / f"{snap}.tmp", ignore_errors=True)
+            shutil.copytree(tmp / snap, cached / f"{snap}.tmp")
+            (cached / f"{snap}.tmp").rename(cached / snap)
 
 
 def rss_mib() -> float:

@@ -106,7 +106,7 @@ def test_a_fabric_reads_its_cache_back_at_the_next_start(tmp_path: Path) -> None
     try:
         fabric.vectors.upsert([VectorItem(f, v, "active", None) for f, v in zip(ids[:1200], vecs[:1200], strict=True)])
         first = fabric.vectors.ann()
-        assert first is not None and (tmp_path / "ann" / ann_snapshot.INDEX_FILE).exists()  # saved once built
+        assert first is not None and (tmp_path / "vectors.ann" / ann_snapshot.INDEX_FILE).exists()  # saved once built
         fabric.vectors.upsert([VectorItem(f, v, "active", None) for f, v in zip(ids[1200:], vecs[1200:], strict=True)])
         expected = [fabric.vectors.search(q, 10, NOW) for q in vecs[::50]]
     finally:
