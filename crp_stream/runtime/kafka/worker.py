@@ -26,6 +26,7 @@ from urllib.parse import quote
 import faust
 
 from crp_stream.config import ConfigError, Settings
+from crp_stream.fabric import db
 from crp_stream.fabric.fabric import Fabric, open_vector_index
 from crp_stream.processors import HANDLER_GROUPS, all_handlers
 from crp_stream.processors.base import AnyHandler, Output, Record
@@ -66,9 +67,16 @@ def parse_groups(raw: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(g for g in GROUPS if g in items)
 
 
+PING_IDLE_S = 1.0  # a pooled connection idle longer is pinged at checkout; busy ones are not
+
+
 def open_fabric(settings: Settings, journal: VectorJournal) -> Fabric:
     """The fabric with its vector index guarded by ``journal`` (migrations serialise in ``db.upgrade``)."""
-    return Fabric(settings, vectors=GuardedVectors(open_vector_index(settings.vectors), journal))
+    return Fabric(
+        settings,
+        engine=db.make_engine(settings.database, ping_idle_s=PING_IDLE_S),
+        vectors=GuardedVectors(open_vector_index(settings.vectors), journal),
+    )
 
 
 class KafkaWorker(WorkerStatus):
