@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import inspect
 import json
+import os
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -119,8 +122,37 @@ def _reset(url: str) -> None:
     eng.dispose()
 
 
-def measure(url: str, facts: int, requests: int) -> tuple[list[int], collections.Counter[str]]:
-    """Round trips of each window request after two that warm the caches, and the last one's kinds."""
+def _postgres_cpu_s(url: str) -> float:
+    """CPU seconds of the server's backends connected to the database (same host: /proc)."""
+    eng = create_engine(url)
+    try:
+        with eng.connect() as conn:
+            pids = [
+                r[0]
+                for r in conn.execute(
+                    text(
+                        "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                        " AND pid <> pg_backend_pid()"
+                    )
+                )
+            ]
+    finally:
+        eng.dispose()
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime + stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def measure(
+    url: str, facts: int, requests: int, count: bool = True
+) -> tuple[list[int], collections.Counter[str], dict[str, float]]:
+    """Round trips of each window request after two that warm the caches, and the last one's kinds;
+    without ``count``, CPU ms per request instead: this process's and PostgreSQL's backends'."""
     from crp_stream.config import Settings
     from crp_stream.runtime.kafka.topics import ALL_TOPICS
     from crp_stream.runtime.kafka.worker import KafkaWorker
@@ -157,7 +189,8 @@ def measure(url: str, facts: int, requests: int) -> tuple[list[int], collections
         first_attempt = (False,) if "shelter" in inspect.signature(ret._apply_sync).parameters else ()
         per: list[int] = []
         shown: collections.Counter[str] = collections.Counter()
-        with counting() as trips:
+        cpu: dict[str, float] = {}
+        with counting() if count else contextlib.nullcontext(RoundTrips()) as trips:
             for i in range(requests + 2):
                 topic = i % TOPICS
                 req = {
@@ -181,13 +214,19 @@ def measure(url: str, facts: int, requests: int) -> tuple[list[int], collections
                 record = ret._record(m)
                 trips.by_kind.clear()
                 trips.on = i >= 2
+                if i == 2 and not count:
+                    pg0, t0, w0 = _postgres_cpu_s(url), time.process_time(), time.perf_counter()
                 outs, _ = ret._apply_sync(h, record, None, m.offset + 1, *first_attempt)
                 assert outs and any(o.topic == "crp.envelopes" for o in outs), outs
                 if i >= 2:
                     per.append(trips.total)
                     shown = collections.Counter(trips.by_kind)
+        if not count:
+            cpu["process_ms"] = 1000 * (time.process_time() - t0) / requests
+            cpu["wall_ms"] = 1000 * (time.perf_counter() - w0) / requests
+            cpu["postgres_ms"] = 1000 * (_postgres_cpu_s(url) - pg0) / requests
         ret.fabric.close()
-    return per, shown
+    return per, shown, cpu
 
 
 def main() -> None:
@@ -196,8 +235,14 @@ def main() -> None:
     ap.add_argument("--facts", type=int, default=500)
     ap.add_argument("--requests", type=int, default=20)
     ap.add_argument("--show", action="store_true", help="the statements of one request")
+    ap.add_argument("--cpu", action="store_true", help="CPU ms per request instead (nothing counted)")
     a = ap.parse_args()
-    per, shown = measure(a.postgres, a.facts, a.requests)
+    per, shown, cpu = measure(a.postgres, a.facts, a.requests, count=not a.cpu)
+    if a.cpu:
+        print(f"{a.facts} facts, {a.requests} window requests: CPU ms per request", end=" ")
+        print(f"worker process {cpu['process_ms']:.2f}, PostgreSQL backends {cpu['postgres_ms']:.2f}", end="")
+        print(f"; wall ms per request {cpu['wall_ms']:.2f}")
+        return
     print(f"{a.facts} facts, {len(per)} window requests (window 1 of a new session, 3 sub-queries)")
     print(f"PostgreSQL round trips per request: min {min(per)}, mean {sum(per) / len(per):.2f}, max {max(per)}")
     if a.show:

@@ -24,7 +24,7 @@ from tests.support.services import fresh_postgres_url
 
 
 def test_a_window_request_makes_at_most_six_round_trips() -> None:
-    per, kinds = measure(fresh_postgres_url(), 200, 6)
+    per, kinds, _cpu = measure(fresh_postgres_url(), 200, 6)
     # BEGIN, offset and meta, processed id and session, (titled leads not cached yet), the last
     # write (processed id, session, offset, outbox), COMMIT: no ping, savepoint or separate upserts
     assert max(per) <= 6, kinds
