@@ -149,6 +149,8 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         from them (a mark written later in this transaction still wins: it is looked up first).
         ``sessions``: the rows of those sessions too, in the same statement (``get_session``'s)."""
         sessions = sorted({s for s in sessions if s not in self._sessions})
+        if len(event_ids) + len(sessions) > 500:  # a long run: marks in chunks (SQLite's parameter
+            sessions = []  # limit), sessions read as handled
         if not sessions:
             found = dict(
                 self._select_in(
