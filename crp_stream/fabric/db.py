@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 
 from crp_stream.config import ConfigError
 
@@ -26,7 +27,10 @@ def normalise_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, ping_idle_s: float | None = None) -> Engine:
+    """``ping_idle_s`` (PostgreSQL): ping a pooled connection at checkout only when it was idle longer
+    than that, not at every checkout (a round trip per transaction). A connection broken while in use
+    (a server restart) then fails its statement: a transient error the caller retries."""
     url = normalise_url(url)
     try:
         parsed = make_url(url)
@@ -39,14 +43,40 @@ def make_engine(url: str) -> Engine:
             Path(db).parent.mkdir(parents=True, exist_ok=True)
         kwargs["connect_args"] = {"timeout": 30}
     elif parsed.get_backend_name() == "postgresql":
-        kwargs["pool_pre_ping"] = True
+        kwargs["pool_pre_ping"] = ping_idle_s is None
     else:
         raise ConfigError(f"database backend {parsed.get_backend_name()!r} is not supported (postgresql or sqlite)")
     engine = create_engine(parsed, **kwargs)
     if parsed.get_backend_name() == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
+    elif ping_idle_s is not None:
+        event.listen(engine.pool, "checkout", _ping_if_idle(ping_idle_s))
+        event.listen(engine.pool, "checkin", _last_used)
     return engine
+
+
+_LAST_USED = "crp_last_used"
+
+
+def _last_used(_dbapi_conn: Any, record: Any) -> None:
+    if record is not None:
+        record.info[_LAST_USED] = time.monotonic()
+
+
+def _ping_if_idle(idle_s: float) -> Any:
+    def checkout(dbapi_conn: Any, record: Any, _proxy: Any) -> None:
+        last = record.info.get(_LAST_USED)
+        if last is None or time.monotonic() - last <= idle_s:
+            return  # new, or used just now
+        try:
+            dbapi_conn.execute("SELECT 1")
+            dbapi_conn.rollback()
+        except Exception as exc:
+            # the pool drops this connection and checks out another (SQLAlchemy's pessimistic recipe)
+            raise DisconnectionError(f"connection idle {time.monotonic() - last:.1f}s failed its ping") from exc
+
+    return checkout
 
 
 def _sqlite_begin(conn: Any) -> None:

@@ -149,6 +149,8 @@ class OperatorRecords(DriverSQL):
     _claim_undo: list[tuple[str, tuple[Any, ...] | None]]  # (key, buffered before) for savepoints
     claims: ClaimTxn | None
     claims_base: int | None  # claims_generation before this transaction moved it; None: not moved
+    _sessions: dict[str, tuple[Any, ...] | None]  # Repository's: session rows of this transaction
+    _session_writes: dict[str, tuple[Any, ...]]
 
     def get_meta(self, key: str) -> str | None:
         raise NotImplementedError  # Repository's
@@ -238,6 +240,7 @@ class OperatorRecords(DriverSQL):
     def savepoint(self) -> Iterator[None]:
         """A nested transaction; rolled back, so are this repository's buffers and the claim index."""
         base, undo = self.claims_base, len(self._claim_undo)
+        sessions, session_writes = dict(self._sessions), dict(self._session_writes)
         mark = self.claims.mark() if self.claims is not None else 0
         try:
             with self.conn.begin_nested():
@@ -245,6 +248,7 @@ class OperatorRecords(DriverSQL):
         except BaseException:
             self._rows.clear()  # it may hold rows the savepoint wrote
             self._graph_synced = False  # and the graph cache edges it wrote
+            self._sessions, self._session_writes = sessions, session_writes  # its buffered session rows
             self.claims_base = base
             self._undo_claims(undo)
             if self.claims is not None:

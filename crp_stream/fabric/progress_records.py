@@ -137,5 +137,40 @@ class ProgressRecords(DriverSQL):
                 tbl.insert().values(consumer=consumer, topic=topic, partition=partition, next_offset=next_offset)
             )
 
+    def commit_offset_and_meta(
+        self, consumer: str, topic: str, partition: int, next_offset: int, key: str, value: str | None
+    ) -> None:
+        """``commit_offset`` and, unless ``value`` is None, ``set_meta(key, value)``: a record's last
+        writes on the Kafka worker (its offset and its outbox row). On PostgreSQL one statement, upserts
+        in a CTE, which also writes what the repository buffered (``_joined_writes``: sessions,
+        processed ids); the offset keeps ``commit_offset``'s never-lower rule (GREATEST)."""
+        if self._dialect != "postgresql":
+            self.commit_offset(consumer, topic, partition, next_offset)
+            if value is not None:
+                self.set_meta(key, value)
+            return
+        parts, args = self._joined_writes()
+        parts.append(
+            "INSERT INTO consumer_offsets (consumer, topic, partition, next_offset) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (consumer, topic, partition)"
+            " DO UPDATE SET next_offset = GREATEST(consumer_offsets.next_offset, excluded.next_offset)"
+        )
+        args.extend((consumer, topic, partition, next_offset))
+        if value is not None:
+            parts.append(
+                "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+            )
+            args.extend((key, value))
+        *first, last = parts
+        sql = ("WITH " + ", ".join(f"w{i} AS ({p})" for i, p in enumerate(first)) + " " if first else "") + last
+        self._execute_pg(sql, args)
+        if value is not None:
+            self._meta_written.add(key)
+            self._kept_meta()[key] = value
+
+    def _joined_writes(self) -> tuple[list[str], list[Any]]:
+        """Buffered writes taken into ``commit_offset_and_meta``'s statement: (upserts, parameters)."""
+        return [], []
+
 
 __all__ = ["FIXED_META", "ProgressRecords"]

@@ -21,6 +21,13 @@ from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
 _FACT_COLUMNS = tuple(t.facts.c.keys())
 
 FACTS_GENERATION = "facts_generation"
+_SESSION_COLUMNS = ("session_id", "embedding_model", "window_count", "max_windows", "state", "updated_at_us")
+_SESSION_INSERT = f"INSERT INTO sessions ({', '.join(_SESSION_COLUMNS)}) VALUES "
+_SESSION_CONFLICT = " ON CONFLICT (session_id) DO UPDATE SET " + ", ".join(
+    f"{c} = excluded.{c}" for c in _SESSION_COLUMNS[1:]
+)
+_SESSION_UPSERT = _SESSION_INSERT + "(" + ", ".join(["%s"] * len(_SESSION_COLUMNS)) + ")" + _SESSION_CONFLICT
+_MARK_INSERT = 'INSERT INTO processed_events (consumer, event_id, content_hash, topic, "offset") VALUES '
 
 
 class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
@@ -40,6 +47,11 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         # new fact and its neighbours right after ingest wrote them (dropped with a rolled-back savepoint)
         self._rows: dict[str, FactRow] = {}
         self._known: dict[tuple[str, str], str | None] = {}  # processed ids read ahead (``prefetch_processed``)
+        # session rows read or written in this transaction (state as stored text), and the writes,
+        # buffered until ``flush`` or the Kafka worker's last statement (``commit_offset_and_meta``)
+        self._sessions: dict[str, tuple[Any, ...] | None] = {}
+        self._session_writes: dict[str, tuple[Any, ...]] = {}
+        self._buffered = 0  # writes buffered so far (``write_mark``)
         self._graph_synced = False  # ``sync_graph`` ran in this transaction (reset by a rolled-back savepoint)
         self._claim_buffer = {}
         self._claim_undo = []
@@ -51,13 +63,28 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         """Write what this repository buffered (processed ids, claim rows); the unit of work calls it
         before commit."""
         if self._marks:  # on the driver: one statement for the batch, no per-row parameter handling
-            self._executemany(
-                'INSERT INTO processed_events (consumer, event_id, content_hash, topic, "offset") '
-                "VALUES (?, ?, ?, ?, ?)",
-                list(self._marks.values()),
-            )
+            self._executemany(_MARK_INSERT + "(?, ?, ?, ?, ?)", list(self._marks.values()))
             self._marks.clear()
+        if self._session_writes:
+            self._executemany(_SESSION_UPSERT.replace("%s", "?"), list(self._session_writes.values()))
+            self._session_writes.clear()
         self._flush_claims()
+
+    def _joined_writes(self) -> tuple[list[str], list[Any]]:
+        """The buffered processed ids and session rows as upserts of one PostgreSQL statement."""
+        parts: list[str] = []
+        args: list[Any] = []
+        for head, rows, tail in (
+            (_MARK_INSERT, list(self._marks.values()), ""),
+            (_SESSION_INSERT, list(self._session_writes.values()), _SESSION_CONFLICT),
+        ):
+            if rows:
+                one = "(" + ", ".join(["%s"] * len(rows[0])) + ")"
+                parts.append(head + ", ".join([one] * len(rows)) + tail)
+                args.extend(v for r in rows for v in r)
+        self._marks.clear()
+        self._session_writes.clear()
+        return parts, args
 
     def _insert_ignore(self, table: Any, rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> int:
         """Insert, ignoring rows whose key is there; returns the rows inserted as the driver counts
@@ -83,6 +110,20 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         stmt = mod.insert(table).on_conflict_do_nothing(index_elements=list(keys))
         return int(self.conn.execute(stmt, list(rows)).rowcount)
 
+    def write_mark(self) -> tuple[int, ...]:
+        """What ``written_since`` compares: the buffered writes, and on SQLite the rows changed."""
+        changes = self.conn.connection.driver_connection.total_changes if self._dialect == "sqlite" else 0  # type: ignore[union-attr]
+        return (self._buffered, len(self._claim_undo), changes)
+
+    def written_since(self, mark: tuple[int, ...]) -> bool:
+        """Whether this transaction wrote since ``mark``. On PostgreSQL, whether it wrote at all (a
+        transaction id is assigned at its first write): exact when it had not written before ``mark``."""
+        if self.write_mark() != mark:
+            return True
+        if self._dialect == "postgresql":
+            return bool(self._execute_one("SELECT pg_current_xact_id_if_assigned() IS NOT NULL", ())[0])
+        return False
+
     def sync_graph(self, graph: GraphCache) -> GraphCache:
         """``graph``, checked once per transaction against the stored graph generation (a cache behind
         another writer is dropped); this transaction's own edge writes keep it current (``written``)."""
@@ -103,20 +144,55 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         )
         return rows[0][0] if rows else None
 
-    def prefetch_processed(self, consumer: str, event_ids: Sequence[str]) -> None:
+    def prefetch_processed(self, consumer: str, event_ids: Sequence[str], sessions: Sequence[str] = ()) -> None:
         """Read the processed marks of a run of records in one query; ``processed_hash`` then answers
-        from them (a mark written later in this transaction still wins: it is looked up first)."""
-        found = dict(
-            self._select_in(
-                ("event_id", "content_hash"), "processed_events", "event_id", event_ids, where=("consumer", consumer)
+        from them (a mark written later in this transaction still wins: it is looked up first).
+        ``sessions``: the rows of those sessions too, in the same statement (``get_session``'s)."""
+        sessions = sorted({s for s in sessions if s not in self._sessions})
+        if len(event_ids) + len(sessions) > 500:  # a long run: marks in chunks (SQLite's parameter
+            sessions = []  # limit), sessions read as handled
+        if not sessions:
+            found = dict(
+                self._select_in(
+                    ("event_id", "content_hash"),
+                    "processed_events",
+                    "event_id",
+                    event_ids,
+                    where=("consumer", consumer),
+                )
             )
-        )
+        else:
+            pg = self._dialect == "postgresql"
+            ids = sorted(set(event_ids))
+
+            def among(n: int) -> str:
+                return " = ANY(%s)" if pg else f" IN ({', '.join('?' * n)})"
+
+            sql = (
+                f"SELECT 0, event_id, content_hash, NULL, NULL, NULL, NULL FROM processed_events"
+                f" WHERE consumer = {'%s' if pg else '?'} AND event_id{among(len(ids))}"
+                f" UNION ALL SELECT 1, {', '.join(_SESSION_COLUMNS)} FROM sessions"
+                f" WHERE session_id{among(len(sessions))}"
+            )
+            args: list[Any] = [consumer, ids, sessions] if pg else [consumer, *ids, *sessions]
+            raw = self.conn.connection.driver_connection
+            if pg:
+                with raw.cursor() as cur:  # type: ignore[union-attr]
+                    cur.execute(sql, args, prepare=False)  # as ``_select_in``: never a generic plan
+                    rows = list(cur.fetchall())
+            else:
+                rows = list(raw.execute(sql, args).fetchall())  # type: ignore[union-attr]
+            found = {r[1]: r[2] for r in rows if r[0] == 0}
+            got = {r[1]: tuple(r[1:]) for r in rows if r[0] == 1}
+            for sid in sessions:
+                self._sessions[sid] = got.get(sid)
         for event_id in event_ids:
             self._known[(consumer, event_id)] = found.get(event_id)
 
     def mark_processed(self, consumer: str, event_id: str, content_hash: str, topic: str, offset: int) -> None:
         """Buffered until ``flush``: a batch writes its processed ids in one statement."""
         self._marks[(consumer, event_id)] = (consumer, event_id, content_hash, topic, offset)
+        self._buffered += 1
 
     # sources ----------------------------------------------------------------------------------
     def touch_source(self, source: str, source_type: str, trust: float, at_us: int) -> None:
@@ -305,11 +381,13 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
 
     # sessions ---------------------------------------------------------------------------------
     def get_session(self, session_id: str) -> SessionRow | None:
-        cols = list(t.sessions.c.keys())
-        rows = self._select_where(cols, "sessions", (("session_id", session_id),))
-        if not rows:
+        if session_id not in self._sessions:
+            rows = self._select_where(_SESSION_COLUMNS, "sessions", (("session_id", session_id),))
+            self._sessions[session_id] = tuple(rows[0]) if rows else None
+        found = self._sessions[session_id]
+        if found is None:
             return None
-        row = dict(zip(cols, rows[0], strict=True))
+        row = dict(zip(_SESSION_COLUMNS, found, strict=True))
         row["state"] = json.loads(row["state"])
         return cast(SessionRow, row)
 
@@ -322,29 +400,12 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         state: dict[str, Any],
         at_us: int,
     ) -> None:
-        values = {
-            "embedding_model": embedding_model,
-            "window_count": window_count,
-            "max_windows": max_windows,
-            "state": canonical_json(state),
-            "updated_at_us": at_us,
-        }
-        # on the driver's connection, in this transaction, as ``_select_in``: every window request and
-        # report saves its session, and SQLAlchemy's statement handling cost more than the write; one
-        # upsert (PostgreSQL and SQLite alike), so a new session costs one round trip too
-        mark = "%s" if self._dialect == "postgresql" else "?"
-        cols = list(values)
-        sql = (
-            f"INSERT INTO sessions (session_id, {', '.join(cols)}) VALUES ({', '.join([mark] * (len(cols) + 1))})"
-            f" ON CONFLICT (session_id) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in cols)}"
-        )
-        args = [session_id, *values.values()]
-        raw = self.conn.connection.driver_connection
-        if self._dialect == "postgresql":
-            with raw.cursor() as cur:  # type: ignore[union-attr]
-                cur.execute(sql, args)
-            return
-        raw.execute(sql, args)  # type: ignore[union-attr]
+        # buffered (one statement per transaction, or joined into the Kafka worker's last one); this
+        # transaction's reads see it as the stored row, the state as stored text
+        row = (session_id, embedding_model, window_count, max_windows, canonical_json(state), at_us)
+        self._sessions[session_id] = row
+        self._session_writes[session_id] = row
+        self._buffered += 1
 
     # audit log: append-only by construction (no update or delete method exists) -----------------
     def append_audit(self, event_id: str, audit_type: str, at_us: int, key: str, details: dict[str, Any]) -> bool:

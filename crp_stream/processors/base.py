@@ -69,6 +69,10 @@ class Handler(ABC, Generic[E_contra]):
     # are undone while its batch goes on. One that never does skips it: any error it raises fails the
     # whole batch, whose transaction is rolled back anyway (a savepoint per record costs ~0.2 ms).
     rejects: bool = True
+    # It raises ``Rejected`` only before its first write: a runtime that says the transaction holds no
+    # other write yet (``apply_record(unwritten=True)``) skips the savepoint (two round trips on
+    # PostgreSQL); a rejection after a write after all fails the attempt, redone with the savepoint.
+    rejects_before_writes: bool = False
     # meta keys its records read: a runtime may read them with the record's offset, in one round trip
     meta_keys: tuple[str, ...] = ()
 
@@ -82,6 +86,11 @@ class Handler(ABC, Generic[E_contra]):
     def lookahead(self, records: Sequence[Record], fabric: Fabric) -> None:
         """Called with input records about to be handled, before any of them, outside any transaction:
         may start slow work whose result does not depend on the fabric (embedding) in the background."""
+
+    def session_ids(self, event: Any) -> tuple[str, ...]:
+        """The sessions handling ``event`` reads: read ahead with the record's idempotency id, in one
+        statement (a window request reads its session right after that id)."""
+        return ()
 
     def prepare(self, events: Sequence[Any], uow: UnitOfWork) -> None:
         """Called with the decoded events of a run before any of them is handled, in the same

@@ -81,9 +81,15 @@ def _dead(
     out.emit(AUDIT, record.key or record.topic, events.encode(audit), record_id=audit_id)
 
 
-def apply_record(handler: AnyHandler, record: Record, uow: UnitOfWork) -> list[Output]:
-    """Decode ``record`` and apply it with ``handler``; bad input becomes a dead-letter output."""
-    return apply_records(handler, [record], uow)
+class IsolationNeeded(RuntimeError):
+    """A handler without its savepoint rejected a record after a write: redo it with the savepoint."""
+
+
+def apply_record(handler: AnyHandler, record: Record, uow: UnitOfWork, unwritten: bool = False) -> list[Output]:
+    """Decode ``record`` and apply it with ``handler``; bad input becomes a dead-letter output.
+    ``unwritten``: the caller wrote nothing in this transaction yet, so a handler that rejects only
+    before its first write runs without a savepoint (``Handler.rejects_before_writes``)."""
+    return [o for outs in apply_each(handler, [record], uow, unwritten) for o in outs]
 
 
 def apply_records(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork) -> list[Output]:
@@ -93,18 +99,21 @@ def apply_records(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWor
     return [o for outs in apply_each(handler, records, uow) for o in outs]
 
 
-def apply_each(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork) -> list[list[Output]]:
+def apply_each(
+    handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork, unwritten: bool = False
+) -> list[list[Output]]:
     """``apply_records``, the outputs of each record apart (a runtime that routes them per record)."""
     decoded = [_decode(handler, record, uow) for record in records]
     keys = [d[2] for d in decoded if d[2] is not None and d[3]]
+    sessions = [s for d in decoded if d[1] is not None for s in handler.session_ids(d[1])]
+    if len(keys) > 1 or (keys and sessions):
+        uow.repo.prefetch_processed(handler.group, keys, sessions)
     if len(records) > 1:
-        if len(keys) > 1:
-            uow.repo.prefetch_processed(handler.group, keys)
         handler.prepare([d[1] for d in decoded if d[1] is not None], uow)
     outputs: list[list[Output]] = []
     for record, (out, event, key, tracked) in zip(records, decoded, strict=True):
         if event is not None and key is not None:
-            _apply_decoded(handler, record, uow, out, event, key, tracked)
+            _apply_decoded(handler, record, uow, out, event, key, tracked, unwritten and len(records) == 1)
         outputs.append(out.outputs)
     return outputs
 
@@ -137,7 +146,14 @@ def _decode(
 
 
 def _apply_decoded(
-    handler: AnyHandler, record: Record, uow: UnitOfWork, out: Emitter, event: events.Event, key: str, tracked: bool
+    handler: AnyHandler,
+    record: Record,
+    uow: UnitOfWork,
+    out: Emitter,
+    event: events.Event,
+    key: str,
+    tracked: bool,
+    unwritten: bool = False,
 ) -> None:
     by_producer = not key.startswith("record:")
     content_hash = hashlib.sha256(record.value).hexdigest() if by_producer else ""
@@ -153,7 +169,9 @@ def _apply_decoded(
             )
         return
     try:
-        if handler.rejects:
+        if handler.rejects and handler.rejects_before_writes and unwritten:
+            _rejects_unwritten(handler, event, record, uow, out)
+        elif handler.rejects:
             with uow.repo.savepoint():
                 handler.handle(event, record, uow, out)
         else:
@@ -175,6 +193,18 @@ def _unsheltered(handler: AnyHandler, event: events.Event, record: Record, uow: 
         raise RuntimeError(f"{handler.group} rejected a record but declares rejects = False: {exc.reason}") from exc
 
 
+def _rejects_unwritten(handler: AnyHandler, event: events.Event, record: Record, uow: UnitOfWork, out: Emitter) -> None:
+    """A handler that rejects only before its first write, without a savepoint: a rejection is
+    checked to have written nothing (then there is nothing to undo); else the attempt fails."""
+    mark = uow.repo.write_mark()
+    try:
+        handler.handle(event, record, uow, out)
+    except events.Rejected:
+        if uow.repo.written_since(mark):
+            raise IsolationNeeded(f"{handler.group} rejected a record after a write") from None
+        raise
+
+
 def internal_error_output(handler: AnyHandler, record: Record, exc: BaseException) -> list[Output]:
     """A record that keeps failing for a non-transient reason is dead-lettered, never retried forever."""
     out = Emitter(cause=derive_id(handler.group, record_cause(record)))
@@ -183,4 +213,12 @@ def internal_error_output(handler: AnyHandler, record: Record, exc: BaseExceptio
     return out.outputs
 
 
-__all__ = ["apply_each", "apply_record", "apply_records", "internal_error_output", "record_cause", "rfc3339"]
+__all__ = [
+    "IsolationNeeded",
+    "apply_each",
+    "apply_record",
+    "apply_records",
+    "internal_error_output",
+    "record_cause",
+    "rfc3339",
+]

@@ -62,6 +62,7 @@ def structure_edges(
     lead = fact_ids[0] if fact_ids else None
     if lead is not None and (title or section):
         before = uow.repo.put_document(event.source, doc, title, key, section, lead)
+        touched.add(lead)  # a document written moves the graph generation: caches of titles see it
         if key is not None and before != key:  # a title new to the fabric: facts that named it already
             for fid, text, src, other_doc in uow.repo.facts_containing(key, MAX_NAMING_FACTS):
                 if (src, other_doc) != (event.source, doc) and graph_rank.names_title(text, key):

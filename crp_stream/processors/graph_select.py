@@ -72,7 +72,8 @@ def named_leads(uow: UnitOfWork, query_text: str) -> list[str]:
     spans = graph_rank.mention_spans(query_text)
     if not spans:
         return []
-    return sorted({lead for _k, _s, _d, lead in uow.repo.titled_leads(spans)})
+    graph = uow.repo.sync_graph(uow.fabric.graph)  # its titles, as of this transaction's generation
+    return sorted({lead for _k, _s, _d, lead in graph.titled_leads(spans, uow.repo.titled_leads)})
 
 
 def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hops: int) -> Walk:

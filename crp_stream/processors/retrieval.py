@@ -39,6 +39,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
     group = "retrieval"
     topics = ("crp.window.requests", "crp.window.reports")
     meta_keys = ("embedding_model", "embedding_dim", FACTS_GENERATION, GRAPH_GENERATION)
+    rejects_before_writes = True  # every check precedes the envelope's audit rows and the session write
 
     def handle(
         self, event: events.WindowRequested | events.WindowReported, record: Record, uow: UnitOfWork, out: Emitter
@@ -47,6 +48,9 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             self._request(event, record, uow, out)
         else:
             self._report(event, record, uow, out)
+
+    def session_ids(self, event: events.WindowRequested | events.WindowReported) -> tuple[str, ...]:
+        return (event.session_id,)
 
     # embeddings -------------------------------------------------------------------------------
     def _vectors(

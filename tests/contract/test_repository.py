@@ -107,6 +107,56 @@ def test_offsets_and_processed_ids_commit_with_the_transaction(engine: Engine) -
         assert repo.processed_hash("g", "event_id:e1") == "h1"
 
 
+def test_offset_and_meta_in_one_write_never_lower_the_offset(engine: Engine) -> None:
+    """``commit_offset_and_meta`` (the Kafka worker's last statement on PostgreSQL) keeps
+    ``commit_offset``'s rule: a lower offset leaves the stored one; the meta row is written alike."""
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.commit_offset_and_meta("g", "t", 0, 5, "outbox:g:t:0", "[1]")
+        repo.commit_offset_and_meta("g", "t", 1, 2, "outbox:g:t:1", None)  # no outbox write
+        assert repo.get_meta("outbox:g:t:0") == "[1]"  # seen by this transaction
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        assert repo.offsets("g") == {("t", 0): 5, ("t", 1): 2}
+        assert repo.get_meta("outbox:g:t:1") is None
+        repo.commit_offset_and_meta("g", "t", 0, 7, "outbox:g:t:0", "[2]")
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        # a worker restarted behind the fabric: the offset never moves back, the outbox is its own
+        repo.commit_offset_and_meta("g", "t", 0, 3, "outbox:g:t:0", "[]")
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        assert repo.offsets("g") == {("t", 0): 7, ("t", 1): 2}
+        assert repo.get_meta("outbox:g:t:0") == "[]"
+
+
+def test_buffered_sessions_and_processed_ids_are_written_with_the_offset(engine: Engine) -> None:
+    """Session rows and processed ids are buffered; reads see them; they land with the offset
+    statement (PostgreSQL) or the flush, and a rolled-back savepoint drops its session rows."""
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.prefetch_processed("g", ["request_id:r1"], ["s1", "s2"])
+        assert repo.processed_hash("g", "request_id:r1") is None and repo.get_session("s1") is None
+        repo.put_session("s1", "m", 1, 5, {"a": [1, 2]}, 10)
+        with pytest.raises(RuntimeError), repo.savepoint():
+            repo.put_session("s2", "m", 1, 5, {"b": 1}, 11)
+            raise RuntimeError("rejected")
+        assert repo.get_session("s2") is None
+        got = repo.get_session("s1")
+        assert got is not None and got["state"] == {"a": [1, 2]} and got["window_count"] == 1
+        repo.mark_processed("g", "request_id:r1", "h", "t", 4)
+        repo.commit_offset_and_meta("g", "t", 0, 5, "outbox:g:t:0", "[]")
+        repo.flush()
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.prefetch_processed("g", ["request_id:r1"], ["s1", "s2"])
+        assert repo.processed_hash("g", "request_id:r1") == "h"
+        got = repo.get_session("s1")
+        assert got is not None and got["state"] == {"a": [1, 2]} and got["updated_at_us"] == 10
+        assert repo.get_session("s2") is None
+        assert repo.offsets("g") == {("t", 0): 5}
+
+
 def test_edges_are_symmetric_and_idempotent(engine: Engine) -> None:
     with engine.begin() as conn:
         repo = Repository(conn)
@@ -152,7 +202,9 @@ def test_prune_keeps_the_k_strongest_similarity_edges_ties_by_neighbour_id(engin
 def test_sessions_round_trip_canonical_state(engine: Engine) -> None:
     state = {"residual": ["q2"], "coverage": [{"id": "q1", "depth": 0.7}], "blacklist": ["a b c d e f"]}
     with engine.begin() as conn:
-        Repository(conn).put_session("s1", "m", 0, 5, state, 10)
+        repo = Repository(conn)
+        repo.put_session("s1", "m", 0, 5, state, 10)
+        repo.flush()  # buffered until then: what Fabric.unit_of_work does before it commits
     with engine.begin() as conn:
         repo = Repository(conn)
         row = repo.get_session("s1")

@@ -213,8 +213,7 @@ class BatchAgent:
                 for (tp, _), r in zip(tagged, routed, strict=True):
                     by_slot.setdefault(tp, []).append(r)
                 for tp, to in commits.items():
-                    uow.repo.commit_offset(h.group, tp[0], tp[1], to)
-                    w.outboxes.save(uow, outbox_key(h.group, *tp), by_slot.get(tp, []))
+                    w.outboxes.save(uow, outbox_key(h.group, *tp), by_slot.get(tp, []), (h.group, *tp, to))
         except BaseException:
             w._reconcile()
             raise

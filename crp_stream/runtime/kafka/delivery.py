@@ -102,12 +102,16 @@ def outbox_key(group: str, base_topic: str, partition: int) -> str:
     return f"{OUTBOX_PREFIX}{group}:{base_topic}:{partition}"
 
 
-def save_outbox(uow: UnitOfWork, key: str, routed: Sequence[Routed]) -> None:
+def outbox_value(routed: Sequence[Routed]) -> str:
     rows = [
         [r.topic, r.partition, base64.b64encode(r.key).decode(), base64.b64encode(r.value).decode(), r.record_id]
         for r in routed
     ]
-    uow.repo.set_meta(key, json.dumps(rows, separators=(",", ":")))
+    return json.dumps(rows, separators=(",", ":"))
+
+
+def save_outbox(uow: UnitOfWork, key: str, routed: Sequence[Routed]) -> None:
+    uow.repo.set_meta(key, outbox_value(routed))
 
 
 def load_outbox(uow: UnitOfWork, key: str) -> list[Routed]:
@@ -129,13 +133,14 @@ class Outboxes:
         self._dirty: set[str] = set()  # outboxes that may hold rows
         self._unacked: set[str] = set()  # outboxes whose rows the broker has not acknowledged yet
 
-    def save(self, uow: UnitOfWork, key: str, routed: Sequence[Routed]) -> None:
-        """In the unit of work: write a partition's outputs, or empty an outbox that may hold old
-        rows (already produced; an empty one needs no write)."""
+    def save(self, uow: UnitOfWork, key: str, routed: Sequence[Routed], offset: tuple[str, str, int, int]) -> None:
+        """In the unit of work: the partition's consumer offset ``(group, topic, partition, next)``
+        and its outbox, in one statement on PostgreSQL: the outputs, or empty if it may hold old rows
+        (already produced; an empty one needs no write)."""
         with self._lock:
             dirty = key in self._dirty
-        if routed or dirty:
-            save_outbox(uow, key, routed)
+        value = outbox_value(routed) if routed or dirty else None
+        uow.repo.commit_offset_and_meta(*offset, key, value)  # the offset never moves back
 
     def committed(self, produced: Mapping[str, bool]) -> None:
         """After the commit: outboxes that got outputs wait for the broker; the others are empty."""

@@ -26,10 +26,11 @@ from urllib.parse import quote
 import faust
 
 from crp_stream.config import ConfigError, Settings
+from crp_stream.fabric import db
 from crp_stream.fabric.fabric import Fabric, open_vector_index
 from crp_stream.processors import HANDLER_GROUPS, all_handlers
 from crp_stream.processors.base import AnyHandler, Output, Record
-from crp_stream.processors.dispatch import apply_record, internal_error_output
+from crp_stream.processors.dispatch import IsolationNeeded, apply_record, internal_error_output
 from crp_stream.runtime.kafka.batch import BATCH_MAX, BATCHED_GROUPS, BatchAgent
 from crp_stream.runtime.kafka.delivery import (
     Outboxes,
@@ -66,9 +67,16 @@ def parse_groups(raw: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(g for g in GROUPS if g in items)
 
 
+PING_IDLE_S = 1.0  # a pooled connection idle longer is pinged at checkout; busy ones are not
+
+
 def open_fabric(settings: Settings, journal: VectorJournal) -> Fabric:
     """The fabric with its vector index guarded by ``journal`` (migrations serialise in ``db.upgrade``)."""
-    return Fabric(settings, vectors=GuardedVectors(open_vector_index(settings.vectors), journal))
+    return Fabric(
+        settings,
+        engine=db.make_engine(settings.database, ping_idle_s=PING_IDLE_S),
+        vectors=GuardedVectors(open_vector_index(settings.vectors), journal),
+    )
 
 
 class KafkaWorker(WorkerStatus):
@@ -330,14 +338,28 @@ class KafkaWorker(WorkerStatus):
         attempt = 0
         delay = 0.05
         where = f"{h.group}: {record.topic}[{record.partition}]@{record.offset}"
+        shelter = False  # the handler's savepoint, if it may skip it (``Handler.rejects_before_writes``)
         while True:
             attempt += 1
             try:
                 result = await loop.run_in_executor(
-                    self._executor, self._fabric_thread.run, h.group, self._apply_sync, h, record, None, commit_to
+                    self._executor,
+                    self._fabric_thread.run,
+                    h.group,
+                    self._apply_sync,
+                    h,
+                    record,
+                    None,
+                    commit_to,
+                    shelter,
                 )
                 self.last_error = None
                 return result
+            except IsolationNeeded as exc:  # rolled back; redone at once, in the savepoint
+                log.warning("%s: %s; applying it again in a savepoint", where, exc)
+                shelter = True
+                attempt -= 1
+                continue
             except Exception as exc:
                 if is_transient(exc):
                     self.metrics.errors.labels(group=h.group, kind="transient").inc()
@@ -369,6 +391,7 @@ class KafkaWorker(WorkerStatus):
         record: Record,
         failed: BaseException | None,
         commit_to: int,
+        shelter: bool = True,
     ) -> tuple[list[Output] | None, list[Routed]]:
         okey = outbox_key(h.group, record.topic, record.partition)
         if self._unreconciled:  # a rolled-back attempt's vector writes first; while down, raises: retried
@@ -381,10 +404,14 @@ class KafkaWorker(WorkerStatus):
                 start = uow.repo.record_start(h.group, record.topic, record.partition, meta)
                 if start > record.offset:
                     return None, []
-                outs = apply_record(h, record, uow) if failed is None else internal_error_output(h, record, failed)
-                uow.repo.commit_offset(h.group, record.topic, record.partition, commit_to)  # never moves back
+                # record_start only read: nothing is written yet (a handler may skip its savepoint)
+                outs = (
+                    apply_record(h, record, uow, unwritten=not shelter)
+                    if failed is None
+                    else internal_error_output(h, record, failed)
+                )
                 routed = route(outs, uow, self.settings, self.partitions)
-                self.outboxes.save(uow, okey, routed)
+                self.outboxes.save(uow, okey, routed, (h.group, record.topic, record.partition, commit_to))
         except BaseException:
             self._reconcile()
             raise
