@@ -18,7 +18,7 @@ from crp_stream.fabric.operator_records import OperatorRecords, canonical_json
 from crp_stream.fabric.progress_records import ProgressRecords
 from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
 
-_FACT_COLUMNS = tuple(t.facts.c.keys())
+_FACT_COLUMNS = t.column_names(t.facts)
 
 FACTS_GENERATION = "facts_generation"
 
@@ -305,7 +305,7 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
 
     # sessions ---------------------------------------------------------------------------------
     def get_session(self, session_id: str) -> SessionRow | None:
-        cols = list(t.sessions.c.keys())
+        cols = list(t.column_names(t.sessions))
         rows = self._select_where(cols, "sessions", (("session_id", session_id),))
         if not rows:
             return None
