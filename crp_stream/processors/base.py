@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from crp_stream.core.ids import derive_id
 
@@ -17,9 +16,11 @@ if TYPE_CHECKING:
     from crp_stream.fabric.fabric import Fabric, UnitOfWork
 
 
-@dataclass(frozen=True)
-class Record:
-    """One consumed record. ``topic`` is the contract name (``crp.documents``), prefix removed."""
+class Record(NamedTuple):
+    """One consumed record. ``topic`` is the contract name (``crp.documents``), prefix removed.
+
+    Records and outputs are NamedTuples: one is built per record, and a frozen dataclass's
+    ``__init__`` cost several times more (issue 12)."""
 
     topic: str
     partition: int
@@ -36,8 +37,7 @@ class Record:
         return us_to_dt(self.ts_us)
 
 
-@dataclass(frozen=True)
-class Output:
+class Output(NamedTuple):
     topic: str
     key: str
     value: bytes
