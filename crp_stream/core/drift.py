@@ -45,10 +45,9 @@ False
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from operator import attrgetter
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from crp_stream.core.ids import derive_id
 
@@ -65,9 +64,12 @@ COUNTED_STATUSES: frozenset[str] = frozenset({"active", "stale"})
 _RECORD_ORDER = attrgetter("source", "epoch", "fact_id")
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimRecord:
-    """One fact of a claim. ``epoch`` is the log-append time (seconds), ``value`` is normalised."""
+class ClaimRecord(NamedTuple):
+    """One fact of a claim. ``epoch`` is the log-append time (seconds), ``value`` is normalised.
+
+    These records, views and verdicts are NamedTuples: the arbiter builds one of each per record, and
+    a frozen dataclass's ``__init__`` cost ~4x more; immutable and compared by value all the same
+    (issue 12). A tuple of atoms is also left alone by the cyclic collector once it has seen it."""
 
     fact_id: str
     source: str
@@ -77,8 +79,7 @@ class ClaimRecord:
     status: str
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionView:
+class PartitionView(NamedTuple):
     """What one provenance partition says about a claim, by internal agreement.
 
     ``latest_epoch`` is the latest epoch of the records asserting ``value``; ``newest_epoch`` is the
@@ -97,8 +98,7 @@ class PartitionView:
     fact_ids: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """The arbiter's decision for one claim; ``reason`` says why in words an operator can read.
 
     ``divergent_*`` describe the one divergent value evaluated (None/empty for CONSENSUS_OK);
@@ -394,8 +394,7 @@ def lagging_behind_refresh(verdict: Verdict, history: Sequence[ClaimRecord], exp
     }
     if verdict.divergent_value not in previous:
         return verdict
-    return replace(
-        verdict,
+    return verdict._replace(
         kind=CONSENSUS_OK,
         suspect_fact_ids=(),
         reason=(

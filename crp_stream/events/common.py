@@ -134,13 +134,27 @@ _TIME_EXAMPLE = "e.g. 2025-01-31T12:00:00Z"
 _CANONICAL_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
 
 
+# The canonical times read last, by their text: a fact's ``modified_at`` mostly repeats its ``epoch``
+# (datetimes are immutable, so one object serves both). Bounded: cleared when full.
+_RECENT: dict[str, datetime] = {}
+_RECENT_MAX = 64
+
+
 def parse_time(value: object) -> datetime:
     """docs/contract.md: times are RFC 3339 with a zone; a naive time is rejected. Returns UTC."""
-    if type(value) is str and len(value) == 27 and _CANONICAL_TIME.fullmatch(value) is not None:
-        try:
-            return datetime.fromisoformat(value[:26] + "+00:00")
-        except ValueError:
-            pass  # e.g. a 31st of February: the full path gives the reason
+    if type(value) is str and len(value) == 27:
+        hit = _RECENT.get(value)
+        if hit is not None:
+            return hit
+        if _CANONICAL_TIME.fullmatch(value) is not None:
+            try:
+                parsed = datetime.fromisoformat(value[:26] + "+00:00")
+            except ValueError:
+                return parse_time_full(value)  # e.g. a 31st of February: the full path gives the reason
+            if len(_RECENT) >= _RECENT_MAX:
+                _RECENT.clear()
+            _RECENT[value] = parsed
+            return parsed
     return parse_time_full(value)
 
 

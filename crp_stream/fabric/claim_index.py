@@ -48,7 +48,8 @@ if TYPE_CHECKING:
 CLAIMS_GENERATION = "claims_generation"
 # the Python type the driver returns for a column, None: as given (an inserted row is kept as read back)
 _TYPES = {
-    c.name: float if isinstance(c.type, Float) else int if isinstance(c.type, Integer) else None for c in t.facts.c
+    name: float if isinstance(c.type, Float) else int if isinstance(c.type, Integer) else None
+    for name, c in zip(t.column_names(t.facts), t.facts.c, strict=True)
 }
 
 _COLUMNS = tuple(_TYPES)

@@ -34,8 +34,8 @@ def decoded(mapping: Any, field: str = "payload") -> Any:
     return row
 
 
-_CLAIM_COLUMNS = tuple(t.claims.c.keys())
-_REFRESH_COLUMNS = tuple(t.refresh_requests.c.keys())
+_CLAIM_COLUMNS = t.column_names(t.claims)
+_REFRESH_COLUMNS = t.column_names(t.refresh_requests)
 _TEXT, _AT = _CLAIM_COLUMNS.index("details"), _CLAIM_COLUMNS.index("updated_at_us")  # a buffered row's parts
 
 
@@ -224,7 +224,7 @@ class OperatorRecords(DriverSQL):
 
     def claimed_facts(self, limit: int) -> list[FactRow]:
         """Facts that belong to a claim, in claim order, at most ``limit`` (the claim index's start)."""
-        cols = tuple(t.facts.c.keys())
+        cols = t.column_names(t.facts)
         sql = f"SELECT {', '.join(cols)} FROM facts WHERE claim_key IS NOT NULL ORDER BY claim_key LIMIT {int(limit)}"
         found = self.conn.exec_driver_sql(sql).fetchall()
         return [cast(FactRow, dict(zip(cols, r, strict=True))) for r in found]

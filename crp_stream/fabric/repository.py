@@ -18,7 +18,7 @@ from crp_stream.fabric.operator_records import OperatorRecords, canonical_json
 from crp_stream.fabric.progress_records import ProgressRecords
 from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
 
-_FACT_COLUMNS = tuple(t.facts.c.keys())
+_FACT_COLUMNS = t.column_names(t.facts)
 
 FACTS_GENERATION = "facts_generation"
 _SESSION_COLUMNS = ("session_id", "embedding_model", "window_count", "max_windows", "state", "updated_at_us")

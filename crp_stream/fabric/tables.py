@@ -6,6 +6,8 @@ byte-stable for replay. JSON documents are stored as canonical text so both back
 
 from __future__ import annotations
 
+import sys
+
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -27,6 +29,15 @@ metadata = MetaData(
 )
 
 ID = String(64)
+
+
+def column_names(table: Table) -> tuple[str, ...]:
+    """A table's column names as plain interned ``str``, for row dicts. SQLAlchemy's names are
+    ``quoted_name`` (a str subclass with a ``__dict__``): a dict keyed by them is tracked by the cyclic
+    collector, which walked every cached fact row again and again, and a lookup by a literal key
+    compared strings instead of matching the same object (issue 12)."""
+    return tuple(sys.intern(str(col.key)) for col in table.c)
+
 
 facts = Table(
     "facts",

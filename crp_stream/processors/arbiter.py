@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
 from operator import itemgetter
 from typing import Any
 
@@ -82,7 +81,7 @@ def choose_verdict(
             others = tuple(
                 x for x in (base.divergent_value, *base.other_divergent_values) if x is not None and x != value
             )
-            return replace(verdict, other_divergent_values=others)
+            return verdict._replace(other_divergent_values=others)
     return base
 
 

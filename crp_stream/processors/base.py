@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from crp_stream.core.ids import derive_id
 
@@ -17,9 +16,11 @@ if TYPE_CHECKING:
     from crp_stream.fabric.fabric import Fabric, UnitOfWork
 
 
-@dataclass(frozen=True)
-class Record:
-    """One consumed record. ``topic`` is the contract name (``crp.documents``), prefix removed."""
+class Record(NamedTuple):
+    """One consumed record. ``topic`` is the contract name (``crp.documents``), prefix removed.
+
+    Records and outputs are NamedTuples: one is built per record, and a frozen dataclass's
+    ``__init__`` cost several times more (issue 12)."""
 
     topic: str
     partition: int
@@ -36,20 +37,33 @@ class Record:
         return us_to_dt(self.ts_us)
 
 
-@dataclass(frozen=True)
-class Output:
+class Output(NamedTuple):
     topic: str
     key: str
     value: bytes
     record_id: str  # derived; a redelivered input re-emits the same id, so consumers can dedup
 
 
-@dataclass
 class Emitter:
-    """Collects a handler's outputs with ids derived from the cause, in emission order."""
+    """Collects a handler's outputs with ids derived from the cause, in emission order.
 
-    cause: str
-    outputs: list[Output] = field(default_factory=list)
+    ``cause_of``: the parts the cause is ``derive_id``'d from, instead of ``cause``; it is derived when
+    first read (most of the arbiter's records emit nothing, and their hash was 1-2% of its time)."""
+
+    __slots__ = ("_cause", "_cause_of", "outputs")
+
+    def __init__(self, cause: str | None = None, *, cause_of: tuple[str, ...] = ()) -> None:
+        if (cause is None) == (not cause_of):
+            raise TypeError("Emitter: give either cause or cause_of")
+        self._cause = cause
+        self._cause_of = cause_of
+        self.outputs: list[Output] = []
+
+    @property
+    def cause(self) -> str:
+        if self._cause is None:
+            self._cause = derive_id(*self._cause_of)
+        return self._cause
 
     def emit(self, topic: str, key: str, value: bytes, record_id: str | None = None) -> str:
         rid = record_id or derive_id(self.cause, str(len(self.outputs)), topic)

@@ -123,7 +123,7 @@ def _decode(
 ) -> tuple[Emitter, events.Event | None, str | None, bool]:
     """(emitter, event, idempotency key, tracked); no event when the record was dead-lettered."""
     cause = record_cause(record)
-    out = Emitter(cause=derive_id(handler.group, cause))
+    out = Emitter(cause_of=(handler.group, cause))
     if b"u0000" in record.value and _NUL_ESCAPE.search(record.value):
         _dead(out, record, "a string holds a NUL character (\\u0000), which the fabric cannot store")
         return out, None, None, False

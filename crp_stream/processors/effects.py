@@ -12,7 +12,7 @@ from typing import Any
 
 from crp_stream import events
 from crp_stream.core.ids import derive_id
-from crp_stream.events import AuditType, FactStatus
+from crp_stream.events import AuditType, FactStatus, direct
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import Emitter, us_to_dt
 
@@ -34,10 +34,15 @@ def audit(
     uow: UnitOfWork, out: Emitter, event_id: str, audit_type: AuditType, key: str, at_us: int, details: dict[str, Any]
 ) -> bool:
     """Append an audit record and emit it on ``crp.audit``; False (and nothing emitted) if already there."""
-    record = events.AuditRecorded(event_id=event_id, audit_type=audit_type, at=us_to_dt(at_us), details=details)
+    at = us_to_dt(at_us)
+    # the model only where it would refuse or convert a value; else the same bytes without it
+    record = None
+    if not direct.audit_direct(event_id, audit_type, details):
+        record = events.AuditRecorded(event_id=event_id, audit_type=audit_type, at=at, details=details)
     if not uow.repo.append_audit(event_id, audit_type, at_us, key, details):  # one statement: the id was there
         return False
-    out.emit(AUDIT, key, events.encode(record), record_id=event_id)
+    raw = events.encode(record) if record is not None else direct.audit_bytes(event_id, audit_type, at, details)
+    out.emit(AUDIT, key, raw, record_id=event_id)
     return True
 
 
@@ -61,11 +66,14 @@ def change_status(
     gen = uow.repo.set_fact_status(ids, status)
     uow.fabric.facts.written(gen - 1, gen, ids)
     uow.vectors.set_status(ids, status)
+    at, text = us_to_dt(at_us), short(reason)
     for fid in ids:
-        change = events.FactStatusChanged(
-            fact_id=fid, status=status, reason=short(reason), at=us_to_dt(at_us), cause_id=cause_id
-        )
-        out.emit(FACTS, fid, events.encode(change))
+        if direct.status_changed_direct(fid, status, text, cause_id):
+            raw = direct.status_changed_bytes(fid, status, text, at, cause_id)
+        else:
+            change = events.FactStatusChanged(fact_id=fid, status=status, reason=text, at=at, cause_id=cause_id)
+            raw = events.encode(change)
+        out.emit(FACTS, fid, raw)
     return ids
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import json
 import random
 import statistics
@@ -45,6 +44,7 @@ from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.arbiter import ArbiterHandler
 from crp_stream.processors.base import Record, us_to_dt
 from crp_stream.processors.dispatch import apply_record, apply_records
+from crp_stream.runtime import heap
 from ops.bench._common import DEFAULT_DATASETS, scratch
 
 DAY = 86_400 * 1_000_000
@@ -87,9 +87,8 @@ class Rig:
         self.handler = ArbiterHandler()
         self.handler.bind(self.fabric)
         # as `crp-stream run` and the Kafka worker do at start-up: what is alive now (modules, the
-        # fabric) is frozen out of the collector's sight; a full collection scans what the run allocates
-        gc.collect()
-        gc.freeze()
+        # fabric) is frozen out of the collector's sight, and young collections are rarer (runtime.heap)
+        heap.settle()
         self.offset = 0
         self.outputs: list[tuple[str, dict[str, Any]]] = []
         self.applied = 0

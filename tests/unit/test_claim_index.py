@@ -266,3 +266,27 @@ def test_random_units_of_work_never_leave_the_index_ahead_of_the_store(fabric: F
                 raise Failed  # the unit of work rolls back
         assert_never_ahead(fabric, *keys)
     assert fabric.claims.hits > 0  # it did serve from memory
+
+
+def test_cached_rows_are_plain_dicts_the_collector_leaves_alone(tmp_path: Path) -> None:
+    """Rows held by the index and the transaction are keyed by plain interned ``str`` (SQLAlchemy's
+    ``quoted_name`` keys made every cached row a container the cyclic collector tracked)."""
+    import gc
+    import sys
+
+    from crp_stream.fabric.claim_index import as_stored
+
+    row = as_stored(fact("a", epoch=5))  # type: ignore[arg-type]
+    assert not gc.is_tracked(row)
+    assert all(type(k) is str and sys.intern(k) is k for k in row)
+    fabric = Fabric(Settings(data_dir=tmp_path, embedder="hashing"), vectors=NoVectors())  # type: ignore[arg-type]
+    try:
+        with fabric.unit_of_work() as uow:
+            uow.repo.insert_facts([fact("a", epoch=5)])
+        with fabric.unit_of_work() as uow:
+            read = uow.repo.facts_by_ids(["a"])["a"]
+            _, rows, _ = fabric.claims.claim(uow.repo, "api|limit")
+        assert not gc.is_tracked(read) and all(type(k) is str for k in read)
+        assert rows and not any(gc.is_tracked(r) for r in rows)
+    finally:
+        fabric.close()

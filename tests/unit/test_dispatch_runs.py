@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from crp_stream.config import Settings
 from crp_stream.processors.arbiter import ArbiterHandler
 from crp_stream.processors.base import AnyHandler, Output, Record
@@ -91,3 +93,18 @@ def test_idempotency_key_reads_fields_and_extras_as_getattr_did() -> None:
     assert idempotency_key(plain, record).startswith("record:")
     extra = events.decode_input("crp.facts", json.dumps({**fact, "request_id": "r5"}).encode())
     assert idempotency_key(extra, record) == "request_id:r5" == f"request_id:{extra.request_id}"
+
+
+def test_an_emitters_cause_is_derived_when_first_read() -> None:
+    from crp_stream.core.ids import derive_id
+    from crp_stream.processors.base import Emitter
+
+    out = Emitter(cause_of=("arbiter", "c1"))
+    assert out.cause == derive_id("arbiter", "c1")
+    rid = out.emit("crp.facts", "k", b"{}")
+    assert rid == derive_id(derive_id("arbiter", "c1"), "0", "crp.facts")
+    assert Emitter(cause="x").cause == "x"
+    with pytest.raises(TypeError):
+        Emitter()
+    with pytest.raises(TypeError):
+        Emitter(cause="x", cause_of=("a",))

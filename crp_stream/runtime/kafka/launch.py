@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import signal
 from collections.abc import Callable, Sequence
 
 from crp_stream.config import Settings
+from crp_stream.runtime import heap
 from crp_stream.runtime.kafka.delivery import Routed
 from crp_stream.runtime.kafka.startup import wait_for_services
 from crp_stream.runtime.kafka.watch import RateLimit
@@ -40,11 +40,8 @@ def run_worker(
         if not await wait_for_services(settings, stop):
             return 0
         worker = KafkaWorker(settings, chosen, after_commit=after_commit, mounts=mounts)
-        # What is alive now (modules, faust's and the fabric's objects) lives as long as the process:
-        # frozen out of the collector's sight, a full collection scans only what requests allocate
-        # (as `crp-stream run` does; a full collection over faust's objects cost tens of ms mid-request).
-        gc.collect()
-        gc.freeze()
+        # as `crp-stream run` does (a full collection over faust's objects cost tens of ms mid-request)
+        heap.settle()
         return await worker.run(stop)
 
     return asyncio.run(main())
