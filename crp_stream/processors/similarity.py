@@ -59,10 +59,12 @@ def write_similarity_edges(uow: UnitOfWork, edges: Sequence[tuple[str, str, floa
     drop_st, drop_n = _past_k(st_fact, st_code, st_w, n_fact, code[n_dst], n_w, n_facts, k)
     names = graph.names
     keep = ~drop_n
+    put = np.flatnonzero(keep)
+    put = put[np.argsort(n_fact[put] * width + code[n_dst[put]])]  # key order: SQLite's index pages in turn
     repo.add_directed_edges(
         [
             (touched[f], names[b], w)
-            for f, b, w in zip(n_fact[keep].tolist(), n_dst[keep].tolist(), n_w[keep].tolist(), strict=True)
+            for f, b, w in zip(n_fact[put].tolist(), n_dst[put].tolist(), n_w[put].tolist(), strict=True)
         ]
     )
     gone = sim[drop_st]  # stored rows are in key order: these come out sorted by (src, dst)
