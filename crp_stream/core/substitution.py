@@ -448,8 +448,9 @@ def near_copy(a: str, b: str, min_overlap: float = NEAR_COPY) -> bool:
     cheap screen before the token alignment, the same for the arbiter's text claims and the envelope's
     pairs (``near_copy_pairs``); a pair above the contradiction cosine is aligned whatever its words."""
     x, y = _token_set(a), _token_set(b)
-    union = len(x | y)
-    return bool(union) and len(x & y) >= min_overlap * union
+    shared = len(x & y)
+    union = len(x) + len(y) - shared  # the size of x | y, without building it
+    return bool(union) and shared >= min_overlap * union
 
 
 def near_copy_pairs(
@@ -468,7 +469,8 @@ def near_copy_pairs(
             if not sources[i] or sources[i] == sources[j]:
                 continue
             a, b = sets[i], sets[j]
-            union = len(a | b)
-            if union and len(a & b) >= min_overlap * union:
+            shared = len(a & b)
+            union = len(a) + len(b) - shared
+            if union and shared >= min_overlap * union:
                 out.add((i, j))
     return out

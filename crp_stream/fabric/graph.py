@@ -197,6 +197,37 @@ class GraphCache:
             self._unpacked(next(iter(adj)))
             del adj[next(iter(adj))]
 
+    def extend(self, rows: Sequence[tuple[str, str, float, str]]) -> None:
+        """Add rows ``(src, dst, weight, kind)`` just written with ON CONFLICT DO NOTHING (a row already
+        there, or earlier in ``rows``, stays as it is) to the entries held, in the store's key order;
+        facts not held stay so. The writer keeps its structure edges instead of reading every new
+        fact's entry back (the arbiter reads them next). Call ``written`` after, without these facts."""
+        adds: dict[int, list[tuple[str, str, float, str]]] = {}
+        for row in rows:
+            i = self._ids.get(row[0])
+            if i is not None and i in self._adj:
+                adds.setdefault(i, []).append(row)
+        names = self._names
+        for i, extra in adds.items():
+            nb, w, kd = self._adj[i]
+            have = {(names[d], EDGE_KINDS[k]) for d, k in zip(nb.tolist(), kd.tolist(), strict=True)}
+            merged = [
+                (names[d], EDGE_KINDS[k], x) for d, x, k in zip(nb.tolist(), w.tolist(), kd.tolist(), strict=True)
+            ]
+            for _s, dst, weight, kind in extra:
+                if (dst, kind) not in have:
+                    have.add((dst, kind))
+                    merged.append((dst, kind, float(weight)))
+            if len(merged) == nb.shape[0]:
+                continue
+            merged.sort(key=lambda r: (r[0], r[1]))
+            entry: Row = (
+                np.asarray(self.index([d for d, _k, _w in merged]), dtype=np.int64),
+                np.asarray([x for _d, _k, x in merged], dtype=np.float64),
+                np.asarray([_KIND.get(k, 0) for _d, k, _x in merged], dtype=np.int8),
+            )
+            self.install([names[i]], [entry])
+
     # reads --------------------------------------------------------------------------------------
     def rows(self, source: EdgeSource, ids: Sequence[int]) -> list[Row]:
         """Every edge of each fact (given as ints), as ``(neighbour ints, weights)``; misses are loaded

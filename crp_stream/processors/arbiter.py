@@ -161,7 +161,8 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         rows = uow.repo.facts_by_ids(ids, copies=False)  # read ahead; only their claim keys are read here
         text = [f for f, r in rows.items() if r["claim_key"] is None]
         if text:
-            uow.repo.facts_by_ids({n for nbs in text_claims.similar_many(uow, text).values() for n in nbs})
+            neighbours = {n for nbs in text_claims.similar_many(uow, text).values() for n in nbs}
+            uow.repo.facts_by_ids(neighbours, copies=False)  # only held for the run: no copies
 
     def handle(
         self, event: events.FactRecorded | events.FactStatusChanged, record: Record, uow: UnitOfWork, out: Emitter

@@ -45,14 +45,14 @@ def structure_edges(
     fact_ids: list[str],
     texts: dict[str, str],
 ) -> set[str]:
-    """Write the adjacency and mention edges of one document; returns every endpoint (to invalidate).
+    """Write the adjacency and mention edges of one document; returns every endpoint.
 
     ``fact_ids`` are the document's facts by position (new and already known); ``texts`` the texts
     of the new ones, the only ones matched against the known titles.
     """
     edges: list[tuple[str, str, float]] = [(a, b, STRUCTURE_WEIGHT) for a, b in pairwise(fact_ids)]
     if edges:
-        uow.repo.add_edges(edges, kind="adjacency")
+        _write(uow, edges, "adjacency")
     touched = {x for a, b, _w in edges for x in (a, b)}
     doc = document_id or event.event_id
     title = getattr(event, "title", None)
@@ -78,9 +78,17 @@ def structure_edges(
                 if k in mine and (src, other_doc) != (event.source, doc) and other_lead not in own:
                     mentions.append((fid, other_lead, STRUCTURE_WEIGHT))
     if mentions:
-        uow.repo.add_edges(sorted(set(mentions)), kind="mention")
+        _write(uow, sorted(set(mentions)), "mention")
         touched |= {x for a, b, _w in mentions for x in (a, b)}
     return touched
+
+
+def _write(uow: UnitOfWork, edges: list[tuple[str, str, float]], kind: str) -> None:
+    """Both directions of each edge (``Repository.add_edges``), also added to the graph cache's entries:
+    the arbiter reads the new facts' entries next, and would otherwise load them back."""
+    rows = [r for a, b, w in edges if a != b for r in ((a, b, float(w)), (b, a, float(w)))]
+    uow.repo.add_directed_edges(rows, kind)
+    uow.fabric.graph.extend([(a, b, w, kind) for a, b, w in rows])
 
 
 __all__ = ["EMBEDDING_TEXT_KEY", "embedding_text", "record_convention", "structure_edges"]

@@ -160,9 +160,9 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             structure = doc_graph.structure_edges(
                 uow, event, document_id, [d.fact_id for d in drafts], {d.fact_id: d.text for d, _ in fresh}
             )
-        if touched or structure:  # other processes' caches see a new generation; ours forgets the rest
+        if touched or structure:  # other processes' caches see a new generation; ours holds what was written
             gen = uow.repo.increment_meta("graph_generation")  # atomic: concurrent workers never share one
-            uow.fabric.graph.written(str(gen - 1), str(gen), structure)
+            uow.fabric.graph.written(str(gen - 1), str(gen), ())
         uow.repo.touch_source(event.source, source_type, trust, epoch_us)
         for row, (draft, _vec) in zip(rows, fresh, strict=True):
             fact = events.FactRecorded(

@@ -36,10 +36,11 @@ def write_similarity_edges(uow: UnitOfWork, edges: Sequence[tuple[str, str, floa
     repo, graph = uow.repo, uow.fabric.graph
     repo.sync_graph(graph)  # a cache behind another writer is dropped first
     touched = sorted({s for s, _d in new})
-    t_ints = np.asarray(graph.index(touched), dtype=np.int64)
-    rows = graph.rows(repo, t_ints.tolist())  # the stored edges, before this batch writes any
-    sizes = [len(nb) for nb, _w, _k in rows]
-    s_src = np.repeat(t_ints, sizes)
+    t_list = graph.index(touched)
+    rows = graph.rows(repo, t_list)  # the stored edges, before this batch writes any
+    n_facts = len(rows)
+    sizes = np.fromiter((nb.shape[0] for nb, _w, _k in rows), dtype=np.int64, count=n_facts)
+    s_fact = np.repeat(np.arange(n_facts, dtype=np.int64), sizes)  # a stored row's place in ``touched``
     s_dst = np.concatenate([np.zeros(0, dtype=np.int64), *(nb for nb, _w, _k in rows)])
     s_w = np.concatenate([np.zeros(0, dtype=np.float64), *(w for _nb, w, _k in rows)])
     s_kind = np.concatenate([np.zeros(0, dtype=np.int8), *(kd for _nb, _w, kd in rows)])
@@ -47,44 +48,51 @@ def write_similarity_edges(uow: UnitOfWork, edges: Sequence[tuple[str, str, floa
     n_src = np.asarray(graph.index([a for a, _b in pairs]), dtype=np.int64)
     n_dst = np.asarray(graph.index([b for _a, b in pairs]), dtype=np.int64)
     n_w = np.fromiter(new.values(), dtype=np.float64, count=len(pairs))
-    sim = s_kind == _SIMILARITY
-    fresh = ~np.isin((n_src << 32) | n_dst, (s_src[sim] << 32) | s_dst[sim])  # a stored row is kept as it is
-    n_src, n_dst, n_w = n_src[fresh], n_dst[fresh], n_w[fresh]
-    # rank every similarity row of the touched facts, stored and new (ints -> byte order of the ids)
-    a_src = np.concatenate([s_src[sim], n_src])
-    a_dst = np.concatenate([s_dst[sim], n_dst])
-    a_w = np.concatenate([s_w[sim], n_w])
-    drop = np.zeros(a_src.shape[0], dtype=bool)
-    codes = _Ranks(graph, np.concatenate([a_src, a_dst, s_dst[~sim]]))  # every id ranked here, sorted once
-    drop[edges_past_k_ranked(codes(a_src), codes(a_dst), a_w, k)] = True
-    stored = int(sim.sum())
+    # every int seen here coded by its id's byte order (ids sorted once); ``touched`` is sorted, so a
+    # fact's place in it is such a code too
+    code, width = _codes(graph, (np.asarray(t_list, dtype=np.int64), s_dst, n_dst))
+    n_fact = np.searchsorted(code[np.asarray(t_list, dtype=np.int64)], code[n_src])
+    sim = np.flatnonzero(s_kind == _SIMILARITY)
+    st_fact, st_code, st_w = s_fact[sim], code[s_dst[sim]], s_w[sim]
+    fresh = ~_member(n_fact * width + code[n_dst], st_fact * width + st_code)  # a stored row stays as it is
+    n_dst, n_w, n_fact = n_dst[fresh], n_w[fresh], n_fact[fresh]
+    drop_st, drop_n = _past_k(st_fact, st_code, st_w, n_fact, code[n_dst], n_w, n_facts, k)
     names = graph.names
-    keep_new = ~drop[stored:]
+    keep = ~drop_n
+    put = np.flatnonzero(keep)
+    put = put[np.argsort(n_fact[put] * width + code[n_dst[put]])]  # key order: SQLite's index pages in turn
     repo.add_directed_edges(
         [
-            (names[a], names[b], w)
-            for a, b, w in zip(n_src[keep_new].tolist(), n_dst[keep_new].tolist(), n_w[keep_new].tolist(), strict=True)
+            (touched[f], names[b], w)
+            for f, b, w in zip(n_fact[put].tolist(), n_dst[put].tolist(), n_w[put].tolist(), strict=True)
         ]
     )
-    gone = drop[:stored]
+    gone = sim[drop_st]  # stored rows are in key order: these come out sorted by (src, dst)
     repo.delete_similarity(
-        sorted(
-            (names[a], names[b])
-            for a, b in zip(a_src[:stored][gone].tolist(), a_dst[:stored][gone].tolist(), strict=True)
-        )
+        [(touched[f], names[b]) for f, b in zip(s_fact[gone].tolist(), s_dst[gone].tolist(), strict=True)]
     )
-    # the touched facts' entries as now stored: other kinds as they were, the similarity rows kept
-    e_src = np.concatenate([s_src[~sim], a_src[~drop]])
-    e_dst = np.concatenate([s_dst[~sim], a_dst[~drop]])
-    e_w = np.concatenate([s_w[~sim], a_w[~drop]])
-    e_kind = np.concatenate([s_kind[~sim], np.full(int((~drop).sum()), _SIMILARITY, dtype=np.int8)])
-    order = np.lexsort((_KIND_NAME_RANK[e_kind], codes(e_dst), e_src))  # the store's key order
-    e_src, e_dst, e_w, e_kind = e_src[order], e_dst[order], e_w[order], e_kind[order]
-    lo = np.searchsorted(e_src, t_ints, side="left").tolist()
-    hi = np.searchsorted(e_src, t_ints, side="right").tolist()
-    graph.install(
-        touched, [(e_dst[a:b].copy(), e_w[a:b].copy(), e_kind[a:b].copy()) for a, b in zip(lo, hi, strict=True)]
-    )
+    # the cache keeps what was written: the entries of facts that gained or lost a row rebuilt in the
+    # store's key order (neighbour id, then kind), the others installed as they were
+    changed = np.zeros(n_facts, dtype=bool)
+    changed[n_fact[keep]] = True
+    changed[s_fact[gone]] = True
+    stays = np.ones(s_fact.shape[0], dtype=bool)
+    stays[gone] = False
+    stays &= changed[s_fact]
+    e_fact = np.concatenate([s_fact[stays], n_fact[keep]])
+    e_dst = np.concatenate([s_dst[stays], n_dst[keep]])
+    e_w = np.concatenate([s_w[stays], n_w[keep]])
+    e_kind = np.concatenate([s_kind[stays], np.full(int(keep.sum()), _SIMILARITY, dtype=np.int8)])
+    e_key = (e_fact * width + code[e_dst]) * len(EDGE_KINDS) + _KIND_NAME_RANK[e_kind]
+    order = np.argsort(e_key, kind="stable")  # the stored part is one sorted run already
+    e_fact, e_dst, e_w, e_kind = e_fact[order], e_dst[order], e_w[order], e_kind[order]
+    which = np.flatnonzero(changed)
+    lo = np.searchsorted(e_fact, which, side="left").tolist()
+    hi = np.searchsorted(e_fact, which, side="right").tolist()
+    entries = list(rows)
+    for f, a, b in zip(which.tolist(), lo, hi, strict=True):
+        entries[f] = (e_dst[a:b].copy(), e_w[a:b].copy(), e_kind[a:b].copy())
+    graph.install(touched, entries)
     return set(touched)
 
 
@@ -92,21 +100,63 @@ def write_similarity_edges(uow: UnitOfWork, edges: Sequence[tuple[str, str, floa
 _KIND_NAME_RANK = np.argsort(np.argsort(np.asarray(EDGE_KINDS))).astype(np.int64)
 
 
-class _Ranks:
-    """Order-preserving codes of the fact ids behind cache ints (their ids' byte order), for every int
-    in ``universe``: the ids are sorted once per batch, then any subset is coded by a lookup."""
+def _codes(graph: GraphCache, parts: Sequence[npt.NDArray[np.int64]]) -> tuple[npt.NDArray[np.int64], int]:
+    """Order-preserving codes of the fact ids behind the cache ints in ``parts`` (their ids' byte
+    order), as a table indexed by int (other ints' entries are undefined), and how many there are."""
+    seen = np.zeros(len(graph.names), dtype=bool)
+    for p in parts:
+        seen[p] = True
+    uniq = np.flatnonzero(seen)
+    by_name = np.argsort(graph.name_array()[uniq], kind="stable")
+    code = np.empty(seen.shape[0], dtype=np.int64)
+    code[uniq[by_name]] = np.arange(uniq.shape[0], dtype=np.int64)
+    return code, max(int(uniq.shape[0]), 1)
 
-    def __init__(self, graph: GraphCache, universe: npt.NDArray[np.int64]) -> None:
-        self.uniq = np.unique(universe)
-        names = graph.names
-        by_name = np.argsort(np.asarray([names[i] for i in self.uniq.tolist()]), kind="stable")
-        self.rank = np.empty_like(by_name)
-        self.rank[by_name] = np.arange(by_name.shape[0])
 
-    def __call__(self, ints: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        if ints.shape[0] == 0:
-            return ints
-        return self.rank[np.searchsorted(self.uniq, ints)].astype(np.int64)
+def _member(keys: npt.NDArray[np.int64], table: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+    """``np.isin(keys, table)``, by binary search when ``table`` ascends strictly (no sort of it)."""
+    if table.shape[0] == 0:
+        return np.zeros(keys.shape[0], dtype=bool)
+    if not bool((table[1:] > table[:-1]).all()):
+        return np.isin(keys, table)
+    pos = np.minimum(np.searchsorted(table, keys), table.shape[0] - 1)
+    return np.asarray(table[pos] == keys)
+
+
+def _past_k(
+    st_fact: npt.NDArray[np.int64],
+    st_dst: npt.NDArray[np.int64],
+    st_w: npt.NDArray[np.float64],
+    n_fact: npt.NDArray[np.int64],
+    n_dst: npt.NDArray[np.int64],
+    n_w: npt.NDArray[np.float64],
+    n_facts: int,
+    k: int,
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """``edges_past_k_ranked`` over a batch's stored (grouped by fact) and new similarity rows, as
+    (stored dropped, new dropped). Only facts whose list can change are ranked: one with room for
+    every new row drops nothing, and one at K whose weakest stored edge outweighs every new one
+    drops exactly its new rows (SPEC-025 §1.3 ranks by weight first). Most touched facts are one of
+    these, and the sort is the cost."""
+    stored = np.bincount(st_fact, minlength=n_facts)
+    added = np.bincount(n_fact, minlength=n_facts)
+    weakest = np.full(n_facts, np.inf)
+    have = np.flatnonzero(stored)
+    if have.shape[0]:
+        weakest[have] = np.minimum.reduceat(st_w, (np.cumsum(stored) - stored)[have])
+    strongest = np.full(n_facts, -np.inf)
+    np.maximum.at(strongest, n_fact, n_w)
+    beaten = (stored == k) & (strongest < weakest)  # NaN compares False: ranked
+    ranked = (stored + added > k) & ~beaten
+    fact = np.concatenate([st_fact, n_fact])
+    drop = np.zeros(fact.shape[0], dtype=bool)
+    drop[st_fact.shape[0] :] = beaten[n_fact]
+    pick = np.flatnonzero(ranked[fact])
+    if pick.shape[0]:
+        dst = np.concatenate([st_dst, n_dst])[pick]
+        w = np.concatenate([st_w, n_w])[pick]
+        drop[pick[edges_past_k_ranked(fact[pick], dst, w, k)]] = True
+    return drop[: st_fact.shape[0]], drop[st_fact.shape[0] :]
 
 
 __all__ = ["write_similarity_edges"]

@@ -79,7 +79,7 @@ def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
         return None
     rows = [
         r
-        for r in uow.repo.facts_by_ids(adjacent).values()
+        for r in uow.repo.facts_by_ids(adjacent, copies=False).values()  # read here, before any write
         if is_text_fact(r) and (r["claim_key"] is None or str(r["claim_key"]).startswith(SIM_PREFIX))
     ]
     # aligned only when the envelope would check the pair too: above the contradiction cosine or a

@@ -291,3 +291,35 @@ def test_packed_edges_equal_the_concatenated_rows_through_writes(seed: int) -> N
             packed.pack()
         assert len(packed) <= packed.max_nodes
     assert packed._packed == sum(1 for i in packed._adj if i < packed._start.shape[0] and packed._start[i] >= 0)
+
+
+def test_extend_adds_written_rows_to_held_entries_as_a_load_reads_them(engine: Engine) -> None:
+    """Structure edges written with ON CONFLICT DO NOTHING: held entries gain the new rows in the
+    store's key order (neighbour id, then kind), a row already there keeps its weight, facts not held
+    stay unheld; the entries then equal a fresh load."""
+    rows = [
+        ("b", "a", 1.0, "adjacency"),
+        ("b", "a", 1.0, "mention"),
+        ("a", "b", 1.0, "adjacency"),
+        ("b", "c", 0.3, "similarity"),  # already there at 0.8: kept as it is
+        ("e", "aa", 1.0, "mention"),
+        ("e", "aa", 0.5, "mention"),  # the first of two wins
+        ("d", "c", 1.0, "adjacency"),  # d is not held
+    ]
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.add_edges(EDGES)
+        cache = GraphCache()
+        cache.rows(repo, cache.index(["a", "b", "c", "e"]))
+        for kind in ("adjacency", "mention", "similarity"):
+            repo.add_directed_edges([(s, d, w) for s, d, w, k in rows if k == kind], kind)
+        cache.extend(rows)
+        assert "d" not in cache
+        fresh = GraphCache()
+        for f, (nb, w, kind) in zip("abce", fresh.rows(repo, fresh.index(list("abce"))), strict=True):
+            c_nb, c_w, c_kind = cache.rows(repo, cache.index([f]))[0]
+            assert [cache.names[j] for j in c_nb.tolist()] == [fresh.names[j] for j in nb.tolist()]
+            assert c_w.tolist() == w.tolist() and c_kind.tolist() == kind.tolist()
+        assert cache.loads == 1  # the four entries were read once, before the writes
+        b_nb, _w, _k = cache.rows(repo, cache.index(["b"]))[0]
+        assert [cache.names[j] for j in b_nb.tolist()] == ["a", "a", "a", "c", "e"]
