@@ -20,10 +20,13 @@ from tests.contract.test_repository import fact as repository_fact
 class NoVectors:
     dim = None
 
-    def enable_ann(self, min_points: int, max_points: int) -> None:
+    def enable_ann(self, min_points: int, max_points: int, snapshot: Path | None = None) -> None:
         pass
 
     def bound_ids(self, max_ids: int) -> None:
+        pass
+
+    def save_ann(self) -> None:
         pass
 
     def close(self) -> None:
