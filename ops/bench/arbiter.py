@@ -68,10 +68,13 @@ class NullVectors:
     def set_status(self, fact_ids: Any, status: str) -> None:
         pass
 
-    def enable_ann(self, min_points: int, max_points: int) -> None:
+    def enable_ann(self, min_points: int, max_points: int, snapshot: Any = None) -> None:
         pass  # the fabric asks every index; this one holds nothing to search
 
     def bound_ids(self, max_ids: int) -> None:
+        pass
+
+    def save_ann(self) -> None:
         pass
 
     def close(self) -> None:
