@@ -26,7 +26,6 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as crp_stream/__init__.py does; before numpy loads
 
 import argparse
-import gc
 import json
 import shutil
 import subprocess
@@ -91,6 +90,7 @@ class _Directions:
 
 def serve(path: Path, n: int, requests: int, overrides: dict[str, int]) -> None:
     from crp_stream.config import Settings
+    from crp_stream.runtime import heap
     from crp_stream.runtime.embedded import open_fabric
     from ops.bench.retrieval_speed import MODEL, Runner, Stages, make_sessions, report_size
 
@@ -110,8 +110,7 @@ def serve(path: Path, n: int, requests: int, overrides: dict[str, int]) -> None:
     )
     sessions = make_sessions(_Directions(n, SEED), max(1, requests // 5), 3, SEED + 1)  # type: ignore[arg-type]
     runner = Runner(fabric, 35, vary_query=True)
-    gc.collect()  # as `crp-stream run` does at start-up
-    gc.freeze()
+    heap.settle()  # as `crp-stream run` and the Kafka worker do at start-up
     passes = ["envelope, graph off (CDR)", "envelope, graph on (CDGR)"]
     stages = {p: Stages() for p in passes}
     for i, s in enumerate(sessions):

@@ -41,7 +41,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as crp_stream/__init__.py 
 
 import argparse
 import cProfile
-import gc
 import io
 import pstats
 import re
@@ -70,6 +69,7 @@ from crp_stream.processors import assembly, envelope, graph_select
 from crp_stream.processors.base import Record
 from crp_stream.processors.dispatch import apply_record
 from crp_stream.processors.retrieval import RetrievalHandler
+from crp_stream.runtime import heap
 from crp_stream.runtime.embedded import open_fabric
 from ops.bench import preload
 from ops.bench._common import CACHE_DIR, T0_US, Pipeline, code_version, percentile, scratch, vec
@@ -491,8 +491,7 @@ def bench(
         runner = Runner(fabric, budget, vary_query)
         if dump:
             runner.dump = open(f"{dump}.{n}", "w")  # noqa: SIM115  # closed after the passes
-        gc.collect()  # as `crp-stream run` does at start-up
-        gc.freeze()
+        heap.settle()  # as `crp-stream run` and the Kafka worker do at start-up
         passes = ["envelope, graph off (CDR)", "envelope, graph on (CDGR)", "envelope, CDGR, cold graph cache"]
         if not cold:
             passes.pop()

@@ -24,7 +24,6 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as crp_stream/__init__.py does; before numpy loads
 
 import argparse
-import gc
 import json
 import queue
 import random
@@ -38,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from crp_stream.config import Settings
+from crp_stream.runtime import heap
 from crp_stream.runtime.embedded import open_runtime
 from crp_stream.runtime.embedded.log import Append, EmbeddedLog, LogRecord
 from crp_stream.runtime.embedded.runtime import system_clock
@@ -243,8 +243,7 @@ def run(args: argparse.Namespace, data: Path) -> int:
 
     rt = open_runtime(settings, on_output=on_output)
     fabric, log_ = rt.fabric, rt.log
-    gc.collect()  # as `crp-stream run` does at start-up
-    gc.freeze()
+    heap.settle()  # as `crp-stream run` and the Kafka worker do at start-up
     if args.preload:
         seed = Traffic(args)
         seed.py.seed(99)

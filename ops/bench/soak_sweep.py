@@ -15,7 +15,6 @@ results dropped) is timed 200 times on the same index, idle, as the baseline of 
 from __future__ import annotations
 
 import argparse
-import gc
 import heapq
 import json
 import os
@@ -33,6 +32,7 @@ from retrieval_speed import MODEL, Session, make_sessions, prepared
 
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import Fabric
+from crp_stream.runtime import heap
 from crp_stream.runtime.embedded import open_runtime
 from crp_stream.runtime.embedded.log import Append, EmbeddedLog, LogRecord
 from crp_stream.runtime.embedded.runtime import EmbeddedRuntime, system_clock
@@ -241,8 +241,7 @@ def sweep(args: argparse.Namespace) -> int:
             rt = open_runtime(settings)
             fabric, log_ = rt.fabric, rt.log
             rt.run_until_idle()
-            gc.collect()  # as `crp-stream run` does at start-up
-            gc.freeze()
+            heap.settle()  # as `crp-stream run` and the Kafka worker do at start-up
             pool = make_sessions(corpus, 64, 3, 11)
             # Every pool session once: caches hold the working set, as in a worker that has run a while.
             run_level(rt, settings, pool, args, 4, len(pool) * args.windows, f"warm{n}")
