@@ -101,7 +101,7 @@ class Handler(ABC, Generic[E_contra]):
         """Called with input records about to be handled, before any of them, outside any transaction:
         may start slow work whose result does not depend on the fabric (embedding) in the background."""
 
-    def session_ids(self, event: Any) -> tuple[str, ...]:
+    def session_ids(self, event: E_contra) -> tuple[str, ...]:
         """The sessions handling ``event`` reads: read ahead with the record's idempotency id, in one
         statement (a window request reads its session right after that id)."""
         return ()

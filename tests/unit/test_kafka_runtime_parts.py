@@ -14,9 +14,9 @@ from crp_stream.core.claim_values import claim_key
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.base import Output
 from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, partition_for, route, save_outbox
+from crp_stream.runtime.kafka.groups import GROUPS, parse_groups
 from crp_stream.runtime.kafka.metrics import Metrics
 from crp_stream.runtime.kafka.topics import ALL_TOPICS, bootstrap_servers
-from crp_stream.runtime.kafka.worker import GROUPS, parse_groups
 
 PARTS = {t: 8 for t in ALL_TOPICS}
 

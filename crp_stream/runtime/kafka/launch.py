@@ -11,9 +11,10 @@ from collections.abc import Callable, Sequence
 from crp_stream.config import Settings
 from crp_stream.runtime import heap
 from crp_stream.runtime.kafka.delivery import Routed
+from crp_stream.runtime.kafka.groups import parse_groups
 from crp_stream.runtime.kafka.startup import wait_for_services
 from crp_stream.runtime.kafka.watch import RateLimit
-from crp_stream.runtime.kafka.worker import KafkaWorker, Mount, parse_groups
+from crp_stream.runtime.kafka.worker import KafkaWorker, Mount
 
 
 def run_worker(

@@ -28,7 +28,7 @@ import faust
 from crp_stream.config import ConfigError, Settings
 from crp_stream.fabric import db
 from crp_stream.fabric.fabric import Fabric, open_vector_index
-from crp_stream.processors import HANDLER_GROUPS, all_handlers
+from crp_stream.processors import all_handlers
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import IsolationNeeded, apply_record, internal_error_output
 from crp_stream.runtime.kafka.batch import BATCH_MAX, BATCHED_GROUPS, BatchAgent
@@ -41,6 +41,7 @@ from crp_stream.runtime.kafka.delivery import (
     route,
     save_outbox,
 )
+from crp_stream.runtime.kafka.groups import GROUPS, parse_groups
 from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
 from crp_stream.runtime.kafka.profiling import FabricThread
 from crp_stream.runtime.kafka.sessions import WorkerBarrier
@@ -52,19 +53,10 @@ from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, recon
 
 log = logging.getLogger("crp_stream.kafka")
 
-GROUPS = HANDLER_GROUPS
 LOG_APPEND_TIME = 1
 
 
 Mount = tuple[str, Callable[["KafkaWorker"], Any]]  # (path prefix, ASGI app factory)
-
-
-def parse_groups(raw: str | Sequence[str] | None) -> tuple[str, ...]:
-    items = [g.strip() for g in (raw.split(",") if isinstance(raw, str) else raw or GROUPS) if g.strip()]
-    unknown = sorted(set(items) - set(GROUPS))
-    if unknown or not items:
-        raise ConfigError(f"groups: {', '.join(unknown) or '(none)'} not among {', '.join(GROUPS)}")
-    return tuple(g for g in GROUPS if g in items)
 
 
 PING_IDLE_S = 1.0  # a pooled connection idle longer is pinged at checkout; busy ones are not
@@ -342,17 +334,8 @@ class KafkaWorker(WorkerStatus):
         while True:
             attempt += 1
             try:
-                result = await loop.run_in_executor(
-                    self._executor,
-                    self._fabric_thread.run,
-                    h.group,
-                    self._apply_sync,
-                    h,
-                    record,
-                    None,
-                    commit_to,
-                    shelter,
-                )
+                apply = functools.partial(self._apply_sync, h, record, None, commit_to, shelter)
+                result = await loop.run_in_executor(self._executor, self._fabric_thread.run, h.group, apply)
                 self.last_error = None
                 return result
             except IsolationNeeded as exc:  # rolled back; redone at once, in the savepoint
@@ -514,4 +497,4 @@ class KafkaWorker(WorkerStatus):
         return code
 
 
-__all__ = ["GROUPS", "KafkaWorker", "Mount", "open_fabric", "parse_groups"]
+__all__ = ["KafkaWorker", "Mount", "open_fabric"]
