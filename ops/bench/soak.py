@@ -208,7 +208,7 @@ def main() -> int:
     sweep_args(p)
     args = p.parse_args()
     if args.sweep:
-        from soak_sweep import sweep
+        from ops.bench.soak_sweep import sweep
 
         return sweep(args)
     args.mix = [int(x) for x in args.mix.split(",")]

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from retrieval_speed import MODEL, Session, make_sessions, prepared
 
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import Fabric
@@ -37,6 +36,7 @@ from crp_stream.runtime.embedded import open_runtime
 from crp_stream.runtime.embedded.log import Append, EmbeddedLog, LogRecord
 from crp_stream.runtime.embedded.runtime import EmbeddedRuntime, system_clock
 from ops.bench._common import percentile, vec
+from ops.bench.retrieval_speed import MODEL, Session, make_sessions, prepared
 
 WARMUP = 30
 
