@@ -8,11 +8,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlalchemy import Engine
 
 from crp_stream.config import Settings
 from crp_stream.fabric import db
-from crp_stream.fabric.fact_cache import FactCache
+from crp_stream.fabric.fact_cache import FactCache, least_recent
 from crp_stream.fabric.repository import Repository
 
 
@@ -187,3 +189,33 @@ def test_preload_reads_rows_and_statuses_once_so_requests_read_none(engine: Engi
         ids, rows, _ = cache.candidates(repo, vectors, ["c", "a", "b"])
     assert ids == ["c", "a", "b"] and rows[0]["status"] == "stale"
     assert asked == [["a", "b"], ["c"]] and cache.hits == 3 and cache.misses == 0  # no read for the request
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    used=st.lists(st.integers(min_value=0, max_value=6), min_size=1, max_size=60),
+    n=st.integers(min_value=1, max_value=70),
+    free=st.sets(st.integers(min_value=0, max_value=59)),
+)
+def test_least_recent_is_the_stable_sorts_prefix(used: list[int], n: int, free: set[int]) -> None:
+    """Eviction picks exactly what ``argsort(kind="stable")[:n]`` picks (ties in slot order), free slots last."""
+    arr = np.array(used, dtype=np.int64)
+    arr[[f for f in free if f < arr.shape[0]]] = np.iinfo(np.int64).max
+    expect = np.argsort(arr, kind="stable")[:n]
+    assert least_recent(arr, n).tolist() == expect.tolist()
+
+
+def test_a_full_cache_evicts_the_least_recently_used_and_reuses_their_slots(engine: Engine) -> None:
+    names = [f"f{i}" for i in range(6)]
+    cache, vectors = FactCache(max_facts=3), Vectors({f: [1.0, float(i)] for i, f in enumerate(names)})
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.insert_facts([fact(f) for f in names])
+        cache.candidates(repo, vectors, ["f0", "f1", "f2"])
+        cache.candidates(repo, vectors, ["f0"])  # f1 and f2 are now the oldest, f1 first in slot order
+        cache.candidates(repo, vectors, ["f3"])
+        assert "f1" not in cache and all(f in cache for f in ("f0", "f2", "f3"))
+        ids, _, vecs = cache.candidates(repo, vectors, ["f4", "f5"])  # f2, then f0 (both older than f3)
+    assert ids == ["f4", "f5"] and vecs[:, 1].tolist() == [4.0, 5.0]
+    assert sorted(f for f in names if f in cache) == ["f3", "f4", "f5"]
+    assert sorted(cache._slot.values()) == [0, 1, 2]  # freed slots were reused: the arrays did not grow
