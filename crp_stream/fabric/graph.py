@@ -112,7 +112,9 @@ class GraphCache:
             arr = self._unames
             if n > arr.shape[0] or new.dtype.itemsize > arr.dtype.itemsize:  # grow by doubling
                 wide = np.dtype(f"<U{max(arr.dtype.itemsize, new.dtype.itemsize) // 4}")
-                grown = np.zeros(max(n, 2 * arr.shape[0], 1024), dtype=wide)
+                # room for 4 x max_nodes ids at once: np.zeros maps untouched pages lazily, so the room
+                # costs no resident memory, and a 1M fabric's walks never copy ~128 MiB inside a window
+                grown = np.zeros(max(n, 2 * arr.shape[0], 4 * self.max_nodes, 1024), dtype=wide)
                 grown[:have] = arr[:have]
                 arr = self._unames = grown
             arr[have:n] = new

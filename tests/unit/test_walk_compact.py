@@ -60,3 +60,16 @@ def test_name_array_is_the_names_through_growth_and_a_new_numbering(seed: int) -
         assert [got.tolist()[i] for i in graph_select.id_order(got).tolist()] == sorted(got.tolist())
         if step % 5 == 4:
             cache.clear()  # over 2 x max_nodes ints: the numbering starts over
+
+
+def test_name_array_has_room_for_four_times_max_nodes_without_a_copy() -> None:
+    """A walk that meets new ids does not copy the ids already held (a 1M fabric's doubling copied
+    ~128 MiB inside one window): the first array has room for 4 x max_nodes ids of that width."""
+    cache = GraphCache(max_nodes=1000)
+    cache.index(f"{k:08d}" for k in range(600))
+    first = cache.name_array()
+    cache.index(f"{k:08d}" for k in range(600, 3900))
+    assert cache.name_array() is first and first[:3900].tolist() == cache.names
+    cache.index(["a-longer-id-than-the-others"])  # wider: a new array, every id kept
+    wider = cache.name_array()
+    assert wider is not first and wider[: len(cache.names)].tolist() == cache.names
