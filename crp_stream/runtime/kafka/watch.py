@@ -23,6 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import KafkaError
+from aiokafka.protocol.metadata import MetadataRequest
 
 log = logging.getLogger("crp_stream.kafka")
 
@@ -114,7 +116,12 @@ class BrokerWatch:
                 bootstrap_servers=self.servers, request_timeout_ms=5000, client_id="crp-broker-watch"
             )
             await self._client.bootstrap()
-        await self._client.fetch_all_metadata()
+            return
+        # the brokers only (no topic): the whole cluster's metadata costs ms of decoding per check
+        node = self._client.get_random_node()
+        if node is None:
+            raise KafkaError("no broker in the cluster metadata")
+        await self._client.send(node, MetadataRequest([]))
 
     async def _close_client(self) -> None:
         client, self._client = self._client, None
