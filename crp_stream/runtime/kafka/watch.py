@@ -5,10 +5,10 @@ and group membership and reconnect on their own (a record whose outputs are not 
 held, and produced when the broker is back; a lost group session is rejoined). What they log is a
 flood: one ERROR per connection attempt, every 100 ms, per connection. So:
 
-- ``BrokerWatch`` asks the broker for its metadata every few seconds; when that fails it says once
-  that the broker is unreachable and what the worker does meanwhile, then checks again with
-  exponential backoff (0.5 s -> 10 s), one WARNING per check, and says when the broker is back and
-  after how long. While it is unreachable ``/health`` answers 503 ``degraded``.
+- ``BrokerWatch`` asks the broker for its metadata (the brokers only, no topic) every few seconds;
+  when that fails it says once that the broker is unreachable and what the worker does meanwhile,
+  then checks again with exponential backoff (0.5 s -> 10 s), one WARNING per check, and says when
+  the broker is back and after how long. While it is unreachable ``/health`` answers 503 ``degraded``.
 - ``RateLimit`` lets through one line per message template of the Kafka clients per interval and
   counts the rest (``... (41 more like this in 10 s)``).
 """
