@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -46,6 +47,10 @@ class Item:
     event: faust.EventT[Any] = field(compare=False)
     request: bool = field(compare=False)
     partition: int = field(compare=False)
+
+
+def _wake(event: asyncio.Event, _: object) -> None:
+    event.set()
 
 
 class SessionSequencer:
@@ -103,16 +108,16 @@ class SessionSequencer:
                     q.pop(0)
                     await self.process(head.event, None)
                     continue
+                wake = self.wake[session]
                 if wait is None or waiting_for is not head:
                     if wait is not None:
                         wait.cancel()
                     wait = asyncio.create_task(self.barrier(head.sort[0], head.partition))
+                    wait.add_done_callback(functools.partial(_wake, wake))  # woken by either: met, or queued
                     waiting_for = head
-                wake = self.wake[session]
-                wake.clear()
-                woken = asyncio.create_task(wake.wait())
-                await asyncio.wait({wait, woken}, return_when=asyncio.FIRST_COMPLETED)
-                woken.cancel()
+                if not wait.done():
+                    wake.clear()
+                    await wake.wait()
                 if wait.done():
                     lag = wait.result()
                     wait, waiting_for = None, None

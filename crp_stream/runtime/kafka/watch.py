@@ -5,10 +5,10 @@ and group membership and reconnect on their own (a record whose outputs are not 
 held, and produced when the broker is back; a lost group session is rejoined). What they log is a
 flood: one ERROR per connection attempt, every 100 ms, per connection. So:
 
-- ``BrokerWatch`` asks the broker for its metadata every few seconds; when that fails it says once
-  that the broker is unreachable and what the worker does meanwhile, then checks again with
-  exponential backoff (0.5 s -> 10 s), one WARNING per check, and says when the broker is back and
-  after how long. While it is unreachable ``/health`` answers 503 ``degraded``.
+- ``BrokerWatch`` asks the broker for its metadata (the brokers only, no topic) every few seconds;
+  when that fails it says once that the broker is unreachable and what the worker does meanwhile,
+  then checks again with exponential backoff (0.5 s -> 10 s), one WARNING per check, and says when
+  the broker is back and after how long. While it is unreachable ``/health`` answers 503 ``degraded``.
 - ``RateLimit`` lets through one line per message template of the Kafka clients per interval and
   counts the rest (``... (41 more like this in 10 s)``).
 """
@@ -23,6 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from aiokafka.client import AIOKafkaClient
+from aiokafka.errors import KafkaError
+from aiokafka.protocol.metadata import MetadataRequest
 
 log = logging.getLogger("crp_stream.kafka")
 
@@ -114,7 +116,12 @@ class BrokerWatch:
                 bootstrap_servers=self.servers, request_timeout_ms=5000, client_id="crp-broker-watch"
             )
             await self._client.bootstrap()
-        await self._client.fetch_all_metadata()
+            return
+        # the brokers only (no topic): the whole cluster's metadata costs ms of decoding per check
+        node = self._client.get_random_node()
+        if node is None:
+            raise KafkaError("no broker in the cluster metadata")
+        await self._client.send(node, MetadataRequest([]))
 
     async def _close_client(self) -> None:
         client, self._client = self._client, None
