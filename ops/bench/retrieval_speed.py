@@ -65,7 +65,7 @@ from crp_stream.fabric.graph import GraphCache
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.vectors import VectorIndex
 from crp_stream.fabric.vectors_edge import EdgeVectorIndex
-from crp_stream.processors import assembly, envelope, graph_select
+from crp_stream.processors import assembly, envelope, graph_select, retrieval
 from crp_stream.processors.base import Record
 from crp_stream.processors.dispatch import apply_record
 from crp_stream.processors.retrieval import RetrievalHandler
@@ -193,6 +193,7 @@ class Stages:
         (assembly, "_arbitrate", "conflict arbitration"),
         (envelope, "build", "envelope build"),
         (events, "encode", "envelope encode"),
+        (retrieval, "envelope_bytes", "envelope encode (envelope_bytes)"),
         (RetrievalHandler, "_save", "session state save"),
     )
 
