@@ -349,7 +349,7 @@ class Runner:
             rec = self._record("crp.window.requests", sid, req)
             with self.fabric.unit_of_work() as uow, stages.active():
                 t = CLOCK[0]()
-                outs = apply_record(self.handler, rec, uow)
+                outs = apply_record(self.handler, rec, uow, unwritten=True)  # as the embedded runtime on SQLite
                 self.lat[label].append(CLOCK[0]() - t)
             env = next((json.loads(o.value) for o in outs if o.topic == "crp.envelopes"), None)
             if self.dump is not None:
