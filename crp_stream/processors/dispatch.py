@@ -87,16 +87,20 @@ class IsolationNeeded(RuntimeError):
 
 def apply_record(handler: AnyHandler, record: Record, uow: UnitOfWork, unwritten: bool = False) -> list[Output]:
     """Decode ``record`` and apply it with ``handler``; bad input becomes a dead-letter output.
-    ``unwritten``: the caller wrote nothing in this transaction yet, so a handler that rejects only
-    before its first write runs without a savepoint (``Handler.rejects_before_writes``)."""
+    ``unwritten``: ``Repository.written_since`` is exact here (the caller wrote nothing in this
+    transaction yet, or the store is SQLite), so a handler that rejects only before its first write
+    runs without a savepoint (``Handler.rejects_before_writes``); a rejection after a write raises
+    ``IsolationNeeded``: the caller rolls back and applies the record again without the flag."""
     return [o for outs in apply_each(handler, [record], uow, unwritten) for o in outs]
 
 
-def apply_records(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork) -> list[Output]:
+def apply_records(
+    handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork, unwritten: bool = False
+) -> list[Output]:
     """``apply_record`` over a run of records of one handler, in order, in the caller's transaction:
     the same outputs in the same order, with the idempotency ids of the whole run read in one query
     (a document's facts come back to the arbiter as one run of ``crp.facts`` records)."""
-    return [o for outs in apply_each(handler, records, uow) for o in outs]
+    return [o for outs in apply_each(handler, records, uow, unwritten) for o in outs]
 
 
 def apply_each(

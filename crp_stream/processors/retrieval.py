@@ -14,6 +14,7 @@ import numpy as np
 from crp_stream import events
 from crp_stream.core import exits, fanout
 from crp_stream.events import Rejected
+from crp_stream.events.envelope_bytes import envelope_bytes
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.graph import GRAPH_GENERATION
 from crp_stream.fabric.repository import FACTS_GENERATION
@@ -176,7 +177,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             self._set_status(env, status, ev.policy.graph_retrieval)
             if record.fabric_lag_ms is not None:  # served before the inputs before it were all in
                 env["headers"]["CRP-Context-Fabric-Lag"] = record.fabric_lag_ms
-            out.emit(ENVELOPES, ev.session_id, events.encode(events.EnvelopeAssembled(**env)))
+            out.emit(ENVELOPES, ev.session_id, envelope_bytes(env))
         if exits.is_terminal(status):
             state.status, state.ended_window = status, ev.window
         state.requested = ev.window

@@ -65,7 +65,7 @@ from crp_stream.fabric.graph import GraphCache
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.vectors import VectorIndex
 from crp_stream.fabric.vectors_edge import EdgeVectorIndex
-from crp_stream.processors import assembly, envelope, graph_select
+from crp_stream.processors import assembly, envelope, graph_select, retrieval
 from crp_stream.processors.base import Record
 from crp_stream.processors.dispatch import apply_record
 from crp_stream.processors.retrieval import RetrievalHandler
@@ -193,6 +193,7 @@ class Stages:
         (assembly, "_arbitrate", "conflict arbitration"),
         (envelope, "build", "envelope build"),
         (events, "encode", "envelope encode"),
+        (retrieval, "envelope_bytes", "envelope encode (envelope_bytes)"),
         (RetrievalHandler, "_save", "session state save"),
     )
 
@@ -348,7 +349,7 @@ class Runner:
             rec = self._record("crp.window.requests", sid, req)
             with self.fabric.unit_of_work() as uow, stages.active():
                 t = CLOCK[0]()
-                outs = apply_record(self.handler, rec, uow)
+                outs = apply_record(self.handler, rec, uow, unwritten=True)  # as the embedded runtime on SQLite
                 self.lat[label].append(CLOCK[0]() - t)
             env = next((json.loads(o.value) for o in outs if o.topic == "crp.envelopes"), None)
             if self.dump is not None:

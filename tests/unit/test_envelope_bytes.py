@@ -1,0 +1,189 @@
+"""events/envelope_bytes.py: an envelope written without the model gives exactly the model's bytes,
+and the direct path is taken only for values the model keeps as they are (issue 12)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from crp_stream import events
+from crp_stream.events.envelope_bytes import direct_bytes, envelope_bytes
+
+ids = st.text(min_size=1, max_size=12)
+texts = st.text(min_size=1, max_size=30) | st.sampled_from(['"\\\n\u2028', "t" * 4096, "é"])
+floats = st.floats(allow_nan=False, allow_infinity=False)
+times = st.datetimes(
+    min_value=datetime(1, 1, 2),
+    max_value=datetime(9999, 12, 30),
+    timezones=st.sampled_from([UTC, timezone(timedelta(hours=5))]),
+)
+scalars = st.text(max_size=10) | st.integers(-(2**63) + 1, 2**63 - 1) | floats
+
+fact = st.fixed_dictionaries(
+    {
+        "fact_id": ids,
+        "text": texts,
+        "role": st.sampled_from(["anchor", "connector"]),
+        **{k: floats for k in ("score", "relevance", "novelty", "recency", "authority")},
+        "source": ids,
+        "source_type": st.sampled_from(["official", "news", "user"]),
+        "epoch": times,
+        "modified_at": times,
+        "support": st.integers(1, 50),
+    },
+    optional={
+        "bridges": st.none() | st.lists(ids, max_size=3),
+        "via": st.none() | st.sampled_from(["similarity", "adjacency", "mention"]),
+        "rank": st.none() | st.integers(1, 99),
+    },
+)
+envelope = st.fixed_dictionaries(
+    {
+        "request_id": ids,
+        "session_id": ids,
+        "window": st.integers(1, 9),
+        "status": st.sampled_from(["in-progress", "ckf-exhausted", "task-complete"]),
+        "facts": st.lists(fact, max_size=4),
+        "residual_anchor": st.just("") | texts,
+        "headers": st.dictionaries(st.text(max_size=6), scalars, max_size=4),
+    },
+    optional={
+        "notes": st.lists(st.text(max_size=20), max_size=2),
+        "branch": st.none() | st.integers(0, 3),
+        "partition": st.none() | st.lists(ids, max_size=2),
+        "closing": st.none() | st.booleans(),
+    },
+)
+# one value the model may convert or refuse, put anywhere (or a key taken away)
+odd = st.sampled_from(
+    [
+        ...,
+        None,
+        "",
+        "x" * 257,
+        "t" * 65537,
+        "h" * 4097,
+        "\ud800",
+        "other",
+        -1,
+        0,
+        2**63,
+        True,
+        1.0,
+        0.5,
+        1,
+        float("nan"),
+        float("inf"),
+        datetime(2026, 1, 1),
+        [],
+        ["\ud800"],
+        [1],
+        {},
+        {"k": True},
+        {"k": None},
+    ]
+)
+
+
+def mutated(env: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
+    """``env``, or a copy with one field (of the envelope, of a fact, or a header) made odd."""
+    where = data.draw(st.sampled_from(["none", "envelope", "fact", "header"]))
+    if where == "none":
+        return env
+    env = {**env, "facts": [dict(f) for f in env["facts"]], "headers": dict(env["headers"])}
+    target = env
+    if where == "fact" and env["facts"]:
+        target = data.draw(st.sampled_from(env["facts"]))
+    keys = [*sorted(target), "unknown"] if where != "header" else ["CRP-X", "\ud800"]
+    key, value = data.draw(st.sampled_from(keys)), data.draw(odd)
+    if where == "header":
+        target = env["headers"]
+    if value is ...:
+        target.pop(key, None)
+    else:
+        target[key] = value
+    return env
+
+
+def outcome(build: Any) -> tuple[str, Any]:
+    try:
+        return ("ok", build())
+    except Exception:  # the model's refusal, or the encoder's (NaN, a lone surrogate)
+        return ("error", None)
+
+
+def model_bytes(env: dict[str, Any]) -> bytes:
+    return events.encode(events.EnvelopeAssembled(**env))
+
+
+@settings(max_examples=600, deadline=None)
+@given(valid=envelope, data=st.data())
+def test_direct_bytes_are_the_models(valid: dict[str, Any], data: st.DataObject) -> None:
+    env = mutated(valid, data)
+    direct = direct_bytes(env)
+    if direct is not None:  # taken only where the model keeps the values: the same bytes
+        assert ("ok", direct) == outcome(lambda: model_bytes(env))
+    assert outcome(lambda: envelope_bytes(env)) == outcome(lambda: model_bytes(env))
+    if env is valid:  # every envelope of valid values is written without the model
+        assert direct is not None
+
+
+def _valid_fact(k: int, tz: Any = UTC) -> dict[str, Any]:
+    at = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(microseconds=7 * k)
+    return {
+        "fact_id": f"f{k}",
+        "text": f'fact {k}: "quoted" é \u2028',
+        "role": "connector" if k % 2 else "anchor",
+        "score": 0.1 * k,
+        "relevance": -0.0,
+        "novelty": 1.0,
+        "recency": 1e-7,
+        "authority": 0.64,
+        "source": "src",
+        "source_type": "official",
+        "epoch": at.astimezone(tz),
+        "modified_at": at,
+        "support": 1 + k,
+        **({"bridges": ["a", "b"]} if k % 2 else {}),
+        "via": "similarity",
+        "rank": k + 1,
+    }
+
+
+def test_assembled_envelopes_take_the_direct_path() -> None:
+    """What ``envelope.build`` assembles (with a branch, headers of every scalar kind, a note)."""
+    env = {
+        "request_id": "r1",
+        "session_id": "s1",
+        "window": 2,
+        "status": "in-progress",
+        "facts": [_valid_fact(k, timezone(timedelta(hours=-3)) if k == 2 else UTC) for k in range(5)],
+        "notes": ["NOTE: a tie"],
+        "residual_anchor": "Still open: area 1",
+        "headers": {"CRP-Context-Coverage-Score": 0.25, "CRP-Context-Graph-Hops": 2, "CRP-Context-Mode": "cdr"},
+        "branch": 1,
+        "partition": ["sq0", "sq1"],
+    }
+    direct = direct_bytes(env)
+    assert direct is not None
+    assert direct == model_bytes(env)
+    assert b'"epoch":"2026-01-01T00:00:00.000014Z"' in direct  # the offset zone written as UTC
+
+
+def test_unknown_fields_are_left_to_the_model() -> None:
+    env = {
+        "request_id": "r1",
+        "session_id": "s1",
+        "window": 1,
+        "status": "in-progress",
+        "facts": [_valid_fact(0)],
+        "residual_anchor": "",
+        "headers": {},
+        "assignments": [{"fact_id": "f0", "branch": 0}],
+    }
+    assert direct_bytes(env) is None
+    assert envelope_bytes(env) == model_bytes(env)
+    assert b'"assignments":[{"branch":0,"fact_id":"f0"}]' in envelope_bytes(env)
