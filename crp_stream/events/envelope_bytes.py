@@ -117,8 +117,12 @@ def _fact(f: object) -> dict[str, Any] | None:
         and type(novelty) is float
         and type(recency) is float
         and type(authority) is float
-        # NaN and the infinities make the sum so; a finite sum that overflows only sends it to the model
-        and math.isfinite(score + relevance + novelty + recency + authority)
+        # each, not their sum: large finite values may sum to inf, and the model keeps them
+        and math.isfinite(score)
+        and math.isfinite(relevance)
+        and math.isfinite(novelty)
+        and math.isfinite(recency)
+        and math.isfinite(authority)
         and _id(fact_id)
         and _text(text, TEXT_MAX)
         and text
