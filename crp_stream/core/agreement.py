@@ -75,17 +75,18 @@ class _SourceTally:
                 value, support = min(
                     self.speaking.items(), key=lambda item: (-len(item[1]), -item[1][-1].epoch, item[0])
                 )
-            newest = self.newest
+            newest, n, total = self.newest, len(support), self.total
+            # positional: a view is built per record, and keywords cost a name match each
             self.view = PartitionView(
-                source=newest.source,
-                trust=newest.trust,
-                value=value,
-                share=len(support) / self.total,
-                support=len(support),
-                total=self.total,
-                latest_epoch=support[-1].epoch,
-                newest_epoch=newest.epoch,
-                fact_ids=tuple(self.ids[value]),
+                newest.source,
+                newest.trust,
+                value,
+                n / total,
+                n,
+                total,
+                support[-1].epoch,
+                newest.epoch,
+                tuple(self.ids[value]),
             )
         return self.view
 
