@@ -114,8 +114,8 @@ class PartitionState:
 
     def views(self) -> tuple[PartitionView, ...]:
         if self._views is None:
-            found = [t.current() for t in self._sorted]
-            self._views = tuple([v for v in found if v is not None])
+            # in C: a view is a non-empty tuple, so ``filter(None, ...)`` drops exactly the Nones
+            self._views = tuple(filter(None, map(_SourceTally.current, self._sorted)))
         return self._views
 
 
