@@ -75,17 +75,18 @@ class _SourceTally:
                 value, support = min(
                     self.speaking.items(), key=lambda item: (-len(item[1]), -item[1][-1].epoch, item[0])
                 )
-            newest = self.newest
+            newest, n, total = self.newest, len(support), self.total
+            # positional: a view is built per record, and keywords cost a name match each
             self.view = PartitionView(
-                source=newest.source,
-                trust=newest.trust,
-                value=value,
-                share=len(support) / self.total,
-                support=len(support),
-                total=self.total,
-                latest_epoch=support[-1].epoch,
-                newest_epoch=newest.epoch,
-                fact_ids=tuple(self.ids[value]),
+                newest.source,
+                newest.trust,
+                value,
+                n / total,
+                n,
+                total,
+                support[-1].epoch,
+                newest.epoch,
+                tuple(self.ids[value]),
             )
         return self.view
 
@@ -113,8 +114,8 @@ class PartitionState:
 
     def views(self) -> tuple[PartitionView, ...]:
         if self._views is None:
-            found = [t.current() for t in self._sorted]
-            self._views = tuple([v for v in found if v is not None])
+            # in C: a view is a non-empty tuple, so ``filter(None, ...)`` drops exactly the Nones
+            self._views = tuple(filter(None, map(_SourceTally.current, self._sorted)))
         return self._views
 
 

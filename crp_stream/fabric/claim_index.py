@@ -33,7 +33,7 @@ from bisect import insort
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import product, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
@@ -58,9 +58,19 @@ Claim = tuple[ClaimRow | None, list[FactRow], dict[str, Any]]
 _FACT_ID = itemgetter("fact_id")
 
 
+_PICK_CASTS = itemgetter(*(c for c, _ in _CASTS))
+# every combination of the cast columns' types that needs no cast: each column its type or None
+_STORED_TYPES = frozenset(product(*((k, type(None)) for _, k in _CASTS)))
+
+
 def as_stored(row: FactRow) -> FactRow:
     """A fact row as the store reads it back: every column, in table order, numbers as the driver types them."""
-    out: dict[str, Any] = dict(zip(_COLUMNS, map(row.get, _COLUMNS), strict=True))  # a column not given is None
+    if type(row) is dict and tuple(row) == _COLUMNS:  # every column in order (ingest's rows): no lookups
+        out: dict[str, Any] = dict(zip(_COLUMNS, row.values(), strict=True))  # keys ours: interned str
+    else:
+        out = dict(zip(_COLUMNS, map(row.get, _COLUMNS), strict=True))  # a column not given is None
+    if tuple(map(type, _PICK_CASTS(out))) in _STORED_TYPES:  # the types checked in C: nothing to cast
+        return cast(FactRow, out)
     for c, k in _CASTS:
         v = out[c]
         if v is not None and type(v) is not k:

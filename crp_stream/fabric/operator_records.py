@@ -196,7 +196,9 @@ class OperatorRecords(DriverSQL):
         self._claim_undo.append((claim_key, self._claim_buffer.get(claim_key)))
         self._claim_buffer[claim_key] = row
         if self.claims is not None:
-            self.claims.claim_written(decoded(zip(_CLAIM_COLUMNS, row, strict=True), "details"))
+            held = dict(zip(_CLAIM_COLUMNS, row, strict=True))
+            held["details"] = details  # not its text parsed back: equal (JSON types only), and never mutated
+            self.claims.claim_written(cast(ClaimRow, held))
 
     def _flush_claims(self) -> None:
         if not self._claim_buffer:

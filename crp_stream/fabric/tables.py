@@ -136,6 +136,7 @@ refresh_requests = Table(
     Column("resolved_at_us", BigInteger, nullable=True),
     Column("resolved_by", String(256), nullable=True),
     Index("ix_refresh_requests_status", "status"),
+    Index("ix_refresh_requests_claim_key_status", "claim_key", "status"),  # the arbiter's read per changed verdict
 )
 
 quarantine_candidates = Table(

@@ -71,6 +71,24 @@ def test_migrations_create_every_table_and_downgrade_removes_them(engine: Engine
     assert "facts" in inspect(engine).get_table_names()
 
 
+def test_migration_0004_adds_the_refresh_requests_claim_index(engine: Engine) -> None:
+    """The arbiter reads a claim's refresh requests per changed verdict: the index ``tables.py``
+    declares for it exists after the migrations, and downgrading 0004 removes only that one."""
+    from crp_stream.fabric import tables as t
+
+    def indexes(table: str) -> set[str]:
+        return {str(ix["name"]) for ix in inspect(engine).get_indexes(table)}
+
+    assert {str(ix.name) for ix in t.refresh_requests.indexes} == indexes("refresh_requests")
+    claim_index = "ix_refresh_requests_claim_key_status"
+    cols = {str(ix["name"]): ix["column_names"] for ix in inspect(engine).get_indexes("refresh_requests")}
+    assert cols[claim_index] == ["claim_key", "status"]
+    db.downgrade(engine, "0003")
+    assert indexes("refresh_requests") == {"ix_refresh_requests_status"}
+    db.upgrade(engine)
+    assert claim_index in indexes("refresh_requests")
+
+
 def test_fact_insert_is_idempotent_and_status_changes(engine: Engine) -> None:
     with engine.begin() as conn:
         repo = Repository(conn)

@@ -293,3 +293,33 @@ def test_cached_rows_are_plain_dicts_the_collector_leaves_alone(tmp_path: Path) 
         assert rows and not any(gc.is_tracked(r) for r in rows)
     finally:
         fabric.close()
+
+
+def test_as_stored_takes_its_short_paths_with_the_same_result() -> None:
+    """``as_stored``'s short paths (a row with every column in order; numbers already of the stored
+    types) give what the plain rule gives: every column in table order, keyed by the table's own
+    names, numbers cast to the driver's types; random rows of any shape."""
+    from crp_stream.fabric.claim_index import _CASTS, _COLUMNS, as_stored
+
+    class Named(str):  # a str subclass key, as SQLAlchemy's ``quoted_name``
+        pass
+
+    def plain(row: dict[str, Any]) -> dict[str, Any]:
+        out = {c: row.get(c) for c in _COLUMNS}
+        for c, k in _CASTS:
+            if out[c] is not None and type(out[c]) is not k:
+                out[c] = k(out[c])
+        return out
+
+    rng = random.Random(5)
+    values: list[Any] = [None, 1, 2.5, True, 0, -0.0, 10**12, "x", ""]
+    for i in range(2000):
+        cols = list(_COLUMNS) if i % 2 else rng.sample(_COLUMNS, rng.randint(0, len(_COLUMNS)))
+        if i % 4 == 3:
+            rng.shuffle(cols)
+        numeric = {c for c, _ in _CASTS}
+        row = {(Named(c) if i % 8 == 1 else c): rng.choice(values[:-2] if c in numeric else values) for c in cols}
+        got, want = as_stored(row), plain(row)  # type: ignore[arg-type]
+        assert list(got.items()) == list(want.items())
+        assert [type(v) for v in got.values()] == [type(v) for v in want.values()]
+        assert all(type(k) is str for k in got) and list(got) == list(_COLUMNS)

@@ -404,3 +404,31 @@ def test_module_docstring_example_runs() -> None:
     result = doctest.testmod(drift, verbose=False)
     assert result.attempted >= 9
     assert result.failed == 0
+
+
+def test_the_partition_and_epoch_rules_match_their_plain_forms_on_random_inputs() -> None:
+    """``high_trust_partition``, ``freshness_dominance_holds`` and ``corroborating_partitions`` are
+    written as loops (the arbiter calls them on every record): the same answers as ``min`` with the
+    rule's key, ``all`` and ``sum``, ties, equal keys and repeated sources included."""
+    rng = random.Random(12)
+    for _ in range(3000):
+        views = [
+            PartitionView(
+                rng.choice(["a", "b", "c", "d"]),
+                rng.choice([0.2, 0.4, 0.9, -0.0, 0.0]),
+                "v",
+                1.0,
+                1,
+                1,
+                0.0,
+                rng.choice([1.0, 2.0, -0.0, 0.0, 3.5]),
+                (rng.choice(["x", "y"]),),
+            )
+            for _ in range(rng.randint(1, 5))
+        ]
+        expected = min(views, key=lambda p: (-p.trust, -p.newest_epoch, p.source))
+        assert high_trust_partition(views) is expected
+        h = rng.choice([0.0, 1.0, 2.0, 2.5])
+        epochs = [rng.choice([0.0, 1.0, 2.0, 3.0, float("nan")]) for _ in range(rng.randint(0, 4))]
+        assert freshness_dominance_holds(h, epochs) == all(e <= h for e in epochs)
+        assert corroborating_partitions(h, epochs) == max(0, sum(1 for e in epochs if e > h) - 1)
