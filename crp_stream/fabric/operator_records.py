@@ -196,9 +196,9 @@ class OperatorRecords(DriverSQL):
         self._claim_undo.append((claim_key, self._claim_buffer.get(claim_key)))
         self._claim_buffer[claim_key] = row
         if self.claims is not None:
-            held = dict(zip(_CLAIM_COLUMNS, row, strict=True))
-            held["details"] = details  # not its text parsed back: equal (JSON types only), and never mutated
-            self.claims.claim_written(cast(ClaimRow, held))
+            # its text parsed back, as a read of the store gives it (canonical_json's floats and lists):
+            # the index holding the caller's own dict made the Kafka and embedded runtimes disagree
+            self.claims.claim_written(decoded(zip(_CLAIM_COLUMNS, row, strict=True), "details"))
 
     def _flush_claims(self) -> None:
         if not self._claim_buffer:
