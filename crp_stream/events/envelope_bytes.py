@@ -26,19 +26,34 @@ from crp_stream.events.common import (
     format_time,
 )
 from crp_stream.events.direct import _text
-from crp_stream.events.outputs import EnvelopeAssembled, EnvelopeFact
+from crp_stream.events.outputs import EnvelopeAssembled
 
 _ROLES = frozenset(get_args(Role))
 _SOURCE_TYPES = frozenset(get_args(SourceType))
 _VIAS = frozenset(get_args(Via))
 _STATUSES = frozenset(get_args(EnvelopeStatus))
 _INT_MAX = 2**63  # pydantic's int range; a larger one is left to the model
-# the models' own field lists, so a field added to a model is never written without its check
-_FACT_REQUIRED = frozenset(k for k, f in EnvelopeFact.model_fields.items() if f.is_required())
-_FACT_FIELDS = frozenset(EnvelopeFact.model_fields)
+_FACT_REQUIRED = frozenset(
+    (
+        "fact_id",
+        "text",
+        "role",
+        "score",
+        "relevance",
+        "novelty",
+        "recency",
+        "authority",
+        "source",
+        "source_type",
+        "epoch",
+        "modified_at",
+        "support",
+    )
+)
+_FACT_FIELDS = _FACT_REQUIRED | {"bridges", "via", "rank"}
 _FACT_FLOATS = ("score", "relevance", "novelty", "recency", "authority")
-_ENV_REQUIRED = frozenset(k for k, f in EnvelopeAssembled.model_fields.items() if f.is_required())
-_ENV_FIELDS = frozenset(EnvelopeAssembled.model_fields) - {"type"}  # the model sets its own type
+_ENV_REQUIRED = frozenset(("request_id", "session_id", "window", "status", "facts", "residual_anchor", "headers"))
+_ENV_FIELDS = _ENV_REQUIRED | {"branch", "partition", "notes", "closing"}
 
 
 def _id(value: object) -> bool:
