@@ -187,3 +187,14 @@ def test_unknown_fields_are_left_to_the_model() -> None:
     assert direct_bytes(env) is None
     assert envelope_bytes(env) == model_bytes(env)
     assert b'"assignments":[{"branch":0,"fact_id":"f0"}]' in envelope_bytes(env)
+
+
+def test_the_direct_path_checks_exactly_the_models_fields() -> None:
+    """A field added to a model must get its check here before the direct path may write it."""
+    from crp_stream.events import envelope_bytes as eb
+    from crp_stream.events.outputs import EnvelopeAssembled, EnvelopeFact
+
+    fact, env = EnvelopeFact.model_fields, EnvelopeAssembled.model_fields
+    assert set(fact) == eb._FACT_FIELDS and {k for k, f in fact.items() if f.is_required()} == eb._FACT_REQUIRED
+    assert set(env) - {"type"} == eb._ENV_FIELDS
+    assert {k for k, f in env.items() if f.is_required()} == eb._ENV_REQUIRED
