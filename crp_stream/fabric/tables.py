@@ -151,6 +151,7 @@ quarantine_candidates = Table(
     Column("decided_at_us", BigInteger, nullable=True),
     Column("decided_by", String(256), nullable=True),
     Index("ix_quarantine_candidates_status", "status"),
+    Index("ix_quarantine_candidates_claim_key", "claim_key"),  # the arbiter's read per poisoning verdict
 )
 
 claims = Table(

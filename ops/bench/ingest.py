@@ -80,7 +80,7 @@ def fact_texts(n: int, kind: str, start: int = 0, seed: int = 11) -> list[str]:
     return out
 
 
-def documents(vecs: np.ndarray, per_doc: int, texts: list[str]) -> list[bytes]:
+def documents(vecs: np.ndarray, per_doc: int, texts: list[str], prefix: str = "doc-") -> list[bytes]:
     out = []
     for d in range(0, len(vecs), per_doc):
         facts = [
@@ -93,7 +93,7 @@ def documents(vecs: np.ndarray, per_doc: int, texts: list[str]) -> list[bytes]:
                     "event_id": f"bench-{d}",
                     "source": f"src-{d % 7}",
                     "source_type": "official",
-                    "document_id": f"doc-{d}",
+                    "document_id": f"{prefix}{d}",
                     "embedding_model": MODEL,
                     "facts": facts,
                 }
@@ -102,7 +102,7 @@ def documents(vecs: np.ndarray, per_doc: int, texts: list[str]) -> list[bytes]:
     return out
 
 
-def preload(settings: Settings, corpus: Corpus | None, cache: Path | None = None) -> None:
+def preload(settings: Settings, corpus: Corpus | None, cache: Path | None = None, source: str = "bench") -> None:
     """Write ``corpus`` straight into the fabric (then close it: the timed run opens it as a restarted
     worker would, caches built from what is there). With ``cache`` (SQLite only), a fabric written
     once is copied from there instead: at 100k the direct write takes minutes, the copy seconds."""
@@ -112,13 +112,13 @@ def preload(settings: Settings, corpus: Corpus | None, cache: Path | None = None
         if not cache.exists():
             tmp = cache.with_name(cache.name + ".partial")
             shutil.rmtree(tmp, ignore_errors=True)
-            preload(replace(settings, data_dir=tmp), corpus)
+            preload(replace(settings, data_dir=tmp), corpus, source=source)
             tmp.rename(cache)
         shutil.copytree(cache, settings.data_dir, dirs_exist_ok=True)
         return
     fabric = open_fabric(settings)
     try:
-        write_direct(fabric, corpus, MODEL)
+        write_direct(fabric, corpus, MODEL, source=source)
     finally:
         fabric.close()
 
@@ -210,16 +210,27 @@ def main() -> None:
     ap.add_argument(
         "--preload-cache", type=Path, metavar="DIR", help="keep the --in-fabric fabric here and copy it (SQLite)"
     )
+    ap.add_argument(
+        "--preload-source",
+        default="bench",
+        metavar="NAME",
+        help="source of the --in-fabric facts; src-0 is one the timed documents publish under, so each of "
+        "its documents reads a source of N facts for its earlier facts",
+    )
     args = ap.parse_args()
     backends = [("sqlite", None)] + ([("postgres", args.postgres)] if args.postgres else [])
-    print(f"texts: {args.texts}; facts already in the fabric: {args.in_fabric:,}; load {os.getloadavg()[0]:.1f}")
+    print(
+        f"texts: {args.texts}; facts already in the fabric: {args.in_fabric:,} (source {args.preload_source}); "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'backend':<9} {'facts':>8} {'pipeline s':>11} {'facts/s':>9} {'baseline s':>11} {'ratio':>7}")
     for name, url in backends:
         for n in args.sizes:
             m = args.in_fabric
             allv, label = clustered(m + n)
             vecs = allv[m:]
-            docs = documents(vecs, args.facts_per_doc, fact_texts(n, args.texts, start=m))
+            prefix = "doc-" if args.preload_source == "bench" else "new-doc-"  # never one a preloaded doc has
+            docs = documents(vecs, args.facts_per_doc, fact_texts(n, args.texts, start=m), prefix)
             corpus = None
             if m:
                 per = args.facts_per_doc
@@ -233,12 +244,13 @@ def main() -> None:
                 s = Settings(data_dir=Path(a), embedder=f"precomputed:{MODEL}", database_url=url)
                 if url:
                     _reset_postgres(url)
-                cached = args.preload_cache / f"fabric-{m}-{args.texts}" if args.preload_cache and m else None
-                preload(s, corpus, cached)
+                tag = "" if args.preload_source == "bench" else f"-{args.preload_source}"
+                cached = args.preload_cache / f"fabric-{m}-{args.texts}{tag}" if args.preload_cache and m else None
+                preload(s, corpus, cached, args.preload_source)
                 t_pipe = run_pipeline(s, docs, n, m)
                 if url:
                     _reset_postgres(url)
-                preload(replace(s, data_dir=Path(b)), corpus, cached)
+                preload(replace(s, data_dir=Path(b)), corpus, cached, args.preload_source)
                 t_base = run_baseline(replace(s, data_dir=Path(b)), vecs)
             print(
                 f"{name:<9} {n:>8} {t_pipe:>11.2f} {n / t_pipe:>9.0f} {t_base:>11.2f} {t_pipe / t_base:>6.1f}x",

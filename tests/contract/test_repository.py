@@ -89,6 +89,39 @@ def test_migration_0004_adds_the_refresh_requests_claim_index(engine: Engine) ->
     assert claim_index in indexes("refresh_requests")
 
 
+def test_the_migrations_build_every_table_column_and_index_tables_py_declares(engine: Engine) -> None:
+    """``tables.py`` and the migrations describe one schema: an index declared but never migrated
+    (``ix_facts_source_document`` until 0005) makes every real fabric slower than the tests' model."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from crp_stream.fabric import tables as t
+
+    kinds = {"add_table", "remove_table", "add_column", "remove_column", "add_index", "remove_index"}
+    with engine.connect() as conn:
+        diffs = compare_metadata(MigrationContext.configure(conn), t.metadata)
+    structural = [d for d in diffs if isinstance(d, tuple) and d[0] in kinds]
+    assert structural == []
+
+
+def test_migration_0005_adds_the_facts_by_document_and_candidates_by_claim_indexes(engine: Engine) -> None:
+    """Ingest reads a document's earlier facts by (source, document_id) once per document; the
+    arbiter reads a claim's quarantine candidates once per poisoning verdict."""
+
+    def indexes(table: str) -> dict[str, list[str]]:
+        return {str(ix["name"]): list(ix["column_names"]) for ix in inspect(engine).get_indexes(table)}
+
+    assert indexes("facts")["ix_facts_source_document"] == ["source", "document_id"]
+    assert indexes("quarantine_candidates")["ix_quarantine_candidates_claim_key"] == ["claim_key"]
+    db.downgrade(engine, "0004")
+    assert "ix_facts_source_document" not in indexes("facts")
+    assert "ix_facts_source_status" in indexes("facts")
+    assert set(indexes("quarantine_candidates")) == {"ix_quarantine_candidates_status"}
+    db.upgrade(engine)
+    assert "ix_facts_source_document" in indexes("facts")
+    assert "ix_quarantine_candidates_claim_key" in indexes("quarantine_candidates")
+
+
 def test_fact_insert_is_idempotent_and_status_changes(engine: Engine) -> None:
     with engine.begin() as conn:
         repo = Repository(conn)
