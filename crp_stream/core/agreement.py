@@ -112,6 +112,29 @@ class PartitionState:
         if tally.view is None:
             self._views = None
 
+    def restate(self, records: list[ClaimRecord]) -> None:
+        """``records`` are the records added so far, in the same order, some replaced by a record of the
+        same fact and source (its status changed): the tallies of those sources are built again from
+        their records, the others kept. The same state as ``records`` added to a new one (a source's
+        tally reads only its own records); ValueError, leaving the state unusable, on any other change."""
+        if len(records) != len(self.records):
+            raise ValueError("restate: not the records added")
+        changed = set()
+        for old, new in zip(self.records, records, strict=True):
+            if old is not new:
+                if old.fact_id != new.fact_id or old.source != new.source:
+                    raise ValueError(f"restate: {new.fact_id} is not the record added there")
+                changed.add(new.source)
+        for source in changed:
+            tally = self._tallies[source] = _SourceTally()
+            for r in records:
+                if r.source == source:
+                    tally.add(r)
+        if changed:
+            self._sorted = [self._tallies[s] for s in sorted(self._tallies)]
+            self._views = None
+        self.records = list(records)  # its own: records are added to it
+
     def views(self) -> tuple[PartitionView, ...]:
         if self._views is None:
             # in C: a view is a non-empty tuple, so ``filter(None, ...)`` drops exactly the Nones

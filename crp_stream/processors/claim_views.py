@@ -75,7 +75,11 @@ def known_views(
     while n and rows[n - 1]["epoch_us"] > as_of:
         n -= 1
     state: _Known | None = memo.get(_STATE)
-    if state is None or len(state.rows) > n or state.rows != rows[: len(state.rows)]:
+    if (
+        state is None
+        or len(state.rows) > n
+        or (state.rows != rows[: len(state.rows)] and not _restated(state, rows, memo))
+    ):
         state = memo[_STATE] = _Known()
     done = len(state.rows)
     prev = (state.rows[-1]["epoch_us"], state.rows[-1]["fact_id"]) if done else None
@@ -96,6 +100,39 @@ def known_views(
         del memo[_STATE]
         return None
     return state.rows, state.partitions.records, state.partitions.views()
+
+
+def _restated(state: _Known, rows: Sequence[FactRow], memo: dict[str, Any]) -> bool:
+    """The rows ``state`` consumed came back with some replaced (the arbiter changed statuses): their
+    records are replaced and only their sources tallied again (``PartitionState.restate``), instead of
+    every record from the start. False: another change (a row inserted before them, another epoch or
+    source, a value given or taken): the caller starts over."""
+    records = state.partitions.records
+    out: list[ClaimRecord] = []
+    i = 0
+    for old, new in zip(state.rows, rows[: len(state.rows)], strict=True):
+        if old is not new and (
+            old["fact_id"] != new["fact_id"]
+            or old["source"] != new["source"]
+            or old["epoch_us"] != new["epoch_us"]
+            or (old["value"] is None) != (new["value"] is None)
+        ):
+            return False
+        if new["value"] is None:
+            continue
+        rec = records[i]
+        i += 1
+        if old is not new:  # as ``known_views`` reads a row: the memo's record, its status refreshed
+            rec = memo.get(new["fact_id"])  # type: ignore[assignment]
+            if rec is None or rec.status != new["status"]:
+                rec = _record(new, rec, memo)
+        out.append(rec)
+    try:
+        state.partitions.restate(out)
+    except ValueError:
+        return False
+    state.rows = list(rows[: len(state.rows)])
+    return True
 
 
 class _Known:
