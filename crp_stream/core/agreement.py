@@ -21,6 +21,8 @@ from crp_stream.core.drift import COUNTED_STATUSES, ClaimRecord, PartitionView, 
 
 __all__ = ["PartitionState", "partition_views", "partition_views_after"]
 
+_new = tuple.__new__
+
 
 class _SourceTally:
     """One source's speaking records (``counted_records``), grouped by value, and its cached view."""
@@ -76,17 +78,21 @@ class _SourceTally:
                     self.speaking.items(), key=lambda item: (-len(item[1]), -item[1][-1].epoch, item[0])
                 )
             newest, n, total = self.newest, len(support), self.total
-            # positional: a view is built per record, and keywords cost a name match each
-            self.view = PartitionView(
-                newest.source,
-                newest.trust,
-                value,
-                n / total,
-                n,
-                total,
-                support[-1].epoch,
-                newest.epoch,
-                tuple(self.ids[value]),
+            # the fields in order, by ``tuple.__new__``: a view is built per record, and the NamedTuple's
+            # own ``__new__`` (a Python function taking them by name) cost ~1.5k instructions more
+            self.view = _new(
+                PartitionView,
+                (
+                    newest.source,
+                    newest.trust,
+                    value,
+                    n / total,
+                    n,
+                    total,
+                    support[-1].epoch,
+                    newest.epoch,
+                    tuple(self.ids[value]),
+                ),
             )
         return self.view
 

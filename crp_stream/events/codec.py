@@ -225,7 +225,7 @@ def _decode_fast(models: tuple[type[EventModel], ...], raw: bytes, max_bytes: in
     except ValueError:  # pydantic's ValidationError, or a validator's own
         return None
     # a NaN can only sit in an unknown field or a container field (none in these models): mostly neither
-    if "type" not in event.model_fields_set or (
+    if "type" not in event.__pydantic_fields_set__ or (  # the property's set, without its call
         (event.__pydantic_extra__ or container_fields(model)) and extras_nonfinite(event)
     ):
         return None

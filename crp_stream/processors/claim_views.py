@@ -17,6 +17,8 @@ from crp_stream.core.drift import COUNTED_STATUSES, ClaimRecord, PartitionView
 from crp_stream.fabric.rows import FactRow
 from crp_stream.processors import text_claims
 
+_new = tuple.__new__
+
 
 @text_memos.text_memo(0.2)
 def _normalised(value: str, unit: str | None) -> str:
@@ -27,9 +29,11 @@ def _normalised(value: str, unit: str | None) -> str:
 def _record(r: FactRow, old: ClaimRecord | None, memo: dict[str, Any]) -> ClaimRecord:
     """A structured fact's record, kept in ``memo``: a status change keeps the normalised value."""
     value = old.value if old is not None else _normalised(str(r["value"]), r["unit"])
-    rec = memo[r["fact_id"]] = ClaimRecord(
-        r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, value, r["status"]
+    # the fields in order, by ``tuple.__new__`` (the NamedTuple's ``__new__`` is a Python function)
+    rec: ClaimRecord = _new(
+        ClaimRecord, (r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, value, r["status"])
     )
+    memo[r["fact_id"]] = rec
     return rec
 
 
