@@ -17,6 +17,8 @@ from crp_stream.core.drift import COUNTED_STATUSES, ClaimRecord, PartitionView
 from crp_stream.fabric.rows import FactRow
 from crp_stream.processors import text_claims
 
+_new = tuple.__new__
+
 
 @text_memos.text_memo(0.2)
 def _normalised(value: str, unit: str | None) -> str:
@@ -27,9 +29,11 @@ def _normalised(value: str, unit: str | None) -> str:
 def _record(r: FactRow, old: ClaimRecord | None, memo: dict[str, Any]) -> ClaimRecord:
     """A structured fact's record, kept in ``memo``: a status change keeps the normalised value."""
     value = old.value if old is not None else _normalised(str(r["value"]), r["unit"])
-    rec = memo[r["fact_id"]] = ClaimRecord(
-        r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, value, r["status"]
+    # the fields in order, by ``tuple.__new__`` (the NamedTuple's ``__new__`` is a Python function)
+    rec: ClaimRecord = _new(
+        ClaimRecord, (r["fact_id"], r["source"], float(r["trust"]), r["epoch_us"] / 1e6, value, r["status"])
     )
+    memo[r["fact_id"]] = rec
     return rec
 
 
@@ -75,7 +79,11 @@ def known_views(
     while n and rows[n - 1]["epoch_us"] > as_of:
         n -= 1
     state: _Known | None = memo.get(_STATE)
-    if state is None or len(state.rows) > n or state.rows != rows[: len(state.rows)]:
+    if (
+        state is None
+        or len(state.rows) > n
+        or (state.rows != rows[: len(state.rows)] and not _restated(state, rows, memo))
+    ):
         state = memo[_STATE] = _Known()
     done = len(state.rows)
     prev = (state.rows[-1]["epoch_us"], state.rows[-1]["fact_id"]) if done else None
@@ -96,6 +104,39 @@ def known_views(
         del memo[_STATE]
         return None
     return state.rows, state.partitions.records, state.partitions.views()
+
+
+def _restated(state: _Known, rows: Sequence[FactRow], memo: dict[str, Any]) -> bool:
+    """The rows ``state`` consumed came back with some replaced (the arbiter changed statuses): their
+    records are replaced and only their sources tallied again (``PartitionState.restate``), instead of
+    every record from the start. False: another change (a row inserted before them, another epoch or
+    source, a value given or taken): the caller starts over."""
+    records = state.partitions.records
+    out: list[ClaimRecord] = []
+    i = 0
+    for old, new in zip(state.rows, rows[: len(state.rows)], strict=True):
+        if old is not new and (
+            old["fact_id"] != new["fact_id"]
+            or old["source"] != new["source"]
+            or old["epoch_us"] != new["epoch_us"]
+            or (old["value"] is None) != (new["value"] is None)
+        ):
+            return False
+        if new["value"] is None:
+            continue
+        rec = records[i]
+        i += 1
+        if old is not new:  # as ``known_views`` reads a row: the memo's record, its status refreshed
+            rec = memo.get(new["fact_id"])  # type: ignore[assignment]
+            if rec is None or rec.status != new["status"]:
+                rec = _record(new, rec, memo)
+        out.append(rec)
+    try:
+        state.partitions.restate(out)
+    except ValueError:
+        return False
+    state.rows = list(rows[: len(state.rows)])
+    return True
 
 
 class _Known:

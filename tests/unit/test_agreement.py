@@ -58,6 +58,45 @@ def test_incremental_views_equal_from_scratch_after_every_step(
         assert partition_views_after(state, [r]) == partition_views(recs[: recs.index(r) + 1])
 
 
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(record, max_size=40),
+    st.lists(
+        st.tuples(st.integers(0, 39), st.sampled_from(["active", "stale", "quarantined", "superseded"])), max_size=8
+    ),
+    st.integers(0, 40),
+)
+def test_restated_records_give_the_views_from_scratch(
+    items: list[tuple[str, int, str, str, float]], changes: list[tuple[int, str]], more: int
+) -> None:
+    """``PartitionState.restate`` (statuses replaced, only their sources tallied again) equals a new
+    state given the same records, and goes on equal as further records are added."""
+    recs = _records(items)
+    head, tail = recs[:more], recs[more:]
+    state = PartitionState()
+    partition_views_after(state, head)
+    kept = {s: t for s, t in state._tallies.items()}
+    new = list(head)
+    for i, status in changes:
+        if new:
+            new[i % len(new)] = new[i % len(new)]._replace(status=status)
+    state.restate(new)
+    assert state.views() == partition_views(new) and state.records == new
+    changed = {n.source for o, n in zip(head, new, strict=True) if o is not n}
+    assert all(state._tallies[s] is kept[s] for s in kept if s not in changed)  # the others kept
+    assert partition_views_after(state, tail) == partition_views(new + tail)
+
+
+def test_restate_refuses_other_records() -> None:
+    a, b = ClaimRecord("a", "s", 0.4, 1.0, "1", "active"), ClaimRecord("b", "s", 0.4, 2.0, "1", "active")
+    state = PartitionState()
+    partition_views_after(state, [a, b])
+    with pytest.raises(ValueError, match="not the record added"):
+        state.restate([a, a._replace(fact_id="c")])
+    with pytest.raises(ValueError, match="not the records added"):
+        state.restate([a])
+
+
 def test_stale_records_stop_speaking_once_the_source_refreshes() -> None:
     recs = [
         ClaimRecord("v1", "vendor_docs", 0.9, 1.0, "1000 rps", "stale"),
@@ -138,3 +177,22 @@ def test_known_views_equal_the_rule_over_any_evaluations(
         records = claim_records(known, False, {})  # type: ignore[arg-type]
         assert got is not None
         assert got[0] == known and got[1] == records and got[2] == partition_views(records)
+
+
+def test_known_views_keep_their_state_through_a_status_change() -> None:
+    """A row replaced with another status (the arbiter's own change) restates the claim's state
+    instead of starting it over: the same state object, its views those of the plain rule."""
+    from crp_stream.processors.claim_views import _STATE, claim_records, known_views
+
+    rows = [_row(i, SOURCES[i % 3], i, "1000" if i % 2 else "250", "active") for i in range(12)]
+    memo: dict[str, object] = {}
+    known_views(rows, memo, 99)  # type: ignore[arg-type]
+    state = memo[_STATE]
+    rows[4] = {**rows[4], "status": "stale"}
+    rows.append(_row(12, "vendor_docs", 12, "250", "active"))
+    got = known_views(rows, memo, 99)  # type: ignore[arg-type]
+    assert memo[_STATE] is state
+    assert got is not None and got[2] == partition_views(claim_records(rows, False, {}))  # type: ignore[arg-type]
+    rows[2] = {**rows[2], "epoch_us": 2, "source": "field_telemetry"}  # not a status change: starts over
+    known_views(rows, memo, 99)  # type: ignore[arg-type]
+    assert memo[_STATE] is not state
