@@ -13,6 +13,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any, get_args
 
+from crp_stream.core import memo
 from crp_stream.events.codec import _CANONICAL, encode
 from crp_stream.events.common import (
     ID_MAX,
@@ -94,10 +95,18 @@ def _scalar(value: object) -> bool:
     return kind is str and _text(value, VALUE_MAX)
 
 
+@memo.text_memo(0.2)
+def _utc_iso(value: datetime) -> str:
+    """``format_time`` of a UTC datetime from one C call, remembered: an envelope writes two times a
+    fact, and a session's facts (and a document's, which share their times) come back window after
+    window. Only UTC datetimes are keys, and two equal ones are the same instant: the same text."""
+    return value.isoformat(timespec="microseconds")[:-6] + "Z"
+
+
 def _utc_text(value: datetime) -> str:
-    """``format_time``: for a UTC datetime, the same text from one C call."""
+    """``format_time``: for a UTC datetime, ``_utc_iso``."""
     if value.tzinfo is UTC:
-        return value.isoformat(timespec="microseconds")[:-6] + "Z"
+        return _utc_iso(value)
     return format_time(value)
 
 

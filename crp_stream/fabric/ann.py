@@ -54,6 +54,9 @@ class AnnCache:
         # recent results, until the next write (``add``, ``set_status``): a window probes its session's
         # sub-queries again window after window, and the graph and the filter are then unchanged
         self.kept: dict[tuple[object, ...], tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        # ``top_slots`` of kept hits (a session's sub-query probes, window after window), by the hits'
+        # slot array, held so that its id is not reused: (slots, k, limit, decimals, top)
+        self._tops: dict[int, tuple[npt.NDArray[np.int64], int, int, int, npt.NDArray[np.int64]]] = {}
         self.added = 0  # points written so far (a snapshot on disk is behind until it is saved again)
 
     @classmethod
@@ -109,6 +112,7 @@ class AnnCache:
         if not fact_ids:
             return
         self.kept.clear()
+        self._tops.clear()  # slot names change
         fact_ids = [sys.intern(str(f)) for f in fact_ids]  # as the fact cache's: dict lookups compare pointers
         start = len(self._fact)
         for f in fact_ids:
@@ -227,10 +231,18 @@ class AnnCache:
         if found is None:
             return None
         picked = []
+        tops = self._tops
+        if len(tops) > 2 * _KEPT_MAX:
+            tops.clear()
         for slots, scores in found:
+            memo = tops.get(id(slots))
+            if memo is not None and memo[0] is slots and memo[1:4] == (k, limit, decimals):
+                picked.append(memo[4])
+                continue
             top = top_slots(slots, scores, k, limit, self._fact, decimals)
             if top is None:
                 return None
+            tops[id(slots)] = (slots, k, limit, decimals, top)
             picked.append(top)
         fact = self._fact
         ids = list(map(fact.__getitem__, np.unique(np.concatenate(picked)).tolist())) if picked else []

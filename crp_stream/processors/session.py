@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from crp_stream.core import memo
 from crp_stream.fabric.rows import SessionRow
 
 Embedding = str | list[float]  # base64 of float32 little-endian; a float list in older states
@@ -24,9 +25,19 @@ def vec_to_json(v: np.ndarray) -> str:
 
 
 def vec_from_json(v: Embedding) -> np.ndarray:
+    """The embedding as float32; from base64 text a shared read-only array (``_decoded``)."""
     if isinstance(v, str):
-        return np.frombuffer(base64.b64decode(v), dtype="<f4").astype(np.float32)
+        return _decoded(v)
     return np.asarray(v, dtype=np.float32)
+
+
+@memo.text_memo(0.02)  # ~1,000 entries of ~3.5 KB: a session's sub-queries and coverage
+def _decoded(text: str) -> np.ndarray:
+    """A stored embedding's floats: the same sub-queries and Coverage Set are decoded again in
+    every window of a session (gather, the fan-out, ``coverage_arrays``). Read only, as it is shared."""
+    v = np.frombuffer(base64.b64decode(text), dtype="<f4").astype(np.float32)
+    v.flags.writeable = False
+    return v
 
 
 @dataclass

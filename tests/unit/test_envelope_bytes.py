@@ -198,3 +198,26 @@ def test_the_direct_path_checks_exactly_the_models_fields() -> None:
     assert set(fact) == eb._FACT_FIELDS and {k for k, f in fact.items() if f.is_required()} == eb._FACT_REQUIRED
     assert set(env) - {"type"} == eb._ENV_FIELDS
     assert {k for k, f in env.items() if f.is_required()} == eb._ENV_REQUIRED
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    us=st.lists(st.integers(-(2**40), 2**52), min_size=1, max_size=20),
+    offset=st.integers(-23 * 60, 23 * 60),
+)
+def test_remembered_times_are_the_times(us: list[int], offset: int) -> None:
+    """``envelope._time`` and ``envelope_bytes._utc_iso`` remember results: the same datetimes and
+    texts as ``us_to_dt`` and ``format_time``, whatever was asked before (the same instant in
+    another zone, with ``fold`` set, or as a float) and however often."""
+    from crp_stream.events import envelope_bytes as eb
+    from crp_stream.events.common import format_time
+    from crp_stream.processors import envelope
+    from crp_stream.processors.base import us_to_dt
+
+    zone = timezone(timedelta(minutes=offset))
+    for u in us + us[::-1]:
+        dt = envelope._time(u)
+        assert dt == us_to_dt(u) and dt.tzinfo is UTC and envelope._time(float(u)) == dt
+        other = dt.astimezone(zone)
+        assert eb._utc_text(other) == format_time(other)  # not a key: another zone is formatted
+        assert eb._utc_text(dt.replace(fold=1)) == eb._utc_text(dt) == format_time(dt)

@@ -204,3 +204,27 @@ def test_preloaded_facts_carry_their_ngram_hashes(engine: Engine) -> None:
     assert b.grams is not None and [g is None for g in b.grams] == [False] * 4 + [True] * 2
     for f, g in zip(b.ids[:4], b.grams, strict=False):
         assert g is not None and sorted(g.tolist()) == sorted(ngram.gram_hash_array(texts[f]).tolist())
+
+
+def test_search_union_with_remembered_top_slots(index: EdgeVectorIndex) -> None:
+    """Kept hits' ``top_slots`` are remembered (``AnnCache._tops``): asked again with another k, after a
+    status change and after new points (slot names change), the union is still ``search_many``'s."""
+    excluded = ("quarantined", "expired", "superseded")
+    ann = index.ann()
+    assert ann is not None
+    probes = list(clustered(4, seed=31))
+    for round_ in range(3):
+        for k in (40, 25, 40, 60, 25):
+            want = sorted({f for hits in index.search_many(probes, k, NOW, excluded) for f, _ in hits})
+            assert index.search_union(probes, k, NOW, excluded) == want
+            assert index.search_union(probes[1:], k, NOW, excluded) == sorted(
+                {f for hits in index.search_many(probes[1:], k, NOW, excluded) for f, _ in hits}
+            )
+        assert ann._tops  # the second asking of each probe read them
+        if round_ == 0:
+            index.set_status([index.search(probes[0], 1, NOW)[0][0]], "quarantined")
+        else:
+            near = clustered(30, seed=40 + round_) * 0.2 + np.asarray(probes[0]) * 0.8
+            near /= np.linalg.norm(near, axis=1, keepdims=True)
+            index.upsert([VectorItem(f"n{round_}-{i:03d}", v) for i, v in enumerate(near)])
+            assert not ann._tops
