@@ -160,13 +160,12 @@ def _text_conflict(a: str, b: str) -> str | None:
     ta, tb = _claim_tokens(a), _claim_tokens(b)
     la, lb, na, nb = ta.low, tb.low, ta.numbers, tb.numbers
     if la == lb:
-        if same_numbers(na, nb):
-            return None
         # Only a number in the predicate is a value: "The 1984-85 team ..." vs "The 1989-90 team ..."
-        # are two subjects.
-        first = next(k for k, x, y in zip(ta.slots, na, nb, strict=True) if not same_numbers([x], [y]))
-        return NUMBER_CHANGED if ta.predicate < first else None  # ``_has_predicate(la[:first], oa[:first])``
-    if not same_numbers(na, nb):
+        # are two subjects. Equal tuples are the same number (read from digits: never NaN), so
+        # ``same_numbers`` runs only on the pairs that differ; -1: every number the same.
+        first = next((k for k, x, y in zip(ta.slots, na, nb, strict=True) if x != y and not same_numbers([x], [y])), -1)
+        return NUMBER_CHANGED if first >= 0 and ta.predicate < first else None  # ``_has_predicate(la[:first], ...)``
+    if na != nb and not same_numbers(na, nb):
         return None  # both readings below keep every number
     if ta.plain == tb.plain and ta.negations % 2 != tb.negations % 2:
         return NEGATION_FLIP

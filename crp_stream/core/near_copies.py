@@ -8,8 +8,9 @@ a window's ~150 candidates make ~11,000 pairs. Here the same decisions come from
 - intersection sizes of every pair as ``M @ M.T`` over the hashes that occur in two texts or more
   (a hash in one text adds to its size only), integer counts, exact in float32;
 - the Jaccard test ``|a & b| >= NEAR_COPY * |a | b|`` on those counts. Equal hashes of two different
-  tokens could only make a pair look closer (never hide one), so every pair the matrix passes is
-  decided again on the token sets themselves: the result is exactly the scalar one.
+  tokens would skew the counts, so when the texts' tokens have fewer distinct hashes than tokens
+  every pair is decided on the token sets themselves; otherwise the counts are the sets' own (no
+  pair needs deciding again). Either way the result is exactly the scalar one.
 
 API
 ---
@@ -71,9 +72,12 @@ def near_copy_matrix(
     inter = (m[r] @ m[c].T).astype(np.float64)
     inter = np.where(r[:, None] == c[None, :], sizes[r][:, None], inter)  # a text with itself: all of it
     union = sizes[r][:, None] + sizes[c][None, :] - inter
-    maybe = (union > 0) & (inter >= min_overlap * union)
-    for i, j in zip(*np.nonzero(maybe), strict=True):  # few: settled on the token sets themselves
-        out[i, j] = _near(substitution._token_set(texts[rows[i]]), substitution._token_set(texts[cols[j]]), min_overlap)
+    maybe: NDArray[np.bool_] = (union > 0) & (inter >= min_overlap * union)
+    sets = [substitution._token_set(texts[t]) for t in used]
+    if len(count) == len(frozenset().union(*sets)):
+        return maybe  # no two tokens share a hash: the counts are the token sets' own, already exact
+    for i, j in np.ndindex(*out.shape):  # a hash collision (never seen): every pair on the sets themselves
+        out[i, j] = _near(sets[at[rows[i]]], sets[at[cols[j]]], min_overlap)
     return out
 
 
@@ -96,7 +100,8 @@ def near_copy_pairs(
         return set()
     cols = np.flatnonzero(other[rows].any(axis=0)).tolist()
     near = near_copy_matrix(texts, rows, cols, min_overlap) & other[np.ix_(rows, cols)]
-    return {(rows[i], cols[j]) for i, j in zip(*np.nonzero(near), strict=True)}
+    i, j = np.nonzero(near)
+    return set(zip(np.asarray(rows)[i].tolist(), np.asarray(cols)[j].tolist(), strict=True))
 
 
 def admit_copies(texts: Sequence[str], sources: Sequence[str], keep: Sequence[bool]) -> list[bool]:

@@ -78,3 +78,26 @@ def test_near_copy_matrix_is_the_pairwise_screen() -> None:
     m = near_copies.near_copy_matrix(texts, [0, 1, 2, 3], [0, 1, 2, 3])
     want = [[substitution.near_copy(a, b) for b in texts] for a in texts]
     assert m.tolist() == want and m[0, 1] and not m[0, 2] and not m[3, 3]
+
+
+def test_near_copy_pairs_agrees_when_tokens_share_hashes(monkeypatch: object) -> None:
+    """Colliding token hashes make the counts too high: the pairs are then decided on the token sets."""
+    import numpy as np
+    import pytest
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+
+    def few_hashes(text: str) -> np.ndarray:  # 3 hash values for all tokens: collisions everywhere
+        return np.unique(np.fromiter((len(t) % 3 for t in substitution._token_set(text)), dtype=np.int64))
+
+    monkeypatch.setattr(near_copies, "_token_hashes", few_hashes)
+    rng = random.Random(41)
+    hits = 0
+    for _ in range(300):
+        texts, sources, keep = _case(rng)
+        for overlap in (substitution.NEAR_COPY, 0.3):
+            want = substitution.near_copy_pairs(texts, sources, None, overlap)
+            assert near_copies.near_copy_pairs(texts, sources, None, overlap) == want
+            hits += len(want)
+        assert near_copies.admit_copies(texts, sources, keep) == copied_statements.admit_copies(texts, sources, keep)
+    assert hits > 300

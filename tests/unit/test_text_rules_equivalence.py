@@ -264,3 +264,34 @@ def test_content_and_stem_unchanged() -> None:
     for p in polarity._NEG_PREFIXES:
         for w in polarity._NEUTRAL:
             assert polarity._content((p + w,), (p + w,))[0] == 1
+
+
+# (a number, one written otherwise within the unit tolerance, a different one)
+_NUMBERS = [
+    ("12", "12.0", "112"),
+    ("1000 rps", "1 krps", "100 rps"),
+    ("700 ms", "0.7 s", "70 ms"),
+    ("5%", "5.0%", "6%"),
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(
+        [
+            "Fact {} about topic {}: value {}.",
+            "The {} team won {} games and {} titles.",
+            "In {}, the bridge was {} long and carried {} cars.",
+            "Latency is {} at {} and {} at peak.",
+        ]
+    ),
+    st.lists(st.tuples(st.sampled_from(_NUMBERS), st.integers(0, 2)), min_size=3, max_size=3),
+)
+def test_number_variants_decide_as_before(template: str, slots: list[tuple[tuple[str, str, str], int]]) -> None:
+    """``_text_conflict`` on statements differing only in their numbers (each slot the same, within
+    the unit tolerance, or different; the first differing one before or after the predicate) decides
+    as before its shortcut on equal number tuples."""
+    a = template.format(*(n[0] for n, _ in slots))
+    b = template.format(*(n[k] for n, k in slots))
+    assert conflicts._text_conflict(a, b) == old_conflicts._text_conflict(a, b)
+    assert conflicts._text_conflict(b, a) == old_conflicts._text_conflict(b, a)
