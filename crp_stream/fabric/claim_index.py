@@ -286,9 +286,7 @@ class ClaimTxn:
             entry = self._writable(str(key)) if key is not None else None
             if entry is None or self.claim_of(r["fact_id"]) is not None:
                 continue
-            last = entry.rows[-1] if entry.rows else None
-            # ``_order`` inline (two calls per inserted fact): the rows are as stored (int, str)
-            if last is None or (int(last["epoch_us"]), str(last["fact_id"])) < (int(r["epoch_us"]), str(r["fact_id"])):
+            if not entry.rows or _order(entry.rows[-1]) < _order(r):
                 entry.rows.append(r)  # the claim's latest (most inserts): where ``insort`` puts it
             else:
                 insort(entry.rows, r, key=_order)

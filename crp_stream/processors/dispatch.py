@@ -135,8 +135,8 @@ def _decode(
         event = events.decode_input(
             record.topic,
             record.value,
-            max_bytes=(settings := uow.fabric.settings).max_record_bytes,  # ``uow.settings``, one call fewer
-            max_facts=settings.max_facts_per_document,
+            max_bytes=uow.settings.max_record_bytes,
+            max_facts=uow.settings.max_facts_per_document,
         )
     except events.Rejected as exc:
         _dead(out, record, exc.reason, uow=uow)
