@@ -303,7 +303,12 @@ def resolve_contradiction(a: FactView, b: FactView) -> Resolution:
 
 
 def _pairs_above(
-    vecs: ArrayLike, n: int, threshold: float, strict: bool, gram: NDArray[np.float32] | None = None
+    vecs: ArrayLike,
+    n: int,
+    threshold: float,
+    strict: bool,
+    gram: NDArray[np.float32] | None = None,
+    norms: NDArray[np.float64] | None = None,
 ) -> set[tuple[int, int]]:
     """Index pairs i < j whose cosine is above (strict) or at least the threshold, exactly as decided
     by the float64 matmul ``v @ v.T``.
@@ -311,15 +316,24 @@ def _pairs_above(
     Screened by a float32 matmul (a few times cheaper) with a margin above its rounding error, so no
     pair is missed; each screened pair's float64 dot decides, unless it lies within float64 rounding
     of the threshold, where the matmul itself decides. ``gram``: that float32 matmul, computed by the
-    caller in any summation order (the margin bounds the error of every order).
+    caller in any summation order (the margin bounds the error of every order). ``norms``: the rows'
+    squared norms as ``np.einsum("ij,ij->i", v, v)`` gives them on ``vecs`` as float64, if the caller
+    has them; then only the screened rows are converted to float64 (most candidates have no pair).
     """
-    v = np.asarray(vecs, dtype=np.float64)
+    if norms is None:
+        v = np.asarray(vecs, dtype=np.float64)
+    else:  # float64 only where needed: the same values, row by row
+        v = np.asarray(vecs)
+        if norms.shape != (v.shape[0],):
+            raise ValueError("norms must be (len(facts),)")
     if n == 0:
         return set()
     if v.ndim != 2 or v.shape[0] != n:
         raise ValueError("vecs must be (len(facts), dim)")
     dim = v.shape[1]
-    scale = max(float(np.max(np.einsum("ij,ij->i", v, v))), 1e-30)  # bounds |a||b| for every pair
+    if norms is None:
+        norms = np.einsum("ij,ij->i", v, v)
+    scale = max(float(np.max(norms)), 1e-30)  # bounds |a||b| for every pair
     if gram is None:
         v32 = v.astype(np.float32)
         gram = v32 @ v32.T
@@ -334,8 +348,10 @@ def _pairs_above(
     screen = np.stack([rows[upper], cols[upper]], axis=1)
     if screen.size == 0:
         return set()
-    dots = np.einsum("ij,ij->i", v[screen[:, 0]], v[screen[:, 1]])
+    a, b = (np.asarray(v[screen[:, k]], dtype=np.float64) for k in (0, 1))
+    dots = np.einsum("ij,ij->i", a, b)
     if np.any(np.abs(dots - threshold) <= 4.0 * (dim + 4) * 2.0**-53 * scale):
+        v = np.asarray(vecs, dtype=np.float64)
         full = v @ v.T
         hit = (full > threshold) if strict else (full >= threshold)
         return {(int(i), int(j)) for i, j in np.argwhere(np.triu(hit, k=1))}
@@ -374,6 +390,7 @@ def same_claim_duplicates(
     vecs: ArrayLike,
     threshold: float = DEFAULT_DUPLICATE_THRESHOLD,
     gram: NDArray[np.float32] | None = None,
+    norms: NDArray[np.float64] | None = None,
 ) -> list[list[int]]:
     """SPEC-027 §2 (crp-stream): group facts asserting the SAME value, e.g. 47 identical readings.
 
@@ -381,11 +398,11 @@ def same_claim_duplicates(
     threshold; two groups join only if no cross pair differs in value or numbers (complete linkage).
     Returned as a partition (singletons too), each sorted, ordered by first index; the processor
     collapses a group into one entry with ``support`` = its size. ``gram``: the float32 cosines of
-    ``vecs``, if the caller has them (``_pairs_above``).
+    ``vecs``, ``norms`` their rows' squared norms, if the caller has them (``_pairs_above``).
     """
     n = len(facts)
     keys = list(starmap(_duplicate_keys, map(_KEY_FIELDS, facts)))  # in C: no Python frame per fact
-    pairs = _pairs_above(vecs, n, threshold, strict=False, gram=gram)
+    pairs = _pairs_above(vecs, n, threshold, strict=False, gram=gram, norms=norms)
     # the usual case, every text distinct and no structured value: no bucket holds two facts
     if len({k for k, _v in keys}) < n or any(v is not None for _k, v in keys):
         buckets: dict[object, list[int]] = {}
@@ -420,6 +437,7 @@ def detect_envelope_contradictions(
     pair_threshold: float = DEFAULT_PAIR_THRESHOLD,
     inside: int | None = None,
     gram: NDArray[np.float32] | None = None,
+    norms: NDArray[np.float64] | None = None,
 ) -> list[tuple[int, int, str]]:
     """SPEC-027 §2.2: pairs ``(i, j, pattern)``, i < j, of selected facts that contradict each other.
 
@@ -427,10 +445,10 @@ def detect_envelope_contradictions(
     carry the same (subject, attribute) or come from different sources and share most of their
     words (``near_copy_pairs``, issue 14); it is reported when ``values_conflict`` finds a pattern.
     With ``inside`` = n, facts from index n on are candidates outside the envelope: only their pairs
-    with the first n are checked (a copy the envelope left out is still found). ``gram``: as for
-    ``same_claim_duplicates``.
+    with the first n are checked (a copy the envelope left out is still found). ``gram``, ``norms``: as
+    for ``same_claim_duplicates``.
     """
-    candidates = _pairs_above(vecs, len(facts), pair_threshold, strict=True, gram=gram)
+    candidates = _pairs_above(vecs, len(facts), pair_threshold, strict=True, gram=gram, norms=norms)
     candidates |= near_copy_pairs([f.text for f in facts], [f.source for f in facts], inside)
     by_key: dict[tuple[str, str] | None, list[int]] = {}
     for i, f in enumerate(facts):

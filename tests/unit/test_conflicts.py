@@ -413,3 +413,39 @@ def test_pairs_above_decides_every_pair_as_the_float64_matmul() -> None:
         for strict in (False, True):
             want = {(int(i), int(j)) for i, j in np.argwhere(np.triu(sims > at if strict else sims >= at, k=1))}
             assert _pairs_above(v, n, at, strict) == want
+
+
+def test_pairs_above_with_the_callers_norms_decides_as_without() -> None:
+    """``norms`` (the rows' squared norms, as the envelope keeps them per candidate) only skips the
+    float64 copy of every row: the same pairs, on float32 and float64 rows, pools in any order, pairs
+    right at the threshold; the public screens give the same groups and contradictions."""
+    from crp_stream.core.conflicts import _pairs_above
+
+    rng = np.random.default_rng(12)
+    for trial in range(60):
+        n, d = int(rng.integers(2, 150)), int(rng.choice([3, 16, 384]))
+        v = rng.standard_normal((n, d))
+        v[n // 2 :] = v[: n - n // 2] + rng.choice([0.0, 1e-9, 0.02, 0.3]) * rng.standard_normal((n - n // 2, d))
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        v *= rng.choice([1.0, 1.0 + 1e-7, 3.0])
+        if trial % 2:
+            v = v.astype(np.float32)
+        all_norms = np.einsum("ij,ij->i", np.asarray(v, np.float64), np.asarray(v, np.float64))
+        pool = rng.permutation(n)[: int(rng.integers(2, n + 1))]  # as ``_arbitrate`` takes rows
+        sub = v[pool]
+        sims = np.asarray(sub, np.float64) @ np.asarray(sub, np.float64).T
+        m = len(pool)
+        for at in (float(sims[0, m - 1]), 0.97, 0.85):
+            for strict in (False, True):
+                want = _pairs_above(sub, m, at, strict)
+                assert _pairs_above(sub, m, at, strict, norms=all_norms[pool]) == want
+                gram = sub.astype(np.float32) @ sub.astype(np.float32).T
+                assert _pairs_above(sub, m, at, strict, gram=gram, norms=all_norms[pool]) == want
+        facts = [fv(str(i), f"Service {i % 5} limit is {i % 3} rps.") for i in range(m)]
+        assert same_claim_duplicates(facts, sub, norms=all_norms[pool]) == same_claim_duplicates(facts, sub)
+        inside = int(rng.integers(0, m + 1))
+        assert detect_envelope_contradictions(
+            facts, sub, inside=inside, norms=all_norms[pool]
+        ) == detect_envelope_contradictions(facts, sub, inside=inside)
+    with pytest.raises(ValueError):
+        _pairs_above(np.zeros((2, 3)), 2, 0.9, False, norms=np.zeros(3))
