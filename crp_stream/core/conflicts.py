@@ -309,6 +309,7 @@ def _pairs_above(
     strict: bool,
     gram: NDArray[np.float32] | None = None,
     norms: NDArray[np.float64] | None = None,
+    first: int | None = None,
 ) -> set[tuple[int, int]]:
     """Index pairs i < j whose cosine is above (strict) or at least the threshold, exactly as decided
     by the float64 matmul ``v @ v.T``.
@@ -319,6 +320,7 @@ def _pairs_above(
     caller in any summation order (the margin bounds the error of every order). ``norms``: the rows'
     squared norms as ``np.einsum("ij,ij->i", v, v)`` gives them on ``vecs`` as float64, if the caller
     has them; then only the screened rows are converted to float64 (most candidates have no pair).
+    ``first``: only the pairs whose i < first (a given ``gram`` may then hold only those rows).
     """
     if norms is None:
         v = np.asarray(vecs, dtype=np.float64)
@@ -334,11 +336,14 @@ def _pairs_above(
     if norms is None:
         norms = np.einsum("ij,ij->i", v, v)
     scale = max(float(np.max(norms)), 1e-30)  # bounds |a||b| for every pair
+    top = n if first is None else max(0, min(first, n))
     if gram is None:
         v32 = v.astype(np.float32)
-        gram = v32 @ v32.T
-    elif gram.shape != (n, n):
-        raise ValueError("gram must be (len(facts), len(facts))")
+        gram = v32 @ v32.T if top == n else v32[:top] @ v32.T
+    elif gram.shape == (n, n):
+        gram = gram[:top]
+    elif gram.shape != (top, n):
+        raise ValueError("gram must be (len(facts), len(facts)) or, with first, (first, len(facts))")
     near = gram >= threshold - 2.0 * (dim + 4) * 2.0**-24 * scale
     np.fill_diagonal(near, False)
     some = np.flatnonzero(near.any(axis=1))  # few rows have any: scan only those
@@ -352,9 +357,9 @@ def _pairs_above(
     dots = np.einsum("ij,ij->i", a, b)
     if np.any(np.abs(dots - threshold) <= 4.0 * (dim + 4) * 2.0**-53 * scale):
         v = np.asarray(vecs, dtype=np.float64)
-        full = v @ v.T
+        full = v @ v.T  # every pair, as without ``first``: the same decisions
         hit = (full > threshold) if strict else (full >= threshold)
-        return {(int(i), int(j)) for i, j in np.argwhere(np.triu(hit, k=1))}
+        return {(int(i), int(j)) for i, j in np.argwhere(np.triu(hit, k=1)) if i < top}
     keep = (dots > threshold) if strict else (dots >= threshold)
     return {(int(i), int(j)) for i, j in screen[keep]}
 
@@ -446,9 +451,9 @@ def detect_envelope_contradictions(
     words (``near_copy_pairs``, issue 14); it is reported when ``values_conflict`` finds a pattern.
     With ``inside`` = n, facts from index n on are candidates outside the envelope: only their pairs
     with the first n are checked (a copy the envelope left out is still found). ``gram``, ``norms``: as
-    for ``same_claim_duplicates``.
+    for ``same_claim_duplicates`` (with ``inside``, ``gram`` may hold only the first n rows).
     """
-    candidates = _pairs_above(vecs, len(facts), pair_threshold, strict=True, gram=gram, norms=norms)
+    candidates = _pairs_above(vecs, len(facts), pair_threshold, strict=True, gram=gram, norms=norms, first=inside)
     candidates |= near_copy_pairs([f.text for f in facts], [f.source for f in facts], inside)
     by_key: dict[tuple[str, str] | None, list[int]] = {}
     for i, f in enumerate(facts):

@@ -249,9 +249,10 @@ def _extend(c: Candidates, b: Batch, v64: np.ndarray | None = None) -> None:
     c.views.extend(map(_NEW_VIEW, map(tuple.__add__, map(_VIEW_HEAD, rows) if heads is None else heads, tails)))
 
 
-def screen(c: Candidates, idx: list[int] | None = None) -> np.ndarray:
-    """The float32 cosines of the candidates (of ``idx``), the screen ``core.conflicts`` would compute
-    for duplicates and contradictions alike: one product per request, extended as candidates join."""
+def screen(c: Candidates, idx: list[int] | None = None, first: int | None = None) -> np.ndarray:
+    """The float32 cosines of the candidates (of ``idx``; ``first``: only its first rows), the screen
+    ``core.conflicts`` would compute for duplicates and contradictions alike: one product per request,
+    extended as candidates join."""
     n, m = c.vecs.shape[0], c.gram.shape[0]
     v = c.vecs.astype(np.float32, copy=False)
     if m == 0 and n:
@@ -265,7 +266,7 @@ def screen(c: Candidates, idx: list[int] | None = None) -> np.ndarray:
     if idx is None:
         return c.gram
     at = np.asarray(idx, dtype=np.int64)
-    return c.gram[at][:, at]  # rows then columns: several times faster than ``np.ix_``
+    return c.gram[at[:first]][:, at]  # rows then columns: several times faster than ``np.ix_``
 
 
 def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]:
@@ -351,7 +352,7 @@ def _arbitrate(uow: UnitOfWork, c: Candidates, sel: Selection, th: Thresholds, o
         c.vecs[pool],
         th.contradiction_threshold,
         inside=len(chosen),
-        gram=screen(c, pool),
+        gram=screen(c, pool, len(chosen)),  # only pairs touching the envelope are checked
         norms=c.norms[pool],
     )
     pairs = _other_subjects_dropped(uow, c, views, pairs)

@@ -420,10 +420,11 @@ def test_pairs_above_with_the_callers_norms_decides_as_without() -> None:
     float64 copy of every row: the same pairs, on float32 and float64 rows, pools in any order, pairs
     right at the threshold; the public screens give the same groups and contradictions."""
     from crp_stream.core.conflicts import _pairs_above
+    from tests.support.text_rules_before import conflicts as old_conflicts
 
     rng = np.random.default_rng(12)
-    for trial in range(60):
-        n, d = int(rng.integers(2, 150)), int(rng.choice([3, 16, 384]))
+    for trial in range(40):
+        n, d = int(rng.integers(2, 100)), int(rng.choice([3, 16, 384]))
         v = rng.standard_normal((n, d))
         v[n // 2 :] = v[: n - n // 2] + rng.choice([0.0, 1e-9, 0.02, 0.3]) * rng.standard_normal((n - n // 2, d))
         v /= np.linalg.norm(v, axis=1, keepdims=True)
@@ -441,11 +442,20 @@ def test_pairs_above_with_the_callers_norms_decides_as_without() -> None:
                 assert _pairs_above(sub, m, at, strict, norms=all_norms[pool]) == want
                 gram = sub.astype(np.float32) @ sub.astype(np.float32).T
                 assert _pairs_above(sub, m, at, strict, gram=gram, norms=all_norms[pool]) == want
+                for first in (0, 1, m // 3, m, m + 2):  # only pairs touching the first rows
+                    part = {(i, j) for i, j in want if i < first}
+                    assert _pairs_above(sub, m, at, strict, first=first) == part
+                    rows = gram[:first]
+                    assert _pairs_above(sub, m, at, strict, gram=rows, norms=all_norms[pool], first=first) == part
         facts = [fv(str(i), f"Service {i % 5} limit is {i % 3} rps.") for i in range(m)]
         assert same_claim_duplicates(facts, sub, norms=all_norms[pool]) == same_claim_duplicates(facts, sub)
         inside = int(rng.integers(0, m + 1))
-        assert detect_envelope_contradictions(
-            facts, sub, inside=inside, norms=all_norms[pool]
-        ) == detect_envelope_contradictions(facts, sub, inside=inside)
+        want_pairs = old_conflicts.detect_envelope_contradictions(facts, sub, inside=inside)  # before ``first``
+        assert detect_envelope_contradictions(facts, sub, inside=inside) == want_pairs
+        gram = sub.astype(np.float32) @ sub.astype(np.float32).T
+        assert (
+            detect_envelope_contradictions(facts, sub, inside=inside, gram=gram[:inside], norms=all_norms[pool])
+            == want_pairs
+        )
     with pytest.raises(ValueError):
         _pairs_above(np.zeros((2, 3)), 2, 0.9, False, norms=np.zeros(3))
