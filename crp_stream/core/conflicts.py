@@ -375,6 +375,15 @@ def _same_claim(a: FactView, b: FactView) -> bool:
 _KEY_FIELDS = itemgetter(1, 2, 3, 4, 5)  # FactView's text, subject, attribute, value, unit: the arguments below
 # per-fact reads mapped in C over a window's ~250 candidates (no Python frame per fact)
 _TEXT_OF, _SOURCE_OF = itemgetter(1), itemgetter(6)
+_CLAIM_FIELDS = itemgetter(2, 3, 4)  # subject, attribute, value
+_FREE_TEXT = (None, None, None)
+
+
+@memo.text_memo()
+def _normalised(text: str) -> str:
+    """A free-text fact's text as its duplicate key holds it (``_duplicate_keys``): one str argument,
+    so the memo's key is the text itself."""
+    return " ".join(text.casefold().split())
 
 
 @memo.text_memo(2.0, typed=True)
@@ -384,7 +393,7 @@ def _duplicate_keys(
     """The buckets of ``same_claim_duplicates`` a fact falls in (same normalised text and value; same
     claim and value), remembered: a fact is a candidate in window after window."""
     if value is None and not (subject and attribute):  # free text: no claim key, no value
-        return ("text", " ".join(text.casefold().split()), None, None), None
+        return ("text", _normalised(text), None, None), None
     f = FactView(fact_id="", text=text, subject=subject, attribute=attribute, value=value, unit=unit)
     key, val = _claim_key(f), _structured_value(f)
     vtok = None if val is None else (val[0], float(f"{val[1]:.12g}"), val[2], val[3])
@@ -408,18 +417,21 @@ def same_claim_duplicates(
     ``vecs``, ``norms`` their rows' squared norms, if the caller has them (``_pairs_above``).
     """
     n = len(facts)
-    keys = list(starmap(_duplicate_keys, map(_KEY_FIELDS, facts)))  # in C: no Python frame per fact
     pairs = _pairs_above(vecs, n, threshold, strict=False, gram=gram, norms=norms)
-    # the usual case, every text distinct and no structured value: no bucket holds two facts
-    if len({k for k, _v in keys}) < n or any(v is not None for _k, v in keys):
-        buckets: dict[object, list[int]] = {}
-        for i, (text_key, value_key) in enumerate(keys):
-            buckets.setdefault(text_key, []).append(i)
-            if value_key is not None:
-                buckets.setdefault(value_key, []).append(i)
-        for bucket in buckets.values():
-            if len(bucket) > 1:
-                pairs.update((bucket[0], j) for j in bucket[1:])
+    # the usual case, free text only (no subject, attribute or value) and every normalised text
+    # distinct: no bucket holds two facts (``_duplicate_keys``' text keys are then those texts)
+    free = list(map(_CLAIM_FIELDS, facts)).count(_FREE_TEXT) == n
+    if not free or len(set(map(_normalised, map(_TEXT_OF, facts)))) < n:
+        keys = list(starmap(_duplicate_keys, map(_KEY_FIELDS, facts)))  # in C: no Python frame per fact
+        if len({k for k, _v in keys}) < n or any(v is not None for _k, v in keys):
+            buckets: dict[object, list[int]] = {}
+            for i, (text_key, value_key) in enumerate(keys):
+                buckets.setdefault(text_key, []).append(i)
+                if value_key is not None:
+                    buckets.setdefault(value_key, []).append(i)
+            for bucket in buckets.values():
+                if len(bucket) > 1:
+                    pairs.update((bucket[0], j) for j in bucket[1:])
     if not pairs:  # the usual case: every fact alone
         return [[i] for i in range(n)]
     root, members = list(range(n)), {i: [i] for i in range(n)}

@@ -459,3 +459,42 @@ def test_pairs_above_with_the_callers_norms_decides_as_without() -> None:
         )
     with pytest.raises(ValueError):
         _pairs_above(np.zeros((2, 3)), 2, 0.9, False, norms=np.zeros(3))
+
+
+def test_same_claim_duplicates_free_text_fast_path_groups_as_before() -> None:
+    """The free-text shortcut (no subject, attribute or value anywhere and every normalised text
+    distinct: no key bucket) groups as the rule did before it: free texts in case and whitespace
+    variants, facts with a subject, an attribute or a falsy value (0, "", False), near-copies by cosine."""
+    from tests.support.text_rules_before import conflicts as old_conflicts
+
+    rng = np.random.default_rng(26)
+    texts = ["Port is 80.", "port  is 80.", "PORT is 80.", "Port is 8080.", "The cache holds 5 GB.", "Alpha beta."]
+    claims: list[dict[str, object]] = [
+        {},
+        {},
+        {},
+        {"subject": "svc", "attribute": "port", "value": 80},
+        {"subject": "svc"},
+        {"value": 0},
+        {"value": ""},
+        {"value": False},
+        {"subject": "svc", "attribute": "port"},
+    ]
+    for trial in range(200):
+        n = int(rng.integers(1, 12))
+        facts = [
+            fv(str(i), str(rng.choice(texts)) if trial % 3 else f"Fact {i} text.", **claims[int(rng.integers(0, 9))])
+            if trial % 4
+            else fv(str(i), str(texts[i % len(texts)]) + f" {i}")
+            for i in range(n)
+        ]
+        v = rng.standard_normal((n, 8))
+        v[n // 2 :] = v[: n - n // 2] + rng.choice([0.0, 0.01, 1.0]) * rng.standard_normal((n - n // 2, 8))
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        assert same_claim_duplicates(facts, v) == old_conflicts.same_claim_duplicates(facts, v)
+    # free texts equal only once normalised, far apart by cosine: the text bucket groups them
+    facts = [fv("a", "Port is 80."), fv("b", "port  is 80."), fv("c", "Alpha beta.")]
+    assert same_claim_duplicates(facts, np.eye(3)) == [[0, 1], [2]]
+    # a falsy structured value is not free text: its value bucket groups it with its copy
+    facts = [fv("a", "One.", subject="s", attribute="x", value=0), fv("b", "Two.", subject="s", attribute="x", value=0)]
+    assert same_claim_duplicates(facts, np.eye(2)) == [[0, 1]]
