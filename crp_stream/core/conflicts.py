@@ -303,7 +303,13 @@ def resolve_contradiction(a: FactView, b: FactView) -> Resolution:
 
 
 def _pairs_above(
-    vecs: ArrayLike, n: int, threshold: float, strict: bool, gram: NDArray[np.float32] | None = None
+    vecs: ArrayLike,
+    n: int,
+    threshold: float,
+    strict: bool,
+    gram: NDArray[np.float32] | None = None,
+    norms: NDArray[np.float64] | None = None,
+    first: int | None = None,
 ) -> set[tuple[int, int]]:
     """Index pairs i < j whose cosine is above (strict) or at least the threshold, exactly as decided
     by the float64 matmul ``v @ v.T``.
@@ -311,20 +317,33 @@ def _pairs_above(
     Screened by a float32 matmul (a few times cheaper) with a margin above its rounding error, so no
     pair is missed; each screened pair's float64 dot decides, unless it lies within float64 rounding
     of the threshold, where the matmul itself decides. ``gram``: that float32 matmul, computed by the
-    caller in any summation order (the margin bounds the error of every order).
+    caller in any summation order (the margin bounds the error of every order). ``norms``: the rows'
+    squared norms as ``np.einsum("ij,ij->i", v, v)`` gives them on ``vecs`` as float64, if the caller
+    has them; then only the screened rows are converted to float64 (most candidates have no pair).
+    ``first``: only the pairs whose i < first (a given ``gram`` may then hold only those rows).
     """
-    v = np.asarray(vecs, dtype=np.float64)
+    if norms is None:
+        v = np.asarray(vecs, dtype=np.float64)
+    else:  # float64 only where needed: the same values, row by row
+        v = np.asarray(vecs)
+        if norms.shape != (v.shape[0],):
+            raise ValueError("norms must be (len(facts),)")
     if n == 0:
         return set()
     if v.ndim != 2 or v.shape[0] != n:
         raise ValueError("vecs must be (len(facts), dim)")
     dim = v.shape[1]
-    scale = max(float(np.max(np.einsum("ij,ij->i", v, v))), 1e-30)  # bounds |a||b| for every pair
+    if norms is None:
+        norms = np.einsum("ij,ij->i", v, v)
+    scale = max(float(np.max(norms)), 1e-30)  # bounds |a||b| for every pair
+    top = n if first is None else max(0, min(first, n))
     if gram is None:
         v32 = v.astype(np.float32)
-        gram = v32 @ v32.T
-    elif gram.shape != (n, n):
-        raise ValueError("gram must be (len(facts), len(facts))")
+        gram = v32 @ v32.T if top == n else v32[:top] @ v32.T
+    elif gram.shape == (n, n):
+        gram = gram[:top]
+    elif gram.shape != (top, n):
+        raise ValueError("gram must be (len(facts), len(facts)) or, with first, (first, len(facts))")
     near = gram >= threshold - 2.0 * (dim + 4) * 2.0**-24 * scale
     np.fill_diagonal(near, False)
     some = np.flatnonzero(near.any(axis=1))  # few rows have any: scan only those
@@ -334,11 +353,13 @@ def _pairs_above(
     screen = np.stack([rows[upper], cols[upper]], axis=1)
     if screen.size == 0:
         return set()
-    dots = np.einsum("ij,ij->i", v[screen[:, 0]], v[screen[:, 1]])
+    a, b = (np.asarray(v[screen[:, k]], dtype=np.float64) for k in (0, 1))
+    dots = np.einsum("ij,ij->i", a, b)
     if np.any(np.abs(dots - threshold) <= 4.0 * (dim + 4) * 2.0**-53 * scale):
-        full = v @ v.T
+        v = np.asarray(vecs, dtype=np.float64)
+        full = v @ v.T  # every pair, as without ``first``: the same decisions
         hit = (full > threshold) if strict else (full >= threshold)
-        return {(int(i), int(j)) for i, j in np.argwhere(np.triu(hit, k=1))}
+        return {(int(i), int(j)) for i, j in np.argwhere(np.triu(hit, k=1)) if i < top}
     keep = (dots > threshold) if strict else (dots >= threshold)
     return {(int(i), int(j)) for i, j in screen[keep]}
 
@@ -352,6 +373,17 @@ def _same_claim(a: FactView, b: FactView) -> bool:
 
 
 _KEY_FIELDS = itemgetter(1, 2, 3, 4, 5)  # FactView's text, subject, attribute, value, unit: the arguments below
+# per-fact reads mapped in C over a window's ~250 candidates (no Python frame per fact)
+_TEXT_OF, _SOURCE_OF = itemgetter(1), itemgetter(6)
+_CLAIM_FIELDS = itemgetter(2, 3, 4)  # subject, attribute, value
+_FREE_TEXT = (None, None, None)
+
+
+@memo.text_memo()
+def _normalised(text: str) -> str:
+    """A free-text fact's text as its duplicate key holds it (``_duplicate_keys``): one str argument,
+    so the memo's key is the text itself."""
+    return " ".join(text.casefold().split())
 
 
 @memo.text_memo(2.0, typed=True)
@@ -361,7 +393,7 @@ def _duplicate_keys(
     """The buckets of ``same_claim_duplicates`` a fact falls in (same normalised text and value; same
     claim and value), remembered: a fact is a candidate in window after window."""
     if value is None and not (subject and attribute):  # free text: no claim key, no value
-        return ("text", " ".join(text.casefold().split()), None, None), None
+        return ("text", _normalised(text), None, None), None
     f = FactView(fact_id="", text=text, subject=subject, attribute=attribute, value=value, unit=unit)
     key, val = _claim_key(f), _structured_value(f)
     vtok = None if val is None else (val[0], float(f"{val[1]:.12g}"), val[2], val[3])
@@ -374,6 +406,7 @@ def same_claim_duplicates(
     vecs: ArrayLike,
     threshold: float = DEFAULT_DUPLICATE_THRESHOLD,
     gram: NDArray[np.float32] | None = None,
+    norms: NDArray[np.float64] | None = None,
 ) -> list[list[int]]:
     """SPEC-027 §2 (crp-stream): group facts asserting the SAME value, e.g. 47 identical readings.
 
@@ -381,21 +414,24 @@ def same_claim_duplicates(
     threshold; two groups join only if no cross pair differs in value or numbers (complete linkage).
     Returned as a partition (singletons too), each sorted, ordered by first index; the processor
     collapses a group into one entry with ``support`` = its size. ``gram``: the float32 cosines of
-    ``vecs``, if the caller has them (``_pairs_above``).
+    ``vecs``, ``norms`` their rows' squared norms, if the caller has them (``_pairs_above``).
     """
     n = len(facts)
-    keys = list(starmap(_duplicate_keys, map(_KEY_FIELDS, facts)))  # in C: no Python frame per fact
-    pairs = _pairs_above(vecs, n, threshold, strict=False, gram=gram)
-    # the usual case, every text distinct and no structured value: no bucket holds two facts
-    if len({k for k, _v in keys}) < n or any(v is not None for _k, v in keys):
-        buckets: dict[object, list[int]] = {}
-        for i, (text_key, value_key) in enumerate(keys):
-            buckets.setdefault(text_key, []).append(i)
-            if value_key is not None:
-                buckets.setdefault(value_key, []).append(i)
-        for bucket in buckets.values():
-            if len(bucket) > 1:
-                pairs.update((bucket[0], j) for j in bucket[1:])
+    pairs = _pairs_above(vecs, n, threshold, strict=False, gram=gram, norms=norms)
+    # the usual case, free text only (no subject, attribute or value) and every normalised text
+    # distinct: no bucket holds two facts (``_duplicate_keys``' text keys are then those texts)
+    free = list(map(_CLAIM_FIELDS, facts)).count(_FREE_TEXT) == n
+    if not free or len(set(map(_normalised, map(_TEXT_OF, facts)))) < n:
+        keys = list(starmap(_duplicate_keys, map(_KEY_FIELDS, facts)))  # in C: no Python frame per fact
+        if len({k for k, _v in keys}) < n or any(v is not None for _k, v in keys):
+            buckets: dict[object, list[int]] = {}
+            for i, (text_key, value_key) in enumerate(keys):
+                buckets.setdefault(text_key, []).append(i)
+                if value_key is not None:
+                    buckets.setdefault(value_key, []).append(i)
+            for bucket in buckets.values():
+                if len(bucket) > 1:
+                    pairs.update((bucket[0], j) for j in bucket[1:])
     if not pairs:  # the usual case: every fact alone
         return [[i] for i in range(n)]
     root, members = list(range(n)), {i: [i] for i in range(n)}
@@ -420,6 +456,7 @@ def detect_envelope_contradictions(
     pair_threshold: float = DEFAULT_PAIR_THRESHOLD,
     inside: int | None = None,
     gram: NDArray[np.float32] | None = None,
+    norms: NDArray[np.float64] | None = None,
 ) -> list[tuple[int, int, str]]:
     """SPEC-027 §2.2: pairs ``(i, j, pattern)``, i < j, of selected facts that contradict each other.
 
@@ -427,11 +464,11 @@ def detect_envelope_contradictions(
     carry the same (subject, attribute) or come from different sources and share most of their
     words (``near_copy_pairs``, issue 14); it is reported when ``values_conflict`` finds a pattern.
     With ``inside`` = n, facts from index n on are candidates outside the envelope: only their pairs
-    with the first n are checked (a copy the envelope left out is still found). ``gram``: as for
-    ``same_claim_duplicates``.
+    with the first n are checked (a copy the envelope left out is still found). ``gram``, ``norms``: as
+    for ``same_claim_duplicates`` (with ``inside``, ``gram`` may hold only the first n rows).
     """
-    candidates = _pairs_above(vecs, len(facts), pair_threshold, strict=True, gram=gram)
-    candidates |= near_copy_pairs([f.text for f in facts], [f.source for f in facts], inside)
+    candidates = _pairs_above(vecs, len(facts), pair_threshold, strict=True, gram=gram, norms=norms, first=inside)
+    candidates |= near_copy_pairs(list(map(_TEXT_OF, facts)), list(map(_SOURCE_OF, facts)), inside)
     by_key: dict[tuple[str, str] | None, list[int]] = {}
     for i, f in enumerate(facts):
         if f.subject and f.attribute:  # else no key (``_claim_key``): most facts are free text

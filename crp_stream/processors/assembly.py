@@ -59,6 +59,7 @@ class Candidates:
     gram: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))  # see ``screen``
     importance: np.ndarray = field(default_factory=lambda: np.zeros(0))  # ``rows[i]["importance"]`` as floats
     index: dict[str, int] = field(default_factory=dict)  # fact id -> its position in ``ids``
+    norms: np.ndarray = field(default_factory=lambda: np.zeros(0))  # rows' squared norms (``_pairs_above``)
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,8 @@ def _extend(c: Candidates, b: Batch, v64: np.ndarray | None = None) -> None:
     c.rows.extend(rows)
     c.importance = np.concatenate([c.importance, cols.importance])
     c.vecs = np.vstack([c.vecs, vecs]) if c.vecs.size else vecs
+    # once per candidate, for both screens' scale (row by row as ``core.conflicts`` computes it)
+    c.norms = np.concatenate([c.norms, np.einsum("ij,ij->i", v64, v64)])
     c.relevance = np.concatenate([c.relevance, sig.relevance])
     c.pull = np.concatenate([c.pull, sig.residual_pull])
     c.novelty = np.concatenate([c.novelty, sig.novelty])
@@ -246,9 +249,10 @@ def _extend(c: Candidates, b: Batch, v64: np.ndarray | None = None) -> None:
     c.views.extend(map(_NEW_VIEW, map(tuple.__add__, map(_VIEW_HEAD, rows) if heads is None else heads, tails)))
 
 
-def screen(c: Candidates, idx: list[int] | None = None) -> np.ndarray:
-    """The float32 cosines of the candidates (of ``idx``), the screen ``core.conflicts`` would compute
-    for duplicates and contradictions alike: one product per request, extended as candidates join."""
+def screen(c: Candidates, idx: list[int] | None = None, first: int | None = None) -> np.ndarray:
+    """The float32 cosines of the candidates (of ``idx``; ``first``: only its first rows), the screen
+    ``core.conflicts`` would compute for duplicates and contradictions alike: one product per request,
+    extended as candidates join."""
     n, m = c.vecs.shape[0], c.gram.shape[0]
     v = c.vecs.astype(np.float32, copy=False)
     if m == 0 and n:
@@ -262,7 +266,7 @@ def screen(c: Candidates, idx: list[int] | None = None) -> np.ndarray:
     if idx is None:
         return c.gram
     at = np.asarray(idx, dtype=np.int64)
-    return c.gram[at][:, at]  # rows then columns: several times faster than ``np.ix_``
+    return c.gram[at[:first]][:, at]  # rows then columns: several times faster than ``np.ix_``
 
 
 def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]:
@@ -272,7 +276,7 @@ def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]
     """
     if not c.ids:
         return [], {}
-    groups = conflicts.same_claim_duplicates(c.views, c.vecs, gram=screen(c))
+    groups = conflicts.same_claim_duplicates(c.views, c.vecs, gram=screen(c), norms=c.norms)
     c.support[:] = 1  # the groups partition the candidates: most are singletons
     if len(groups) == len(c.ids):  # the usual case: every fact alone
         return list(range(len(c.ids))), {}
@@ -344,7 +348,12 @@ def _arbitrate(uow: UnitOfWork, c: Candidates, sel: Selection, th: Thresholds, o
     pool = listed + sorted(m for m, r in c.twins.items() if r in reps and m not in sel.suppressed)
     views = list(map(c.views.__getitem__, pool))
     pairs = conflicts.detect_envelope_contradictions(
-        views, c.vecs[pool], th.contradiction_threshold, inside=len(chosen), gram=screen(c, pool)
+        views,
+        c.vecs[pool],
+        th.contradiction_threshold,
+        inside=len(chosen),
+        gram=screen(c, pool, len(chosen)),  # only pairs touching the envelope are checked
+        norms=c.norms[pool],
     )
     pairs = _other_subjects_dropped(uow, c, views, pairs)
     seen: set[frozenset[int]] = set()  # one pair per two representatives (the first found)

@@ -413,3 +413,88 @@ def test_pairs_above_decides_every_pair_as_the_float64_matmul() -> None:
         for strict in (False, True):
             want = {(int(i), int(j)) for i, j in np.argwhere(np.triu(sims > at if strict else sims >= at, k=1))}
             assert _pairs_above(v, n, at, strict) == want
+
+
+def test_pairs_above_with_the_callers_norms_decides_as_without() -> None:
+    """``norms`` (the rows' squared norms, as the envelope keeps them per candidate) only skips the
+    float64 copy of every row: the same pairs, on float32 and float64 rows, pools in any order, pairs
+    right at the threshold; the public screens give the same groups and contradictions."""
+    from crp_stream.core.conflicts import _pairs_above
+    from tests.support.text_rules_before import conflicts as old_conflicts
+
+    rng = np.random.default_rng(12)
+    for trial in range(40):
+        n, d = int(rng.integers(2, 100)), int(rng.choice([3, 16, 384]))
+        v = rng.standard_normal((n, d))
+        v[n // 2 :] = v[: n - n // 2] + rng.choice([0.0, 1e-9, 0.02, 0.3]) * rng.standard_normal((n - n // 2, d))
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        v *= rng.choice([1.0, 1.0 + 1e-7, 3.0])
+        if trial % 2:
+            v = v.astype(np.float32)
+        all_norms = np.einsum("ij,ij->i", np.asarray(v, np.float64), np.asarray(v, np.float64))
+        pool = rng.permutation(n)[: int(rng.integers(2, n + 1))]  # as ``_arbitrate`` takes rows
+        sub = v[pool]
+        sims = np.asarray(sub, np.float64) @ np.asarray(sub, np.float64).T
+        m = len(pool)
+        for at in (float(sims[0, m - 1]), 0.97, 0.85):
+            for strict in (False, True):
+                want = _pairs_above(sub, m, at, strict)
+                assert _pairs_above(sub, m, at, strict, norms=all_norms[pool]) == want
+                gram = sub.astype(np.float32) @ sub.astype(np.float32).T
+                assert _pairs_above(sub, m, at, strict, gram=gram, norms=all_norms[pool]) == want
+                for first in (0, 1, m // 3, m, m + 2):  # only pairs touching the first rows
+                    part = {(i, j) for i, j in want if i < first}
+                    assert _pairs_above(sub, m, at, strict, first=first) == part
+                    rows = gram[:first]
+                    assert _pairs_above(sub, m, at, strict, gram=rows, norms=all_norms[pool], first=first) == part
+        facts = [fv(str(i), f"Service {i % 5} limit is {i % 3} rps.") for i in range(m)]
+        assert same_claim_duplicates(facts, sub, norms=all_norms[pool]) == same_claim_duplicates(facts, sub)
+        inside = int(rng.integers(0, m + 1))
+        want_pairs = old_conflicts.detect_envelope_contradictions(facts, sub, inside=inside)  # before ``first``
+        assert detect_envelope_contradictions(facts, sub, inside=inside) == want_pairs
+        gram = sub.astype(np.float32) @ sub.astype(np.float32).T
+        assert (
+            detect_envelope_contradictions(facts, sub, inside=inside, gram=gram[:inside], norms=all_norms[pool])
+            == want_pairs
+        )
+    with pytest.raises(ValueError):
+        _pairs_above(np.zeros((2, 3)), 2, 0.9, False, norms=np.zeros(3))
+
+
+def test_same_claim_duplicates_free_text_fast_path_groups_as_before() -> None:
+    """The free-text shortcut (no subject, attribute or value anywhere and every normalised text
+    distinct: no key bucket) groups as the rule did before it: free texts in case and whitespace
+    variants, facts with a subject, an attribute or a falsy value (0, "", False), near-copies by cosine."""
+    from tests.support.text_rules_before import conflicts as old_conflicts
+
+    rng = np.random.default_rng(26)
+    texts = ["Port is 80.", "port  is 80.", "PORT is 80.", "Port is 8080.", "The cache holds 5 GB.", "Alpha beta."]
+    claims: list[dict[str, object]] = [
+        {},
+        {},
+        {},
+        {"subject": "svc", "attribute": "port", "value": 80},
+        {"subject": "svc"},
+        {"value": 0},
+        {"value": ""},
+        {"value": False},
+        {"subject": "svc", "attribute": "port"},
+    ]
+    for trial in range(200):
+        n = int(rng.integers(1, 12))
+        facts = [
+            fv(str(i), str(rng.choice(texts)) if trial % 3 else f"Fact {i} text.", **claims[int(rng.integers(0, 9))])
+            if trial % 4
+            else fv(str(i), str(texts[i % len(texts)]) + f" {i}")
+            for i in range(n)
+        ]
+        v = rng.standard_normal((n, 8))
+        v[n // 2 :] = v[: n - n // 2] + rng.choice([0.0, 0.01, 1.0]) * rng.standard_normal((n - n // 2, 8))
+        v /= np.linalg.norm(v, axis=1, keepdims=True)
+        assert same_claim_duplicates(facts, v) == old_conflicts.same_claim_duplicates(facts, v)
+    # free texts equal only once normalised, far apart by cosine: the text bucket groups them
+    facts = [fv("a", "Port is 80."), fv("b", "port  is 80."), fv("c", "Alpha beta.")]
+    assert same_claim_duplicates(facts, np.eye(3)) == [[0, 1], [2]]
+    # a falsy structured value is not free text: its value bucket groups it with its copy
+    facts = [fv("a", "One.", subject="s", attribute="x", value=0), fv("b", "Two.", subject="s", attribute="x", value=0)]
+    assert same_claim_duplicates(facts, np.eye(2)) == [[0, 1]]
