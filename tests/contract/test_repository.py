@@ -122,6 +122,39 @@ def test_migration_0005_adds_the_facts_by_document_and_candidates_by_claim_index
     assert "ix_quarantine_candidates_claim_key" in indexes("quarantine_candidates")
 
 
+def test_migration_0006_clusters_edges_by_their_key_on_sqlite_and_keeps_every_row(engine: Engine) -> None:
+    """Ingest writes and reads edges by (src, dst, kind): on SQLite the table is one B-tree by that
+    key (no rowid, no second index); down and up again, every row and the key stay."""
+    rows = [("b", "a", 0.5, "similarity"), ("a", "b", 0.5, "similarity"), ("a", "b", 1.0, "adjacency")]
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM edges"))
+        for r in rows:
+            conn.execute(
+                text("INSERT INTO edges (src, dst, weight, kind) VALUES (:s, :d, :w, :k)"), dict(zip("sdwk", r))
+            )
+
+    def state() -> tuple[list[tuple[Any, ...]], list[str], bool]:
+        with engine.connect() as conn:
+            got = [
+                tuple(r) for r in conn.execute(text("SELECT src, dst, weight, kind FROM edges ORDER BY src, dst, kind"))
+            ]
+            ddl = ""
+            if engine.dialect.name == "sqlite":
+                ddl = str(conn.execute(text("SELECT sql FROM sqlite_master WHERE name = 'edges'")).scalar_one())
+        key = list(inspect(engine).get_pk_constraint("edges")["constrained_columns"])
+        return got, key, "WITHOUT ROWID" in ddl.upper()
+
+    expected = sorted(rows, key=lambda r: (r[0], r[1], r[3]))
+    assert state() == (expected, ["src", "dst", "kind"], engine.dialect.name == "sqlite")
+    db.downgrade(engine, "0005")
+    assert state() == (expected, ["src", "dst", "kind"], False)
+    db.upgrade(engine)
+    assert state() == (expected, ["src", "dst", "kind"], engine.dialect.name == "sqlite")
+    with engine.begin() as conn:  # the key still refuses a second row of one kind
+        with pytest.raises(DBAPIError):
+            conn.execute(text("INSERT INTO edges (src, dst, weight, kind) VALUES ('a', 'b', 0.1, 'similarity')"))
+
+
 def test_fact_insert_is_idempotent_and_status_changes(engine: Engine) -> None:
     with engine.begin() as conn:
         repo = Repository(conn)
