@@ -169,6 +169,38 @@ def test_fact_insert_is_idempotent_and_status_changes(engine: Engine) -> None:
         assert repo.fact_counts() == [("s", "active", 1), ("s", "stale", 1)]
 
 
+def test_ingest_per_document_reads_and_source_touch_on_the_driver_match_sqlalchemy(engine: Engine) -> None:
+    """``existing_fact_ids``, ``document_facts`` and ``touch_source`` run on the driver (once per
+    document): the same values and types as the SQLAlchemy statements they replace."""
+    from sqlalchemy import select
+
+    from crp_stream.fabric import tables as t
+
+    ids = [f"f{i:04d}" for i in range(1200)]  # more than one chunk of 500
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.insert_facts([fact(f, document_id="d1" if i % 3 else "d2", position=i) for i, f in enumerate(ids)])
+        repo.touch_source("s", "official", 0.75, 10)
+        repo.touch_source("s", "news", 0.5, 20)
+        repo.touch_source("t", "news", 0.25, 30)
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        asked = [*ids[::2], "zz", ids[0]]
+        assert repo.existing_fact_ids(asked) == {f for f in ids[::2]}
+        assert repo.existing_fact_ids([]) == set()
+        f = t.facts.c
+        q = select(f.fact_id, f.position, f.status).where((f.source == "s") & (f.document_id == "d2"))
+        want = sorted((dict(r._mapping) for r in conn.execute(q)), key=lambda r: r["fact_id"])
+        got = sorted(repo.document_facts("s", "d2"), key=lambda r: r["fact_id"])
+        assert got == want and len(got) == 400
+        assert [type(v) for v in got[0].values()] == [type(v) for v in want[0].values()]
+        assert repo.document_facts("s", "none") == []
+        sources = [
+            (r["source"], r["source_type"], r["trust"], r["first_seen_us"], r["last_seen_us"]) for r in repo.sources()
+        ]
+        assert sources == [("s", "news", 0.5, 10, 20), ("t", "news", 0.25, 30, 30)]
+
+
 def test_offsets_and_processed_ids_commit_with_the_transaction(engine: Engine) -> None:
     with pytest.raises(RuntimeError), engine.begin() as conn:
         repo = Repository(conn)
