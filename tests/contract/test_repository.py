@@ -130,7 +130,8 @@ def test_migration_0006_clusters_edges_by_their_key_on_sqlite_and_keeps_every_ro
         conn.execute(text("DELETE FROM edges"))
         for r in rows:
             conn.execute(
-                text("INSERT INTO edges (src, dst, weight, kind) VALUES (:s, :d, :w, :k)"), dict(zip("sdwk", r))
+                text("INSERT INTO edges (src, dst, weight, kind) VALUES (:s, :d, :w, :k)"),
+                dict(zip("sdwk", r, strict=True)),
             )
 
     def state() -> tuple[list[tuple[Any, ...]], list[str], bool]:
@@ -150,9 +151,8 @@ def test_migration_0006_clusters_edges_by_their_key_on_sqlite_and_keeps_every_ro
     assert state() == (expected, ["src", "dst", "kind"], False)
     db.upgrade(engine)
     assert state() == (expected, ["src", "dst", "kind"], engine.dialect.name == "sqlite")
-    with engine.begin() as conn:  # the key still refuses a second row of one kind
-        with pytest.raises(DBAPIError):
-            conn.execute(text("INSERT INTO edges (src, dst, weight, kind) VALUES ('a', 'b', 0.1, 'similarity')"))
+    with engine.begin() as conn, pytest.raises(DBAPIError):  # the key still refuses a second row of one kind
+        conn.execute(text("INSERT INTO edges (src, dst, weight, kind) VALUES ('a', 'b', 0.1, 'similarity')"))
 
 
 def test_fact_insert_is_idempotent_and_status_changes(engine: Engine) -> None:
