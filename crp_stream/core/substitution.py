@@ -38,7 +38,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from difflib import SequenceMatcher
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from crp_stream.core import memo
 from crp_stream.core.polarity import FlipSignature, combined, conditional_last, flip_signature, may_flip, polarity_flip
@@ -105,21 +105,23 @@ class Substitution(NamedTuple):
     swapped: bool = False  # two arguments of an asymmetric relation exchanged (``_argument_swap``)
 
 
+_CONTRACTED: Final = {"can't": "can", "won't": "will", "shan't": "shall"}
+
+
 @memo.text_memo()
 def _tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(lower-cased tokens, original tokens); "isn't" -> "is" + "n't", trailing dots dropped."""
     low: list[str] = []
     orig: list[str] = []
-    for m in _TOKEN.finditer(text.replace("’", "'")):
-        w = m.group(0)
+    # ``findall``: the pattern has no group, so each item is a whole match, without a Match object
+    for w in _TOKEN.findall(text.replace("’", "'")):
         if w.endswith(".") and not _ABBREVIATION.fullmatch(w):  # keep "U.S.", drop a full stop
             w = w.rstrip(".")
         if not w:
             continue
         lw = w.lower()
         if lw.endswith("n't") and len(lw) > 3:
-            base = {"can't": "can", "won't": "will", "shan't": "shall"}.get(lw, lw[:-3])
-            low += [base, "n't"]
+            low += [_CONTRACTED.get(lw, lw[:-3]), "n't"]
             orig += [w, ""]
         elif lw == "cannot":
             low += ["can", "n't"]

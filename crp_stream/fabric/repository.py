@@ -196,15 +196,15 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
 
     # sources ----------------------------------------------------------------------------------
     def touch_source(self, source: str, source_type: str, trust: float, at_us: int) -> None:
-        tbl = t.sources
-        res = self.conn.execute(
-            update(tbl).where(tbl.c.source == source).values(trust=trust, source_type=source_type, last_seen_us=at_us)
+        # on the driver: once per document, where SQLAlchemy's statement handling cost more than SQLite's
+        changed = self._execute(
+            "UPDATE sources SET trust = ?, source_type = ?, last_seen_us = ? WHERE source = ?",
+            (trust, source_type, at_us, source),
         )
-        if res.rowcount == 0:
-            self.conn.execute(
-                tbl.insert().values(
-                    source=source, source_type=source_type, trust=trust, first_seen_us=at_us, last_seen_us=at_us
-                )
+        if changed == 0:
+            self._execute(
+                "INSERT INTO sources (source, source_type, trust, first_seen_us, last_seen_us) VALUES (?, ?, ?, ?, ?)",
+                (source, source_type, trust, at_us, at_us),
             )
 
     def sources(self) -> list[SourceRow]:
@@ -215,11 +215,7 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
     def existing_fact_ids(self, fact_ids: Sequence[str]) -> set[str]:
         if not fact_ids:
             return set()
-        out: set[str] = set()
-        for i in range(0, len(fact_ids), 500):
-            chunk = fact_ids[i : i + 500]
-            out.update(self.conn.execute(select(t.facts.c.fact_id).where(t.facts.c.fact_id.in_(chunk))).scalars())
-        return out
+        return {r[0] for r in self._select_in(("fact_id",), "facts", "fact_id", fact_ids)}  # once per document
 
     def insert_facts(self, rows: Sequence[FactRow]) -> None:
         inserted = self._insert_ignore(t.facts, rows, ["fact_id"])
@@ -282,10 +278,9 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         return [cast(FactRow, dict(zip(_FACT_COLUMNS, r, strict=True))) for r in found]
 
     def document_facts(self, source: str, document_id: str) -> list[FactRow]:
-        q = select(t.facts.c.fact_id, t.facts.c.position, t.facts.c.status).where(
-            (t.facts.c.source == source) & (t.facts.c.document_id == document_id)
-        )
-        return [cast(FactRow, dict(r._mapping)) for r in self.conn.execute(q)]
+        cols = ("fact_id", "position", "status")  # on the driver: read once per document
+        found = self._select_where(cols, "facts", (("source", source), ("document_id", document_id)))
+        return [cast(FactRow, dict(zip(cols, r, strict=True))) for r in found]
 
     def set_fact_status(self, fact_ids: Sequence[str], status: str) -> int:
         """The only write of ``facts.status``; it moves the meta counter ``facts_generation``, by which

@@ -86,6 +86,7 @@ edges = Table(
     Column("dst", ID, primary_key=True),
     Column("weight", Float, nullable=False),
     Column("kind", String(16), primary_key=True, server_default="similarity"),  # core.graph_rank.EDGE_KINDS
+    sqlite_with_rowid=False,  # one B-tree by the key: ingest writes and reads edges by it (migration 0006)
 )
 
 # Documents with a title or section (issue 11): a text that names a title links to the lead fact.

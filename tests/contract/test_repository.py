@@ -122,6 +122,39 @@ def test_migration_0005_adds_the_facts_by_document_and_candidates_by_claim_index
     assert "ix_quarantine_candidates_claim_key" in indexes("quarantine_candidates")
 
 
+def test_migration_0006_clusters_edges_by_their_key_on_sqlite_and_keeps_every_row(engine: Engine) -> None:
+    """Ingest writes and reads edges by (src, dst, kind): on SQLite the table is one B-tree by that
+    key (no rowid, no second index); down and up again, every row and the key stay."""
+    rows = [("b", "a", 0.5, "similarity"), ("a", "b", 0.5, "similarity"), ("a", "b", 1.0, "adjacency")]
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM edges"))
+        for r in rows:
+            conn.execute(
+                text("INSERT INTO edges (src, dst, weight, kind) VALUES (:s, :d, :w, :k)"),
+                dict(zip("sdwk", r, strict=True)),
+            )
+
+    def state() -> tuple[list[tuple[Any, ...]], list[str], bool]:
+        with engine.connect() as conn:
+            got = [
+                tuple(r) for r in conn.execute(text("SELECT src, dst, weight, kind FROM edges ORDER BY src, dst, kind"))
+            ]
+            ddl = ""
+            if engine.dialect.name == "sqlite":
+                ddl = str(conn.execute(text("SELECT sql FROM sqlite_master WHERE name = 'edges'")).scalar_one())
+        key = list(inspect(engine).get_pk_constraint("edges")["constrained_columns"])
+        return got, key, "WITHOUT ROWID" in ddl.upper()
+
+    expected = sorted(rows, key=lambda r: (r[0], r[1], r[3]))
+    assert state() == (expected, ["src", "dst", "kind"], engine.dialect.name == "sqlite")
+    db.downgrade(engine, "0005")
+    assert state() == (expected, ["src", "dst", "kind"], False)
+    db.upgrade(engine)
+    assert state() == (expected, ["src", "dst", "kind"], engine.dialect.name == "sqlite")
+    with engine.begin() as conn, pytest.raises(DBAPIError):  # the key still refuses a second row of one kind
+        conn.execute(text("INSERT INTO edges (src, dst, weight, kind) VALUES ('a', 'b', 0.1, 'similarity')"))
+
+
 def test_fact_insert_is_idempotent_and_status_changes(engine: Engine) -> None:
     with engine.begin() as conn:
         repo = Repository(conn)
@@ -134,6 +167,38 @@ def test_fact_insert_is_idempotent_and_status_changes(engine: Engine) -> None:
         repo.set_fact_status(["a"], "stale")
         assert [f["fact_id"] for f in repo.facts_for_claim("x|y")] == ["a"]
         assert repo.fact_counts() == [("s", "active", 1), ("s", "stale", 1)]
+
+
+def test_ingest_per_document_reads_and_source_touch_on_the_driver_match_sqlalchemy(engine: Engine) -> None:
+    """``existing_fact_ids``, ``document_facts`` and ``touch_source`` run on the driver (once per
+    document): the same values and types as the SQLAlchemy statements they replace."""
+    from sqlalchemy import select
+
+    from crp_stream.fabric import tables as t
+
+    ids = [f"f{i:04d}" for i in range(1200)]  # more than one chunk of 500
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.insert_facts([fact(f, document_id="d1" if i % 3 else "d2", position=i) for i, f in enumerate(ids)])
+        repo.touch_source("s", "official", 0.75, 10)
+        repo.touch_source("s", "news", 0.5, 20)
+        repo.touch_source("t", "news", 0.25, 30)
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        asked = [*ids[::2], "zz", ids[0]]
+        assert repo.existing_fact_ids(asked) == {f for f in ids[::2]}
+        assert repo.existing_fact_ids([]) == set()
+        f = t.facts.c
+        q = select(f.fact_id, f.position, f.status).where((f.source == "s") & (f.document_id == "d2"))
+        want = sorted((dict(r._mapping) for r in conn.execute(q)), key=lambda r: r["fact_id"])
+        got = sorted(repo.document_facts("s", "d2"), key=lambda r: r["fact_id"])
+        assert got == want and len(got) == 400
+        assert [type(v) for v in got[0].values()] == [type(v) for v in want[0].values()]
+        assert repo.document_facts("s", "none") == []
+        sources = [
+            (r["source"], r["source_type"], r["trust"], r["first_seen_us"], r["last_seen_us"]) for r in repo.sources()
+        ]
+        assert sources == [("s", "news", 0.5, 10, 20), ("t", "news", 0.25, 30, 30)]
 
 
 def test_offsets_and_processed_ids_commit_with_the_transaction(engine: Engine) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from crp_stream.core.conflicts import ENTITY_SUBSTITUTED, NEGATION_FLIP, NUMBER_CHANGED, FactView, values_conflict
 from crp_stream.core.copied_statements import admit_copies, copied_statement_conflict, slot_claim, uniqueness_predicate
 from crp_stream.core.sibling_titles import numbered_sibling_titles
@@ -227,3 +230,43 @@ def test_reworded_statements_without_a_denial_are_not_flips() -> None:
         ("Keith Richards plays a captain in 1999.", "In 2003 Keith Richards does not play a captain."),
     ]:
         assert copied_statement_conflict(a, b, same_source=False) is None, (a, b)
+
+
+def _tokens_by_match(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``substitution._tokens`` as it was written before ``findall``: one Match object per token."""
+    from crp_stream.core import substitution as sub
+
+    low: list[str] = []
+    orig: list[str] = []
+    for m in sub._TOKEN.finditer(text.replace("’", "'")):
+        w = m.group(0)
+        if w.endswith(".") and not sub._ABBREVIATION.fullmatch(w):
+            w = w.rstrip(".")
+        if not w:
+            continue
+        lw = w.lower()
+        if lw.endswith("n't") and len(lw) > 3:
+            base = {"can't": "can", "won't": "will", "shan't": "shall"}.get(lw, lw[:-3])
+            low += [base, "n't"]
+            orig += [w, ""]
+        elif lw == "cannot":
+            low += ["can", "n't"]
+            orig += [w, ""]
+        else:
+            low.append(lw.replace(",", "") if lw[:1].isdigit() else lw)
+            orig.append(w)
+    return tuple(low), tuple(orig)
+
+
+_PIECES = st.sampled_from(
+    ["a", "Z", "U.S.", "n't", "can't", "Won't", "cannot", "1", "2,5", "3.75", "10%", "²", "Σ", "é", "_", "-", ".",
+     ",", "'", "’", " ", "  ", "isn't", "e.g.", "x-ray", "(", ")", "İ", "ß"]
+)  # fmt: skip
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_PIECES, max_size=30).map("".join) | st.text(max_size=40))
+def test_tokens_are_the_tokens_of_one_match_object_per_token(text: str) -> None:
+    from crp_stream.core import substitution as sub
+
+    assert sub._tokens.__wrapped__(text) == _tokens_by_match(text)  # type: ignore[attr-defined]
