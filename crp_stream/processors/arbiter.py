@@ -221,7 +221,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
             return None
         # most records leave the verdict as it was: proved from the views alone (``verdict_kept``), or
         # evaluated without its reason text, which is built only when the verdict acts
-        kept = memo.get(_KEPT)
+        kept: tuple[tuple[PartitionView, ...], Verdict, str] | None = memo.get(_KEPT)
         if kept is not None and kept[1].claim == key and verdict_kept(kept[1], kept[0], views):
             verdict, fingerprint = kept[1], kept[2]
         else:
