@@ -51,7 +51,9 @@ def verdict_kept(verdict: Verdict, before: Sequence[PartitionView], after: Seque
     (several divergent values) changes, and neither fingerprint covers anything else of the views."""
     kind = verdict.kind
     if verdict.other_divergent_values or (
-        kind != STALE_HIGH_TRUST and kind != DRIFT_UNDETERMINED and (kind != CONSENSUS_OK or verdict.divergent_value)
+        kind != STALE_HIGH_TRUST
+        and kind != DRIFT_UNDETERMINED
+        and (kind != CONSENSUS_OK or verdict.divergent_value is not None)  # the lagging rule's: history
     ):
         return False
     high_source = verdict.high_trust_source

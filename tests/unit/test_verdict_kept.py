@@ -33,7 +33,7 @@ steps = st.lists(
             st.sampled_from(["vendor_docs", "field_telemetry", "community_notes", "mirror"]),
             st.sampled_from([0.9, 0.4, 0.4, 0.2, 0.9]),
             st.integers(0, 40),
-            st.sampled_from(["1000", "250", "250", "300"]),
+            st.sampled_from(["1000", "250", "250", "300", ""]),
             st.sampled_from(["active", "active", "active", "stale", "quarantined"]),
         ),
         st.tuples(  # a status change of an earlier record (the arbiter's own, an operator's)
@@ -177,3 +177,16 @@ def test_a_partition_moving_back_before_the_high_trust_epoch_is_evaluated_in_ful
     after = partition_views(recs)
     assert choose_verdict(after, "k", recs, explain=False).kind == "DRIFT_UNDETERMINED"
     assert not verdict_kept(stale, before, after)
+
+
+def test_the_lagging_rules_consensus_is_evaluated_in_full() -> None:
+    """CONSENSUS_OK by the lagging rule depends on the history, not the views alone: never kept."""
+    recs = [
+        ClaimRecord("v-old", "vendor", 0.9, 10.0, "", "active"),
+        ClaimRecord("c", "community", 0.2, 20.0, "", "active"),
+        ClaimRecord("v-new", "vendor", 0.9, 30.0, "250", "active"),
+    ]
+    views = partition_views(recs)
+    lagging = choose_verdict(views, "k", recs, explain=False)
+    assert lagging.kind == "CONSENSUS_OK" and lagging.divergent_value == ""
+    assert not verdict_kept(lagging, views, views)
