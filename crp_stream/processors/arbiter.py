@@ -34,6 +34,7 @@ from crp_stream.core.drift import (
     verdict_fingerprint,
 )
 from crp_stream.core.ids import derive_id
+from crp_stream.core.verdict_kept import verdict_kept
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.rows import FactRow, RefreshRow
 from crp_stream.processors import effects, text_claims
@@ -87,6 +88,9 @@ def choose_verdict(
 
 # the claim index's memo entry for the claim's last fingerprint: not a fact id (those never hold a NUL)
 _FINGERPRINT = "\x00fingerprint"
+# its entry for the views last evaluated, a verdict of theirs and its fingerprint (the memo is the
+# claim's: ``verdict_kept`` depends on the views alone, so a rolled-back transaction's entry holds too)
+_KEPT = "\x00kept"
 
 
 def _fingerprint(verdict: Verdict, memo: dict[str, Any]) -> str:
@@ -199,7 +203,8 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     # --------------------------------------------------------------------------------------------
     def evaluate(self, key: str, record: Record, uow: UnitOfWork, out: Emitter, as_of: int) -> Verdict | None:
         """Re-evaluate one claim as of ``as_of`` (µs); act only when its verdict's fingerprint changed.
-        Returns the verdict (its reason empty when it did not change)."""
+        Returns the verdict (when it did not change: its reason empty, and perhaps an earlier verdict
+        with the same fingerprint, ``verdict_kept``)."""
         stored, rows, memo = uow.fabric.claims.claim(uow.repo, key)  # members and row, from memory
         if stored is not None:  # never judged as of an earlier time than it already was (status changes
             as_of = max(as_of, int(stored["updated_at_us"]))  # come back later, carrying older times)
@@ -214,9 +219,15 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
             rows, records, views = known
         if not views:
             return None
-        # most records leave the verdict as it was: it is explained (its reason text) only when it acts
-        verdict = choose_verdict(views, key, records, explain=False)
-        fingerprint = _fingerprint(verdict, memo)
+        # most records leave the verdict as it was: proved from the views alone (``verdict_kept``), or
+        # evaluated without its reason text, which is built only when the verdict acts
+        kept: tuple[tuple[PartitionView, ...], Verdict, str] | None = memo.get(_KEPT)
+        if kept is not None and kept[1].claim == key and verdict_kept(kept[1], kept[0], views):
+            verdict, fingerprint = kept[1], kept[2]
+        else:
+            verdict = choose_verdict(views, key, records, explain=False)
+            fingerprint = _fingerprint(verdict, memo)
+        memo[_KEPT] = (views, verdict, fingerprint)
         if stored is not None and stored["fingerprint"] == fingerprint:
             if as_of > stored["updated_at_us"]:
                 uow.repo.touch_claim(stored, as_of)

@@ -128,7 +128,9 @@ def _decode(
     """(emitter, event, idempotency key, tracked); no event when the record was dead-lettered."""
     cause = record_cause(record)
     out = Emitter(cause_of=(handler.group, cause))
-    if b"u0000" in record.value and _NUL_ESCAPE.search(record.value):
+    # an escape needs a backslash: one memchr, where the five-byte search cost ~3k instructions a record
+    value = record.value
+    if b"\\" in value and b"u0000" in value and _NUL_ESCAPE.search(value):
         _dead(out, record, "a string holds a NUL character (\\u0000), which the fabric cannot store")
         return out, None, None, False
     try:

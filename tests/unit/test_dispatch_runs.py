@@ -108,3 +108,25 @@ def test_an_emitters_cause_is_derived_when_first_read() -> None:
         Emitter()
     with pytest.raises(TypeError):
         Emitter(cause="x", cause_of=("a",))
+
+
+@pytest.mark.parametrize(
+    ("text", "dead"),
+    [
+        ("a\\u0000b", True),  # an escaped NUL: refused at the edge
+        ("a\\\\u0000b", False),  # an escaped backslash, then the text "u0000"
+        ("au0000b", False),  # no backslash at all
+    ],
+)
+def test_a_nul_escape_is_dead_lettered_and_nothing_else(tmp_path: Path, text: str, dead: bool) -> None:
+    raw = ('{"event_id": "d1", "source": "wiki", "source_type": "official", "text": "' + text + '"}').encode()
+    fabric = open_fabric(Settings(data_dir=tmp_path, embedder="hashing"))
+    ingest = IngestHandler()
+    ingest.bind(fabric)
+    try:
+        with fabric.unit_of_work() as uow:
+            outs = apply_record(ingest, Record("crp.documents", 0, 0, "k", raw, T0), uow)
+    finally:
+        fabric.close()
+    reasons = [json.loads(o.value)["reason"] for o in outs if o.topic == "crp.deadletter"]
+    assert any("NUL" in r for r in reasons) == dead

@@ -141,6 +141,12 @@ def test_fast_path_gives_the_full_paths_event_or_reason(
         json.dumps(RECORDED, separators=(",", ":"))
         .replace('"status":"active"', '"status":"active","status":"stale"')
         .encode(),
+        # more brackets than the nesting limit, in strings only or in a repeated key's first value
+        # (the last one counts): one level deep, as the full path parses it
+        json.dumps({**RECORDED, "text": "{[" * 40}, separators=(",", ":")).encode(),
+        json.dumps(RECORDED, separators=(",", ":"))
+        .replace('"status":"active"', '"status":' + "[" * 40 + "]" * 40 + ',"status":"active"')
+        .encode(),
     ],
 )
 def test_canonical_records_take_the_fast_path(raw: bytes) -> None:
