@@ -36,6 +36,7 @@ from numpy.typing import ArrayLike, NDArray
 from crp_stream.core import memo
 from crp_stream.core.authority import AUTHORITY_TIE_EPSILON, DEMOTED_STATUSES, Resolution, fact_authority
 from crp_stream.core.copied_statements import copied_statement_conflict
+from crp_stream.core.cosine_pairs import pairs_above
 from crp_stream.core.near_copies import near_copy_pairs
 from crp_stream.core.quantities import NUM_RE, Num, canonical_unit, extract_numbers, same_numbers
 
@@ -302,68 +303,6 @@ def resolve_contradiction(a: FactView, b: FactView) -> Resolution:
     return Resolution(a, b, False, aa, ab) if aa > ab else Resolution(b, a, False, ab, aa)
 
 
-def _pairs_above(
-    vecs: ArrayLike,
-    n: int,
-    threshold: float,
-    strict: bool,
-    gram: NDArray[np.float32] | None = None,
-    norms: NDArray[np.float64] | None = None,
-    first: int | None = None,
-) -> set[tuple[int, int]]:
-    """Index pairs i < j whose cosine is above (strict) or at least the threshold, exactly as decided
-    by the float64 matmul ``v @ v.T``.
-
-    Screened by a float32 matmul (a few times cheaper) with a margin above its rounding error, so no
-    pair is missed; each screened pair's float64 dot decides, unless it lies within float64 rounding
-    of the threshold, where the matmul itself decides. ``gram``: that float32 matmul, computed by the
-    caller in any summation order (the margin bounds the error of every order). ``norms``: the rows'
-    squared norms as ``np.einsum("ij,ij->i", v, v)`` gives them on ``vecs`` as float64, if the caller
-    has them; then only the screened rows are converted to float64 (most candidates have no pair).
-    ``first``: only the pairs whose i < first (a given ``gram`` may then hold only those rows).
-    """
-    if norms is None:
-        v = np.asarray(vecs, dtype=np.float64)
-    else:  # float64 only where needed: the same values, row by row
-        v = np.asarray(vecs)
-        if norms.shape != (v.shape[0],):
-            raise ValueError("norms must be (len(facts),)")
-    if n == 0:
-        return set()
-    if v.ndim != 2 or v.shape[0] != n:
-        raise ValueError("vecs must be (len(facts), dim)")
-    dim = v.shape[1]
-    if norms is None:
-        norms = np.einsum("ij,ij->i", v, v)
-    scale = max(float(np.max(norms)), 1e-30)  # bounds |a||b| for every pair
-    top = n if first is None else max(0, min(first, n))
-    if gram is None:
-        v32 = v.astype(np.float32)
-        gram = v32 @ v32.T if top == n else v32[:top] @ v32.T
-    elif gram.shape == (n, n):
-        gram = gram[:top]
-    elif gram.shape != (top, n):
-        raise ValueError("gram must be (len(facts), len(facts)) or, with first, (first, len(facts))")
-    near = gram >= threshold - 2.0 * (dim + 4) * 2.0**-24 * scale
-    np.fill_diagonal(near, False)
-    some = np.flatnonzero(near.any(axis=1))  # few rows have any: scan only those
-    rows, cols = np.nonzero(near[some])
-    rows = some[rows]
-    upper = rows < cols
-    screen = np.stack([rows[upper], cols[upper]], axis=1)
-    if screen.size == 0:
-        return set()
-    a, b = (np.asarray(v[screen[:, k]], dtype=np.float64) for k in (0, 1))
-    dots = np.einsum("ij,ij->i", a, b)
-    if np.any(np.abs(dots - threshold) <= 4.0 * (dim + 4) * 2.0**-53 * scale):
-        v = np.asarray(vecs, dtype=np.float64)
-        full = v @ v.T  # every pair, as without ``first``: the same decisions
-        hit = (full > threshold) if strict else (full >= threshold)
-        return {(int(i), int(j)) for i, j in np.argwhere(np.triu(hit, k=1)) if i < top}
-    keep = (dots > threshold) if strict else (dots >= threshold)
-    return {(int(i), int(j)) for i, j in screen[keep]}
-
-
 def _same_claim(a: FactView, b: FactView) -> bool:
     ka, kb, va, vb = _claim_key(a), _claim_key(b), _structured_value(a), _structured_value(b)
     if ka is not None and kb is not None and (ka != kb or (va is not None and vb is not None)):
@@ -414,10 +353,10 @@ def same_claim_duplicates(
     threshold; two groups join only if no cross pair differs in value or numbers (complete linkage).
     Returned as a partition (singletons too), each sorted, ordered by first index; the processor
     collapses a group into one entry with ``support`` = its size. ``gram``: the float32 cosines of
-    ``vecs``, ``norms`` their rows' squared norms, if the caller has them (``_pairs_above``).
+    ``vecs``, ``norms`` their rows' squared norms, if the caller has them (``pairs_above``).
     """
     n = len(facts)
-    pairs = _pairs_above(vecs, n, threshold, strict=False, gram=gram, norms=norms)
+    pairs = pairs_above(vecs, n, threshold, strict=False, gram=gram, norms=norms)
     # the usual case, free text only (no subject, attribute or value) and every normalised text
     # distinct: no bucket holds two facts (``_duplicate_keys``' text keys are then those texts)
     free = list(map(_CLAIM_FIELDS, facts)).count(_FREE_TEXT) == n
@@ -467,7 +406,7 @@ def detect_envelope_contradictions(
     with the first n are checked (a copy the envelope left out is still found). ``gram``, ``norms``: as
     for ``same_claim_duplicates`` (with ``inside``, ``gram`` may hold only the first n rows).
     """
-    candidates = _pairs_above(vecs, len(facts), pair_threshold, strict=True, gram=gram, norms=norms, first=inside)
+    candidates = pairs_above(vecs, len(facts), pair_threshold, strict=True, gram=gram, norms=norms, first=inside)
     candidates |= near_copy_pairs(list(map(_TEXT_OF, facts)), list(map(_SOURCE_OF, facts)), inside)
     by_key: dict[tuple[str, str] | None, list[int]] = {}
     for i, f in enumerate(facts):

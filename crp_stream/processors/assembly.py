@@ -59,7 +59,7 @@ class Candidates:
     gram: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))  # see ``screen``
     importance: np.ndarray = field(default_factory=lambda: np.zeros(0))  # ``rows[i]["importance"]`` as floats
     index: dict[str, int] = field(default_factory=dict)  # fact id -> its position in ``ids``
-    norms: np.ndarray = field(default_factory=lambda: np.zeros(0))  # rows' squared norms (``_pairs_above``)
+    norms: np.ndarray = field(default_factory=lambda: np.zeros(0))  # rows' squared norms (``pairs_above``)
 
 
 @dataclass(frozen=True)

@@ -398,7 +398,7 @@ def test_same_claim_empty() -> None:
 def test_pairs_above_decides_every_pair_as_the_float64_matmul() -> None:
     """The float32 screen never changes a decision: random unit vectors, copies, pairs right at the
     threshold, float64 and float32 inputs, both comparisons."""
-    from crp_stream.core.conflicts import _pairs_above
+    from crp_stream.core.cosine_pairs import pairs_above as _pairs_above
 
     rng = np.random.default_rng(4)
     for trial in range(40):
@@ -419,7 +419,7 @@ def test_pairs_above_with_the_callers_norms_decides_as_without() -> None:
     """``norms`` (the rows' squared norms, as the envelope keeps them per candidate) only skips the
     float64 copy of every row: the same pairs, on float32 and float64 rows, pools in any order, pairs
     right at the threshold; the public screens give the same groups and contradictions."""
-    from crp_stream.core.conflicts import _pairs_above
+    from crp_stream.core.cosine_pairs import pairs_above as _pairs_above
     from tests.support.text_rules_before import conflicts as old_conflicts
 
     rng = np.random.default_rng(12)

@@ -9,6 +9,7 @@ from crp_stream.core.conflicts import ENTITY_SUBSTITUTED, NEGATION_FLIP, NUMBER_
 from crp_stream.core.copied_statements import admit_copies, copied_statement_conflict, slot_claim, uniqueness_predicate
 from crp_stream.core.sibling_titles import numbered_sibling_titles
 from crp_stream.core.substitution import aligned_substitution, near_copy_pairs
+from tests.support.text_rules_before.substitution import _tokens as _tokens_by_match  # the finditer form
 
 NORWAY = "Norway collected 39 medals in 2018, the largest haul by any country in a single Winter Olympics."
 US = NORWAY.replace("Norway", "U.S.")
@@ -230,32 +231,6 @@ def test_reworded_statements_without_a_denial_are_not_flips() -> None:
         ("Keith Richards plays a captain in 1999.", "In 2003 Keith Richards does not play a captain."),
     ]:
         assert copied_statement_conflict(a, b, same_source=False) is None, (a, b)
-
-
-def _tokens_by_match(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """``substitution._tokens`` as it was written before ``findall``: one Match object per token."""
-    from crp_stream.core import substitution as sub
-
-    low: list[str] = []
-    orig: list[str] = []
-    for m in sub._TOKEN.finditer(text.replace("’", "'")):
-        w = m.group(0)
-        if w.endswith(".") and not sub._ABBREVIATION.fullmatch(w):
-            w = w.rstrip(".")
-        if not w:
-            continue
-        lw = w.lower()
-        if lw.endswith("n't") and len(lw) > 3:
-            base = {"can't": "can", "won't": "will", "shan't": "shall"}.get(lw, lw[:-3])
-            low += [base, "n't"]
-            orig += [w, ""]
-        elif lw == "cannot":
-            low += ["can", "n't"]
-            orig += [w, ""]
-        else:
-            low.append(lw.replace(",", "") if lw[:1].isdigit() else lw)
-            orig.append(w)
-    return tuple(low), tuple(orig)
 
 
 _PIECES = st.sampled_from(
