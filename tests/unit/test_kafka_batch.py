@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.processors.base import Record
+from crp_stream.processors.base import BatchItem
 from crp_stream.runtime.kafka.batch import BatchAgent
 from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key
 from crp_stream.runtime.kafka.topics import ALL_TOPICS
@@ -142,14 +141,15 @@ def test_a_poison_record_in_a_batch_is_dead_lettered_and_the_rest_lands(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     handler = harness.worker.handlers[0]
-    real = handler.handle
+    real = handler.handle_batch
 
-    def handle(event: Any, record: Record, uow: UnitOfWork, out: Any) -> None:
-        real(event, record, uow, out)  # its facts and vectors are written, then it fails
-        if getattr(event, "event_id", "") == "poison":
+    def handle_batch(items: Sequence[BatchItem], uow: UnitOfWork) -> int:
+        applied = real(items, uow)  # its facts and vectors are written, then it fails
+        if any(getattr(it.event, "event_id", "") == "poison" for it in items[:applied]):
             raise RuntimeError("a bug this record triggers")
+        return applied
 
-    monkeypatch.setattr(handler, "handle", handle)
+    monkeypatch.setattr(handler, "handle_batch", handle_batch)
     harness.process(events([(0, 0, "warm")]))  # the partition is claimed before the burst
     harness.transactions = 0
     harness.produced.clear()
