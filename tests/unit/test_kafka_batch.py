@@ -203,3 +203,35 @@ def test_a_batch_gives_exactly_the_outputs_of_one_record_per_transaction(
     finally:
         asyncio.run(batched.worker.stop())
         asyncio.run(single.worker.stop())
+
+
+class Lingering(BatchAgent):
+    """``BatchAgent._drain`` with ``process`` recording the batches it is handed."""
+
+    def __init__(self, linger_s: float) -> None:
+        self.batch_max, self.linger_s = 3, linger_s  # a lingering batch closes when full
+        self.batches: list[list[int]] = []
+
+    async def process(self, events: Sequence[Any]) -> list[Any]:
+        self.batches.append(list(events))
+        return []
+
+
+@pytest.mark.parametrize(("linger", "want"), [(0.0, [[1], [2, 3]]), (5.0, [[1, 2, 3]])])
+def test_a_batch_waits_for_more_records_only_with_a_linger(linger: float, want: list[list[int]]) -> None:
+    async def scenario() -> list[list[int]]:
+        agent = Lingering(linger)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        drain = asyncio.create_task(agent._drain(queue))
+        await queue.put(1)
+        await asyncio.sleep(0.05)  # the first record alone is taken at once (no linger)
+        queue.put_nowait(2)
+        queue.put_nowait(3)
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if sum(map(len, agent.batches)) == 3:
+                break
+        drain.cancel()
+        return agent.batches
+
+    assert asyncio.run(scenario()) == want
