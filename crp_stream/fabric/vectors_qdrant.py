@@ -41,8 +41,9 @@ from crp_stream.fabric.vectors import (
 log = logging.getLogger(__name__)
 
 DEFAULT_COLLECTION: Final = "crp_facts"
-# The server versions this adapter is tested against (tests/contract, tests/integration/test_qdrant_*.py);
-# qdrant-client 1.19-1.20 (pyproject.toml) talks to them without a version warning.
+# The server versions this adapter supports: 1.19, which the tests run against (tests/contract,
+# tests/integration/test_qdrant_server.py), and 1.20; qdrant-client 1.19-1.20 (pyproject.toml) talks to
+# both without a version warning.
 SUPPORTED_SERVERS: Final = ("1.19", "1.20")
 _SCHEMES: Final = {"http": (False, False, 6333), "https": (False, True, 6333), "grpc": (True, False, 6334)}
 _SCHEMES_TLS: Final = {"grpcs": (True, True, 6334)}

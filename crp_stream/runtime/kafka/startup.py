@@ -78,7 +78,7 @@ def vectors_probe(settings: Settings) -> Probe:
             _ = index.dim
             return None
         except Exception as exc:
-            return f"qdrant {settings.vectors}: {type(exc).__name__}"
+            return f"qdrant: {type(exc).__name__}"  # not the URL: /health is not redacted
         finally:
             index.close()
 
