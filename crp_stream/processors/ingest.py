@@ -50,12 +50,14 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
     batch_native = True
 
     def lookahead(self, records: Sequence[Record], fabric: Fabric) -> None:
-        """Announce each input's sentences to an ``EmbeddingPrefetch`` embedder, one job per record in
-        log order: the model embeds the next documents while this thread handles the current one."""
+        """Announce the inputs' sentences to an ``EmbeddingPrefetch`` embedder, one job for them all
+        (the model batches them by length, across documents): the model embeds the next batch while
+        this thread writes the current one."""
         emb = fabric.embedder
         if not isinstance(emb, EmbeddingPrefetch):
             return
         s = fabric.settings
+        texts: list[str] = []
         for record in records:
             try:
                 event = events.decode_input(
@@ -64,7 +66,8 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             except events.Rejected:
                 continue  # dispatch dead-letters it
             if isinstance(event, events.DocumentPublished | events.TelemetryObserved):
-                emb.announce(texts_to_embed(event))
+                texts.extend(texts_to_embed(event))
+        emb.announce(texts)
 
     def handle(
         self, event: events.DocumentPublished | events.TelemetryObserved, record: Record, uow: UnitOfWork, out: Emitter

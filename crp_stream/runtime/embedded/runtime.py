@@ -34,6 +34,9 @@ from crp_stream.runtime.vector_guard import GuardedVectors, reconcile
 log = logging.getLogger("crp_stream.runtime")
 
 
+_MAX_PENDING_TEXTS = 20_000  # texts embedded ahead and not taken yet, at most (a bound, not a target)
+
+
 def system_clock() -> int:
     return time.time_ns() // 1000
 
@@ -171,7 +174,7 @@ class EmbeddedRuntime:
         buf = [] if self._pending else self._read(limit)
         if not buf and not self._pending:
             return 0, True
-        self._lookahead(buf)
+        self._lookahead(buf + self._peek_next(buf))
         n = 0
         with self.fabric.unit_of_work() as uow:
             n += self._cascade(uow)
@@ -196,7 +199,7 @@ class EmbeddedRuntime:
         self.journal.clear()
         self._dirty.clear()
         self._publish_emitted()
-        self._forget_lookahead()
+        self._trim_lookahead()
         return n, False
 
     def _lookahead(self, buf: Sequence[LogRecord]) -> None:
@@ -207,6 +210,20 @@ class EmbeddedRuntime:
             mine = [r for r in records if r.topic in h.topics]
             if mine:
                 h.lookahead(mine, self.fabric)
+
+    def _peek_next(self, buf: Sequence[LogRecord]) -> list[LogRecord]:
+        """With a prefetching embedder: the next batch's records, announced with this one's, so the
+        model embeds them while this batch is written (a vector does not depend on when it was made)."""
+        if not buf or not isinstance(self.fabric.embedder, EmbeddingPrefetch):
+            return []
+        return self.log.read_after(buf[-1].seq, self._inputs, limit=self.batch_size)
+
+    def _trim_lookahead(self) -> None:
+        """After a batch: what was announced for the next one stays; what no batch took (a record
+        dead-lettered) is dropped once it passes a bound."""
+        emb = self.fabric.embedder
+        if isinstance(emb, EmbeddingPrefetch) and emb.pending() > _MAX_PENDING_TEXTS:
+            emb.forget()
 
     def _forget_lookahead(self) -> None:
         if isinstance(self.fabric.embedder, EmbeddingPrefetch):
