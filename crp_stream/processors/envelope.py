@@ -11,7 +11,7 @@ from crp_stream import events
 from crp_stream.core import authority, cdgr, conflicts, exits, memo, ngram, packing, recency
 from crp_stream.core.ids import derive_id
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.processors import assembly
+from crp_stream.processors import assembly, graph_select
 from crp_stream.processors.base import Emitter, Record, us_to_dt
 from crp_stream.processors.session import SessionState, SubQueryState
 
@@ -37,7 +37,8 @@ def build(
         [c.ids[i] for i in anchors],
         c.score[anchors],
         [(c.ids[ci], bridged) for ci, bridged, _b, _s in connectors],
-        c.graph.edges_of(c.ids[ci] for ci, *_ in connectors),
+        # the similarity edges: the chain reads in the order of meaning, not of a document's layout
+        c.graph.edges_of((c.ids[ci] for ci, *_ in connectors), graph_select.SIMILARITY),
     )
     index = c.index
     conn = {c.ids[ci]: (bridged, bridge, score) for ci, bridged, bridge, score in connectors}

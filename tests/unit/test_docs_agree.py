@@ -19,6 +19,10 @@ RULES = (
     "residual_done",
     "ngram_guard_diagnostic",
     "hard_expired",
+    "typed_bridge_values",
+    "connector_score",
+    "admit_connectors",
+    "refill_anchors",
 )
 
 
