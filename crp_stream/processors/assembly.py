@@ -441,7 +441,6 @@ def _new_pair(sel: Selection, c: Candidates, a: int, b: int) -> bool:
     return not any(set(r["pair"]) == pair for r in sel.resolutions)
 
 
-def novelty_ratios(c: Candidates, idx: list[int], connector: list[bool]) -> np.ndarray:
-    """SPEC-024 §6 Exit 3 / §8.1 per envelope fact; a connector's score has no n-gram term."""
-    penalty = np.where(np.asarray(connector, dtype=bool), 0.0, c.penalty[idx]) if idx else np.zeros(0)
-    return exits.novelty_ratio(c.novelty[idx], c.recency[idx], penalty)
+def novelty_ratios(c: Candidates, idx: list[int], relevance_floor: float) -> np.ndarray:
+    """SPEC-024 §6 Exit 3 / §8.1 per envelope fact: its CDR score over its query relevance."""
+    return exits.novelty_ratio(c.score[idx], c.relevance[idx], relevance_floor)

@@ -30,7 +30,11 @@ def build(
     part: list[SubQueryState],
     branch: int | None,
     partitions: int | None,
+    relevance_floor: float,
 ) -> tuple[dict[str, Any], np.ndarray]:
+    """One branch's envelope and the novelty ratios of its facts (SPEC-024 §6 Exit 3). Nothing is
+    emitted here: the window's status decides what the envelope serves (``withhold``) and whether
+    its conflicts are audited (``audit_conflicts``)."""
     anchors = sel.anchors
     connectors = sel.connectors
     order = packing.pack_envelope(
@@ -78,8 +82,7 @@ def build(
         entry["via"] = via.get(i, "similarity")
         entry["rank"] = rank[i]
         facts.append(entry)
-    ratios = assembly.novelty_ratios(c, idx, [f in conn for f in order])
-    audit_conflicts(uow, ev, record, out, sel, branch)
+    ratios = assembly.novelty_ratios(c, idx, relevance_floor)
     bridges = [b for _ci, _br, b, _s in connectors]
     cov_score = exits.coverage_score_header(ratios)
     activations = ngram.ngram_guard_activations(c.penalty)
@@ -116,6 +119,21 @@ def build(
         env["branch"] = branch
         env["partition"] = [s.id for s in part]
     return env, ratios
+
+
+def withhold(env: dict[str, Any], mean_ratio: float) -> None:
+    """SPEC-024 §6 Exit 3: "the gateway MUST stop". The exhausted envelope keeps the signal and drops
+    what it would have served: no facts, one note saying why, and the headers of what is served
+    (connectors, bridge score, conflicts, hops) at zero; the Coverage-Score stays the minimum novelty
+    ratio of the withheld facts, the status and mode are set by the caller."""
+    h = env["headers"]
+    env["notes"] = [exits.ckf_exhausted_note(mean_ratio, len(env["facts"]))]
+    env["facts"] = []
+    env.pop("assignments", None)
+    h["CRP-Context-Connectors-Included"] = cdgr.connectors_included_header(0, 0)
+    h["CRP-Context-Bridge-Score"] = 0.0
+    h["CRP-Context-Conflicts-Resolved"] = conflicts.conflicts_resolved_header(0)
+    h["CRP-Context-Graph-Hops"] = 0
 
 
 def audit_conflicts(

@@ -72,7 +72,9 @@ def test_window_one_score_is_importance_times_relevance_and_gate_applies(tmp_pat
             assert f["novelty"] == 1.0 and f["recency"] == 1.0 and f["role"] == "anchor" and f["support"] == 1
     h = env["headers"]
     assert h["CRP-Context-Coverage-Depth"] == 0
-    assert h["CRP-Context-Coverage-Score"] == 1.0
+    # SPEC-024 §8.1: the minimum of CDR_score / relevance: window 1's novelty is 1.0, so the ratio is
+    # the importance, and Bravo's 0.5 is the least
+    assert h["CRP-Context-Coverage-Score"] == pytest.approx(0.5, abs=1e-6)
     assert h["CRP-Context-Continuation-Status"] == "in-progress" == env["status"]
     assert h["CRP-Context-Connectors-Included"] == "0/4"
     assert env["residual_anchor"] == "Remaining sections to complete: A"
@@ -243,7 +245,7 @@ def expected_scores(
             "pull": pull,
             "penalty": pen,
             "score": max(rel, pull) * nov * (1 - pen),
-            "ratio": nov * (1 - pen),
+            "ratio": max(rel, pull) * nov * (1 - pen) / max(rel, 0.30),  # SPEC-024 §6: CDR_score / relevance
         }
     return out
 
@@ -849,6 +851,11 @@ def test_ckf_exhausted_when_only_covered_facts_remain(tmp_path: Path) -> None:
     assert h["CRP-Context-Mode"] == "ckf-exhausted" == h["CRP-Context-Continuation-Status"]
     assert h["CRP-Onboarding-Hint"] == "ingest-more-documents-for-continued-quality"
     assert h["CRP-Context-Coverage-Score"] < 0.15
+    # the gateway MUST stop: nothing is served, the note says why (SPEC-024 §6 Exit 3)
+    assert env["facts"] == [] and out.envelope(1)["facts"] != []
+    [note] = env["notes"]
+    assert note.startswith("CKF-EXHAUSTED: mean novelty ratio ") and "over the 2 facts" in note
+    assert h["CRP-Context-Connectors-Included"] == "0/0" and h["CRP-Context-Conflicts-Resolved"] == "0"
     assert "CRP-Onboarding-Hint" not in out.envelope(1)["headers"]
     assert not any(e.get("closing") for e in out.envelopes)  # window 2 already carried its exit
     [dead] = out.dead

@@ -23,6 +23,8 @@ RULES = (
     "connector_score",
     "admit_connectors",
     "refill_anchors",
+    "serves_facts",
+    "ckf_exhausted_note",
 )
 
 
