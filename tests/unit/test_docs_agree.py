@@ -25,6 +25,7 @@ RULES = (
     "refill_anchors",
     "serves_facts",
     "ckf_exhausted_note",
+    "backward_summary",
 )
 
 
