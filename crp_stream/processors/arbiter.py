@@ -69,9 +69,10 @@ def choose_verdict(
 ) -> Verdict:
     """``claim_verdict``, except that when any divergent value qualifies as STALE_HIGH_TRUST that
     verdict is preferred: a stale high-trust value must never be served because another divergent
-    value happens to be asserted by more partitions. ``history`` (every record of the claim) lets
-    ``lagging`` tell a slow low-trust source from poisoning. ``explain=False``: the same verdict with
-    an empty reason."""
+    value happens to be asserted by more partitions. ``history`` (every record of the claim) lets the
+    lagging rule tell a reviewer that a poisoning candidate's value is the high-trust source's own
+    earlier one (the candidate is filed all the same). ``explain=False``: the same verdict with an
+    empty reason."""
     base = lagging_behind_refresh(claim_verdict(views, claim=claim, explain=explain), history, explain)
     if base.kind == STALE_HIGH_TRUST or not base.other_divergent_values:
         return base
