@@ -48,7 +48,9 @@ def publish_command(ns: argparse.Namespace, settings: Settings, command: Command
                 async for r in t.records([DEADLETTER], dead_from):
                     dead_from[(r.topic, r.partition)] = r.offset + 1
                     value = _json(r.value)
-                    if value.get("topic") == settings.topic(COMMANDS) and command_id in str(value.get("raw", "")):
+                    if value.get("topic") in (COMMANDS, settings.topic(COMMANDS)) and command_id in str(
+                        value.get("raw", "")
+                    ):
                         return str(value.get("reason"))
                 await asyncio.sleep(0.3)
         finally:
