@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import time
 from typing import Any
@@ -45,13 +46,12 @@ def publish_command(ns: argparse.Namespace, settings: Settings, command: Command
                 with repo_view(settings) as repo:
                     if repo.processed_hash("operator", f"command_id:{command_id}") is not None:
                         return None
-                async for r in t.records([DEADLETTER], dead_from):
-                    dead_from[(r.topic, r.partition)] = r.offset + 1
-                    value = _json(r.value)
-                    if value.get("topic") in (COMMANDS, settings.topic(COMMANDS)) and command_id in str(
-                        value.get("raw", "")
-                    ):
-                        return str(value.get("reason"))
+                records = t.records([DEADLETTER], dead_from)
+                async with contextlib.aclosing(records):  # its consumer closes before we return
+                    async for r in records:
+                        dead_from[(r.topic, r.partition)] = r.offset + 1
+                        if _refuses(_json(r.value), command_id, settings):
+                            return str(_json(r.value).get("reason"))
                 await asyncio.sleep(0.3)
         finally:
             await t.close()
@@ -63,6 +63,11 @@ def publish_command(ns: argparse.Namespace, settings: Settings, command: Command
     reason = asyncio.run(go())
     if reason is not None:
         raise CliError(f"{command} {target_id}: rejected: {reason}")
+
+
+def _refuses(dead: dict[str, Any], command_id: str, settings: Settings) -> bool:
+    """A dead letter of our command (its ``topic`` is the contract name; the raw bytes hold the id)."""
+    return dead.get("topic") in (COMMANDS, settings.topic(COMMANDS)) and command_id in str(dead.get("raw", ""))
 
 
 def _json(raw: bytes) -> dict[str, Any]:

@@ -174,3 +174,17 @@ def test_refresh_decision_goes_through_the_operator_worker_and_audit_reads_the_t
     # the topics the worker created keep the source of truth forever and are LogAppendTime
     check = crp(["topics", "check", "--partitions", "2"], d.prefix, d.tmp)
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_a_command_the_operator_worker_refuses_fails_with_its_reason(deployment: SimpleNamespace) -> None:
+    """Past the CLI's own checks (an id it found in the database), the worker may still refuse a command:
+    the CLI waits for the dead letter and prints the handler's reason, exit 2."""
+    from crp_stream.cli import kafka_ops
+    from crp_stream.cli.base import CliError
+    from crp_stream.config import load_settings
+
+    d = deployment
+    settings = load_settings({"database": d.db}, {**secure_env(), "CRP_TOPIC_PREFIX": d.prefix})
+    ns = SimpleNamespace(actor="bob", reason="typo")
+    with pytest.raises(CliError, match=r"resolve_refresh no-such-request: rejected: .*no-such-request"):
+        kafka_ops.publish_command(ns, settings, "resolve_refresh", "no-such-request", "vendor_docs")  # type: ignore[arg-type]

@@ -152,3 +152,53 @@ def test_a_secure_broker_that_is_down_is_waited_for(tmp_path: Path) -> None:
     finally:
         worker.stop()
     assert "waiting before start" in worker.log_path.read_text(errors="replace")
+
+
+@pytest.mark.heavy
+def test_ops_kafka_start_secure_prints_only_the_export_lines_a_client_needs(tmp_path: Path) -> None:
+    """A private broker of this test's own (free ports, its own run dir): stdout is exactly the exports,
+    and a client configured from them alone gets in."""
+    import asyncio
+    import re
+    import shlex
+
+    from crp_stream.config import load_settings
+    from crp_stream.runtime.kafka.security import check_broker
+    from tests.support.services import OPS
+
+    secure_env()  # the suite's secure broker must be configured: fail, never skip
+    ports = [free_port() for _ in range(3)]
+    env = {
+        **os.environ,
+        "CRP_KAFKA_PORT": str(ports[0]),
+        "CRP_KAFKA_CONTROLLER_PORT": str(ports[1]),
+        "CRP_KAFKA_SECURE_PORT": str(ports[2]),
+        "CRP_KAFKA_RUN": str(tmp_path / "kafka"),
+        "CRP_PYTHON": sys.executable,
+    }
+
+    def ops(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(OPS / "kafka"), *args], env=env, capture_output=True, text=True, timeout=300)
+
+    try:
+        first = ops("start", "--secure")
+        assert first.returncode == 0, first.stderr[-3000:]
+        lines = first.stdout.splitlines()
+        assert all(re.fullmatch(r"export CRP_[A-Z_]+=\S+", line) for line in lines), first.stdout
+        exported = dict(shlex.split(line)[1].split("=", 1) for line in lines)
+        assert set(exported) == {
+            "CRP_BROKER",
+            "CRP_KAFKA_SECURITY_PROTOCOL",
+            "CRP_KAFKA_SASL_MECHANISM",
+            "CRP_KAFKA_SASL_USERNAME",
+            "CRP_KAFKA_SASL_PASSWORD",
+            "CRP_KAFKA_SSL_CAFILE",
+        }
+        assert exported["CRP_BROKER"] == f"kafka://127.0.0.1:{ports[2]}"
+        assert exported["CRP_KAFKA_SASL_PASSWORD"] not in first.stderr  # messages go to stderr, without it
+        assert asyncio.run(check_broker(load_settings({}, exported))) is None
+        again = ops("start", "--secure")  # already running: the same lines again
+        assert again.returncode == 0 and again.stdout == first.stdout, again.stderr[-2000:]
+        assert ops("secure-env").stdout == first.stdout
+    finally:
+        ops("stop")

@@ -17,6 +17,7 @@ waiting forever. Secrets never appear in a message (only setting names, the user
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import shlex
@@ -204,7 +205,8 @@ async def check_broker(settings: Settings, timeout_s: float = 10.0) -> str | Non
             if not isinstance(exc, ConnectionRefusedError):  # it listens, then drops us: the wrong protocol?
                 why += f" (if it is up: does this listener speak {settings.kafka_security_protocol}?)"
             continue
-        conn.close()
+        with contextlib.suppress(Exception):  # the socket closes (TLS: after its shutdown) before we go on
+            await asyncio.wait_for(asyncio.shield(conn.close()), 2.0)
         return None
     return why
 
