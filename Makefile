@@ -13,23 +13,26 @@ format: setup     ## apply ruff's formatting and safe fixes
 	.venv/bin/ruff format crp_stream tests ops migrations
 	.venv/bin/ruff check --fix crp_stream tests ops migrations
 
-test: setup       ## the whole suite against real PostgreSQL and Kafka (started if needed)
+test: setup       ## the whole suite against real PostgreSQL, Kafka and Qdrant (started if needed)
 	ops/test -q
 
-test-integration: setup  ## only the postgres/kafka tests; fails on any skip
+test-integration: setup  ## only the postgres/kafka/qdrant tests; fails on any skip
 	ops/test-integration
 
 services-start:
 	ops/postgres start
 	ops/kafka start
+	ops/qdrant start
 
 services-stop:
+	-ops/qdrant stop
 	-ops/kafka stop
 	-ops/postgres stop
 
 services-status:
 	-ops/postgres status
 	-ops/kafka status
+	-ops/qdrant status
 
 compose-config:   ## validate compose/docker-compose.yml (needs Debian's docker-compose)
 	docker-compose -f compose/docker-compose.yml config >/dev/null && echo "compose: ok"

@@ -100,6 +100,13 @@ class Settings:
     unsigned_policy: str = "deadletter"  # deadletter | untrusted (only when signing_keys is set)
     untrusted_trust: float = 0.05
     batch_size: int = 200  # embedded runtime: records per transaction (latency vs throughput)
+    # ingest micro-batch: at most this many new facts (their similarity among themselves is one
+    # matrix product, batch_facts^2 float64: 32 MB at 2,000)
+    batch_facts: int = 2000
+    # Kafka worker, ingest and arbiter: a micro-batch is what the consumer has delivered, up to this
+    # many records; after its first record a batch waits at most batch_linger_ms for more (0: none)
+    kafka_batch_max: int = 256
+    batch_linger_ms: int = 0
     # The in-process ANN cache (fabric/ann.py): candidates come from it once the index holds this many
     # points; above ann_max_points (memory: ~1.6 KB a point at 384-d) exact search serves again.
     ann_min_points: int = 20_000
@@ -336,6 +343,12 @@ def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
             changes[key] = _int(label, value, 1, 1024)
         elif key == "batch_size":
             changes[key] = _int(label, value, 1, 100_000)
+        elif key == "batch_facts":
+            changes[key] = _int(label, value, 1, 20_000)
+        elif key == "kafka_batch_max":
+            changes[key] = _int(label, value, 1, 100_000)
+        elif key == "batch_linger_ms":
+            changes[key] = _int(label, value, 0, 60_000)
         elif key in ("ann_min_points", "ann_max_points"):
             changes[key] = _int(label, value, 0, 1_000_000_000)
         elif key in ("cache_facts", "cache_graph_nodes", "cache_claim_facts", "cache_texts"):

@@ -1,11 +1,12 @@
 # ops/lib.sh: shared by ops/test, ops/test-integration and .ci/run (sourced, bash only).
-# crp_services_up starts PostgreSQL and Kafka unless they already run, and remembers which ones it
-# started; crp_services_down stops only those. CRP_TEST_SERVICES=external skips both: the caller then
-# provides CRP_TEST_POSTGRES_URL and CRP_TEST_KAFKA itself.
+# crp_services_up starts PostgreSQL, Kafka and the Qdrant server unless they already run, and remembers
+# which ones it started; crp_services_down stops only those. CRP_TEST_SERVICES=external skips all three:
+# the caller then provides CRP_TEST_POSTGRES_URL, CRP_TEST_KAFKA and CRP_TEST_QDRANT itself.
 
 CRP_OPS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CRP_REPO=$(cd "$CRP_OPS/.." && pwd)
 CRP_STARTED=()
+CRP_SERVICES="postgres kafka qdrant"
 
 crp_services_up() {
     if [[ ${CRP_TEST_SERVICES:-local} == external ]]; then
@@ -13,7 +14,7 @@ crp_services_up() {
         return 0
     fi
     local s
-    for s in postgres kafka; do
+    for s in $CRP_SERVICES; do
         if "$CRP_OPS/$s" status >/dev/null 2>&1; then
             echo "services: $s already running; reusing it" >&2
         else

@@ -28,7 +28,11 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", help="directory of the embedded backends (env CRP_DATA, default ./.crp)")
     p.add_argument("--config", help="TOML configuration file (env CRP_CONFIG)")
     p.add_argument("--database", help="SQLAlchemy URL (env CRP_DATABASE_URL; default SQLite under --data)")
-    p.add_argument("--qdrant", help="edge:PATH | http(s)://HOST:PORT (env CRP_QDRANT; default embedded)")
+    p.add_argument(
+        "--qdrant",
+        help="edge:PATH | a Qdrant server http(s)://HOST:6333 (REST) or grpc(s)://HOST:6334 (gRPC), ?collection=NAME "
+        "(env CRP_QDRANT; default embedded)",
+    )
     p.add_argument("--embedder", help="default | precomputed:MODEL_ID | hashing[:DIM] (env CRP_EMBEDDER)")
     add_logging(p)
 

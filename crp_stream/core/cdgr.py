@@ -15,15 +15,19 @@ API
   and the sorted ids of the anchors it bridges.
 - ``bridge_values(connector_ids, anchor_ids, adjacency) -> tuple[NDArray, list[list[str]]]``: the same
   for many connectors, in the given order.
-- ``bridge_values_edges(connectors, anchors, src, dst, weight) -> (values, bridged columns)``: the
-  same rule with facts as ints and the graph as an edge list (``src -> dst``), vectorised; what
-  envelope assembly runs on its graph cache. (The walk on an edge list is ``graph_rank.walk_levels``.)
-
-Which connectors enter is no longer §2.5's ``bridge × novelty × recency × max(relevance, 0.30)``
-ranking: SPEC-025 §6 promises CDGR never does worse than CDR, and that score admitted connectors
-whatever the anchor they displaced was worth (measured below CDR). ``core.graph_rank`` gives anchors
-and connectors one estimate and admits a connector only over an anchor it beats; bridge values still
-place connectors (§2.6) and make the Bridge-Score header (§5.3).
+- ``bridge_values_edges(connectors, anchors, src, dst, weight, direct=None) -> (values, bridged columns)``:
+  the same rule with facts as ints and the graph as an edge list (``src -> dst``), vectorised; what
+  envelope assembly runs on its graph cache. ``direct`` marks the edges of SPEC-025 §1.3's CKF graph
+  (similarity edges): only they make two anchors "directly connected"; every edge is a path.
+  (The walk on an edge list is ``graph_rank.walk_levels``.)
+- ``typed_bridge_values(connectors, anchors, src, dst, weight, similarity) -> (values, bridged, extra)``:
+  §2.4 over the similarity edges; structure edges as extra paths for a connector with no bridge there.
+- ``connector_score(bridge, novelty, recency, relevance, min_connector_relevance=0.30) -> NDArray``
+  (§2.5 with SPEC-027 §3.3): ``bridge × novelty × recency × max(relevance, 0.30)``.
+- ``admit_connectors(scores, slots, extra=None) -> list[int]`` (§2.5/§2.6): the top ``slots``
+  connectors by score, those bridging only through structure edges last; zero stays out.
+- ``refill_anchors(cdr_order, seeds, admitted, budget) -> list[int]`` (§2.2/§6): the seeds, then the
+  slots no connector filled go back to the next CDR anchors (graceful degradation to CDR).
 - ``connectors_included_header(connectors, total) -> str`` (§5.2): ``"c/t"``.
 - ``bridge_score_header(included_bridge_values) -> float`` (§5.3): their mean, 0.0 if none.
 """
@@ -105,15 +109,21 @@ def _path_strength(adjacency: Adjacency, src: str, dst: str) -> float | None:
     return best
 
 
-def bridge_value(connector_id: str, anchor_ids: Iterable[str], adjacency: Adjacency) -> tuple[float, list[str]]:
+def bridge_value(
+    connector_id: str, anchor_ids: Iterable[str], adjacency: Adjacency, direct: Adjacency | None = None
+) -> tuple[float, list[str]]:
     """SPEC-025 §2.4: how many otherwise-unlinked anchor pairs the connector links, times edge strength.
 
     Touched anchors: those with a direct edge to the connector or a path of length <= 2 from it. Fewer
-    than two touched -> 0.0. ``bridge_count`` = touched pairs with NO direct edge between them.
+    than two touched -> 0.0. ``bridge_count`` = touched pairs with NO direct edge between them in
+    ``direct`` (§1.3's CKF graph: the similarity edges; ``adjacency`` itself when not given). Paths run
+    over ``adjacency``, which may hold more edges (the fabric's structure edges): an extra path can make
+    a connector touch an anchor, never make two anchors directly connected.
     ``mean_edge_weight_through`` (left open by the seed) is, here, the mean over touched anchors of the
     strongest connector->anchor path of <= 2 edges, a 2-hop path counting its weaker edge. Returns
     ``(bridge_count × mean strength, sorted ids of anchors in at least one bridged pair)``.
     """
+    linking = adjacency if direct is None else direct
     strengths: dict[str, float] = {}
     for a in sorted(set(anchor_ids)):
         if a == connector_id:
@@ -128,7 +138,7 @@ def bridge_value(connector_id: str, anchor_ids: Iterable[str], adjacency: Adjace
     bridged: set[str] = set()
     for i, a1 in enumerate(touched):
         for a2 in touched[i + 1 :]:
-            if _edge(adjacency, a1, a2) is None and _edge(adjacency, a2, a1) is None:
+            if _edge(linking, a1, a2) is None and _edge(linking, a2, a1) is None:
                 bridge_count += 1
                 bridged.update((a1, a2))
     if bridge_count == 0:
@@ -138,7 +148,11 @@ def bridge_value(connector_id: str, anchor_ids: Iterable[str], adjacency: Adjace
 
 
 def bridge_values(
-    connector_ids: Sequence[str], anchor_ids: Iterable[str], adjacency: Adjacency, chunk: int = 1024
+    connector_ids: Sequence[str],
+    anchor_ids: Iterable[str],
+    adjacency: Adjacency,
+    chunk: int = 1024,
+    direct: Adjacency | None = None,
 ) -> tuple[NDArray[np.float64], list[list[str]]]:
     """SPEC-025 §2.4 for a batch: ``bridge_value`` of each connector, in the order given.
 
@@ -156,7 +170,7 @@ def bridge_values(
     col = {a: j for j, a in enumerate(anchors)}
     linked = np.zeros((m, m), dtype=bool)
     for a in anchors:
-        for nb in _neighbours(adjacency, a):
+        for nb in _neighbours(adjacency if direct is None else direct, a):
             j = col.get(nb)
             if j is not None:
                 linked[col[a], j] = linked[j, col[a]] = True
@@ -185,7 +199,7 @@ def bridge_values(
             continue
         idx = np.full((len(ids), width), -1, dtype=np.int64)
         wts = np.zeros((len(ids), width), dtype=np.float64)
-        direct = np.zeros((len(ids), m), dtype=np.float64)
+        one_edge = np.zeros((len(ids), m), dtype=np.float64)
         for i, (cid, nbrs) in enumerate(zip(ids, nbr_lists, strict=True)):
             for d, (nb, w) in enumerate(nbrs):
                 if nb == cid:
@@ -194,10 +208,10 @@ def bridge_values(
                 wts[i, d] = float(w)
                 j = col.get(nb)
                 if j is not None:
-                    direct[i, j] = float(w)
+                    one_edge[i, j] = float(w)
         table = np.vstack([np.stack(rows), np.zeros((1, m))]) if rows else np.zeros((1, m))
         via = np.minimum(wts[:, :, None], table[idx])  # idx -1 -> the zero row: no path
-        strength = np.maximum(direct, via.max(axis=1))
+        strength = np.maximum(one_edge, via.max(axis=1))
         for i, cid in enumerate(ids):  # a connector is never its own anchor
             j = col.get(cid)
             if j is not None:
@@ -229,8 +243,13 @@ def bridge_values_edges(
     dst: ArrayLike,
     weight: ArrayLike,
     chunk: int = 1024,
+    direct: ArrayLike | None = None,
 ) -> tuple[NDArray[np.float64], list[list[int]]]:
     """SPEC-025 §2.4 as ``bridge_values``, on an edge list of a symmetric graph; the same floats.
+
+    ``direct`` (a boolean per edge; None: every edge) marks the edges of §1.3's CKF graph: only they
+    make two anchors "directly connected" (``bridge_values``'s ``direct``). Every edge is a path; where
+    one pair has edges of several kinds the strongest weight counts.
 
     ``anchors`` are the columns, in the order ``bridge_values`` uses (ids sorted); ``bridged`` lists
     column indices, ascending. The list must hold every edge of the anchors and of their neighbours:
@@ -254,6 +273,8 @@ def bridge_values_edges(
     a_col, a_dst, a_w = col[s[from_anchor]], d[from_anchor], w[from_anchor]
     linked = np.zeros((m, m), dtype=bool)
     between = col[a_dst] >= 0
+    if direct is not None:
+        between &= np.asarray(direct, dtype=bool).reshape(-1)[from_anchor]
     linked[a_col[between], col[a_dst[between]]] = True
     linked |= linked.T
     unlinked = (~linked).astype(np.float64)
@@ -262,7 +283,7 @@ def bridge_values_edges(
     near_ids = np.unique(a_dst)
     near_at = _lookup(near_ids, size)
     near = np.zeros((near_ids.shape[0], m), dtype=np.float64)
-    near[near_at[a_dst], a_col] = a_w
+    np.maximum.at(near, (near_at[a_dst], a_col), a_w)  # a pair with edges of several kinds: the strongest
     uniq, inv = np.unique(cons, return_inverse=True)
     con_at = _lookup(uniq, size)
     # 2-edge paths connector - mid - anchor
@@ -308,6 +329,87 @@ def bridge_values_edges(
         for row in np.flatnonzero(ok).tolist():
             bridged[start + row] = np.flatnonzero((partners[row] > 0) & (touched[row] > 0)).tolist()
     return values, bridged
+
+
+def typed_bridge_values(
+    connectors: ArrayLike,
+    anchors: ArrayLike,
+    src: ArrayLike,
+    dst: ArrayLike,
+    weight: ArrayLike,
+    similarity: ArrayLike,
+) -> tuple[NDArray[np.float64], list[list[int]], NDArray[np.bool_]]:
+    """SPEC-025 §2.4 over §1.3's CKF graph, with the fabric's structure edges as extra paths.
+
+    ``similarity`` marks the edges of §1.3's graph (a boolean per edge); the others (adjacency,
+    mention) are structure edges. A connector's bridge value is §2.4's over the similarity edges
+    alone. A connector with none there may still bridge through extra paths: its value is then §2.4's
+    over every edge, where a path of one or two edges may use structure edges but two anchors are
+    "directly connected" only by a similarity edge. So a structure edge never cancels a bridge, and
+    a bridge that needs structure edges is marked ``extra`` (``admit_connectors`` admits those only
+    into the slots the similarity graph's connectors leave). Returns (values, bridged anchor columns,
+    extra), in the order of ``connectors``; the arguments are ``bridge_values_edges``'s.
+    """
+    sim = np.asarray(similarity, dtype=bool).reshape(-1)
+    s, d, w = (np.asarray(x).reshape(-1) for x in (src, dst, weight))
+    values, bridged = bridge_values_edges(connectors, anchors, s[sim], d[sim], w[sim])
+    extra = np.zeros(values.shape[0], dtype=bool)
+    if sim.all():
+        return values, bridged, extra
+    typed, typed_bridged = bridge_values_edges(connectors, anchors, s, d, w, direct=sim)
+    extra = (values <= 0.0) & (typed > 0.0)
+    for i in np.flatnonzero(extra).tolist():
+        bridged[i] = typed_bridged[i]
+    return np.where(extra, typed, values), bridged, extra
+
+
+def connector_score(
+    bridge: ArrayLike,
+    novelty: ArrayLike,
+    recency: ArrayLike,
+    relevance: ArrayLike,
+    min_connector_relevance: float = MIN_CONNECTOR_RELEVANCE,
+) -> NDArray[np.float64]:
+    """SPEC-025 §2.5 with SPEC-027 §3.3: a connector's CDGR score,
+    ``bridge_value × novelty × recency_factor × max(relevance, MIN_CONNECTOR_RELEVANCE)``.
+
+    ``relevance`` is the fact's cosine to the query; the floor (0.30, or the model's calibrated
+    counterpart) lets a connector in whatever its query relevance, but only through its bridge value:
+    a fact with zero bridge value scores zero.
+    """
+    b = np.asarray(bridge, dtype=np.float64)
+    rel = np.maximum(np.asarray(relevance, dtype=np.float64), min_connector_relevance)
+    return np.asarray(b * np.asarray(novelty, dtype=np.float64) * np.asarray(recency, dtype=np.float64) * rel)
+
+
+def admit_connectors(scores: ArrayLike, slots: int, extra: ArrayLike | None = None) -> list[int]:
+    """SPEC-025 §2.5/§2.6: ``top_C_by_bridge_value(connectors)``, ranked by the §2.5 score.
+
+    The positions of the (at most ``slots``) highest-scoring connectors, best first, ties by position
+    (callers pass candidates in fact-id order). A connector scoring zero (no bridge value) "still
+    scores zero and stays out", however many slots are free. Connectors marked ``extra`` (they bridge
+    only through structure edges, ``typed_bridge_values``) come after every other one.
+    """
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    x = np.zeros(s.shape[0], dtype=bool) if extra is None else np.asarray(extra, dtype=bool).reshape(-1)
+    live = np.flatnonzero(s > 0.0)
+    order = live[np.lexsort((live, -s[live], x[live]))]
+    return [int(i) for i in order[: max(slots, 0)]]
+
+
+def refill_anchors(cdr_order: Sequence[int], seeds: int, admitted: Iterable[int], budget: int) -> list[int]:
+    """SPEC-025 §2.2 and §6: the anchors of an envelope of ``budget`` facts.
+
+    The top ``seeds`` facts of the CDR order are the anchors; the connector slots (the rest of the
+    budget) hold the ``admitted`` connectors, and the slots no bridging connector fills go back to the
+    next facts of the CDR order that are not connectors already. With no connector admitted this is
+    CDR's envelope: "CDGR degrades gracefully to pure CDR".
+    """
+    taken = set(admitted)
+    head = list(cdr_order[: max(seeds, 0)])
+    free = budget - len(head) - len(taken)
+    rest = [i for i in cdr_order[len(head) :] if i not in taken]
+    return head + rest[: max(free, 0)]
 
 
 def connectors_included_header(connectors: int, total: int) -> str:

@@ -397,30 +397,37 @@ def quarantine_eligible(verdict: Verdict) -> bool:
 
 
 def lagging_behind_refresh(verdict: Verdict, history: Sequence[ClaimRecord], explain: bool = True) -> Verdict:
-    """Drift seed, "never quarantine on divergence alone" (docs/arbiter.md, "The lagging rule"): a
-    POISONING_CANDIDATE whose divergent value the high-trust source itself asserted before its newest
-    record is a lower-trust source that has not caught up with the high-trust refresh (drift in the
-    other direction), not an injection: the verdict becomes CONSENSUS_OK and no candidate is filed.
-    Serving is unaffected either way (the high-trust value wins), so replaying an old value gains nothing.
-    ``explain=False``: the verdict's reason is left empty, as ``claim_verdict``'s.
+    """Drift seed, Decision Boundary (rules 2-4 and "divergence without [later-epoch corroboration] is
+    a candidate poisoning event and proceeds to quarantine review"): the lagging rule.
+
+    A POISONING_CANDIDATE whose divergent value the high-trust source itself asserted before its
+    newest record may be a lower-trust source that has not caught up with the high-trust refresh
+    (drift in the other direction), or an attacker replaying the authority's old value: epochs cannot
+    tell the two apart, so the seed leaves it to review. The verdict stays POISONING_CANDIDATE (a
+    quarantine candidate is filed; divergence alone never quarantines) and its reason tells the
+    reviewer what the history shows: when the authority last asserted that value, and that the
+    candidate is to be released if the source merely lags. ``explain=False``: the verdict unchanged,
+    its reason empty (as ``claim_verdict``'s).
     """
-    if verdict.kind != POISONING_CANDIDATE or verdict.divergent_value is None:
+    if verdict.kind != POISONING_CANDIDATE or verdict.divergent_value is None or not explain:
         return verdict
-    previous = {
-        r.value for r in history if r.source == verdict.high_trust_source and r.epoch < verdict.high_trust_epoch
-    }
-    if verdict.divergent_value not in previous:
+    earlier = [
+        r.epoch
+        for r in history
+        if r.source == verdict.high_trust_source
+        and r.epoch < verdict.high_trust_epoch
+        and r.value == verdict.divergent_value
+    ]
+    if not earlier:
         return verdict
+    sources = ", ".join(verdict.divergent_sources)
     return verdict._replace(
-        kind=CONSENSUS_OK,
-        suspect_fact_ids=(),
         reason=(
-            f"{verdict.high_trust_source} says {verdict.high_trust_value!r}; {', '.join(verdict.divergent_sources)} "
-            f"still say {verdict.divergent_value!r}, which {verdict.high_trust_source} itself asserted before its "
-            f"newest record: the lower-trust source lags behind a refresh, not poisoning; no candidate"
+            f"{verdict.reason}. Lagging behind a refresh? {verdict.high_trust_source} itself asserted "
+            f"{verdict.divergent_value!r} until {_iso(max(earlier))} and {verdict.high_trust_value!r} since "
+            f"{_iso(verdict.high_trust_epoch)}: {sources} may not have caught up with that refresh (release "
+            f"the candidate if so), or may replay the old value (confirm the quarantine)"
         )
-        if explain
-        else "",
     )
 
 

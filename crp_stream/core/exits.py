@@ -8,13 +8,16 @@ API
   ``IN_PROGRESS``.
 - ``continuation_status(completeness, residual_empty, window_count, max_windows, mean_novelty_ratio,
   safety_budget=None) -> str`` (§6, in priority order).
-- ``novelty_ratio(novelty, recency, ngram_penalty) -> NDArray`` (§6 Exit 3 / §8.1), per envelope fact.
+- ``novelty_ratio(cdr_score, relevance, relevance_floor=0.30) -> NDArray`` (§6 Exit 3 / §8.1):
+  ``CDR_score / relevance`` per envelope fact.
 - ``mean_novelty_ratio(ratios) -> float`` (§6 Exit 3): 0.0 for an empty envelope.
 - ``coverage_score_header(novelty_ratios) -> float | None`` (§8.1): the MINIMUM; None if no facts.
 - ``depth_from_words(actual, expected) -> float`` (§3.2).
 - ``report_depth(depth, words, expected_words) -> float`` (§3.1/§3.2): a report's depth for one sub-query.
 - ``marginal_residual(best_similarity, min_relevance) -> NDArray[bool]`` (§6 Exit 1, §2.6).
 - ``residual_done(marginal) -> bool`` (§6 Exit 1): empty, or only marginal items.
+- ``serves_facts(status) -> bool`` (§6 Exit 3): an exhausted window's envelope carries no facts.
+- ``ckf_exhausted_note(mean_ratio, withheld) -> str`` (§6 Exit 3): the exhausted envelope's note.
 - ``is_terminal(status) -> bool`` (§6): every exit ends the session's window loop.
 """
 
@@ -64,19 +67,19 @@ def continuation_status(
     return IN_PROGRESS
 
 
-def novelty_ratio(novelty: ArrayLike, recency: ArrayLike, ngram_penalty: ArrayLike) -> NDArray[np.float64]:
-    """SPEC-024 §6 Exit 3 / §8.1: how much of a fact's score survives staleness.
+def novelty_ratio(cdr_score: ArrayLike, relevance: ArrayLike, relevance_floor: float = 0.30) -> NDArray[np.float64]:
+    """SPEC-024 §6 Exit 3 / §8.1: a fact's novelty ratio, ``CDR_score(fact) / relevance(fact, query)``.
 
-    The seed writes ``CDR_score / relevance``; with the SPEC-027 §3.3 formula that is
-    ``importance × max(relevance, pull)/relevance × novelty × recency × (1 - ngram_penalty)``. crp-stream
-    divides out importance and effective relevance too (``CDR_score / (importance × max(relevance,
-    pull))``), so a fresh but low-importance fact does not read as exhaustion and the ratio stays in
-    [0, 1] (1.0 = entirely fresh). For connectors pass ``ngram_penalty = 0``.
+    ``cdr_score`` is the fact's full CDR score (SPEC-027 §3.3: importance × max(relevance, pull) ×
+    novelty × recency × (1 − ngram_penalty)), ``relevance`` its cosine to the query. The seed's
+    envelope facts all have relevance >= 0.55 (§2.6); here a fact may enter through a sub-query's
+    relevance or as a connector below the gate, so the divisor is floored at ``relevance_floor``,
+    SPEC-025 §2.5's connector floor (0.30, or the model's calibrated counterpart): the least relevance
+    the seeds credit any envelope fact with. Above the floor this is the seed's ratio exactly.
     """
-    n = np.asarray(novelty, dtype=np.float64)
-    r = np.asarray(recency, dtype=np.float64)
-    p = np.asarray(ngram_penalty, dtype=np.float64)
-    return np.asarray(n * r * (1.0 - p), dtype=np.float64)
+    score = np.asarray(cdr_score, dtype=np.float64)
+    rel = np.maximum(np.asarray(relevance, dtype=np.float64), relevance_floor)
+    return np.asarray(score / rel, dtype=np.float64)
 
 
 def mean_novelty_ratio(ratios: ArrayLike) -> float:
@@ -136,6 +139,22 @@ def marginal_residual(best_similarity: ArrayLike, min_relevance: float) -> NDArr
 def residual_done(marginal: ArrayLike) -> bool:
     """SPEC-024 §6 Exit 1: the Residual Set is empty or contains only marginal items."""
     return bool(np.all(np.asarray(marginal, dtype=np.bool_)))
+
+
+def serves_facts(status: str) -> bool:
+    """SPEC-024 §6 Exit 3: on ckf-exhaustion "the gateway MUST stop": the window's envelope carries
+    no facts (only the exhaustion signal: status, mode, onboarding hint, coverage score). Every other
+    status serves the window's facts."""
+    return status != CKF_EXHAUSTED
+
+
+def ckf_exhausted_note(mean_ratio: float, withheld: int) -> str:
+    """SPEC-024 §6 Exit 3: why an exhausted window's envelope is empty, in words an operator reads."""
+    return (
+        f"CKF-EXHAUSTED: mean novelty ratio {mean_ratio:.4f} < {CKF_EXHAUSTION_THRESHOLD} over the "
+        f"{withheld} facts this window would have served; none is served and the session ends. "
+        "Ingest more documents for continued quality."
+    )
 
 
 def is_terminal(status: str) -> bool:

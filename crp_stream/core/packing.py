@@ -8,6 +8,8 @@ API
   ``(id, bridged_anchor_ids)`` between the anchors it bridges, adjacent to them, never first or last.
 - ``pack_envelope(anchor_ids, anchor_scores, connectors, adjacency=None) -> list[str]``: both steps.
 - ``residual_task_anchor(labels) -> str``: ``"Remaining sections to complete: a, b"``.
+- ``backward_summary(covered) -> str`` (SPEC-024 §4.1/§4.3): ``"Previously covered: window 1: a, b;
+  window 2: c"``, the backward-looking summary the session keeps beside the anchor.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 RESIDUAL_ANCHOR_PREFIX = "Remaining sections to complete: "
+BACKWARD_SUMMARY_PREFIX = "Previously covered: "
 
 
 def sandwich_order(scores: ArrayLike) -> list[int]:
@@ -95,3 +98,21 @@ def residual_task_anchor(labels: Sequence[str]) -> str:
     Exactly the seed's f-string, so an empty Residual Set gives the bare prefix.
     """
     return f"{RESIDUAL_ANCHOR_PREFIX}{', '.join(labels)}"
+
+
+def backward_summary(covered: Sequence[tuple[int, str]]) -> str:
+    """SPEC-024 §4.1/§4.3: the backward-looking continuation, ``Previously covered: {summary}``.
+
+    ``covered`` is every addressed sub-query's (window, label), in the order the windows reported
+    them; the summary lists each window's labels in that order (a label once per window). It grows
+    with every window, which is why §4.2 replaces it by the Residual Task Anchor in the continuation
+    context; §4.3 keeps it in the session, where an operator can include it. No window yet: the bare
+    prefix.
+    """
+    by_window: dict[int, list[str]] = {}
+    for window, label in covered:
+        labels = by_window.setdefault(window, [])
+        if label not in labels:
+            labels.append(label)
+    parts = [f"window {w}: {', '.join(labels)}" for w, labels in sorted(by_window.items())]
+    return f"{BACKWARD_SUMMARY_PREFIX}{'; '.join(parts)}"

@@ -111,10 +111,24 @@ _CONTRACTED: Final = {"can't": "can", "won't": "will", "shan't": "shall"}
 @memo.text_memo()
 def _tokens(text: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(lower-cased tokens, original tokens); "isn't" -> "is" + "n't", trailing dots dropped."""
+    # ``findall``: the pattern has no group, so each item is a whole match, without a Match object
+    words: list[str] = _TOKEN.findall(text.replace("’", "'"))
+    flat = " ".join(words)
+    low_flat = flat.lower()
+    dot = flat.find(".")
+    # most sentences need no rule below but the lower case and a final full stop: one pass for all
+    if "'" not in flat and "," not in flat and "cannot" not in low_flat and dot in (-1, len(flat) - 1) and words:
+        low_t = low_flat.split(" ")
+        if dot != -1 and not _ABBREVIATION.fullmatch(words[-1]):
+            last = words[-1].rstrip(".")
+            if not last:
+                return tuple(low_t[:-1]), tuple(words[:-1])
+            low_t[-1] = low_t[-1].rstrip(".")
+            words[-1] = last
+        return tuple(low_t), tuple(words)
     low: list[str] = []
     orig: list[str] = []
-    # ``findall``: the pattern has no group, so each item is a whole match, without a Match object
-    for w in _TOKEN.findall(text.replace("’", "'")):
+    for w in words:
         if w.endswith(".") and not _ABBREVIATION.fullmatch(w):  # keep "U.S.", drop a full stop
             w = w.rstrip(".")
         if not w:

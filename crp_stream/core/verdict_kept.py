@@ -6,8 +6,7 @@ the claim again, for the common cases: a partition of lower trust than the high-
 agreeing with it, or that keeps asserting the one divergent value on the same side of the high-trust
 epoch (for DRIFT_UNDETERMINED) or not moving back to its side (for STALE_HIGH_TRUST). Anything else
 (the high-trust partition changed, a value changed sides, several divergent values, a poisoning
-candidate or the lagging rule's consensus, whose fingerprints cover fact ids and history) is False:
-the caller evaluates the claim in full.
+candidate, whose fingerprint covers fact ids) is False: the caller evaluates the claim in full.
 
 >>> from crp_stream.core.drift import partition_views, claim_verdict
 >>> recs = [ClaimRecord("v", "vendor", 0.9, 1.0, "1000", "active"),
@@ -37,7 +36,7 @@ __all__ = ["ClaimRecord", "verdict_kept"]
 
 def verdict_kept(verdict: Verdict, before: Sequence[PartitionView], after: Sequence[PartitionView]) -> bool:
     """Drift seed, Decision Boundary rules 2-4 (as ``processors.arbiter.choose_verdict`` applies them,
-    with the lagging rule and the stale preference): True only when ``verdict``, the verdict of the
+    with the stale preference): True only when ``verdict``, the verdict of the
     views ``before`` (for any claim key and history), has the same kind, high-trust partition (source,
     value, newest epoch), divergent value and no other divergent value as the verdict of the views
     ``after`` (the same key, any history): so the same ``verdict_fingerprint``.
@@ -47,13 +46,11 @@ def verdict_kept(verdict: Verdict, before: Sequence[PartitionView], after: Seque
     one that diverged still asserts the same single divergent value, so the divergent groups hold the
     same sources; DRIFT_UNDETERMINED counts exactly one partition later than the high-trust epoch and
     each changed one stays on its side; STALE_HIGH_TRUST needs two or more, and none leaves the later
-    side. Neither kind is one the lagging rule (POISONING_CANDIDATE only) or the stale preference
-    (several divergent values) changes, and neither fingerprint covers anything else of the views."""
+    side. Neither kind is one the stale preference (several divergent values) changes, and neither
+    fingerprint covers anything else of the views."""
     kind = verdict.kind
     if verdict.other_divergent_values or (
-        kind != STALE_HIGH_TRUST
-        and kind != DRIFT_UNDETERMINED
-        and (kind != CONSENSUS_OK or verdict.divergent_value is not None)  # the lagging rule's: history
+        kind != STALE_HIGH_TRUST and kind != DRIFT_UNDETERMINED and kind != CONSENSUS_OK
     ):
         return False
     high_source = verdict.high_trust_source

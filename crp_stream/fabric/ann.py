@@ -30,7 +30,9 @@ EXPANSION_SEARCH: Final = 200
 _STATUS_CODES: Final = {"active": 0, "stale": 1, "quarantined": 2, "superseded": 3, "expired": 4}
 _REPLACED: Final = 255  # a slot whose fact was written again under a newer slot (HNSW keeps no deletes)
 _GROW: Final = 1024
-_KEPT_MAX: Final = 256  # queries whose results are kept (~150 hits each)
+_KEPT_MAX: Final = 256
+# a search of this many queries (an ingest batch's k-NN) runs on every core; a request's few, on one
+_PARALLEL_QUERIES: Final = 32  # queries whose results are kept (~150 hits each)
 
 
 class AnnCache:
@@ -262,7 +264,14 @@ class AnnCache:
         n = len(self._fact)
         params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]  # missing from its stubs
         params.efSearch = max(EXPANSION_SEARCH, fetch)
-        sims, slots = self.index.search(q, fetch, params=params)
+        if q.shape[0] >= _PARALLEL_QUERIES:  # queries are independent: the same hits on any thread
+            faiss.omp_set_num_threads(os.cpu_count() or 1)
+            try:
+                sims, slots = self.index.search(q, fetch, params=params)
+            finally:
+                faiss.omp_set_num_threads(1)
+        else:
+            sims, slots = self.index.search(q, fetch, params=params)
         drop = self._slot_of.get(exclude_id) if exclude_id is not None else None
         out: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = []
         for row in range(q.shape[0]):

@@ -62,6 +62,10 @@ class EmbeddingPrefetch(Embedder):
             out[missing] = self.inner.embed([items[i] for i in missing])
         return out
 
+    def pending(self) -> int:
+        """Texts announced and not taken yet."""
+        return len(self._pending)
+
     def forget(self) -> None:
         """Drop what was announced and not used (a record dead-lettered, a batch rolled back): bounded."""
         self._pending.clear()

@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 MODEL_KEY = "embedding_model"
 DIM_KEY = "embedding_dim"
 THRESHOLDS_PREFIX = "thresholds:"
+SERVER_SCHEMES = ("http://", "https://", "grpc://", "grpcs://")  # a Qdrant server (vectors_qdrant.ServerSpec)
 STORED_FIELDS = ("min_relevance", "edge_threshold", "contradiction_threshold", "min_connector_relevance")
 
 
@@ -40,20 +41,24 @@ def thresholds_key(model_id: str) -> str:
 
 
 def open_vector_index(spec: str) -> VectorIndex:
-    """``edge:/path`` (embedded qdrant-edge), ``http(s)://host:6333`` (Qdrant server), ``memory:``."""
+    """``edge:/path`` (embedded qdrant-edge), ``http(s)://host:6333`` or ``grpc(s)://host:6334`` (a
+    Qdrant server over REST or gRPC, ``?collection=NAME``: docs/vector-stores.md), ``memory:``."""
     if spec.startswith("edge:"):
         from crp_stream.fabric.vectors_edge import EdgeVectorIndex
 
         return EdgeVectorIndex(spec[len("edge:") :])
-    if spec.startswith(("http://", "https://")):
+    if spec.startswith(SERVER_SCHEMES):
         from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
 
-        return QdrantVectorIndex(url=spec)
+        try:
+            return QdrantVectorIndex(url=spec)
+        except ValueError as exc:
+            raise ConfigError(f"qdrant: {exc}") from None
     if spec in ("memory:", ":memory:"):
         from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
 
         return QdrantVectorIndex(location=":memory:")
-    raise ConfigError(f"qdrant: {spec!r} is not edge:PATH, http(s)://HOST:PORT or memory:")
+    raise ConfigError(f"qdrant: {spec!r} is not edge:PATH, http(s)://HOST:PORT, grpc(s)://HOST:PORT or memory:")
 
 
 @dataclass

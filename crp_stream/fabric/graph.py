@@ -30,7 +30,7 @@ ingested, so a fact's neighbours can be kept in memory between requests.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
 from typing import Protocol
 
@@ -62,9 +62,6 @@ class GraphCache:
         self._names: list[str] = []
         self._adj: dict[int, Row] = {}
         self._generation: object = None
-        # title key -> (title_key, source, document_id, lead) of the documents it titles: documents are
-        # written only with a new graph generation (ingest), so ``sync`` and ``written`` drop these too
-        self._titles: dict[str, list[tuple[str, str, str, str]]] = {}
         self._unames = np.zeros(0, dtype="<U1")  # ``names`` as a fixed-width array (``name_array``)
         self._unames_len = 0
         self._unpack()
@@ -138,22 +135,6 @@ class GraphCache:
             self._adj.clear()
             self._unpack()
         self._generation = new
-        self._titles.clear()  # the write may have titled documents
-
-    def titled_leads(
-        self, keys: Sequence[str], source: Callable[[Sequence[str]], list[tuple[str, str, str, str]]]
-    ) -> list[tuple[str, str, str, str]]:
-        """``Repository.titled_leads(keys)`` (``source``), asked only for the keys not kept yet."""
-        wanted = sorted(set(keys))
-        missing = [k for k in wanted if k not in self._titles]
-        if missing:
-            if len(self._titles) + len(missing) > self.max_nodes:
-                self._titles.clear()
-            for k in missing:
-                self._titles[k] = []
-            for row in source(missing):
-                self._titles[row[0]].append(row)
-        return sorted(r for k in wanted for r in self._titles[k])
 
     def invalidate(self, fact_ids: Iterable[str]) -> None:
         """Forget the given facts: call with both endpoints of every edge just written."""
@@ -164,7 +145,6 @@ class GraphCache:
                 self._unpacked(i)
 
     def clear(self) -> None:
-        self._titles.clear()
         self._adj.clear()
         self._unpack()
         if len(self._names) > 2 * self.max_nodes:  # ints of facts long gone: start the numbering over

@@ -77,14 +77,14 @@ class ProgressRecords(DriverSQL):
             self.conn.execute(update(t.meta).where(t.meta.c.key == key).values(value=value))
         self._meta[key] = value
 
-    def increment_meta(self, key: str) -> int:
-        """Add 1 to an integer meta value (0 if absent) and return the new value, atomically: a
+    def increment_meta(self, key: str, by: int = 1) -> int:
+        """Add ``by`` to an integer meta value (0 if absent) and return the new value, atomically: a
         concurrent writer waits for this transaction and then increments the committed value, so two
         workers never both move a counter from n to n + 1 (a read-then-write would)."""
         # on the driver: every transaction that writes claims or statuses moves a counter
         self._execute("INSERT INTO meta (key, value) VALUES (?, '0') ON CONFLICT (key) DO NOTHING", (key,))
-        sql = "UPDATE meta SET value = CAST(CAST(value AS BIGINT) + 1 AS TEXT) WHERE key = ? RETURNING value"
-        value_now = int(self._execute_one(sql, (key,))[0])
+        sql = "UPDATE meta SET value = CAST(CAST(value AS BIGINT) + ? AS TEXT) WHERE key = ? RETURNING value"
+        value_now = int(self._execute_one(sql, (int(by), key))[0])
         self._meta[key] = str(value_now)
         return value_now
 

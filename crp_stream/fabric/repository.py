@@ -282,6 +282,20 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         found = self._select_where(cols, "facts", (("source", source), ("document_id", document_id)))
         return [cast(FactRow, dict(zip(cols, r, strict=True))) for r in found]
 
+    def documents_facts(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], list[FactRow]]:
+        """``document_facts`` of many (source, document) pairs: one read per source."""
+        by_source: dict[str, set[str]] = {}
+        for source, doc in keys:
+            by_source.setdefault(source, set()).add(doc)
+        cols = ("document_id", "fact_id", "position", "status")
+        out: dict[tuple[str, str], list[FactRow]] = {}
+        for source in sorted(by_source):
+            for doc, *rest in self._select_in(
+                cols, "facts", "document_id", sorted(by_source[source]), ("fact_id",), ("source", source)
+            ):
+                out.setdefault((source, doc), []).append(cast(FactRow, dict(zip(cols[1:], rest, strict=True))))
+        return out
+
     def set_fact_status(self, fact_ids: Sequence[str], status: str) -> int:
         """The only write of ``facts.status``; it moves the meta counter ``facts_generation``, by which
         a cache of statuses in any process sees that statuses changed, and returns its new value."""
@@ -342,6 +356,10 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
             return str(old[0][0]) if old[0][0] is not None else ""
         self.conn.execute(t.documents.insert().values(**key, **values))
         return None
+
+    def has_titles(self) -> bool:
+        """Whether any document has a title (by the title index: one probe)."""
+        return bool(self._execute_one("SELECT 1 FROM documents WHERE title_key IS NOT NULL LIMIT 1", ()))
 
     def titled_leads(self, keys: Sequence[str]) -> list[tuple[str, str, str, str]]:
         """``(title_key, source, document_id, lead_fact_id)`` of the documents titled by one of ``keys``."""

@@ -1,6 +1,10 @@
 """Deployment backend of the vector port: a Qdrant server through ``qdrant-client``.
 
-``QdrantVectorIndex(url=...)`` talks to a server. ``location=":memory:"`` or ``path=DIR`` runs the very
+``QdrantVectorIndex(url=spec)`` talks to a server, over REST (``http(s)://HOST:6333``) or gRPC
+(``grpc(s)://HOST:6334``, qdrant-client's ``prefer_grpc``), on the collection ``crp_facts`` or the one
+named by ``?collection=NAME`` (docs/vector-stores.md). Nothing is sent to the server before the first
+call of the port, so a fabric opens while the server is down, and each failure reaches the runtime as
+a transient error (``runtime/vector_guard.py``). ``location=":memory:"`` or ``path=DIR`` runs the very
 same adapter on qdrant-client's local mode; that is for tests only (it scans in Python and ignores
 payload indexes: ~0.4 s per filtered top-50 at 20k points), the embedded default is
 ``vectors_edge.EdgeVectorIndex``.
@@ -13,8 +17,11 @@ they have no effect.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 from qdrant_client import QdrantClient, models
@@ -31,7 +38,17 @@ from crp_stream.fabric.vectors import (
     scanned_point,
 )
 
+log = logging.getLogger(__name__)
+
 DEFAULT_COLLECTION: Final = "crp_facts"
+# The server versions this adapter supports: 1.19, which the tests run against (tests/contract,
+# tests/integration/test_qdrant_server.py), and 1.20; qdrant-client 1.19-1.20 (pyproject.toml) talks to
+# both without a version warning.
+SUPPORTED_SERVERS: Final = ("1.19", "1.20")
+_SCHEMES: Final = {"http": (False, False, 6333), "https": (False, True, 6333), "grpc": (True, False, 6334)}
+_SCHEMES_TLS: Final = {"grpcs": (True, True, 6334)}
+# A restarted server is found again within this long (gRPC backs off up to 120 s between reconnects).
+_GRPC_OPTIONS: Final = {"grpc.initial_reconnect_backoff_ms": 100, "grpc.max_reconnect_backoff_ms": 2000}
 _BATCH: Final = 512
 _QUERY_BATCH: Final = 64
 _INDEXES: Final = (
@@ -39,6 +56,65 @@ _INDEXES: Final = (
     (F_EXPIRES_AT, models.PayloadSchemaType.FLOAT),
     (F_SOURCE, models.PayloadSchemaType.KEYWORD),
 )
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """Where a Qdrant server is and how to talk to it, from ``http(s)://`` or ``grpc(s)://HOST:PORT``."""
+
+    host: str
+    port: int
+    grpc: bool = False
+    tls: bool = False
+    collection: str = DEFAULT_COLLECTION
+
+    @classmethod
+    def parse(cls, spec: str) -> ServerSpec:
+        try:
+            parts = urlsplit(spec)
+            port = parts.port
+        except ValueError as exc:
+            raise ValueError(f"{spec!r}: {exc}") from None
+        known = {**_SCHEMES, **_SCHEMES_TLS}
+        if parts.scheme not in known or not parts.hostname:
+            raise ValueError(f"{spec!r} is not http(s)://HOST:PORT or grpc(s)://HOST:PORT")
+        if parts.path not in ("", "/"):
+            raise ValueError(f"{spec!r}: no path expected (a collection is named by ?collection=NAME)")
+        query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=False)
+        unknown = sorted(set(query) - {"collection"})
+        if unknown:
+            raise ValueError(f"{spec!r}: unknown option {unknown[0]!r} (expected collection)")
+        collection = query.get("collection", [DEFAULT_COLLECTION])[-1]
+        if not collection or not all(c.isalnum() or c in "_-" for c in collection):
+            raise ValueError(f"{spec!r}: collection must be letters, digits, '_' or '-'")
+        grpc, tls, default_port = known[parts.scheme]
+        return cls(parts.hostname, port or default_port, grpc, tls, collection)
+
+    def client(self, api_key: str | None = None, timeout: int | None = None) -> QdrantClient:
+        # The client's own version check runs on a thread at construction and warns when the server
+        # is down; ``QdrantVectorIndex`` checks the version itself on its first contact instead.
+        if self.grpc:
+            return QdrantClient(
+                host=self.host,
+                grpc_port=self.port,
+                prefer_grpc=True,
+                https=self.tls,
+                api_key=api_key,
+                timeout=timeout,
+                grpc_options=dict(_GRPC_OPTIONS),
+                check_compatibility=False,
+            )
+        scheme = "https" if self.tls else "http"
+        return QdrantClient(
+            url=f"{scheme}://{self.host}:{self.port}", api_key=api_key, timeout=timeout, check_compatibility=False
+        )
+
+
+def version_note(version: str) -> str | None:
+    """Why a server of ``version`` may not work with this adapter, or None when it is supported."""
+    if ".".join(version.split(".")[:2]) in SUPPORTED_SERVERS:
+        return None
+    return f"Qdrant server {version} is not one of the supported versions {', '.join(SUPPORTED_SERVERS)}"
 
 
 def _qdrant_filter(where: Constraint) -> models.Filter | None:
@@ -63,7 +139,7 @@ class QdrantVectorIndex(VectorIndex):
         location: str | None = None,
         path: str | None = None,
         api_key: str | None = None,
-        collection: str = DEFAULT_COLLECTION,
+        collection: str | None = None,
         exact: bool = True,
         timeout: int | None = None,
         client: QdrantClient | None = None,
@@ -71,16 +147,41 @@ class QdrantVectorIndex(VectorIndex):
         given = [x for x in (url, location, path, client) if x is not None]
         if len(given) != 1:
             raise ValueError("give exactly one of url, location, path or client")
-        if client is None:
-            client = QdrantClient(url=url, location=location, path=path, api_key=api_key, timeout=timeout)
+        if url is not None:
+            server = ServerSpec.parse(url)  # ``collection`` given here wins over the URL's ?collection=
+            client, collection = server.client(api_key, timeout), collection or server.collection
+        elif client is None:
+            client = QdrantClient(location=location, path=path)
         self._client = client
         options = client.init_options
         self._local = options.get("path") is not None or options.get("location") == ":memory:"
-        self._collection = collection
+        self._collection = collection or DEFAULT_COLLECTION
         self._params = None if self._local else models.SearchParams(exact=exact)
         self._closed = False
         self._dim: int | None = None
-        if client.collection_exists(collection):
+        self._contacted = False  # a server is first asked on the port's first call, not here
+        self._indexed = False  # the payload indexes were made sure of by this process
+        if self._local:
+            self._look()
+
+    @property
+    def collection(self) -> str:
+        return self._collection
+
+    def server_version(self) -> str:
+        """The server's version (``""`` in local mode)."""
+        return "" if self._local else str(self._live().info().version)
+
+    def _look(self) -> None:
+        """Read whether the collection exists, and its dimension. On a server: again while it does not
+        exist (another worker, or a rebuild, may create it), and the version once."""
+        client = self._live()
+        if not self._contacted and not self._local:
+            note = version_note(self.server_version())
+            if note:
+                log.warning("%s; tested: %s", note, ", ".join(SUPPORTED_SERVERS))
+        self._contacted = True
+        if client.collection_exists(self._collection):
             self._dim = self._read_dim()
 
     @property
@@ -92,6 +193,8 @@ class QdrantVectorIndex(VectorIndex):
 
     @property
     def dim(self) -> int | None:
+        if self._dim is None and not self._closed and (not self._contacted or not self._local):
+            self._look()
         return self._dim
 
     def _read_dim(self) -> int:
@@ -109,22 +212,27 @@ class QdrantVectorIndex(VectorIndex):
         client = self._live()
         if dim <= 0:
             raise ValueError(f"dimension must be positive, got {dim}")
-        if self._dim is not None:
-            if dim != self._dim:
-                raise ValueError(f"vector index has dimension {self._dim}, asked for {dim}")
-            return
-        if client.collection_exists(self._collection):
+        if self.dim is None:
+            try:
+                client.create_collection(
+                    self._collection,
+                    vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
+                )
+            except Exception:
+                # Another worker on the same server may have created it first: then use that one.
+                if not client.collection_exists(self._collection):
+                    raise
+            else:
+                self._dim = dim
+        if self._dim is None:
             self._dim = self._read_dim()
-            self.ensure(dim)
-            return
-        client.create_collection(
-            self._collection,
-            vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
-        )
-        if not self._local:
+        if dim != self._dim:
+            raise ValueError(f"vector index has dimension {self._dim}, asked for {dim}")
+        if not self._local and not self._indexed:
+            # Idempotent: whoever created the collection, each process makes sure the indexes exist.
             for field, schema in _INDEXES:
                 client.create_payload_index(self._collection, field, field_schema=schema, wait=True)
-        self._dim = dim
+            self._indexed = True
 
     def flush(self) -> None:
         # Writes are sent with wait=True: the server (or local file) has them when the call returns.
@@ -140,6 +248,7 @@ class QdrantVectorIndex(VectorIndex):
         if client.collection_exists(self._collection):
             client.delete_collection(self._collection)
         self._dim = None
+        self._indexed = False
         self._ann_reset()
 
     # ---- writes -------------------------------------------------------------------------------------
@@ -201,7 +310,7 @@ class QdrantVectorIndex(VectorIndex):
         return out
 
     def get_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
-        if self._dim is None or not fact_ids:
+        if not fact_ids or self.dim is None:
             return {}
         client = self._live()
         out: dict[str, Vector] = {}
@@ -214,7 +323,7 @@ class QdrantVectorIndex(VectorIndex):
         return out
 
     def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
-        if self._dim is None:
+        if self.dim is None:
             return []
         client = self._live()
         out: list[tuple[str, Vector, str, float | None]] = []
@@ -228,6 +337,6 @@ class QdrantVectorIndex(VectorIndex):
                 return sorted(out, key=lambda x: x[0])
 
     def count(self) -> int:
-        if self._dim is None:
+        if self.dim is None:
             return 0
         return int(self._live().count(self._collection, exact=True).count)

@@ -38,7 +38,7 @@ from crp_stream.core.verdict_kept import verdict_kept
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.rows import FactRow, RefreshRow
 from crp_stream.processors import effects, text_claims
-from crp_stream.processors.base import Emitter, Handler, Record, dt_to_us, us_to_dt
+from crp_stream.processors.base import BatchItem, Emitter, Handler, Record, dt_to_us, us_to_dt
 from crp_stream.processors.claim_views import claim_records, current_records, known_views
 from crp_stream.processors.effects import (
     AUTO_POLICY,
@@ -69,9 +69,10 @@ def choose_verdict(
 ) -> Verdict:
     """``claim_verdict``, except that when any divergent value qualifies as STALE_HIGH_TRUST that
     verdict is preferred: a stale high-trust value must never be served because another divergent
-    value happens to be asserted by more partitions. ``history`` (every record of the claim) lets
-    ``lagging`` tell a slow low-trust source from poisoning. ``explain=False``: the same verdict with
-    an empty reason."""
+    value happens to be asserted by more partitions. ``history`` (every record of the claim) lets the
+    lagging rule tell a reviewer that a poisoning candidate's value is the high-trust source's own
+    earlier one (the candidate is filed all the same). ``explain=False``: the same verdict with an
+    empty reason."""
     base = lagging_behind_refresh(claim_verdict(views, claim=claim, explain=explain), history, explain)
     if base.kind == STALE_HIGH_TRUST or not base.other_divergent_values:
         return base
@@ -154,9 +155,29 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     group = ARBITER
     topics = ("crp.facts",)
     rejects = False  # never raises Rejected: no savepoint per crp.facts record
+    batch_native = True
 
     def __init__(self) -> None:
         self._preloaded = False
+
+    def handle_batch(self, items: Sequence[BatchItem], uow: UnitOfWork) -> int:
+        """A micro-batch of changes: the claim index is read once (it is kept in memory), the batch's
+        rows, edges and neighbours' rows in one query each, and the writes (claim rows, processed
+        marks) are buffered to the batch's end. Each change is still judged on its own, as of its event
+        time (seed 002: a verdict is a function of the records known at that time), in arrival order."""
+        if not items:
+            return 0
+        self._preload(uow)
+        if len(items) > 1:
+            self.prepare([it.event for it in items], uow)
+        for it in items:
+            self.handle(it.event, it.record, uow, it.out)
+        return len(items)
+
+    def _preload(self, uow: UnitOfWork) -> None:
+        if not self._preloaded:  # the claim index is rebuilt on the first record (inside the runtime's
+            uow.fabric.claims.preload(uow.repo)  # retries, unlike start-up: the store may be down then)
+            self._preloaded = True
 
     def prepare(self, events_: Sequence[Any], uow: UnitOfWork) -> None:
         """A document's facts arrive as one run: their rows, their similarity edges and their
@@ -173,9 +194,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     ) -> None:
         if not isinstance(event, _CHANGES):
             return
-        if not self._preloaded:  # the claim index is rebuilt on the first record (inside the runtime's
-            uow.fabric.claims.preload(uow.repo)  # retries, unlike start-up: the store may be down then)
-            self._preloaded = True
+        self._preload(uow)
         # event time of the change: a new fact's epoch; a status change's time (the arbiter's own carry
         # the time of the evaluation that made them)
         as_of = dt_to_us(event.epoch if isinstance(event, events.FactRecorded) else event.at)

@@ -52,7 +52,6 @@ class Candidates:
     ctx: ScoringContext
     graph: LoadedEdges = field(default_factory=LoadedEdges)  # graph edges read so far
     walks: dict[Any, Any] = field(default_factory=dict)  # graph_select.Walk per seed set
-    named: list[str] | None = None  # lead facts of the documents the query names
     order: list[int] = field(default_factory=list)  # the CDR order select() ranks by
     twins: dict[int, int] = field(default_factory=dict)  # collapsed duplicate -> its representative
     titles: dict[str, str] = field(default_factory=dict)  # document titles of facts in a contradiction
@@ -314,7 +313,9 @@ def select(
     while True:
         live = [i for i in order if i not in sel.suppressed]
         if graph_on:
-            graph_select.choose(uow, c, sel, live, n_anchor, budget, policy, exclude, _append_outside)
+            graph_select.choose(
+                uow, c, sel, live, n_anchor, budget, policy, exclude, _append_outside, th.min_connector_relevance
+            )
         else:
             sel.anchors = live[:budget]
             sel.rank = {i: r + 1 for r, i in enumerate(sel.anchors)}
@@ -440,7 +441,6 @@ def _new_pair(sel: Selection, c: Candidates, a: int, b: int) -> bool:
     return not any(set(r["pair"]) == pair for r in sel.resolutions)
 
 
-def novelty_ratios(c: Candidates, idx: list[int], connector: list[bool]) -> np.ndarray:
-    """SPEC-024 §6 Exit 3 / §8.1 per envelope fact; a connector's score has no n-gram term."""
-    penalty = np.where(np.asarray(connector, dtype=bool), 0.0, c.penalty[idx]) if idx else np.zeros(0)
-    return exits.novelty_ratio(c.novelty[idx], c.recency[idx], penalty)
+def novelty_ratios(c: Candidates, idx: list[int], relevance_floor: float) -> np.ndarray:
+    """SPEC-024 §6 Exit 3 / §8.1 per envelope fact: its CDR score over its query relevance."""
+    return exits.novelty_ratio(c.score[idx], c.relevance[idx], relevance_floor)

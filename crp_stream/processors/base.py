@@ -74,6 +74,23 @@ class Emitter:
 E_contra = TypeVar("E_contra", contravariant=True)
 
 
+class BatchItem:
+    """One decoded record of a micro-batch, with the emitter its outputs go to. A batch-native
+    handler rejects a record by ``reject`` (before any write of that record's): the record alone is
+    dead-lettered, its neighbours go on."""
+
+    __slots__ = ("event", "out", "record", "rejection")
+
+    def __init__(self, event: Any, record: Record, out: Emitter) -> None:
+        self.event = event
+        self.record = record
+        self.out = out
+        self.rejection: Any = None  # an ``events.Rejected`` once rejected
+
+    def reject(self, exc: BaseException) -> None:
+        self.rejection = exc
+
+
 class Handler(ABC, Generic[E_contra]):
     """A stream's worker; ``E_contra`` is the union of the events of its ``topics``."""
 
@@ -90,9 +107,20 @@ class Handler(ABC, Generic[E_contra]):
     # meta keys its records read: a runtime may read them with the record's offset, in one round trip
     meta_keys: tuple[str, ...] = ()
 
+    # ``handle_batch`` is the handler's own (one call applies a micro-batch), not a loop over ``handle``
+    batch_native: bool = False
+
     @abstractmethod
     def handle(self, event: E_contra, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         """Apply one decoded event. Raise ``Rejected`` for bad input; any other error is retried."""
+
+    def handle_batch(self, items: Sequence[BatchItem], uow: UnitOfWork) -> int:
+        """Apply a micro-batch of decoded events (none of them seen before) in the caller's transaction;
+        returns how many of them, from the first, were applied: a handler may stop early where the rest
+        must see the effects of what the applied ones cause first (the runtime handles those, then
+        offers the rest again). Bad input is ``BatchItem.reject``-ed, never raised; any exception fails
+        the whole batch (the runtime redoes it record by record). Only for ``batch_native`` handlers."""
+        raise NotImplementedError(f"{type(self).__name__} has no batch path")
 
     def bind(self, fabric: Fabric) -> None:
         """Called once by the runtime before the first record."""

@@ -15,7 +15,7 @@ from typing import Any, cast
 from crp_stream import events
 from crp_stream.core.ids import derive_id
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.processors.base import AnyHandler, Emitter, Output, Record, rfc3339
+from crp_stream.processors.base import AnyHandler, BatchItem, Emitter, Output, Record, rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +107,24 @@ def apply_each(
     handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork, unwritten: bool = False
 ) -> list[list[Output]]:
     """``apply_records``, the outputs of each record apart (a runtime that routes them per record)."""
+    outputs: list[list[Output]] = []
+    done = 0
+    while done < len(records):
+        outs, n = apply_prefix(handler, records[done:], uow, unwritten)
+        outputs.extend(outs)
+        done += n
+    return outputs
+
+
+def apply_prefix(
+    handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork, unwritten: bool = False
+) -> tuple[list[list[Output]], int]:
+    """Apply ``records`` from the first, as far as the handler goes in one micro-batch: (the outputs of
+    each record applied, how many). A batch-native handler may stop early, where the records left
+    must see what the applied ones cause (the embedded runtime handles that first, then offers the
+    rest again); any other handler applies them all."""
+    if handler.batch_native:
+        return _apply_batch(handler, records, uow)
     decoded = [_decode(handler, record, uow) for record in records]
     keys = [d[2] for d in decoded if d[2] is not None and d[3]]
     sessions = [s for d in decoded if d[1] is not None for s in handler.session_ids(d[1])]
@@ -119,13 +137,77 @@ def apply_each(
         if event is not None and key is not None:
             _apply_decoded(handler, record, uow, out, event, key, tracked, unwritten and len(records) == 1)
         outputs.append(out.outputs)
-    return outputs
+    return outputs, len(records)
+
+
+_Decoded = tuple[Emitter, "events.Event | None", "str | None", bool]
+
+
+def _apply_batch(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork) -> tuple[list[list[Output]], int]:
+    """The micro-batch path: the records not seen before go to ``handle_batch`` in one call.
+
+    A record dead-lettered here (malformed, or an id reused for other content) ends the batch before
+    it unless it comes first, and so does a record whose idempotency id repeats one of the batch's
+    (whether the first was applied or rejected decides what the repeat is): every dead letter and its
+    audit row then stand where record-by-record processing puts them, after what the records before
+    it caused."""
+    decoded: list[_Decoded] = []
+    for i, record in enumerate(records):
+        d = _decode(handler, record, uow, write_audit=i == 0)
+        if d[1] is None and i > 0:
+            break
+        decoded.append(d)
+    keys = [d[2] for d in decoded if d[2] is not None and d[3]]
+    if len(keys) > 1:
+        uow.repo.prefetch_processed(handler.group, keys)
+    items: list[BatchItem] = []
+    marks: list[tuple[str, bool, str]] = []  # per item: idempotency key, tracked, content hash
+    place: list[int] = []  # per item: its record's index
+    batch_keys: set[str] = set()
+    end = len(decoded)
+    for i, (record, (out, event, key, tracked)) in enumerate(zip(records, decoded, strict=False)):
+        if event is None or key is None:
+            continue
+        if key in batch_keys:
+            end = i
+            break
+        content_hash = hashlib.sha256(record.value).hexdigest() if not key.startswith("record:") else ""
+        seen = uow.repo.processed_hash(handler.group, key) if tracked else None
+        if seen is not None:
+            if seen != content_hash:
+                if i > 0:
+                    end = i
+                    break
+                _dead(out, record, _reused(key), uow=uow)
+            continue
+        batch_keys.add(key)
+        items.append(BatchItem(event, record, out))
+        marks.append((key, tracked, content_hash))
+        place.append(i)
+    applied = handler.handle_batch(items, uow) if items else 0
+    if applied < len(items):
+        end = place[applied]
+    for item, (key, tracked, content_hash) in zip(items[:applied], marks, strict=False):
+        if item.rejection is not None:
+            item.out.outputs.clear()
+            exc = item.rejection
+            _dead(item.out, item.record, exc.reason, exc.audit_type, exc.details, uow=uow)
+        elif tracked:
+            uow.repo.mark_processed(handler.group, key, content_hash, item.record.topic, item.record.offset)
+    return [d[0].outputs for d in decoded[:end]], end
+
+
+def _reused(key: str) -> str:
+    name, value = key.split(":", 1)
+    return f"{name}: {value!r} was already used for different content; the first record wins"
 
 
 def _decode(
-    handler: AnyHandler, record: Record, uow: UnitOfWork
+    handler: AnyHandler, record: Record, uow: UnitOfWork, write_audit: bool = True
 ) -> tuple[Emitter, events.Event | None, str | None, bool]:
-    """(emitter, event, idempotency key, tracked); no event when the record was dead-lettered."""
+    """(emitter, event, idempotency key, tracked); no event when the record was dead-lettered (its
+    audit row written unless ``write_audit`` is false: the caller drops such a record's outputs)."""
+    audit_to = uow if write_audit else None
     cause = record_cause(record)
     out = Emitter(cause_of=(handler.group, cause))
     # an escape needs a backslash: one memchr, where the five-byte search cost ~3k instructions a record
@@ -141,7 +223,7 @@ def _decode(
             max_facts=uow.settings.max_facts_per_document,
         )
     except events.Rejected as exc:
-        _dead(out, record, exc.reason, uow=uow)
+        _dead(out, record, exc.reason, uow=audit_to)
         return out, None, None, False
     key = idempotency_key(event, record, cause)
     # Ids are checked for what producers send, since producers retry; our own changelog (crp.facts)
@@ -166,13 +248,7 @@ def _apply_decoded(
     seen = uow.repo.processed_hash(handler.group, key) if tracked else None
     if seen is not None:
         if seen != content_hash:
-            _dead(
-                out,
-                record,
-                f"{key.split(':', 1)[0]}: {key.split(':', 1)[1]!r} was already used for "
-                "different content; the first record wins",
-                uow=uow,
-            )
+            _dead(out, record, _reused(key), uow=uow)
         return
     try:
         if handler.rejects and handler.rejects_before_writes and unwritten:
@@ -222,6 +298,7 @@ def internal_error_output(handler: AnyHandler, record: Record, exc: BaseExceptio
 __all__ = [
     "IsolationNeeded",
     "apply_each",
+    "apply_prefix",
     "apply_record",
     "apply_records",
     "internal_error_output",

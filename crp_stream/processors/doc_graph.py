@@ -15,7 +15,9 @@ its meta (``embedding_text``) at its first write.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import pairwise
+from typing import NamedTuple
 
 from crp_stream import events
 from crp_stream.core import graph_rank
@@ -38,26 +40,48 @@ def record_convention(uow: UnitOfWork) -> None:
         uow.repo.set_meta(EMBEDDING_TEXT_KEY, EMBEDDING_TEXT)
 
 
-def structure_edges(
-    uow: UnitOfWork,
-    event: events.DocumentPublished,
-    document_id: str | None,
-    fact_ids: list[str],
-    texts: dict[str, str],
-) -> set[str]:
-    """Write the adjacency and mention edges of one document; returns every endpoint.
+class DocumentFacts(NamedTuple):
+    """One document of a batch: its facts by position (new and already known), the new ones' texts."""
 
-    ``fact_ids`` are the document's facts by position (new and already known); ``texts`` the texts
-    of the new ones, the only ones matched against the known titles.
+    event: events.DocumentPublished
+    document_id: str | None
+    fact_ids: list[str]
+    texts: dict[str, str]
+
+
+def structure_edges(uow: UnitOfWork, docs: Sequence[DocumentFacts]) -> list[set[str]]:
+    """Write the adjacency and mention edges of a batch's documents (their facts already inserted);
+    returns the endpoints of each document's edges.
+
+    A mention edge joins a fact to the lead fact of a document whose title it names, whichever came
+    first, so the edges do not depend on the order within the batch: the titles known before the batch
+    are looked up for all new texts at once, and a title new to the fabric finds the facts (of the
+    batch too) that named it.
     """
-    edges: list[tuple[str, str, float]] = [(a, b, STRUCTURE_WEIGHT) for a, b in pairwise(fact_ids)]
-    if edges:
-        _write(uow, edges, "adjacency")
-    touched = {x for a, b, _w in edges for x in (a, b)}
-    doc = document_id or event.event_id
+    adjacency = [(a, b, STRUCTURE_WEIGHT) for d in docs for a, b in pairwise(d.fact_ids)]
+    if adjacency:
+        _write(uow, adjacency, "adjacency")
+    leads = _known_titles(uow, docs)
+    return [set(d.fact_ids if len(d.fact_ids) > 1 else ()) | _mentions(uow, d, leads) for d in docs]
+
+
+def _known_titles(uow: UnitOfWork, docs: Sequence[DocumentFacts]) -> dict[str, list[tuple[str, str, str, str]]]:
+    """Per new fact, the documents titled by one of its spans (``titled_leads``), in one read."""
+    if not any(d.texts for d in docs) or not uow.repo.has_titles():
+        return {}  # no titled document yet: a title put in this batch finds its facts itself
+    spans_of = {fid: set(graph_rank.mention_spans(text)) for d in docs for fid, text in d.texts.items()}
+    spans = sorted(set().union(*spans_of.values()))
+    found = uow.repo.titled_leads(spans) if spans else []
+    return {fid: [lead for lead in found if lead[0] in mine] for fid, mine in spans_of.items()}
+
+
+def _mentions(uow: UnitOfWork, d: DocumentFacts, leads: dict[str, list[tuple[str, str, str, str]]]) -> set[str]:
+    event, fact_ids = d.event, d.fact_ids
+    doc = d.document_id or event.event_id
     title = getattr(event, "title", None)
     section = getattr(event, "section", None)
     key = graph_rank.title_key(title)
+    touched: set[str] = set()
     mentions: list[tuple[str, str, float]] = []
     lead = fact_ids[0] if fact_ids else None
     if lead is not None and (title or section):
@@ -68,15 +92,10 @@ def structure_edges(
                 if (src, other_doc) != (event.source, doc) and graph_rank.names_title(text, key):
                     mentions.append((fid, lead, STRUCTURE_WEIGHT))
     own = set(fact_ids)
-    spans_of = {fid: set(graph_rank.mention_spans(text)) for fid, text in texts.items()}
-    spans = sorted(set().union(*spans_of.values()))
-    if spans:
-        leads = uow.repo.titled_leads(spans)
-        for fid in sorted(texts):
-            mine = spans_of[fid]
-            for k, src, other_doc, other_lead in leads:
-                if k in mine and (src, other_doc) != (event.source, doc) and other_lead not in own:
-                    mentions.append((fid, other_lead, STRUCTURE_WEIGHT))
+    for fid in sorted(d.texts):
+        for _k, src, other_doc, other_lead in leads.get(fid, ()):
+            if (src, other_doc) != (event.source, doc) and other_lead not in own:
+                mentions.append((fid, other_lead, STRUCTURE_WEIGHT))
     if mentions:
         _write(uow, sorted(set(mentions)), "mention")
         touched |= {x for a, b, _w in mentions for x in (a, b)}
@@ -91,4 +110,4 @@ def _write(uow: UnitOfWork, edges: list[tuple[str, str, float]], kind: str) -> N
     uow.fabric.graph.extend([(a, b, w, kind) for a, b, w in rows])
 
 
-__all__ = ["EMBEDDING_TEXT_KEY", "embedding_text", "record_convention", "structure_edges"]
+__all__ = ["EMBEDDING_TEXT_KEY", "DocumentFacts", "embedding_text", "record_convention", "structure_edges"]

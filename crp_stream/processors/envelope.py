@@ -11,7 +11,7 @@ from crp_stream import events
 from crp_stream.core import authority, cdgr, conflicts, exits, memo, ngram, packing, recency
 from crp_stream.core.ids import derive_id
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.processors import assembly
+from crp_stream.processors import assembly, graph_select
 from crp_stream.processors.base import Emitter, Record, us_to_dt
 from crp_stream.processors.session import SessionState, SubQueryState
 
@@ -30,14 +30,19 @@ def build(
     part: list[SubQueryState],
     branch: int | None,
     partitions: int | None,
+    relevance_floor: float,
 ) -> tuple[dict[str, Any], np.ndarray]:
+    """One branch's envelope and the novelty ratios of its facts (SPEC-024 §6 Exit 3). Nothing is
+    emitted here: the window's status decides what the envelope serves (``withhold``) and whether
+    its conflicts are audited (``audit_conflicts``)."""
     anchors = sel.anchors
     connectors = sel.connectors
     order = packing.pack_envelope(
         [c.ids[i] for i in anchors],
         c.score[anchors],
         [(c.ids[ci], bridged) for ci, bridged, _b, _s in connectors],
-        c.graph.edges_of(c.ids[ci] for ci, *_ in connectors),
+        # the similarity edges: the chain reads in the order of meaning, not of a document's layout
+        c.graph.edges_of((c.ids[ci] for ci, *_ in connectors), graph_select.SIMILARITY),
     )
     index = c.index
     conn = {c.ids[ci]: (bridged, bridge, score) for ci, bridged, bridge, score in connectors}
@@ -77,8 +82,7 @@ def build(
         entry["via"] = via.get(i, "similarity")
         entry["rank"] = rank[i]
         facts.append(entry)
-    ratios = assembly.novelty_ratios(c, idx, [f in conn for f in order])
-    audit_conflicts(uow, ev, record, out, sel, branch)
+    ratios = assembly.novelty_ratios(c, idx, relevance_floor)
     bridges = [b for _ci, _br, b, _s in connectors]
     cov_score = exits.coverage_score_header(ratios)
     activations = ngram.ngram_guard_activations(c.penalty)
@@ -115,6 +119,21 @@ def build(
         env["branch"] = branch
         env["partition"] = [s.id for s in part]
     return env, ratios
+
+
+def withhold(env: dict[str, Any], mean_ratio: float) -> None:
+    """SPEC-024 §6 Exit 3: "the gateway MUST stop". The exhausted envelope keeps the signal and drops
+    what it would have served: no facts, one note saying why, and the headers of what is served
+    (connectors, bridge score, conflicts, hops) at zero; the Coverage-Score stays the minimum novelty
+    ratio of the withheld facts, the status and mode are set by the caller."""
+    h = env["headers"]
+    env["notes"] = [exits.ckf_exhausted_note(mean_ratio, len(env["facts"]))]
+    env["facts"] = []
+    env.pop("assignments", None)
+    h["CRP-Context-Connectors-Included"] = cdgr.connectors_included_header(0, 0)
+    h["CRP-Context-Bridge-Score"] = 0.0
+    h["CRP-Context-Conflicts-Resolved"] = conflicts.conflicts_resolved_header(0)
+    h["CRP-Context-Graph-Hops"] = 0
 
 
 def audit_conflicts(

@@ -28,6 +28,7 @@ def fan_in(uow: UnitOfWork, state: SessionState, win: WindowState, window: int, 
         addressed.extend(held["addressed"])
         state.blacklist = sorted(ngram.update_ngram_blacklist(frozenset(state.blacklist), held["output_text"]))
     state.residual = cdr.update_residual_set(state.residual, addressed)
+    state.backward_summary = packing.backward_summary(state.covered_labels())  # SPEC-024 §4.3
     completeness, safety = win.fan_in()
     state.completeness = completeness
     if safety is not None:

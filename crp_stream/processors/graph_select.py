@@ -1,22 +1,22 @@
 """CDGR's anchors and connectors for one branch (SPEC-025 §2, §5.1, §6), over the fabric's typed graph.
 
-1. Seeds (§2.2): the top ``S = floor((1 - connector_budget) × budget)`` facts by CDR, plus the lead
-   fact of every document whose title the query names (a mention of the query; half the weight of
-   the best seed: a name is evidence, weaker than the dense match the best anchor is).
-2. Walk (§2.3): breadth-first over every edge kind, ``max_hops`` (1-3) levels; the depth actually
-   walked is ``CRP-Context-Graph-Hops`` (§5.1).
-3. Estimate: personalised PageRank from the seeds over the walked ball, blended with the CDR score
-   (``core.graph_rank.connector_estimate``), for anchors and connectors alike.
-4. Admission (§6): the top ``S`` anchors stay; every other slot goes to the best estimate, so a
-   connector displaces an anchor only when it is expected to be worth more
-   (``core.graph_rank.admit_connectors``). Bridge values (§2.4) are still computed for the admitted
-   connectors: the ``bridges`` list places them (§2.6) and their mean is the Bridge-Score header.
+1. Seeds (§2.2): the top ``S = floor((1 - connector_budget) × budget)`` facts by CDR are the anchors;
+   the other ``C = budget - S`` slots are reserved for connectors.
+2. Walk (§2.3): breadth-first from the anchors over every edge kind, ``max_hops`` (1-3) levels; the
+   depth actually walked is ``CRP-Context-Graph-Hops`` (§5.1). Every reached fact that is not an anchor
+   is a connector candidate.
+3. Bridge value (§2.4, ``core.cdgr.bridge_values_edges``): paths (an edge, or two) run over every edge
+   kind; two anchors are "directly connected" only by a similarity edge (§1.3's CKF graph), so an
+   adjacency or mention edge never cancels a bridge.
+4. Score and admission (§2.5, §2.6): ``bridge × novelty × recency × max(relevance, floor)``
+   (``core.cdgr.connector_score``); the top ``C`` with a score above zero enter
+   (``core.cdgr.admit_connectors``); the slots no bridging connector fills go back to the next CDR
+   anchors (``core.cdgr.refill_anchors``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -24,24 +24,27 @@ import numpy as np
 from crp_stream.core import cdgr, graph_rank
 from crp_stream.fabric.fabric import UnitOfWork
 
-NAMED_SEED_SHARE = 0.5
-OUTSIDE_PER_SLOT = 4
+SIMILARITY = graph_rank.EDGE_KINDS.index("similarity")
+FETCH_PER_SLOT = 4  # reached facts outside the candidates, read per connector slot and round
 
 
 @dataclass
 class Walk:
+    """The walk from one set of anchors and the bridge value of every fact it reached."""
+
     depth: int
-    ppr: dict[str, float]  # every fact of the walked ball
-    ids: list[str]  # the ball, in fact-id order (the local index)
-    level: np.ndarray  # per local index
-    rank: np.ndarray  # PageRank per local index
-    edges: tuple[np.ndarray, np.ndarray, np.ndarray]  # (src, dst, kind) local, (src, dst) order
-    named: frozenset[str]
+    ids: list[str]  # the reached facts that are not anchors, in fact-id order
+    bridge: np.ndarray  # their bridge values (§2.4)
+    bridged: list[list[str]]  # the anchors each bridges (ids, sorted): where packing puts it (§2.6)
+    extra: np.ndarray  # it bridges only through structure edges (``cdgr.typed_bridge_values``)
+    level: np.ndarray  # BFS level per local int of the walk's edge list
+    local: np.ndarray  # local int of each of ``ids``
+    edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # (src, dst, weight, kind), local ints
     names: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=str))  # ``ids`` as a unicode array
 
     def positions(self, fact_ids: list[str]) -> np.ndarray:
-        """The local index of each fact id in the ball, -1 for an id outside it: a binary search of
-        the sorted names in C (no dict lookup per id, no pass over the ball's thousands)."""
+        """The place of each fact id in ``ids``, -1 for an id outside it: a binary search of the sorted
+        names in C (no dict lookup per id, no pass over the walk's thousands)."""
         n = self.names.shape[0]
         if n == 0 or not fact_ids:
             return np.full(len(fact_ids), -1, dtype=np.int64)
@@ -54,74 +57,63 @@ class Walk:
         return np.where(names[at] == q, at, -1).astype(np.int64)
 
     def via(self, fact_id: str) -> str:
-        """How a reached fact was reached: ``mention`` for a lead the query names; else the kind of
-        the edge into it from the fact one level up with the most PageRank."""
-        if fact_id in self.named:
-            return "mention"
-        i = self.ids.index(fact_id)
-        es, ed, ek = self.edges
-        into = np.flatnonzero((ed == i) & (self.level[es] == self.level[i] - 1)).tolist()
-        if not into:
+        """Why a connector is there: ``similarity`` when it bridges on the similarity graph; for one
+        that bridges through structure edges, the kind of its strongest structure edge (ties:
+        adjacency first), or of its strongest edge from the level above when none is its own."""
+        at = int(self.positions([fact_id])[0])
+        if at < 0 or not bool(self.extra[at]):
             return "similarity"
-        best = max(into, key=lambda e: (self.rank[es[e]], -es[e]))
+        i = int(self.local[at])
+        es, ed, ew, ek = self.edges
+        own = np.flatnonzero((ed == i) & (ek != SIMILARITY))
+        if own.shape[0] == 0:
+            own = np.flatnonzero((ed == i) & (self.level[es] == self.level[i] - 1))
+        if own.shape[0] == 0:
+            return "similarity"
+        best = min(own.tolist(), key=lambda e: (-float(ew[e]), int(ek[e])))
         return graph_rank.EDGE_KINDS[int(ek[best])]
 
 
-def named_leads(uow: UnitOfWork, query_text: str) -> list[str]:
-    """Lead facts of the documents whose title the query names (``core.graph_rank.title_key``)."""
-    spans = graph_rank.mention_spans(query_text)
-    if not spans:
-        return []
-    graph = uow.repo.sync_graph(uow.fabric.graph)  # its titles, as of this transaction's generation
-    return sorted({lead for _k, _s, _d, lead in graph.titled_leads(spans, uow.repo.titled_leads)})
+def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], max_hops: int) -> Walk:
+    """SPEC-025 §2.3-§2.4: walk the typed graph from the anchors and score every reached fact's bridge.
 
-
-def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], named: list[str], max_hops: int) -> Walk:
-    """Walk the typed graph from the seeds and rank the ball by personalised PageRank."""
+    Edges are loaded for every fact below ``max_hops`` (the walk) and for the anchors' neighbours (a
+    path of two edges from a connector to an anchor runs through one: §2.4 needs their edges at any
+    depth walked).
+    """
     g = c.graph
     g.bind(uow)
     seed_ids = [c.ids[i] for i in seed_idx]
-    extra = [f for f in named if f not in set(seed_ids)]
-    start = g.ints(seed_ids + extra)
-    first = g.local(start)  # levels on the compact numbering: arrays as long as the facts met
+    first = g.local(g.ints(seed_ids))  # levels on the compact numbering: arrays as long as the facts met
+    below = max(max_hops, 2)
     level, depth = np.zeros(0, dtype=np.int64), 0  # the loop runs at least once
-    for _ in range(max_hops + 1):  # one more level's edges per pass; all levels < max_hops loaded
+    for _ in range(below + 1):  # one more level's edges per pass
         level, depth = graph_rank.walk_levels(first, g.lsrc, g.ldst, max_hops)
-        need = set(g.glob[np.flatnonzero((level >= 0) & (level < max_hops))].tolist()) - g.loaded
+        near, _d = graph_rank.walk_levels(first, g.lsrc, g.ldst, below - 1)
+        loaded = (level >= 0) & (level < max_hops)
+        loaded[: near.shape[0]] |= near >= 0
+        need = set(g.glob[np.flatnonzero(loaded)].tolist()) - g.loaded
         if not need:
             break
         g.load(uow, need)
-    ball = np.flatnonzero(level >= 0)
-    names = g.cache.name_array()[g.glob[ball]]  # gathered in C, not string object by string object
-    order = id_order(names)  # local index in fact-id order
-    local = np.full(level.shape[0], -1, dtype=np.int64)
-    local[ball[order]] = np.arange(ball.shape[0])
+    reached = np.flatnonzero(level >= 1)
+    names = g.cache.name_array()[g.glob[reached]]  # gathered in C, not string object by string object
+    order = id_order(names)
+    local = reached[order]
     ids = names[order].tolist()
-    lv = level[ball[order]]
-    n = len(ids)
-    s_ok = np.zeros(len(g.lsrc), dtype=bool)
-    inside = (g.lsrc < level.shape[0]) & (g.ldst < level.shape[0])
-    s_ok[inside] = (level[g.lsrc[inside]] >= 0) & (level[g.lsrc[inside]] < max_hops) & (level[g.ldst[inside]] >= 0)
-    es, ed = local[g.lsrc[s_ok]], local[g.ldst[s_ok]]
-    ew, ek = g.weight[s_ok], g.kind[s_ok]
-    e_order = edge_order(es, ed, ek, n)  # canonical: sums run in the same order on every store
-    es, ed, ew, ek = es[e_order], ed[e_order], ew[e_order], ek[e_order]
-    seed = np.zeros(n, dtype=np.float64)
-    w = graph_rank.seed_weights(c.score[seed_idx]) if seed_idx else np.zeros(0)
-    # each seed and each named lead once (distinct facts): set, as adding to 0.0 gives the same
-    at = local[first]
-    seed[at[: len(seed_ids)]] = w
-    top = float(w.max(initial=0.0)) or 1.0
-    seed[at[len(seed_ids) :]] = NAMED_SEED_SHARE * top
-    r = graph_rank.personalized_pagerank(n, es, ed, ew, seed)
+    cols = sorted(set(seed_ids))
+    values, bridged, extra = cdgr.typed_bridge_values(
+        local, g.local(g.ints(cols)), g.lsrc, g.ldst, g.weight, g.kind == SIMILARITY
+    )
     return Walk(
         depth=depth,
-        ppr=dict(zip(ids, r.tolist(), strict=True)),
         ids=ids,
-        level=lv,
-        rank=r,
-        edges=(es, ed, ek),
-        named=frozenset(extra),
+        bridge=values,
+        bridged=[[cols[j] for j in b] for b in bridged],
+        extra=extra,
+        level=level,
+        local=local,
+        edges=(g.lsrc, g.ldst, g.weight, g.kind),
         names=names[order],
     )
 
@@ -134,36 +126,14 @@ def id_order(names: list[str] | np.ndarray) -> np.ndarray:
     return np.argsort(np.asarray(names, dtype=str), kind="stable")
 
 
-def edge_order(src: np.ndarray, dst: np.ndarray, kind: np.ndarray, n: int) -> np.ndarray:
-    """``np.lexsort((kind, dst, src))``: edges by (src, dst, kind), ties in their order, as one stable
-    sort of a combined int64 key (half the time of three keys on the ball's tens of thousands)."""
-    kinds = int(kind.max(initial=0)) + 1
-    key = (src.astype(np.int64) * max(n, 1) + dst) * kinds + kind
-    return np.argsort(key, kind="stable")
-
-
-def top_reached(ids: list[str], rank: np.ndarray, taken: Any, k: int) -> list[str]:
-    """The ``k`` facts of the ball (``ids`` in fact-id order, ``rank`` their PageRank) not ``taken``,
-    with the most PageRank (ties: lower fact id), in fact-id order."""
-    return top_free(ids, rank, ~np.fromiter(map(taken, ids), dtype=bool, count=len(ids)), k)
-
-
-def top_free(ids: list[str], rank: np.ndarray, free: np.ndarray, k: int) -> list[str]:
-    """``top_reached`` with the ball's facts not taken given as a mask."""
-    at = np.flatnonzero(free)
-    top = at[np.lexsort((at, -rank[at]))[: max(k, 0)]]
-    return [ids[i] for i in np.sort(top).tolist()]
-
-
-def ball_connectors(w: Walk, pos: np.ndarray, ids: list[str], exclude: set[str], in_order: list[int]) -> list[int]:
-    """The candidates (``ids``, ``pos`` their places in the ball, -1 outside it) in the ball, not
-    excluded and not in ``in_order``, in the ball's (fact-id) order: ``[index[f] for f in ball if f in
-    index and f not in exclude and index[f] not in in_order]`` from the candidates' few hundred."""
-    ok = (pos >= 0) & ~np.fromiter(map(exclude.__contains__, ids), dtype=bool, count=len(ids))
-    if in_order:
-        ok[np.asarray(in_order, dtype=np.int64)] = False
-    at = np.flatnonzero(ok)
-    return at[np.argsort(pos[at], kind="stable")].tolist()  # type: ignore[no-any-return]
+def bridging_candidates(w: Walk, exclude: set[str], taken: set[str]) -> list[int]:
+    """Places in ``w.ids`` of the reached facts with a bridge value, not excluded (duplicates, another
+    branch's facts) nor ``taken`` (suppressed by arbitration), in admission order's bound: those
+    bridging on the similarity graph first, then those bridging through structure edges, each by
+    bridge value (ties: fact id)."""
+    live = np.flatnonzero(w.bridge > 0.0)
+    order = live[np.lexsort((live, -w.bridge[live], w.extra[live]))].tolist()
+    return [k for k in order if w.ids[k] not in exclude and w.ids[k] not in taken]
 
 
 def choose(
@@ -176,91 +146,61 @@ def choose(
     policy: Any,
     exclude: set[str],
     append_outside: Any,
+    min_connector_relevance: float = cdgr.MIN_CONNECTOR_RELEVANCE,
 ) -> None:
     """Fill ``sel`` (anchors, connectors, rank, via, hops) for the live CDR order ``live``."""
     seeds = live[:n_anchor]
     slots = budget - len(seeds)
-    key = (tuple(c.ids[i] for i in seeds), policy.max_hops)
     if slots <= 0 or not seeds:
         sel.anchors, sel.connectors, sel.hops = live[:budget], [], 0
         sel.rank = {i: r + 1 for r, i in enumerate(sel.anchors)}
         return
-    cached = c.walks.get(key)
-    if cached is None:
-        if c.named is None:
-            c.named = named_leads(uow, c.ctx.query_text)
-        cached = c.walks[key] = walk(uow, c, seeds, c.named, policy.max_hops)
-    w = cached
-    # Reached facts outside the candidate set join it, scored by CDR (below the gate too): those with
-    # the most PageRank, OUTSIDE_PER_SLOT per connector slot. Outside the candidates a fact's CDR
-    # score is low (below the gate, or past every probe's top K), so its graph term decides, and a
-    # ball of thousands is not read row by row to rank its tail.
-    # the candidates' and excluded facts' places in the ball: their few hundred searched, not the
-    # ball's thousands looked up
-    pos = w.positions(c.ids)
-    taken = np.concatenate([pos, w.positions(list(exclude))])
-    free = np.ones(len(w.ids), dtype=bool)
-    free[taken[taken >= 0]] = False
-    outside = top_free(w.ids, w.rank, free, OUTSIDE_PER_SLOT * slots)
-    if outside:
-        append_outside(uow, c, outside)
-        pos = np.concatenate([pos, w.positions(c.ids[pos.shape[0] :])])
-    # connectors: reached facts that are not in the CDR order (the order's own facts compete as
-    # anchors; its suppressed ones stay out), nor excluded (duplicates, another branch's facts)
-    conn = ball_connectors(w, pos, c.ids, exclude, [*live, *sel.suppressed, *c.order])  # id order
-    ppr_live = np.fromiter(map(w.ppr.get, map(c.ids.__getitem__, live), repeat(0.0)), np.float64, len(live))
-    ppr_conn = np.fromiter(map(w.ppr.__getitem__, map(c.ids.__getitem__, conn)), np.float64, len(conn))
-    idx = live + conn
-    factor = (
-        c.importance[idx]  # the rows' importance, as floats
-        * c.novelty[idx]
-        * c.recency[idx]
-        * (1.0 - c.penalty[idx])
-    )
-    both = graph_rank.connector_estimate(c.score[idx], np.concatenate([ppr_live, ppr_conn]), factor)
-    est_live, est_conn = both[: len(live)], both[len(live) :]
-    keep, admitted = graph_rank.admit_connectors(est_live, est_conn, len(seeds), slots)
-    sel.anchors = [live[p] for p in keep]
-    chosen_conn = [conn[p] for p in admitted]
-    # rank: every fact by its estimate (a consumer that cuts the envelope short cuts by expected worth)
-    ranked = sorted(
-        [(-float(est_live[p]), 0, p, live[p]) for p in keep] + [(-float(est_conn[p]), 1, p, conn[p]) for p in admitted]
-    )
-    sel.rank = {i: r + 1 for r, (_e, _k, _p, i) in enumerate(ranked)}
+    key = (tuple(c.ids[i] for i in seeds), policy.max_hops)
+    w = c.walks.get(key)
+    if w is None:
+        w = c.walks[key] = walk(uow, c, seeds, policy.max_hops)
+    taken = {c.ids[i] for i in sel.suppressed}
+    order = bridging_candidates(w, exclude, taken)
+    # §2.5's score is at most the bridge value (every other factor <= 1): candidates are read in
+    # bridge order (``bridging_candidates``), the ones outside the candidate set a few at a time,
+    # until no unread one can displace the C-th admitted so far
+    scored: dict[int, float] = {}
+    bridge_of: dict[int, int] = {}
+    k = 0
+    while k < len(order):
+        batch = order[k : k + FETCH_PER_SLOT * slots]
+        k += len(batch)
+        outside = [w.ids[p] for p in batch if w.ids[p] not in c.index]
+        if outside:
+            append_outside(uow, c, outside)  # facts excluded from envelopes are not read
+        at = [(p, c.index[w.ids[p]]) for p in batch if w.ids[p] in c.index]
+        if at:
+            idx = [i for _p, i in at]
+            got = cdgr.connector_score(
+                w.bridge[[p for p, _i in at]],
+                c.novelty[idx],
+                c.recency[idx],
+                c.relevance[idx],
+                min_connector_relevance,
+            )
+            for (p, i), s in zip(at, got.tolist(), strict=True):
+                scored[i], bridge_of[i] = s, p
+        if k < len(order):
+            keys = sorted((bool(w.extra[bridge_of[i]]), -s) for i, s in scored.items() if s > 0.0)
+            bound = (bool(w.extra[order[k]]), -float(w.bridge[order[k]]))
+            if len(keys) >= slots and keys[slots - 1] < bound:
+                break
+    cands = sorted(scored, key=lambda i: c.ids[i])  # fact-id order: ties go to the smaller id
+    extra = [bool(w.extra[bridge_of[i]]) for i in cands]
+    admitted = [cands[p] for p in cdgr.admit_connectors([scored[i] for i in cands], slots, extra)]
+    sel.anchors = cdgr.refill_anchors(live, len(seeds), admitted, budget)
+    sel.connectors = [(i, w.bridged[bridge_of[i]], float(w.bridge[bridge_of[i]]), scored[i]) for i in admitted]
+    # rank: the seeds in CDR order, then the connectors by score, then the anchors that took the
+    # connector slots no connector filled (a consumer that cuts the envelope short keeps the seeds)
+    ranked = seeds + admitted + sel.anchors[len(seeds) :]
+    sel.rank = {i: r + 1 for r, i in enumerate(ranked)}
     sel.hops = w.depth
-    sel.via = {i: w.via(c.ids[i]) for i in chosen_conn}
-    est = {conn[p]: float(est_conn[p]) for p in admitted}
-    sel.connectors = _bridging(uow, c, sel.anchors, chosen_conn, est)
+    sel.via = {i: w.via(c.ids[i]) for i in admitted}
 
 
-def _bridging(
-    uow: UnitOfWork, c: Any, anchors: list[int], conns: list[int], est: dict[int, float]
-) -> list[tuple[int, list[str], float, float]]:
-    """SPEC-025 §2.4 for the admitted connectors: bridge value and the anchors each bridges (or, when
-    it bridges no pair, the anchors it has an edge to), for packing (§2.6) and the headers (§5.3)."""
-    if not conns:
-        return []
-    g = c.graph
-    cols = sorted({c.ids[i] for i in anchors})
-    values, bridged = cdgr.bridge_values_edges(g.ints(c.ids[i] for i in conns), g.ints(cols), g.src, g.dst, g.weight)
-    col_ints = set(g.ints(cols))
-    out = []
-    for i, v, br in zip(conns, values.tolist(), bridged, strict=True):
-        ci = g.ints([c.ids[i]])[0]
-        linked = set(g.dst[g.src == ci].tolist()) | set(g.src[g.dst == ci].tolist())
-        near = sorted(g.names(sorted(linked & col_ints)))
-        out.append((i, [cols[j] for j in br] or near, float(v), est[i]))
-    return out
-
-
-__all__ = [
-    "Walk",
-    "ball_connectors",
-    "choose",
-    "edge_order",
-    "id_order",
-    "named_leads",
-    "top_free",
-    "top_reached",
-    "walk",
-]
+__all__ = ["Walk", "bridging_candidates", "choose", "id_order", "walk"]

@@ -85,9 +85,10 @@ class LoadedEdges:
         """Every neighbour of the given (loaded) facts."""
         return np.unique(self.dst[np.isin(self.src, np.asarray(list(ints), dtype=np.int64))])
 
-    def edges_of(self, fact_ids: Iterable[str]) -> dict[str, dict[str, float]]:
-        """``{fact: {neighbour: weight}}`` over the edges read so far: a fact's own edges if it was
-        loaded, else its edges to loaded facts."""
+    def edges_of(self, fact_ids: Iterable[str], kind: int | None = None) -> dict[str, dict[str, float]]:
+        """``{fact: {neighbour: weight}}`` over the edges read so far (of one ``kind`` if given, an
+        index into ``core.graph_rank.EDGE_KINDS``): a fact's own edges if it was loaded, else its
+        edges to loaded facts."""
         wanted = list(fact_ids)
         out: dict[str, dict[str, float]] = {f: {} for f in wanted}
         if self.cache is None or not wanted:
@@ -95,6 +96,9 @@ class LoadedEdges:
         ints = np.asarray(self.cache.index(wanted), dtype=np.int64)
         own = np.isin(self.src, ints)  # one pass over the edge list for all of them
         back = np.isin(self.dst, ints)
+        if kind is not None:
+            own &= self.kind == kind
+            back &= self.kind == kind
         fact = np.concatenate([self.src[own], self.dst[back]])
         other = np.concatenate([self.dst[own], self.src[back]])
         weight = np.concatenate([self.weight[own], self.weight[back]])

@@ -10,25 +10,28 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
 
 from crp_stream import events
 from crp_stream.core.claim_values import claim_key
-from crp_stream.core.durations import format_duration, parse_duration
-from crp_stream.core.ids import derive_id
-from crp_stream.core.sentences import split_sentences
 from crp_stream.events import Rejected
-from crp_stream.events.common import SourceType
 from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
 from crp_stream.fabric.fabric import Fabric, UnitOfWork
 from crp_stream.fabric.rows import FactRow
 from crp_stream.fabric.vectors import VectorItem
 from crp_stream.processors import doc_graph
-from crp_stream.processors.base import Emitter, Handler, Record, dt_to_us, rfc3339, us_to_dt
-from crp_stream.processors.provenance import admit
+from crp_stream.processors.base import BatchItem, Emitter, Handler, Record, rfc3339, us_to_dt
+from crp_stream.processors.batch_edges import batch_neighbours
+from crp_stream.processors.ingest_plan import (
+    Draft,
+    Plan,
+    check_vectors,
+    fact_inputs,
+    plan,
+    telemetry_text,
+    texts_to_compute,
+    texts_to_embed,
+)
+from crp_stream.processors.provenance import audit_unproven
 from crp_stream.processors.similarity import write_similarity_edges
 
 log = logging.getLogger(__name__)
@@ -36,33 +39,25 @@ log = logging.getLogger(__name__)
 FACTS = "crp.facts"
 
 
-@dataclass
-class _Draft:
-    fact_id: str
-    text: str
-    position: int
-    importance: float
-    subject: str | None
-    attribute: str | None
-    value: str | None
-    unit: str | None
-    ttl_s: float | None
-    ttl_text: str
-    vector: list[float] | None
-    extra: dict[str, Any] | None
-
-
 class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]):
+    """Documents and telemetry become facts, a micro-batch at a time: every record is planned and
+    checked (a bad one rejected alone), then the batch's facts are written together: one embedder
+    call, one vector upsert, one k-NN search and one matrix product for the similarity edges, one
+    insert per table."""
+
     group = "ingest"
     topics = ("crp.documents", "crp.telemetry")
+    batch_native = True
 
     def lookahead(self, records: Sequence[Record], fabric: Fabric) -> None:
-        """Announce each input's sentences to an ``EmbeddingPrefetch`` embedder, one job per record in
-        log order: the model embeds the next documents while this thread handles the current one."""
+        """Announce the inputs' sentences to an ``EmbeddingPrefetch`` embedder, one job for them all
+        (the model batches them by length, across documents): the model embeds the next batch while
+        this thread writes the current one."""
         emb = fabric.embedder
         if not isinstance(emb, EmbeddingPrefetch):
             return
         s = fabric.settings
+        texts: list[str] = []
         for record in records:
             try:
                 event = events.decode_input(
@@ -71,285 +66,238 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             except events.Rejected:
                 continue  # dispatch dead-letters it
             if isinstance(event, events.DocumentPublished | events.TelemetryObserved):
-                emb.announce(texts_to_embed(event))
+                texts.extend(texts_to_embed(event))
+        emb.announce(texts)
 
     def handle(
         self, event: events.DocumentPublished | events.TelemetryObserved, record: Record, uow: UnitOfWork, out: Emitter
     ) -> None:
-        # Provenance first: an unproven source is dead-lettered, or ingested as ``unproven``.
-        admission = admit(event, record, uow, out)
-        event = admission.event
-        if isinstance(event, events.TelemetryObserved):
-            kind = "telemetry"
-            source_type: SourceType = "telemetry"
-            drafts = [self._telemetry_draft(event, uow)]
-            modified_us = dt_to_us(event.observed_at)
-            document_id = None
-        else:
-            kind = "document"
-            source_type = event.source_type
-            drafts = self._document_drafts(event, uow)
-            modified_us = dt_to_us(event.modified_at) if event.modified_at else record.ts_us
-            document_id = event.document_id
-        epoch_us = record.ts_us
-        trust = (
-            admission.trust
-            if admission.trust is not None
-            else uow.settings.trust_for(event.source, source_type, event.trust)
-        )
-        vectors = self._vectors(event, drafts, uow)
+        item = BatchItem(event, record, out)
+        self.handle_batch([item], uow)
+        if item.rejection is not None:
+            raise item.rejection
 
-        existing = uow.repo.existing_fact_ids([d.fact_id for d in drafts])
-        fresh = [(d, v) for d, v in zip(drafts, vectors, strict=True) if d.fact_id not in existing]
-        if not fresh:
+    def handle_batch(self, items: Sequence[BatchItem], uow: UnitOfWork) -> int:
+        plans: list[Plan | None] = []
+        for item in items:
+            try:
+                plans.append(plan(item.event, item.record, uow))
+            except Rejected as exc:
+                item.reject(exc)
+                plans.append(None)
+        taken = self._take(plans, uow)
+        group = [(n, items[n], p) for n, p in enumerate(plans[:taken]) if p is not None]
+        self._vectors([p for _n, _i, p in group], uow)
+        ready: list[tuple[BatchItem, Plan]] = []
+        for n, item, p in group:
+            try:
+                check_vectors(p, uow)
+            except Rejected as exc:
+                if n:  # nothing is written yet: the batch ends before it (it comes first in the next)
+                    taken = n
+                    break
+                item.reject(exc)
+                continue
+            ready.append((item, p))
+        if ready:
+            self._write(ready, uow)
+        return taken
+
+    def _take(self, plans: Sequence[Plan | None], uow: UnitOfWork) -> int:
+        """How many of ``plans`` form one batch, and which of their drafts are new. The batch ends
+        before a document it holds already, before a fact id it holds already, past
+        ``batch_facts`` new facts, before a record whose log time does not follow the last one's
+        (event time then orders every fact of the batch: what the arbiter knows at an epoch is what
+        record by record had stored), and before a document that replaces sentences of an earlier
+        version (that one starts the next batch: what the facts before it cause, the arbiter's
+        statuses among them, is applied first, as record by record)."""
+        live = [p for p in plans if p is not None]
+        existing = uow.repo.existing_fact_ids([d.fact_id for p in live for d in p.drafts])
+        known = uow.repo.documents_facts([k for p in live if (k := p.doc_key) is not None])
+        docs: set[tuple[str, str]] = set()
+        ids: set[str] = set()
+        facts = 0
+        last_ts: int | None = None
+        cap = uow.settings.batch_facts
+        for n, p in enumerate(plans):
+            if p is None:  # rejected: its dead letter stands after what the records before it cause
+                if n:
+                    return n
+                continue
+            key = p.doc_key
+            p.fresh = [d for d in p.drafts if d.fact_id not in existing]
+            p.superseded = _superseded(known.get(key, ()) if key else (), p.fresh)
+            if n and (
+                (key is not None and key in docs)
+                or any(d.fact_id in ids for d in p.drafts)
+                or p.superseded
+                or (facts and facts + len(p.fresh) > cap)
+                or (last_ts is not None and p.record.ts_us <= last_ts)
+            ):
+                return n
+            last_ts = p.record.ts_us
+            if key is not None:
+                docs.add(key)
+            ids.update(d.fact_id for d in p.drafts)
+            facts += len(p.fresh)
+        return len(plans)
+
+    def _vectors(self, group: Sequence[Plan], uow: UnitOfWork) -> None:
+        """The batch's missing vectors in one embedder call (it batches by the model's own size)."""
+        todo = [x for p in group for x in texts_to_compute(p)]
+        if not todo:
             return
+        computed = uow.embedder.embed([text for _d, text in todo])
+        for (draft, _text), v in zip(todo, computed, strict=True):
+            draft.vector = v
+
+    def _write(self, ready: Sequence[tuple[BatchItem, Plan]], uow: UnitOfWork) -> None:
         rows: list[FactRow] = []
-        items = []
-        for d, vec in fresh:
-            expires_us = None
-            factor = uow.settings.expire_after_ttls
-            if factor is not None and d.ttl_s is not None:
-                expires_us = modified_us + int(d.ttl_s * factor * 1_000_000)
-            rows.append(
-                {
-                    "fact_id": d.fact_id,
-                    "source": event.source,
-                    "source_type": source_type,
-                    "trust": trust,
-                    "importance": d.importance,
-                    "epoch_us": epoch_us,
-                    "modified_at_us": modified_us,
-                    "ttl_s": d.ttl_s,
-                    "expires_at_us": expires_us,
-                    "text": d.text,
-                    "subject": d.subject,
-                    "attribute": d.attribute,
-                    "value": d.value,
-                    "unit": d.unit,
-                    "claim_key": claim_key(d.subject, d.attribute) if d.subject and d.attribute else None,
-                    "status": "active",
-                    "content_hash": hashlib.sha256(d.text.encode()).hexdigest(),
-                    "document_id": document_id,
-                    "position": d.position,
-                    "origin_event_id": event.event_id,
-                    "kind": kind,
-                    "extra": None,
-                }
-            )
-            items.append(
-                VectorItem(
-                    fact_id=d.fact_id,
-                    vector=vec,
-                    status="active",
-                    expires_at=None if expires_us is None else expires_us / 1e6,
-                    source=event.source,
+        vitems: list[VectorItem] = []
+        owner: list[int] = []  # per new fact: its plan's place in ``ready``
+        factor = uow.settings.expire_after_ttls
+        for n, (_item, p) in enumerate(ready):
+            for d in p.fresh:
+                expires_us = None
+                if factor is not None and d.ttl_s is not None:
+                    expires_us = p.modified_us + int(d.ttl_s * factor * 1_000_000)
+                rows.append(_row(p, d, expires_us))
+                assert d.vector is not None
+                vitems.append(
+                    VectorItem(
+                        fact_id=d.fact_id,
+                        vector=d.vector,
+                        status="active",
+                        expires_at=None if expires_us is None else expires_us / 1e6,
+                        source=p.source,
+                    )
                 )
-            )
-        superseded = self._superseded(uow, event.source, document_id, [d for d, _ in fresh])
-        uow.vectors.upsert(items)
+                owner.append(n)
+        superseded = sorted({f for _i, p in ready if p.fresh for f in p.superseded})
+        th = uow.fabric.thresholds()
+        edges = batch_neighbours(uow.vectors, vitems, owner, th.edge_k, th.edge_threshold)  # before the upsert
+        place = {it.fact_id: i for i, it in enumerate(vitems)}
+        uow.vectors.upsert(vitems)
         if superseded:
-            uow.vectors.set_status(sorted(superseded), "superseded")
-        edges = self._edges(uow, items)
+            uow.vectors.set_status(superseded, "superseded")
         uow.repo.insert_facts(rows)
         # Each fact keeps its K nearest (SPEC-025 §1.3): an older fact that just gained a nearer
-        # neighbour drops its farthest one (that direction only), so no list grows past K. Our graph
-        # cache is left holding these facts' edges as written.
-        touched = write_similarity_edges(uow, edges, uow.fabric.thresholds().edge_k)
-        structure: set[str] = set()
-        if isinstance(event, events.DocumentPublished):
-            structure = doc_graph.structure_edges(
-                uow, event, document_id, [d.fact_id for d in drafts], {d.fact_id: d.text for d, _ in fresh}
-            )
-        if touched or structure:  # other processes' caches see a new generation; ours holds what was written
-            gen = uow.repo.increment_meta("graph_generation")  # atomic: concurrent workers never share one
-            uow.fabric.graph.written(str(gen - 1), str(gen), ())
-        uow.repo.touch_source(event.source, source_type, trust, epoch_us)
-        for row, (draft, _vec) in zip(rows, fresh, strict=True):
+        # neighbour drops its farthest one (that direction only), so no list grows past K.
+        write_similarity_edges(uow, edges, th.edge_k)
+        documents = [(n, p) for n, (_i, p) in enumerate(ready) if isinstance(p.event, events.DocumentPublished)]
+        structure = doc_graph.structure_edges(
+            uow,
+            [
+                doc_graph.DocumentFacts(
+                    p.event, p.document_id, [d.fact_id for d in p.drafts], {d.fact_id: d.text for d in p.fresh}
+                )
+                for _n, p in documents
+                if p.fresh and isinstance(p.event, events.DocumentPublished)
+            ],
+        )
+        # the graph generation moves once per record that wrote edges, as record by record: other
+        # processes' caches see a new generation; ours holds what was written
+        linked = {owner[place[a]] for a, b, _w in edges if a != b} | {
+            n for (n, p), ends in zip([d for d in documents if d[1].fresh], structure, strict=True) if ends
+        }
+        if linked:
+            gen = uow.repo.increment_meta("graph_generation", len(linked))  # atomic: concurrent workers never share one
+            uow.fabric.graph.written(str(gen - len(linked)), str(gen), ())
+        _touch_sources(uow, [p for _i, p in ready if p.fresh])
+        for item, p in ready:
+            audit_unproven(p.admission, item.record, uow, item.out)
+            self._emit(item, p, uow)
+
+    def _emit(self, item: BatchItem, p: Plan, uow: UnitOfWork) -> None:
+        if not p.fresh:
+            return
+        at = item.record.at
+        modified = us_to_dt(p.modified_us)
+        for d in p.fresh:
             fact = events.FactRecorded(
-                fact_id=row["fact_id"],
-                source=row["source"],
-                source_type=source_type,
-                trust=row["trust"],
-                epoch=record.at,
-                modified_at=us_to_dt(row["modified_at_us"]),
-                ttl=draft.ttl_text,
-                text=row["text"],
-                importance=row["importance"],
-                subject=row["subject"],
-                attribute=row["attribute"],
-                value=row["value"],
-                unit=row["unit"],
+                fact_id=d.fact_id,
+                source=p.source,
+                source_type=p.source_type,
+                trust=p.trust,
+                epoch=at,
+                modified_at=modified,
+                ttl=d.ttl_text,
+                text=d.text,
+                importance=d.importance,
+                subject=d.subject,
+                attribute=d.attribute,
+                value=d.value,
+                unit=d.unit,
                 status="active",
-                origin_event_id=event.event_id,
+                origin_event_id=p.event.event_id,
             )
-            out.emit(FACTS, row["fact_id"], events.encode(fact))
-        for fid in sorted(superseded):
+            item.out.emit(FACTS, d.fact_id, events.encode(fact))
+        for fid in sorted(p.superseded):
             gen = uow.repo.set_fact_status([fid], "superseded")
             uow.fabric.facts.written(gen - 1, gen, [fid])
             change = events.FactStatusChanged(
                 fact_id=fid,
                 status="superseded",
                 reason="a newer version of the document replaced this sentence",
-                at=record.at,
-                cause_id=event.event_id,
+                at=at,
+                cause_id=p.event.event_id,
             )
-            out.emit(FACTS, fid, events.encode(change))
-
-    # drafts -----------------------------------------------------------------------------------
-    def _ttl(self, uow: UnitOfWork, source_type: str, *candidates: str | None) -> tuple[float | None, str]:
-        for c in candidates:
-            if c is not None:
-                try:
-                    return parse_duration(c), c
-                except ValueError as exc:
-                    raise Rejected(f"ttl: {exc}") from None
-        default = uow.settings.ttl_by_type.get(source_type)
-        return default, "none" if default is None else format_duration(default)
-
-    def _document_drafts(self, event: events.DocumentPublished, uow: UnitOfWork) -> list[_Draft]:
-        doc = event.document_id or event.event_id
-        drafts: list[_Draft] = []
-        items = fact_inputs(event)
-        if not items:
-            raise Rejected("text: contains no sentence to record")
-        if len(items) > uow.settings.max_facts_per_document:
-            raise Rejected(f"facts: {len(items)} facts, over the limit of {uow.settings.max_facts_per_document}")
-        for pos, f in enumerate(items):
-            ttl_s, ttl_text = self._ttl(uow, event.source_type, f.ttl, event.ttl)
-            ident = f.fact_id or str(pos)
-            content = hashlib.sha256(f.text.encode()).hexdigest()[:16]
-            drafts.append(
-                _Draft(
-                    fact_id=derive_id("fact", event.source, doc, ident, content),
-                    text=f.text,
-                    position=pos,
-                    importance=1.0 if f.importance is None else f.importance,
-                    subject=f.subject,
-                    attribute=f.attribute,
-                    value=None if f.value is None else str(f.value),
-                    unit=f.unit,
-                    ttl_s=ttl_s,
-                    ttl_text=ttl_text,
-                    vector=f.embedding,
-                    extra=None,
-                )
-            )
-        return drafts
-
-    def _telemetry_draft(self, event: events.TelemetryObserved, uow: UnitOfWork) -> _Draft:
-        ttl_s, ttl_text = self._ttl(uow, "telemetry")
-        value = str(event.value)
-        text = telemetry_text(event)
-        return _Draft(
-            fact_id=derive_id("telemetry", event.source, event.event_id),
-            text=text,
-            position=0,
-            importance=1.0,
-            subject=event.subject,
-            attribute=event.attribute,
-            value=value,
-            unit=event.unit,
-            ttl_s=ttl_s,
-            ttl_text=ttl_text,
-            vector=event.embedding,
-            extra=None,
-        )
-
-    def _vectors(
-        self, event: events.DocumentPublished | events.TelemetryObserved, drafts: list[_Draft], uow: UnitOfWork
-    ) -> list[np.ndarray]:
-        emb = uow.embedder
-        model = getattr(event, "embedding_model", None)
-        given = [d.vector is not None for d in drafts]
-        if model is not None and model != emb.model_id:
-            raise Rejected(f"embedding_model: {model!r} does not match the fabric's embedder {emb.model_id!r}")
-        if any(given) and model is None:
-            raise Rejected("embedding_model: required when a vector is given")
-        if emb.requires_vectors:
-            missing = [i for i, g in enumerate(given) if not g]
-            if missing:
-                field = "embedding" if record_is_telemetry(event) else f"facts[{missing[0]}].embedding"
-                raise Rejected(f"{field}: required with --embedder precomputed:{emb.model_id}")
-        vecs: list[np.ndarray | None] = [None] * len(drafts)
-        for i, d in enumerate(drafts):
-            if d.vector is not None:
-                try:
-                    vecs[i] = emb.validate(d.vector) if hasattr(emb, "validate") else _normalise(d.vector)
-                except ValueError as exc:
-                    field = "embedding" if record_is_telemetry(event) else f"facts[{i}].embedding"
-                    raise Rejected(f"{field}: {exc}") from None
-        todo = [i for i, v in enumerate(vecs) if v is None]
-        if todo:
-            title = getattr(event, "title", None)
-            computed = emb.embed([doc_graph.embedding_text(title, drafts[i].text) for i in todo])
-            for i, v in zip(todo, computed, strict=True):
-                vecs[i] = v
-        dim = int(vecs[0].shape[0]) if vecs and vecs[0] is not None else emb.dim
-        for i, v in enumerate(vecs):
-            assert v is not None
-            if v.shape[0] != dim:
-                raise Rejected(f"facts[{i}].embedding: dimension {v.shape[0]} differs from {dim}")
-        reason = uow.fabric.check_model(uow, emb.model_id, dim)
-        if reason:
-            raise Rejected(reason)
-        doc_graph.record_convention(uow)
-        return [v for v in vecs if v is not None]
-
-    def _superseded(self, uow: UnitOfWork, source: str, document_id: str | None, drafts: list[_Draft]) -> set[str]:
-        if document_id is None:
-            return set()
-        positions = {d.position for d in drafts}
-        new_ids = {d.fact_id for d in drafts}
-        return {
-            f["fact_id"]
-            for f in uow.repo.document_facts(source, document_id)
-            if f["position"] in positions and f["fact_id"] not in new_ids and f["status"] == "active"
-        }
-
-    def _edges(self, uow: UnitOfWork, items: list[VectorItem]) -> list[tuple[str, str, float]]:
-        """SPEC-025 §1.3: the K nearest neighbours with cosine >= the edge threshold, one batched query."""
-        th = uow.fabric.thresholds()
-        hits = uow.vectors.neighbours_many(
-            [it.vector for it in items], th.edge_k, th.edge_threshold, [it.fact_id for it in items]
-        )
-        return [
-            (it.fact_id, other, round(float(score), 6))
-            for it, found in zip(items, hits, strict=True)
-            for other, score in found
-        ]
+            item.out.emit(FACTS, fid, events.encode(change))
 
 
-def telemetry_text(event: events.TelemetryObserved) -> str:
-    value = str(event.value)
-    return event.text or f"{event.subject} {event.attribute} is {value}{' ' + event.unit if event.unit else ''}"
+def _row(p: Plan, d: Draft, expires_us: int | None) -> FactRow:
+    return {
+        "fact_id": d.fact_id,
+        "source": p.source,
+        "source_type": p.source_type,
+        "trust": p.trust,
+        "importance": d.importance,
+        "epoch_us": p.record.ts_us,
+        "modified_at_us": p.modified_us,
+        "ttl_s": d.ttl_s,
+        "expires_at_us": expires_us,
+        "text": d.text,
+        "subject": d.subject,
+        "attribute": d.attribute,
+        "value": d.value,
+        "unit": d.unit,
+        "claim_key": claim_key(d.subject, d.attribute) if d.subject and d.attribute else None,
+        "status": "active",
+        "content_hash": hashlib.sha256(d.text.encode()).hexdigest(),
+        "document_id": p.document_id,
+        "position": d.position,
+        "origin_event_id": p.event.event_id,
+        "kind": p.kind,
+        "extra": None,
+    }
 
 
-def texts_to_embed(event: events.DocumentPublished | events.TelemetryObserved) -> list[str]:
-    """What ``handle`` gives the embedder for ``event`` (the facts without a vector), without a fabric."""
-    if isinstance(event, events.TelemetryObserved):
-        return [] if event.embedding is not None else [telemetry_text(event)]
-    return [doc_graph.embedding_text(event.title, f.text) for f in fact_inputs(event) if f.embedding is None]
+def _superseded(known: Sequence[FactRow], drafts: Sequence[Draft]) -> set[str]:
+    """The document's active facts at the positions of ``drafts`` that none of them is."""
+    if not known:
+        return set()
+    positions = {d.position for d in drafts}
+    new_ids = {d.fact_id for d in drafts}
+    return {
+        f["fact_id"]
+        for f in known
+        if f["position"] in positions and f["fact_id"] not in new_ids and f["status"] == "active"
+    }
 
 
-def fact_inputs(event: events.DocumentPublished) -> list[events.FactInput]:
-    """A document's facts: as given, or one per sentence of its text."""
-    if event.facts:
-        return list(event.facts)
-    return [events.FactInput(text=s) for s in split_sentences(event.text or "")]
+def _touch_sources(uow: UnitOfWork, plans: Sequence[Plan]) -> None:
+    """``touch_source`` as record by record leaves it: a source's first record of the batch inserts
+    it (its first-seen time), its last one sets what the row ends with."""
+    first: dict[str, Plan] = {}
+    last: dict[str, Plan] = {}
+    for p in plans:
+        first.setdefault(p.source, p)
+        last[p.source] = p
+    for source, p in first.items():
+        uow.repo.touch_source(source, p.source_type, p.trust, p.record.ts_us)
+        q = last[source]
+        if q is not p:
+            uow.repo.touch_source(source, q.source_type, q.trust, q.record.ts_us)
 
 
-def record_is_telemetry(event: events.DocumentPublished | events.TelemetryObserved) -> bool:
-    return getattr(event, "observed_at", None) is not None
-
-
-def _normalise(v: list[float]) -> np.ndarray:
-    a = np.asarray(v, dtype=np.float32)
-    if not np.all(np.isfinite(a)):
-        raise ValueError("contains NaN or inf")
-    n = float(np.linalg.norm(a))
-    if n == 0.0:
-        raise ValueError("is the zero vector")
-    return a / n
-
-
-__all__ = ["IngestHandler", "rfc3339"]
+__all__ = ["IngestHandler", "fact_inputs", "rfc3339", "telemetry_text", "texts_to_embed"]

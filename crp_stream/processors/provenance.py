@@ -34,12 +34,13 @@ class Admission:
         events.DocumentPublished | events.TelemetryObserved
     )  # the event to ingest (relabelled to the ``unproven`` partition when not proven)
     trust: float | None  # the trust to record instead of the configured one, or None
+    unproven: str | None = None  # why the claimed source is not proven (ingested as ``unproven``)
+    claimed: events.DocumentPublished | events.TelemetryObserved | None = None  # the event as sent
 
 
-def admit(
-    event: events.DocumentPublished | events.TelemetryObserved, record: Record, uow: UnitOfWork, out: Emitter
-) -> Admission:
-    """Check the claimed source's signature; dead-letter (raise) or downgrade an unproven record."""
+def admit(event: events.DocumentPublished | events.TelemetryObserved, record: Record, uow: UnitOfWork) -> Admission:
+    """Check the claimed source's signature; dead-letter (raise) or downgrade an unproven record.
+    Writes nothing: a downgraded record's audit event is ``audit_unproven``'s, at its write."""
     settings = uow.settings
     keys = settings.signing_keys
     if not keys:
@@ -52,25 +53,33 @@ def admit(
     if settings.unsigned_policy != "untrusted":
         raise Rejected(reason)
     trust = float(settings.untrusted_trust)
+    relabelled = event.model_copy(update={"source": UNPROVEN_SOURCE, "trust": None})
+    return Admission(relabelled, trust, reason, event)
+
+
+def audit_unproven(admission: Admission, record: Record, uow: UnitOfWork, out: Emitter) -> None:
+    """The EVENT_REJECTED audit event of a record ingested as untrusted (nothing for a proven one)."""
+    claimed = admission.claimed
+    if admission.unproven is None or claimed is None:
+        return
     audit(
         uow,
         out,
         derive_id(out.cause, "audit", "unproven"),
         "EVENT_REJECTED",
-        event.source,
+        claimed.source,
         record.ts_us,
         {
             "topic": record.topic,
             "offset": record.offset,
-            "event_id": event.event_id,
-            "reason": reason,
+            "event_id": claimed.event_id,
+            "reason": admission.unproven,
             "action": "ingested as untrusted",
-            "claimed_source": event.source,
+            "claimed_source": claimed.source,
             "recorded_source": UNPROVEN_SOURCE,
-            "trust": trust,
+            "trust": admission.trust,
         },
     )
-    return Admission(event.model_copy(update={"source": UNPROVEN_SOURCE, "trust": None}), trust)
 
 
-__all__ = ["UNPROVEN_SOURCE", "Admission", "admit"]
+__all__ = ["UNPROVEN_SOURCE", "Admission", "admit", "audit_unproven"]

@@ -155,11 +155,11 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
                 part,
                 b if fanned else None,
                 fanout.coverage_partitions_header(groups) if fanned else None,
+                th.min_connector_relevance,
             )
             if fanned:
                 mine = {f["fact_id"] for f in env["facts"]}
                 env["assignments"] = [a for a in shared if a["fact_id"] in mine]
-            window_state.fact_ids.append([f["fact_id"] for f in env["facts"]])
             envs.append(env)
             ratios.append(r)
         # SPEC-024 §6, evaluated on this window's envelope(s): a previous window's exit would have
@@ -173,6 +173,13 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             window_state.mean_ratio,
             state.safety_budget,
         )
+        serve = exits.serves_facts(status)
+        for b, (env, sel) in enumerate(zip(envs, sels, strict=True)):
+            if serve:  # the conflicts of what is served are audited; nothing is served on exhaustion
+                envelope.audit_conflicts(uow, ev, record, out, sel, b if fanned else None)
+            else:
+                envelope.withhold(env, window_state.mean_ratio)
+            window_state.fact_ids.append([f["fact_id"] for f in env["facts"]])
         for env in envs:
             self._set_status(env, status, ev.policy.graph_retrieval)
             if record.fabric_lag_ms is not None:  # served before the inputs before it were all in

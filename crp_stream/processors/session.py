@@ -107,6 +107,8 @@ class SessionState:
     safety_budget: float | None = None
     status: str = "in-progress"  # a terminal status (SPEC-024 §6) ends the session's window loop
     ended_window: int | None = None  # the window that reached it
+    # SPEC-024 §4.3: the backward summary ("Previously covered: ..."), kept, not sent by default
+    backward_summary: str = ""
 
     def sub_query(self, sid: str) -> SubQueryState | None:
         return next((s for s in self.sub_queries if s.id == sid), None)
@@ -127,6 +129,7 @@ class SessionState:
             "safety_budget": self.safety_budget,
             "status": self.status,
             "ended_window": self.ended_window,
+            "backward_summary": self.backward_summary,
         }
 
     @classmethod
@@ -147,7 +150,13 @@ class SessionState:
             safety_budget=st["safety_budget"],
             status=st.get("status", "in-progress"),
             ended_window=st.get("ended_window"),
+            backward_summary=st.get("backward_summary", ""),
         )
+
+    def covered_labels(self) -> list[tuple[int, str]]:
+        """(window, label) of every Coverage Set entry, in the order they were merged."""
+        label = {s.id: s.label for s in self.sub_queries}
+        return [(c.window, label.get(c.id, c.id)) for c in self.coverage]
 
     def coverage_arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if not self.coverage:

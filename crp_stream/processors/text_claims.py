@@ -77,10 +77,15 @@ def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
     adjacent = similar(uow, fid)
     if not adjacent:
         return None
+    # peers known at the fact's epoch (``core.drift.known_at``): a neighbour ingested later, in the same
+    # micro-batch or stored ahead by another worker, is judged when its own turn comes
+    epoch = row["epoch_us"]
     rows = [
         r
         for r in uow.repo.facts_by_ids(adjacent, copies=False).values()  # read here, before any write
-        if is_text_fact(r) and (r["claim_key"] is None or str(r["claim_key"]).startswith(SIM_PREFIX))
+        if r["epoch_us"] <= epoch
+        and is_text_fact(r)
+        and (r["claim_key"] is None or str(r["claim_key"]).startswith(SIM_PREFIX))
     ]
     # aligned only when the envelope would check the pair too: above the contradiction cosine or a
     # near copy (the alignment was 70% of ingest when run against every neighbour)

@@ -4,6 +4,8 @@
   ``T0_US``; a benchmark sends a record, reads the outputs, and sends the next.
 - ``EmbeddingCache``: the default embedder's vectors of dataset texts, cached under
   ``~/.cache/crp-stream/bench`` (override: CRP_BENCH_CACHE) so reruns skip embedding.
+- ``server_collection`` / ``copy_to_server`` / ``on_server`` / ``drop_collection``: a benchmark's vectors
+  on a Qdrant server (``--qdrant URL``, e.g. ``ops/qdrant start``), a new collection per run, dropped after it.
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ import hashlib
 import json
 import os
 import tempfile
+import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +27,7 @@ import numpy as np
 from crp_stream import testing
 from crp_stream.config import Settings
 from crp_stream.fabric.embedders import DEFAULT_MODEL_ID
+from crp_stream.fabric.vectors import VectorItem
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATASETS = REPO.parent / "shared" / "datasets"
@@ -30,6 +36,58 @@ T0_US = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z: the log-append time of th
 # Vectors of the default model, carried in the records: the pipeline sees exactly the vectors the
 # default embedder would compute, and the thresholds calibrated for that model id apply.
 MINILM_PRECOMPUTED = f"precomputed:{DEFAULT_MODEL_ID}"
+
+
+def server_collection(url: str, tag: str) -> str:
+    """The vector spec of a new collection on the Qdrant server at ``url`` (http(s):// or grpc(s)://)."""
+    return f"{url}{'&' if '?' in url else '?'}collection=bench_{tag}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+
+
+def drop_collection(spec: str) -> None:
+    from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+
+    with QdrantVectorIndex(url=spec) as index:
+        index.delete_all()
+
+
+def copy_to_server(settings: Settings, spec: str) -> int:
+    """Every point of the fabric's embedded vector store (``settings``: a data dir on qdrant-edge)
+    written to the collection ``spec`` with the same payloads; returns how many. The rows and edges
+    stay where they are, so the fabric is the same with its vectors on the server."""
+    from sqlalchemy import text
+
+    from crp_stream.fabric.db import make_engine
+    from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+    from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+
+    engine = make_engine(settings.database)
+    with engine.connect() as conn:
+        sources = {str(f): str(s) for f, s in conn.execute(text("SELECT fact_id, source FROM facts"))}
+    engine.dispose()
+    with EdgeVectorIndex(settings.vectors.removeprefix("edge:")) as edge, QdrantVectorIndex(url=spec) as server:
+        points = edge._scan()
+        for start in range(0, len(points), 2000):
+            server.upsert(
+                [VectorItem(f, v, st, exp, sources.get(f, "")) for f, v, st, exp in points[start : start + 2000]]
+            )
+        return server.count()
+
+
+@contextmanager
+def on_server(settings: Settings, url: str | None, tag: str) -> Iterator[Settings]:
+    """``settings`` as they are without ``url``; with it, the same fabric with its vectors copied into a
+    new collection of the Qdrant server at ``url`` (``copy_to_server``), dropped on the way out."""
+    if not url:
+        yield settings
+        return
+    spec = server_collection(url, tag)
+    try:
+        t0 = time.perf_counter()
+        copied = copy_to_server(settings, spec)
+        print(f"vectors on the Qdrant server {spec}: {copied:,} points copied in {time.perf_counter() - t0:.0f} s")
+        yield replace(settings, qdrant=spec)
+    finally:
+        drop_collection(spec)
 
 
 def scratch_root() -> str | None:

@@ -16,8 +16,13 @@ Also times one batch of the default embedder.
   read (the worst case for it). ``--texts varied``: distinct sentences of 8-16 words drawn from a
   fixed vocabulary (seeded), which share no template, as most real sentences.
 
+- ``--qdrant URL``: every backend also with its vectors on that Qdrant server (``ops/qdrant start``;
+  ``http://HOST:6333`` or ``grpc://HOST:6334``) beside the embedded qdrant-edge, pipeline and baseline
+  alike, each on a new collection dropped afterwards (``--preload-cache`` serves qdrant-edge only).
+
     .venv/bin/python -m ops.bench.ingest --sizes 10000 100000 [--postgres postgresql+psycopg://...]
     .venv/bin/python -m ops.bench.ingest --sizes 10000 --in-fabric 100000 --texts varied
+    .venv/bin/python -m ops.bench.ingest --sizes 10000 --qdrant http://127.0.0.1:6333
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from crp_stream.config import Settings
 from crp_stream.fabric.vectors import VectorItem
 from crp_stream.runtime.embedded import open_fabric, open_runtime
 from crp_stream.runtime.embedded.log import Append
+from ops.bench._common import drop_collection, server_collection
 from ops.bench.preload import Corpus, write_direct
 
 DIM = 384
@@ -108,7 +114,7 @@ def preload(settings: Settings, corpus: Corpus | None, cache: Path | None = None
     once is copied from there instead: at 100k the direct write takes minutes, the copy seconds."""
     if corpus is None:
         return
-    if cache is not None and settings.database_url is None:
+    if cache is not None and settings.database_url is None and settings.qdrant is None:
         if not cache.exists():
             tmp = cache.with_name(cache.name + ".partial")
             shutil.rmtree(tmp, ignore_errors=True)
@@ -217,14 +223,21 @@ def main() -> None:
         help="source of the --in-fabric facts; src-0 is one the timed documents publish under, so each of "
         "its documents reads a source of N facts for its earlier facts",
     )
+    ap.add_argument(
+        "--qdrant",
+        metavar="URL",
+        help="also run with the vectors on this Qdrant server (http://HOST:6333 or grpc://HOST:6334)",
+    )
     args = ap.parse_args()
-    backends = [("sqlite", None)] + ([("postgres", args.postgres)] if args.postgres else [])
+    databases = [("sqlite", None)] + ([("postgres", args.postgres)] if args.postgres else [])
+    stores = [("edge", None)] + ([("qdrant", args.qdrant)] if args.qdrant else [])
+    backends = [(f"{d}+{v}", url, server) for d, url in databases for v, server in stores]
     print(
         f"texts: {args.texts}; facts already in the fabric: {args.in_fabric:,} (source {args.preload_source}); "
         f"load {os.getloadavg()[0]:.1f}"
     )
-    print(f"{'backend':<9} {'facts':>8} {'pipeline s':>11} {'facts/s':>9} {'baseline s':>11} {'ratio':>7}")
-    for name, url in backends:
+    print(f"{'backend':<16} {'facts':>8} {'pipeline s':>11} {'facts/s':>9} {'baseline s':>11} {'ratio':>7}")
+    for name, url, server in backends:
         for n in args.sizes:
             m = args.in_fabric
             allv, label = clustered(m + n)
@@ -240,20 +253,27 @@ def main() -> None:
                     label[:m],
                     [np.arange(d, min(m, d + per)) for d in range(0, m, per)],
                 )
+            collections = [server_collection(server, t) for t in ("pipeline", "baseline")] if server else [None] * 2
             with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
                 s = Settings(data_dir=Path(a), embedder=f"precomputed:{MODEL}", database_url=url)
                 if url:
                     _reset_postgres(url)
                 tag = "" if args.preload_source == "bench" else f"-{args.preload_source}"
                 cached = args.preload_cache / f"fabric-{m}-{args.texts}{tag}" if args.preload_cache and m else None
-                preload(s, corpus, cached, args.preload_source)
-                t_pipe = run_pipeline(s, docs, n, m)
-                if url:
-                    _reset_postgres(url)
-                preload(replace(s, data_dir=Path(b)), corpus, cached, args.preload_source)
-                t_base = run_baseline(replace(s, data_dir=Path(b)), vecs)
+                try:
+                    s = replace(s, qdrant=collections[0])
+                    preload(s, corpus, cached, args.preload_source)
+                    t_pipe = run_pipeline(s, docs, n, m)
+                    if url:
+                        _reset_postgres(url)
+                    s = replace(s, data_dir=Path(b), qdrant=collections[1])
+                    preload(s, corpus, cached, args.preload_source)
+                    t_base = run_baseline(s, vecs)
+                finally:
+                    for spec in filter(None, collections):
+                        drop_collection(spec)
             print(
-                f"{name:<9} {n:>8} {t_pipe:>11.2f} {n / t_pipe:>9.0f} {t_base:>11.2f} {t_pipe / t_base:>6.1f}x",
+                f"{name:<16} {n:>8} {t_pipe:>11.2f} {n / t_pipe:>9.0f} {t_base:>11.2f} {t_pipe / t_base:>6.1f}x",
                 flush=True,
             )
         print(f"load average after: {os.getloadavg()[0]:.1f}", flush=True)

@@ -3,6 +3,7 @@
     .venv/bin/python -m ops.bench.retrieval_speed                        # 10k and 100k facts, 200 requests
     .venv/bin/python -m ops.bench.retrieval_speed --sizes 2000 --requests 50   # quick
     .venv/bin/python -m ops.bench.retrieval_speed --sizes 100000 --profile     # + cProfile of CDGR
+    .venv/bin/python -m ops.bench.retrieval_speed --qdrant http://127.0.0.1:6333   # vectors on a server
 
 The fabric holds clustered random 384-d unit vectors: topics of 500 facts, each made of 10 sub-topics
 of ~50 facts (same sub-topic cosine ~0.67, same topic ~0.42, other topics ~0), in documents of 50
@@ -28,6 +29,10 @@ from earlier requests (as in a long-running worker), and once more ``on`` with t
 before each request (every edge read from the store: the first request after another process
 ingested). Interleaved with every request, in the same run: flat top-K =
 ``vectors.search(query, k=fact_budget)``, and flat top-K plus fetching the facts' rows.
+
+``--qdrant URL`` (``http://HOST:6333`` or ``grpc://HOST:6334``, e.g. ``ops/qdrant start``): the same
+built fabric with its vectors copied into a new collection of that Qdrant server (dropped afterwards),
+so every vector read goes to the server (the in-process ANN cache serves qdrant-edge only).
 
 Ratios and added milliseconds are against flat top-K measured in the same run. The machine is shared:
 compare the ratios of one run rather than absolute figures across runs.
@@ -65,6 +70,7 @@ from crp_stream.fabric.graph import GraphCache
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.vectors import VectorIndex
 from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
 from crp_stream.processors import assembly, envelope, graph_select, retrieval
 from crp_stream.processors.base import Record
 from crp_stream.processors.dispatch import apply_record
@@ -72,7 +78,7 @@ from crp_stream.processors.retrieval import RetrievalHandler
 from crp_stream.runtime import heap
 from crp_stream.runtime.embedded import open_fabric
 from ops.bench import preload
-from ops.bench._common import CACHE_DIR, T0_US, Pipeline, code_version, percentile, scratch, vec
+from ops.bench._common import CACHE_DIR, T0_US, Pipeline, code_version, on_server, percentile, scratch, vec
 from ops.bench.preload import write_direct
 
 MODEL = "bench"
@@ -178,18 +184,16 @@ class Stages:
         (Repository, "fact_statuses", "    fact statuses (SQL)"),
         (Repository, "fact_rows", "    rows of cache misses (SQL)"),
         (EdgeVectorIndex, "get_vectors", "    vectors of cache misses"),
+        (QdrantVectorIndex, "get_vectors", "    vectors of cache misses (Qdrant server)"),
         (assembly, "_extend", "  CDR scoring (_extend)"),
         (assembly, "collapse_duplicates", "collapse duplicates"),
         (graph_select, "choose", "CDGR selection (graph_select.choose)"),
-        (graph_select, "named_leads", "  titles the query names (SQL)"),
-        (graph_select, "walk", "  typed-graph walk + PageRank"),
+        (graph_select, "walk", "  typed-graph walk + bridge values"),
         (Repository, "edge_rows", "    graph edges of cache misses (SQL)"),
         (graph_rank, "walk_levels", "    walk levels (max_hops)"),
-        (graph_rank, "personalized_pagerank", "    personalised PageRank"),
+        (cdgr, "bridge_values_edges", "    bridge values (every reached fact)"),
         (assembly, "_append_outside", "  reached facts outside the candidates"),
-        (graph_rank, "connector_estimate", "  estimates"),
-        (graph_rank, "admit_connectors", "  admission over displaced anchors"),
-        (cdgr, "bridge_values_edges", "  bridge values (admitted connectors)"),
+        (cdgr, "connector_score", "  connector scores (SPEC-025 §2.5)"),
         (assembly, "_arbitrate", "conflict arbitration"),
         (envelope, "build", "envelope build"),
         (events, "encode", "envelope encode"),
@@ -468,9 +472,14 @@ def bench(
     vary_query: bool,
     ann_min: int,
     dump: str | None = None,
+    qdrant: str | None = None,
 ) -> None:
-    with prepared(n, seed, ingest, rebuild, reuse) as (tmp, corpus, how):
-        settings = Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}", ann_min_points=ann_min)
+    with (
+        prepared(n, seed, ingest, rebuild, reuse) as (tmp, corpus, how),
+        on_server(
+            Settings(data_dir=tmp, embedder=f"precomputed:{MODEL}", ann_min_points=ann_min), qdrant, f"speed{n}"
+        ) as settings,
+    ):
         fabric = open_fabric(settings)
         t0 = time.perf_counter()
         fabric.warm()  # as both runtimes do at start-up: the ANN cache, the similarity graph
@@ -480,7 +489,7 @@ def bench(
         if ann is not None:
             print(f"ANN cache ~{ann.memory_bytes() / 2**20:.0f} MiB; candidates come from it", flush=True)
         else:
-            print("ANN cache off (fabric below ann_min_points): exact search", flush=True)
+            print("ANN cache off (fabric below ann_min_points, or vectors on a server): exact search", flush=True)
         with fabric.unit_of_work() as uow:
             edges = uow.repo.edge_count()
         print(
@@ -562,6 +571,7 @@ def main() -> None:
     )
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="time requests by wall or CPU time")
     ap.add_argument("--dump-envelopes", metavar="PATH", help="write every output record to PATH.<size>")
+    ap.add_argument("--qdrant", metavar="URL", help="the vectors on this Qdrant server (http://H:6333, grpc://H:6334)")
     a = ap.parse_args()
     CLOCK[0] = time.process_time if a.clock == "cpu" else time.perf_counter
     print(f"crp-stream {code_version()}; requests timed by {a.clock} clock")
@@ -580,6 +590,7 @@ def main() -> None:
             a.vary_query,
             a.ann_min_points,
             a.dump_envelopes,
+            a.qdrant,
         )
 
 

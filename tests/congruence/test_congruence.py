@@ -1,5 +1,6 @@
 """Congruence: one scenario through the embedded runtime (SQLite, qdrant-edge) and through the Kafka
-runtime (real broker, real PostgreSQL, qdrant-edge) gives the same outputs, with the Kafka input
+runtime (real broker, real PostgreSQL, qdrant-edge; and two workers sharing one collection of a live
+Qdrant server, whose envelopes and dead letters are compared) gives the same outputs, with the Kafka input
 produced UNPACED by a non-Python client (the Java kafka-clients producer): every input up to and
 including a window request at once, so that the request races the documents, telemetry, reports and
 commands published before it; then the test waits for that request's answer, as a generator waits for
@@ -45,6 +46,7 @@ from typing import Any
 
 import pytest
 
+from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
 from crp_stream.replay_format import read_replay
 from tests.support.congruence import (
     ARBITER_ORDER_SENSITIVE,
@@ -56,6 +58,7 @@ from tests.support.congruence import (
     run_embedded,
     run_kafka,
 )
+from tests.support.qdrant import drop, fresh_spec
 
 
 @pytest.mark.kafka
@@ -92,6 +95,35 @@ def test_embedded_and_kafka_runtimes_emit_the_same_records(scenario: Path, tmp_p
             "CONTRADICTION_RESOLVED",
         ):
             assert types[t], f"the scenario no longer produces {t}: {dict(types)}"
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+@pytest.mark.qdrant
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
+def test_two_workers_sharing_a_qdrant_server_emit_the_embedded_envelopes(scenario: Path, tmp_path: Path) -> None:
+    """Two Kafka workers in one consumer group, one PostgreSQL fabric, one collection on a live Qdrant
+    server: their envelopes (and dead letters) are the embedded runtime's, as one worker's are above."""
+    spec = fresh_spec("http", "congruence")
+    try:
+        kafka_out, stamps, records = run_kafka(read_replay(scenario), tmp_path, qdrant=spec, workers=2)
+        with QdrantVectorIndex(url=spec) as shared:
+            points = shared.count()
+    finally:
+        drop(spec)
+    embedded_out = run_embedded(records, stamps, tmp_path)
+
+    def bag(outs: list[Out]) -> Counter[tuple[str, str | None, str]]:
+        return Counter(normalise(o, stamps) for o in outs if o[1] in ENVELOPES_ONLY)
+
+    k_bag, e_bag = bag(kafka_out), bag(embedded_out)
+    only_kafka = sorted((k_bag - e_bag).elements())
+    only_embedded = sorted((e_bag - k_bag).elements())
+    assert not only_kafka and not only_embedded, _diff(only_kafka, only_embedded)
+    envelopes = [json.loads(v) for _, t, _, v in kafka_out if t == "crp.envelopes"]
+    assert any(e["facts"] for e in envelopes), "the envelopes must carry facts to compare"
+    recorded = {json.loads(v)["fact_id"] for _, t, _, v in kafka_out if t == "crp.facts" and b"FactRecorded" in v}
+    assert points == len(recorded) > 0  # one point per fact in the shared collection, none twice
 
 
 def _diff(only_kafka: list[Any], only_embedded: list[Any]) -> str:

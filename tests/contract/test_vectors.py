@@ -1,7 +1,9 @@
-"""Contract of the vector port: every backend that can run here goes through the same cases.
+"""Contract of the vector port: every backend goes through the same cases.
 
-Backends: qdrant-edge on disk (the embedded default), qdrant-client local mode in memory and on disk
-(the same adapter code that talks to a Qdrant server; no server can run here).
+Backends: qdrant-edge on disk (the embedded default), qdrant-client local mode in memory and on disk,
+and a live Qdrant server (``ops/qdrant``, CRP_TEST_QDRANT / CRP_TEST_QDRANT_GRPC) over REST and over
+gRPC, each test on a collection of its own. The server cases are marked ``qdrant``: without the server
+they fail, never skip.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from crp_stream.fabric.vectors import VectorIndex, VectorItem, normalise
 from crp_stream.fabric.vectors_edge import EdgeVectorIndex
 from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+from tests.support.qdrant import drop, fresh_spec
 
 Opener = Callable[[], VectorIndex]
 
@@ -32,13 +35,47 @@ OPENERS: dict[str, Callable[[Path], Opener]] = {
     "qdrant-memory": lambda d: lambda: QdrantVectorIndex(location=":memory:"),
     "qdrant-path": lambda d: lambda: QdrantVectorIndex(path=str(d / "qdrant")),
 }
-DURABLE = ("edge", "qdrant-path")
+SERVERS = {"qdrant-server-grpc": "grpc", "qdrant-server-http": "http"}  # name -> transport
+ON_SERVER = [pytest.param(name, marks=pytest.mark.qdrant) for name in sorted(SERVERS)]
+DURABLE = ["edge", "qdrant-path", *ON_SERVER]
 NOW = 1_700_000_000.0
 
 
-@pytest.fixture(params=sorted(OPENERS))
-def index(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorIndex]:
-    idx = OPENERS[request.param](tmp_path)()
+class Backends:
+    """This test's storage of each backend: on a server a new collection (dropped at the end), which
+    every open of that backend in the test sees again."""
+
+    def __init__(self, tmp_path: Path):
+        self.tmp_path = tmp_path
+        self.specs: dict[str, str] = {}
+
+    def where(self, name: str) -> str:
+        """What locates the storage: the directory, or the server spec with its collection."""
+        if name in SERVERS:
+            return self.specs.setdefault(name, fresh_spec(SERVERS[name], "contract"))
+        return str(self.tmp_path)
+
+    def opener(self, name: str) -> Opener:
+        if name in SERVERS:
+            spec = self.where(name)
+            return lambda: QdrantVectorIndex(url=spec)
+        return OPENERS[name](self.tmp_path)
+
+    def drop(self) -> None:
+        for spec in self.specs.values():
+            drop(spec)
+
+
+@pytest.fixture
+def backends(tmp_path: Path) -> Iterator[Backends]:
+    b = Backends(tmp_path)
+    yield b
+    b.drop()
+
+
+@pytest.fixture(params=[*sorted(OPENERS), *ON_SERVER])
+def index(request: pytest.FixtureRequest, backends: Backends) -> Iterator[VectorIndex]:
+    idx = backends.opener(request.param)()
     yield idx
     idx.close()
 
@@ -298,8 +335,8 @@ def test_closed_index_refuses_work(index: VectorIndex) -> None:
 
 
 @pytest.mark.parametrize("backend", DURABLE)
-def test_survives_reopen(backend: str, tmp_path: Path) -> None:
-    open_index = OPENERS[backend](tmp_path)
+def test_survives_reopen(backend: str, backends: Backends) -> None:
+    open_index = backends.opener(backend)
     with open_index() as idx:
         idx.upsert([item("a", 1, 0, 0), item("b", 1, 1, 0, expires_at=NOW + 10), item("c", 0, 1, 0)])
         idx.set_status(["c"], "quarantined")
@@ -343,7 +380,10 @@ from crp_stream.fabric.vectors import VectorItem
 from crp_stream.fabric.vectors_edge import EdgeVectorIndex
 from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
 backend, where = sys.argv[1], sys.argv[2]
-idx = EdgeVectorIndex(where + "/edge") if backend == "edge" else QdrantVectorIndex(path=where + "/qdrant")
+if backend == "edge":
+    idx = EdgeVectorIndex(where + "/edge")
+else:  # qdrant-client's local mode on disk, or a server's collection (the spec)
+    idx = QdrantVectorIndex(path=where + "/qdrant") if backend == "qdrant-path" else QdrantVectorIndex(url=where)
 idx.upsert([VectorItem(f"f{i}", np.arange(1, 5, dtype=np.float32) + i) for i in range(50)])
 idx.set_status(["f3"], "quarantined")
 os._exit(0)  # no flush, no close: a crash right after the calls returned
@@ -351,16 +391,16 @@ os._exit(0)  # no flush, no close: a crash right after the calls returned
 
 
 @pytest.mark.parametrize("backend", DURABLE)
-def test_writes_survive_a_crash_without_flush(backend: str, tmp_path: Path) -> None:
-    subprocess.run([sys.executable, "-c", _CRASH_WRITER, backend, str(tmp_path)], check=True, timeout=120)
-    with OPENERS[backend](tmp_path)() as idx:
+def test_writes_survive_a_crash_without_flush(backend: str, backends: Backends) -> None:
+    subprocess.run([sys.executable, "-c", _CRASH_WRITER, backend, backends.where(backend)], check=True, timeout=120)
+    with backends.opener(backend)() as idx:
         assert idx.count() == 50
         hits = idx.search(unit(1, 1, 1, 1), 100, NOW)
         assert len(hits) == 49
         assert "f3" not in ids(hits)
 
 
-# ---- congruence: the embedded engine and the qdrant-client adapter agree ---------------------------
+# ---- congruence: the embedded engine and the qdrant-client adapter (local mode, server) agree -------
 
 
 def _assert_congruent(a: list[tuple[str, float]], b: list[tuple[str, float]], tol: float = 1e-5) -> None:
@@ -373,11 +413,12 @@ def _assert_congruent(a: list[tuple[str, float]], b: list[tuple[str, float]], to
             assert last or (partner is not None and abs(partner - sa) <= tol), (i, ida, idb)
 
 
-def test_edge_and_qdrant_client_agree_on_random_operations(tmp_path: Path) -> None:
+@pytest.mark.parametrize("other", ["qdrant-memory", *ON_SERVER])
+def test_edge_and_qdrant_client_agree_on_random_operations(other: str, tmp_path: Path, backends: Backends) -> None:
     rng = np.random.default_rng(2024)
     dim, n = 24, 400
     statuses = ["active", "active", "active", "stale", "quarantined", "superseded", "expired"]
-    with EdgeVectorIndex(tmp_path / "edge") as edge, QdrantVectorIndex(location=":memory:") as local:
+    with EdgeVectorIndex(tmp_path / "edge") as edge, backends.opener(other)() as local:
         both = (edge, local)
 
         def random_items(count: int) -> list[VectorItem]:

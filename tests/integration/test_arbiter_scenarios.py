@@ -460,7 +460,13 @@ def test_no_corroboration_envelope_serves_the_trusted_value_with_the_conflict_lo
     assert (logged["details"]["high_trust_value"], logged["details"]["divergent_value"]) == ("1000 rps", "250 rps")
 
 
-def test_a_lagging_low_trust_source_after_a_vendor_refresh_is_no_poisoning_candidate(pipe: Pipeline) -> None:
+def test_a_lagging_low_trust_source_after_a_vendor_refresh_is_filed_for_review_with_its_reason(
+    pipe: Pipeline,
+) -> None:
+    """The vendor said 1000 rps, then refreshed to 250; community notes keep saying 1000 after the
+    vendor's first record but before its refresh. Not fresher than the vendor, no corroboration:
+    the seed's boundary files a poisoning candidate for review, never settles it by itself. Its
+    reason says the value is the vendor's own earlier one; nothing is quarantined; 250 is served."""
     pipe.feed(
         [
             rec(
@@ -472,5 +478,13 @@ def test_a_lagging_low_trust_source_after_a_vendor_refresh_is_no_poisoning_candi
             rec("crp.documents", document("vendor_docs", "official", "v2", "250", document_id="limits"), NOW_US),
         ]
     )
-    assert pipe.claim()["verdict"] == "CONSENSUS_OK"  # type: ignore[index]
-    assert pipe.out("crp.quarantine.candidates") == [] and pipe.audits("POISONING_CANDIDATE") == []
+    assert pipe.claim()["verdict"] == "POISONING_CANDIDATE"  # type: ignore[index]
+    [candidate] = pipe.out("crp.quarantine.candidates")
+    assert candidate["source"] == "community_notes" and candidate["value"] == "1000 rps"
+    assert "Lagging behind a refresh? vendor_docs itself asserted '1000 rps' until" in candidate["reason"]
+    [audit] = pipe.audits("POISONING_CANDIDATE")
+    assert audit["details"]["action"] == "quarantine review: an operator must confirm_quarantine"
+    assert "release the candidate if so" in audit["details"]["reason"]
+    assert set(pipe.statuses("community_notes").values()) == {"active"}  # divergence alone never quarantines
+    texts = _ask(pipe, NOW_US + DAY_US)
+    assert any("250 rps" in t for t in texts) and not any("1000" in t for t in texts)

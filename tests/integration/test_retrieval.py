@@ -72,7 +72,9 @@ def test_window_one_score_is_importance_times_relevance_and_gate_applies(tmp_pat
             assert f["novelty"] == 1.0 and f["recency"] == 1.0 and f["role"] == "anchor" and f["support"] == 1
     h = env["headers"]
     assert h["CRP-Context-Coverage-Depth"] == 0
-    assert h["CRP-Context-Coverage-Score"] == 1.0
+    # SPEC-024 §8.1: the minimum of CDR_score / relevance: window 1's novelty is 1.0, so the ratio is
+    # the importance, and Bravo's 0.5 is the least
+    assert h["CRP-Context-Coverage-Score"] == pytest.approx(0.5, abs=1e-6)
     assert h["CRP-Context-Continuation-Status"] == "in-progress" == env["status"]
     assert h["CRP-Context-Connectors-Included"] == "0/4"
     assert env["residual_anchor"] == "Remaining sections to complete: A"
@@ -243,7 +245,7 @@ def expected_scores(
             "pull": pull,
             "penalty": pen,
             "score": max(rel, pull) * nov * (1 - pen),
-            "ratio": nov * (1 - pen),
+            "ratio": max(rel, pull) * nov * (1 - pen) / max(rel, 0.30),  # SPEC-024 §6: CDR_score / relevance
         }
     return out
 
@@ -378,11 +380,10 @@ def test_cdgr_includes_below_gate_connectors_between_the_anchors_they_bridge(tmp
         f = env["facts"][order.index(n)]
         assert f["relevance"] == pytest.approx(0.40, abs=1e-5)  # below the 0.55 gate
         assert sorted(f["bridges"]) == sorted([ids[CHAIN_TEXT["A"]], ids[CHAIN_TEXT["D"]]])
-        # SPEC-025 §6: a connector's estimate (CDR score + PageRank term) beats the anchor it
-        # displaced: F1, CDR score 0.99 x 0.60 and no graph mass (no edge reaches it)
-        assert f["score"] > 0.99 * 0.60
+        # SPEC-025 §2.5: bridge value (1 pair x 0.7) x novelty x recency x max(relevance, 0.30)
+        assert f["score"] == pytest.approx(0.7 * 1.0 * 1.0 * 0.40, abs=1e-5)
         assert f["via"] == "similarity"
-    assert [f["rank"] for f in env["facts"]] == [1, 3, 4, 2]  # seeds A, D first; then B, C by estimate
+    assert [f["rank"] for f in env["facts"]] == [1, 3, 4, 2]  # seeds A, D first; then the connectors
     h = env["headers"]
     assert h["CRP-Context-Connectors-Included"] == "2/4"
     assert h["CRP-Context-Bridge-Score"] == pytest.approx(0.7, abs=1e-5)  # 1 pair x 0.7 edge strength
@@ -416,10 +417,11 @@ def test_hard_expired_fact_never_enters_as_a_connector(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("direct", [False, True])
-def test_a_connector_displaces_only_an_anchor_it_outscores(tmp_path: Path, direct: bool) -> None:
-    """SPEC-025 §6 by construction: CDGR keeps CDR's seeds, and each connector it admits has an
-    estimate above the CDR score of every anchor of CDR's envelope it displaced (with or without a
-    direct A-D edge, which takes B's and C's bridge value away but not their PageRank)."""
+def test_a_connector_without_bridge_value_stays_out_and_its_slot_goes_back_to_cdr(tmp_path: Path, direct: bool) -> None:
+    """SPEC-025 §2.2/§2.4-§2.6: the two seeds stay, the two connector slots are reserved for
+    connectors with a bridge value. With a direct A-D similarity edge, B and C bridge nothing (the
+    pair is already linked): they score zero and stay out, and the slots go back to CDR's next
+    anchors, so the envelope is CDR's (§6)."""
     gram = [row[:] for row in CHAIN_GRAM]
     if direct:
         gram[1][4] = gram[4][1] = 0.65  # A-D is now a similarity edge
@@ -428,17 +430,16 @@ def test_a_connector_displaces_only_an_anchor_it_outscores(tmp_path: Path, direc
         _chain_records({"graph_retrieval": "off", "connector_budget": 0.5}, gram), tmp_path / "off", edge_threshold=0.6
     ).envelope(1)
     on = run(_chain_records({"connector_budget": 0.5}, gram), tmp_path / "on", edge_threshold=0.6).envelope(1)
-    cdr = {f["fact_id"]: f["score"] for f in off["facts"]}
-    seeds = sorted(cdr, key=lambda f: -cdr[f])[:2]
-    kept = {f["fact_id"] for f in on["facts"]}
-    assert set(seeds) <= kept
-    displaced = [cdr[f] for f in cdr if f not in kept]
-    connectors = [f["score"] for f in on["facts"] if f["role"] == "connector"]
-    assert len(displaced) == len(connectors)
-    assert all(c > d for c in connectors for d in displaced)
-    # B and C enter without the A-D edge; with it, part of the walk's mass goes A <-> D directly and
-    # only one of them still beats the filler it would displace
-    assert len(connectors) == (1 if direct else 2)
+    roles = {f["text"]: f["role"] for f in on["facts"]}
+    if direct:
+        assert set(roles) == set(by_text(off)) == {CHAIN_TEXT[n] for n in ("A", "D", "F1", "F2")}
+        assert set(roles.values()) == {"anchor"}
+        assert on["headers"]["CRP-Context-Connectors-Included"] == "0/4"
+    else:
+        assert roles == {CHAIN_TEXT["A"]: "anchor", CHAIN_TEXT["B"]: "connector", CHAIN_TEXT["C"]: "connector"} | {
+            CHAIN_TEXT["D"]: "anchor"
+        }
+        assert on["headers"]["CRP-Context-Connectors-Included"] == "2/4"
 
 
 def test_graph_retrieval_off_gives_no_connectors(tmp_path: Path) -> None:
@@ -850,6 +851,11 @@ def test_ckf_exhausted_when_only_covered_facts_remain(tmp_path: Path) -> None:
     assert h["CRP-Context-Mode"] == "ckf-exhausted" == h["CRP-Context-Continuation-Status"]
     assert h["CRP-Onboarding-Hint"] == "ingest-more-documents-for-continued-quality"
     assert h["CRP-Context-Coverage-Score"] < 0.15
+    # the gateway MUST stop: nothing is served, the note says why (SPEC-024 §6 Exit 3)
+    assert env["facts"] == [] and out.envelope(1)["facts"] != []
+    [note] = env["notes"]
+    assert note.startswith("CKF-EXHAUSTED: mean novelty ratio ") and "over the 2 facts" in note
+    assert h["CRP-Context-Connectors-Included"] == "0/0" and h["CRP-Context-Conflicts-Resolved"] == "0"
     assert "CRP-Onboarding-Hint" not in out.envelope(1)["headers"]
     assert not any(e.get("closing") for e in out.envelopes)  # window 2 already carried its exit
     [dead] = out.dead

@@ -20,7 +20,7 @@ import pytest
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.testing import replay as replay_records
-from tests.support.retrieval import DIM, T0, Q, doc, fact, from_gram, rel_vec, request, run, settings, sub
+from tests.support.retrieval import DIM, T0, doc, fact, from_gram, rel_vec, request, run, settings, sub
 
 
 def _edges(tmp_path: Path, **kw: Any) -> list[tuple[str, str, float, str]]:
@@ -85,10 +85,10 @@ GRAM = [
 TEXT = {"A": "Anchor fact alpha", "B": "Link fact bravo", "C": "Link fact charlie", "D": "Far fact delta"}
 
 
-@pytest.mark.parametrize(("max_hops", "walked", "facts"), [(1, 1, "AB"), (2, 2, "ABC"), (3, 3, "ABCD")])
-def test_the_walk_goes_max_hops_deep_and_reports_the_depth_walked(
-    tmp_path: Path, max_hops: int, walked: int, facts: str
-) -> None:
+@pytest.mark.parametrize(("max_hops", "walked"), [(1, 1), (2, 2), (3, 3)])
+def test_the_walk_goes_max_hops_deep_and_reports_the_depth_walked(tmp_path: Path, max_hops: int, walked: int) -> None:
+    """Only A passes the relevance gate: the walk from it goes as deep as asked, but with one anchor
+    there is no pair to bridge (SPEC-025 §2.4), so B, C and D score zero and stay out (§2.5)."""
     vec = from_gram(CHAIN, GRAM)
     records = [doc(f"chain-{n}", [fact(TEXT[n], vec[n])]) for n in "ABCD"]
     records.append(
@@ -102,10 +102,9 @@ def test_the_walk_goes_max_hops_deep_and_reports_the_depth_walked(
         )
     )
     env = run(records, tmp_path, edge_threshold=0.6).envelope(1)
-    got = {f["text"] for f in env["facts"]}
-    assert got == {TEXT[n] for n in facts}  # A passes the gate; B, C, D are reached through the graph
+    assert [f["text"] for f in env["facts"]] == [TEXT["A"]]
     assert env["headers"]["CRP-Context-Graph-Hops"] == walked
-    assert {f["via"] for f in env["facts"] if f["role"] == "connector"} == {"similarity"}
+    assert env["headers"]["CRP-Context-Connectors-Included"] == "0/1"
 
 
 def test_hops_is_the_depth_walked_not_the_depth_asked(tmp_path: Path) -> None:
@@ -162,30 +161,6 @@ def test_adjacency_and_mention_edges_in_either_order(tmp_path: Path) -> None:
     assert kinds[(ids["Babbage designed the engine with ada lovelace in mind."], lead)] == "mention"
     assert kinds[(lead, ids["Menabrea's paper was translated by Ada Lovelace."])] == "mention"
     assert not any(ids["Nothing about her here."] in (s, d) and k == "mention" for (s, d), k in kinds.items())
-
-
-def test_a_query_that_names_a_title_reaches_its_document(tmp_path: Path) -> None:
-    x = rel_vec(0.9, (1, 1.0))
-    lead = rel_vec(0.05, (2, 1.0))
-    second = rel_vec(0.05, (3, 1.0))
-    records = [
-        doc("x", [fact("Analytical engines compute tables.", x)]),
-        doc(
-            "ada",
-            [fact("She was born in 1815.", lead), fact("She wrote the first program.", second)],
-            document_id="ada",
-            title="Ada Lovelace",
-        ),
-        request(1, T0 + 1, subs=[sub("q", Q)], fact_budget=3, query_text="What did Ada Lovelace write?"),
-    ]
-    env = run(records, tmp_path, edge_threshold=0.9).envelope(1)
-    via = {f["text"]: f["via"] for f in env["facts"]}
-    assert via == {
-        "Analytical engines compute tables.": "similarity",
-        "She was born in 1815.": "mention",
-        "She wrote the first program.": "adjacency",
-    }
-    assert sorted(f["rank"] for f in env["facts"]) == [1, 2, 3]
 
 
 def test_a_titled_document_is_embedded_as_title_colon_sentence(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from crp_stream.runtime.embedded import open_fabric
 from crp_stream.runtime.embedded.log import EmbeddedLog
 from crp_stream.runtime.embedded.runtime import EmbeddedRuntime
 from tests.support.kafka import (
+    INPUTS_BY_GROUP,
     OUTPUT_TOPICS,
     JavaProducer,
     Kafka,
@@ -77,21 +78,33 @@ def resolve(raw: bytes, outputs: list[Out]) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
 
-def run_kafka(records: list[Input], tmp: Path) -> tuple[list[Out], list[int], list[Input]]:
+def run_kafka(
+    records: list[Input], tmp: Path, *, qdrant: str | None = None, workers: int = 1
+) -> tuple[list[Out], list[int], list[Input]]:
     """Produce the inputs with the Java producer, unpaced: everything up to and including a window
     request at once (the request races the inputs before it), then wait for that request's answer, as
-    a generator waits for its envelope before it writes, reports and asks for the next window."""
+    a generator waits for its envelope before it writes, reports and asks for the next window.
+
+    ``workers`` worker processes in one consumer group share the fabric: one PostgreSQL database and
+    the vector store ``qdrant`` (a Qdrant server spec; default: one worker on its own qdrant-edge)."""
+    assert workers == 1 or qdrant is not None, "workers share a fabric only on a Qdrant server"
     prefix = unique_prefix("cg")
     database = fresh_postgres_url()
     kafka = Kafka(prefix)
     # a generous barrier: on a loaded 2-core test machine ingest of 160 records takes longer than 2 s
-    worker = WorkerProcess(
-        tmp, prefix, database, embedder=EMBEDDER, env={"CRP_TRUST": TRUST, "CRP_BARRIER_WAIT": "120"}
-    ).start()
+    env = {"CRP_TRUST": TRUST, "CRP_BARRIER_WAIT": "120"}
+    names = ["w"] if workers == 1 else [f"w{i}" for i in range(workers)]
+    group = [
+        WorkerProcess(tmp, prefix, database, name=name, qdrant=qdrant, embedder=EMBEDDER, env=env).start()
+        for name in names
+    ]
     producer: JavaProducer | None = None
     stamps: list[int] = []
     try:
-        worker.wait_ready()
+        for worker in group:
+            worker.wait_ready()
+        if workers > 1:
+            _wait_split(group)
         kafka.tap(OUTPUT_TOPICS)
         producer = JavaProducer(distinct_ms=True)
         sent_records: list[Input] = []
@@ -108,14 +121,31 @@ def run_kafka(records: list[Input], tmp: Path) -> tuple[list[Out], list[int], li
         assert len(set(stamps)) == len(stamps) == len(records)
         wait_quiescent(kafka, database, timeout=300.0)
         outputs = [(0, r.topic, r.key, r.value) for r in kafka.snapshot()]
-        assert worker.health()["status"] == "ok"
-        assert worker.metric("crp_barrier_timeouts_total") == 0, worker.log_tail()
+        for worker in group:
+            assert worker.health()["status"] == "ok"  # type: ignore[index]
+            assert worker.metric("crp_barrier_timeouts_total") == 0, worker.log_tail()
     finally:
         if producer is not None:
             producer.close()
-        worker.stop()
+        for worker in group:
+            worker.stop()
         kafka.close()
     return outputs, stamps, sent_records
+
+
+def _wait_split(group: list[WorkerProcess], timeout: float = 120.0) -> None:
+    """Until the workers hold disjoint, non-empty shares of every input partition (the rebalance after
+    the last one joined is over)."""
+    deadline = time.monotonic() + timeout
+    total = group[0].partitions * sum(len(topics) for topics in INPUTS_BY_GROUP.values())
+    while True:
+        held = [set((w.health() or {}).get("assigned", [])) for w in group]
+        every = set().union(*held)
+        if all(held) and sum(map(len, held)) == len(every) == total:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"partitions not split between the workers: {held}")
+        time.sleep(0.3)
 
 
 def _resolve_now(kafka: Kafka, raw: bytes) -> bytes:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.qdrant import QdrantServer
 from tests.support.services import OPS, Cluster, free_port, fresh_postgres_url, require_env
 
 
@@ -73,3 +74,15 @@ def private_broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     finally:
         if any(started):
             subprocess.run([str(OPS / "kafka"), "stop"], env=env, capture_output=True, timeout=300)
+
+
+@pytest.fixture
+def private_qdrant(tmp_path: Path) -> Iterator[QdrantServer]:
+    """A Qdrant server of this test's own on free ports (storage under tmp_path), not started; stopped
+    at the end. For tests that kill or restart it (the suite's server is never restarted)."""
+    require_env("CRP_TEST_QDRANT")  # the suite's server must be configured: fail, never skip
+    server = QdrantServer(tmp_path / "qdrant")
+    try:
+        yield server
+    finally:
+        server.close()

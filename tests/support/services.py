@@ -23,7 +23,7 @@ def require_env(name: str) -> str:
     if not value:
         pytest.fail(
             f"{name} is not set: this test needs the real service. Run ops/test, or start it with "
-            f"ops/postgres start / ops/kafka start and `. ops/env.sh`.",
+            f"ops/postgres start / ops/kafka start / ops/qdrant start and `. ops/env.sh`.",
             pytrace=False,
         )
     return value

@@ -143,7 +143,10 @@ def test_current_records_window_keeps_each_partitions_recent_records() -> None:
     assert [r.fact_id for r in current_records(recs, 10 * DAY)] == ["old", "new", "q", "v"]
 
 
-def test_a_low_trust_source_repeating_the_high_trust_sources_old_value_is_lag_not_poisoning() -> None:
+def test_a_low_trust_source_repeating_the_high_trust_sources_old_value_is_still_filed_for_review() -> None:
+    """The seed's boundary: divergent records that are not fresher than the high-trust partition make
+    a poisoning candidate for review, whatever the history. The lagging rule only says, in the
+    reason, that the value is the high-trust source's own earlier one."""
     recs = _recs(
         ("v-old", "vendor", 0.9, 10.0, "1000 rps"),
         ("c", "community", 0.2, 20.0, "1000 rps"),
@@ -152,15 +155,17 @@ def test_a_low_trust_source_repeating_the_high_trust_sources_old_value_is_lag_no
     views = partition_views(recs)
     assert claim_verdict(views, claim="k").kind == POISONING_CANDIDATE
     chosen = choose_verdict(views, "k", recs)
-    assert chosen.kind == CONSENSUS_OK and chosen.suspect_fact_ids == ()
-    assert "lags behind a refresh" in chosen.reason
-    # a value the vendor never asserted stays a poisoning candidate
+    assert chosen.kind == POISONING_CANDIDATE and chosen.suspect_fact_ids == ("c",)
+    assert "Lagging behind a refresh? vendor itself asserted '1000 rps' until 1970-01-01T00:00:10" in chosen.reason
+    assert chosen.reason.startswith(claim_verdict(views, claim="k").reason)
+    # a value the vendor never asserted: a poisoning candidate without the note
     other = _recs(
         ("v-old", "vendor", 0.9, 10.0, "1000 rps"),
         ("c", "community", 0.2, 20.0, "9 rps"),
         ("v-new", "vendor", 0.9, 30.0, "250 rps"),
     )
-    assert choose_verdict(partition_views(other), "k", other).kind == POISONING_CANDIDATE
+    plain = choose_verdict(partition_views(other), "k", other)
+    assert plain.kind == POISONING_CANDIDATE and "Lagging" not in plain.reason
 
 
 @settings(max_examples=400, deadline=None)

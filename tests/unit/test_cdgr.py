@@ -197,3 +197,100 @@ def test_edge_list_rules_equal_the_mapping_rules_bit_for_bit() -> None:
         values, bridged = bridge_values_edges([ints[f] for f in found], [ints[a] for a in cols], src, dst, wts, chunk=5)
         assert values.tolist() == want.tolist()  # bit for bit, not approximately
         assert [[cols[j] for j in b] for b in bridged] == want_bridged
+
+
+# --- SPEC-025 §2.4-§2.6 as the seed writes them ----------------------------------------------------------
+
+
+def test_a_structure_edge_is_an_extra_path_and_never_a_direct_connection() -> None:
+    """§2.4 over §1.3's CKF graph: A and D are directly connected only by a similarity edge. An
+    adjacency edge A-D (one document) does not cancel B's bridge; an adjacency edge B-D lets B touch
+    D with one edge (a path) where the similarity graph needs two."""
+    typed = graph(("A", "B", 0.8), ("B", "C", 0.7), ("C", "D", 0.9), ("A", "D", 1.0), ("B", "D", 1.0))
+    sim = CHAIN
+    value, bridged = bridge_value("B", ["A", "D"], typed, direct=sim)
+    assert bridged == ["A", "D"]
+    assert value == pytest.approx(1.0)  # one pair; the strongest paths: B-D and B-D-A (1.0 each)
+    assert bridge_value("B", ["A", "D"], typed) == (0.0, [])  # were A-D a direct link, no bridge
+
+
+def test_typed_bridge_values_prefer_the_similarity_graph_and_mark_extra_bridges() -> None:
+    from crp_stream.core.cdgr import typed_bridge_values
+
+    # ints: A=0, B=1, C=2, D=3, X=4. Similarity chain A-B-C-D; X is linked to A and D by adjacency only.
+    sim_edges = [(0, 1, 0.8), (1, 2, 0.7), (2, 3, 0.9)]
+    struct = [(4, 0, 1.0), (4, 3, 1.0), (0, 3, 1.0)]
+    both = [(a, b, w, k) for a, b, w in sim_edges for k in (True,)] + [(a, b, w, False) for a, b, w in struct]
+    src = [a for a, b, _w, _k in both] + [b for a, b, _w, _k in both]
+    dst = [b for a, b, _w, _k in both] + [a for a, b, _w, _k in both]
+    wts = [w for *_x, w, _k in both] * 2
+    kinds = [k for *_x, k in both] * 2
+    values, bridged, extra = typed_bridge_values([1, 2, 4], [0, 3], src, dst, wts, kinds)
+    assert values.tolist() == pytest.approx([(0.8 + 0.7) / 2, (0.7 + 0.9) / 2, 1.0])
+    assert bridged == [[0, 1], [0, 1], [0, 1]]
+    assert extra.tolist() == [False, False, True]  # X bridges A-D only through structure edges
+
+
+def test_connector_score_is_bridge_times_novelty_recency_and_floored_relevance() -> None:
+    from crp_stream.core.cdgr import connector_score
+
+    got = connector_score([2.1, 1.8, 0.0], [1.0, 0.5, 1.0], [1.0, 0.3, 1.0], [0.61, 0.10, 0.90])
+    assert got.tolist() == pytest.approx([2.1 * 0.61, 1.8 * 0.5 * 0.3 * 0.30, 0.0])
+    assert connector_score([1.0], [1.0], [1.0], [0.1], min_connector_relevance=0.2).tolist() == [0.2]
+
+
+def test_admission_takes_the_top_c_above_zero_and_extra_paths_last() -> None:
+    from crp_stream.core.cdgr import admit_connectors
+
+    assert admit_connectors([0.4, 0.0, 0.9, 0.4], 3) == [2, 0, 3]  # ties by position; zero stays out
+    assert admit_connectors([0.0, 0.0], 2) == []
+    assert admit_connectors([0.3, 0.2], 0) == []
+    assert admit_connectors([0.9, 0.2, 0.1], 2, extra=[True, False, False]) == [1, 2]
+    assert admit_connectors([0.9, 0.2], 2, extra=[True, False]) == [1, 0]
+
+
+def test_slots_no_connector_fills_go_back_to_the_cdr_anchors() -> None:
+    from crp_stream.core.cdgr import refill_anchors
+
+    order = [10, 11, 12, 13, 14, 15, 16]
+    assert refill_anchors(order, 4, [14], 6) == [10, 11, 12, 13, 15]  # 4 seeds, 1 connector, 1 refill
+    assert refill_anchors(order, 4, [], 6) == [10, 11, 12, 13, 14, 15]  # no connector: CDR's envelope
+    assert refill_anchors(order, 4, [20, 21], 6) == [10, 11, 12, 13]
+    assert refill_anchors(order[:3], 4, [], 6) == [10, 11, 12]
+
+
+def test_typed_edge_lists_equal_the_mapping_rule_with_a_direct_graph() -> None:
+    """``bridge_values_edges(direct=...)`` on a graph with two edge kinds equals ``bridge_values``
+    with ``direct`` the similarity mapping and paths over the strongest edge of each pair."""
+    import random
+
+    from crp_stream.core.cdgr import bridge_values_edges
+
+    rng = random.Random(9)
+    for _trial in range(40):
+        nodes = [f"n{i:03d}" for i in range(rng.randint(3, 60))]
+        sim: dict[str, dict[str, float]] = {}
+        every: dict[str, dict[str, float]] = {}
+        edges: list[tuple[int, int, float, bool]] = []
+        ints = {f: i for i, f in enumerate(nodes)}
+        for a in nodes:
+            for b in rng.sample(nodes, rng.randint(0, 4)):
+                if a == b or b in every.get(a, {}):
+                    continue
+                is_sim = rng.random() < 0.6
+                w = round(rng.uniform(0.45, 1.0), 6) if is_sim else 1.0
+                for x, y in ((a, b), (b, a)):
+                    every.setdefault(x, {})[y] = w
+                    if is_sim:
+                        sim.setdefault(x, {})[y] = w
+                    edges.append((ints[x], ints[y], w, is_sim))
+        anchors = rng.sample(nodes, rng.randint(1, min(12, len(nodes))))
+        cols = sorted(set(anchors))
+        found = [f for f in nodes if f not in anchors]
+        want, want_bridged = bridge_values(found, anchors, every, direct=sim)
+        src, dst, wts, kinds = (list(x) for x in zip(*edges, strict=True)) if edges else ([], [], [], [])
+        values, bridged = bridge_values_edges(
+            [ints[f] for f in found], [ints[a] for a in cols], src, dst, wts, direct=kinds
+        )
+        assert values.tolist() == pytest.approx(want.tolist(), abs=1e-12)
+        assert [[cols[j] for j in b] for b in bridged] == want_bridged

@@ -19,6 +19,13 @@ RULES = (
     "residual_done",
     "ngram_guard_diagnostic",
     "hard_expired",
+    "typed_bridge_values",
+    "connector_score",
+    "admit_connectors",
+    "refill_anchors",
+    "serves_facts",
+    "ckf_exhausted_note",
+    "backward_summary",
 )
 
 

@@ -147,18 +147,6 @@ def test_id_order_sorts_as_sorted_does(seed: int) -> None:
     assert graph_select.id_order([]).tolist() == []
 
 
-@pytest.mark.parametrize("seed", range(5))
-def test_top_reached_is_the_sorted_rule(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    ids = sorted(random_ids(rng, 300))
-    rank = rng.integers(0, 20, len(ids)).astype(np.float64) / 7.0  # many ties
-    ppr = dict(zip(ids, rank.tolist(), strict=True))
-    taken = {f for f in ids if rng.random() < 0.3}
-    for k in (0, 1, 5, 44, 1000):
-        want = sorted(sorted([f for f in ppr if f not in taken], key=lambda f: (-ppr[f], f))[:k])
-        assert graph_select.top_reached(ids, rank, taken.__contains__, k) == want
-
-
 @pytest.mark.parametrize("seed", [8, 9])
 def test_extend_scores_and_views_as_the_row_by_row_rules(seed: int) -> None:
     from crp_stream.core import cdr, ngram
@@ -213,13 +201,3 @@ def test_extend_scores_and_views_as_the_row_by_row_rules(seed: int) -> None:
     assert c.index == {f: i for i, f in enumerate(c.ids)} and len(c.index) == n + 30
     every = np.asarray([r["importance"] for r in c.rows], dtype=np.float64)
     assert c.importance.dtype == np.float64 and np.array_equal(c.importance, every)
-
-
-@pytest.mark.parametrize("seed", range(5))
-def test_edge_order_is_the_lexsort(seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    for m, n in ((0, 0), (1, 1), (50, 4), (3000, 200)):  # small n: many repeated (src, dst, kind)
-        src, dst = rng.integers(0, max(n, 1), m), rng.integers(0, max(n, 1), m)
-        kind = rng.integers(0, 3, m).astype(np.int8)
-        got = graph_select.edge_order(src, dst, kind, n)
-        assert np.array_equal(got, np.lexsort((kind, dst, src)))

@@ -135,42 +135,35 @@ def test_fact_cache_slot_statuses_follow_the_store(engine: Engine) -> None:
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_ball_connectors_and_free_facts_are_the_list_forms(seed: int) -> None:
-    """The connectors and the reached facts not taken, from the candidates' places in the ball,
-    against the forms that look every fact of the ball up by id."""
+def test_walk_positions_and_bridging_candidates_are_the_list_forms(seed: int) -> None:
+    """A walk's places of fact ids (a binary search of its sorted names) and its bridging candidates,
+    against the forms that look every reached fact up by id."""
     rng = random.Random(seed)
     # ids of several lengths, some a prefix of another: a search at one width must not cut them
     universe = sorted({f"f{rng.randrange(10 ** rng.randrange(1, 6))}{rng.choice(['', 'x', 'yy'])}" for _ in range(900)})
     ball = sorted(rng.sample(universe, min(200, len(universe) // 2)))
-    ids = [*rng.sample(universe, 150), "z" * 40]  # candidates, some outside the ball; one longer than any
-    index = {f: p for p, f in enumerate(ids)}
-    exclude = set(rng.sample(universe, 30))
-    in_order = rng.sample(range(len(ids)), 40)
+    ids = [*rng.sample(universe, 150), "z" * 40]  # some outside the walk; one longer than any
+    bridge = np.asarray([rng.choice([0.0, 0.0, 0.5, 1.25, rng.random()]) for _ in ball])
+    extra = np.asarray([rng.random() < 0.3 for _ in ball])
     w = graph_select.Walk(
         depth=2,
-        ppr={},
         ids=ball,
-        level=np.zeros(len(ball), dtype=np.int64),
-        rank=np.asarray([rng.choice([0.1, 0.2, rng.random()]) for _ in ball]),
-        edges=(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8)),
-        named=frozenset(),
+        bridge=bridge,
+        bridged=[[] for _ in ball],
+        extra=extra,
+        level=np.zeros(0, dtype=np.int64),
+        local=np.arange(len(ball), dtype=np.int64),
+        edges=(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int8)),
         names=np.asarray(ball, dtype=str),
     )
-    pos = w.positions(ids)
-    assert pos.tolist() == [ball.index(f) if f in ball else -1 for f in ids]
-    want = [index[f] for f in ball if f in index and f not in exclude and index[f] not in set(in_order)]
-    assert graph_select.ball_connectors(w, pos, ids, exclude, in_order) == want
-    assert graph_select.ball_connectors(w, pos, ids, exclude, []) == [
-        index[f] for f in ball if f in index and f not in exclude
-    ]
-    taken = np.concatenate([pos, w.positions(list(exclude))])
-    free = np.ones(len(ball), dtype=bool)
-    free[taken[taken >= 0]] = False
-    for k in (0, 5, 300):
-        assert graph_select.top_free(ball, w.rank, free, k) == graph_select.top_reached(
-            ball, w.rank, (exclude | index.keys()).__contains__, k
-        )
-    empty = graph_select.Walk(0, {}, [], w.level[:0], w.rank[:0], w.edges, frozenset())
+    assert w.positions(ids).tolist() == [ball.index(f) if f in ball else -1 for f in ids]
+    exclude, taken = set(rng.sample(ball, 20)), set(rng.sample(ball, 20))
+    want = sorted(
+        (k for k, f in enumerate(ball) if bridge[k] > 0 and f not in exclude and f not in taken),
+        key=lambda k: (bool(extra[k]), -bridge[k], k),
+    )
+    assert graph_select.bridging_candidates(w, exclude, taken) == want
+    empty = graph_select.Walk(0, [], bridge[:0], [], extra[:0], w.level, w.local[:0], w.edges)
     assert empty.positions(ids).tolist() == [-1] * len(ids)
 
 

@@ -11,11 +11,13 @@ from crp_stream.core.exits import (
     LIMIT_REACHED,
     SAFETY_BUDGET_DEPLETED,
     TASK_COMPLETE,
+    ckf_exhausted_note,
     continuation_status,
     coverage_score_header,
     depth_from_words,
     mean_novelty_ratio,
     novelty_ratio,
+    serves_facts,
 )
 
 
@@ -76,9 +78,21 @@ def test_priority_order_when_several_hold() -> None:
     )
 
 
-def test_novelty_ratio_is_freshness_share() -> None:
-    got = novelty_ratio([1.0, 0.2, 0.5], [1.0, 0.3, 1.0], [0.0, 0.0, 0.8])
-    np.testing.assert_allclose(got, [1.0, 0.06, 0.1])
+def test_novelty_ratio_is_the_cdr_score_over_the_query_relevance() -> None:
+    # SPEC-024 §6 Exit 3 as written: CDR_score / relevance. A fresh fact of importance 1: its novelty;
+    # a covered one at the 0.20 floor; a fact of importance 0.5 counts half; a fact the residual pulls
+    # harder than the query (pull 0.8, relevance 0.6) counts its pull's share
+    got = novelty_ratio([0.9, 0.2 * 0.7, 0.5 * 0.6, 0.8 * 1.0], [0.9, 0.7, 0.6, 0.6])
+    np.testing.assert_allclose(got, [1.0, 0.2, 0.5, 0.8 / 0.6])
+    # below the connector floor the divisor is the floor (SPEC-025 §2.5's 0.30)
+    np.testing.assert_allclose(novelty_ratio([0.06], [0.10]), [0.2])
+    np.testing.assert_allclose(novelty_ratio([0.06], [-0.2], relevance_floor=0.2), [0.3])
+
+
+def test_an_exhausted_window_serves_no_facts() -> None:
+    assert not serves_facts(CKF_EXHAUSTED)
+    assert all(serves_facts(s) for s in (IN_PROGRESS, TASK_COMPLETE, LIMIT_REACHED, SAFETY_BUDGET_DEPLETED))
+    assert ckf_exhausted_note(0.1234, 4).startswith("CKF-EXHAUSTED: mean novelty ratio 0.1234 < 0.15 over the 4 facts")
 
 
 def test_mean_novelty_ratio_and_empty_envelope() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +16,7 @@ import pytest
 
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.processors.base import Record
+from crp_stream.processors.base import BatchItem
 from crp_stream.runtime.kafka.batch import BatchAgent
 from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key
 from crp_stream.runtime.kafka.topics import ALL_TOPICS
@@ -142,14 +142,15 @@ def test_a_poison_record_in_a_batch_is_dead_lettered_and_the_rest_lands(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     handler = harness.worker.handlers[0]
-    real = handler.handle
+    real = handler.handle_batch
 
-    def handle(event: Any, record: Record, uow: UnitOfWork, out: Any) -> None:
-        real(event, record, uow, out)  # its facts and vectors are written, then it fails
-        if getattr(event, "event_id", "") == "poison":
+    def handle_batch(items: Sequence[BatchItem], uow: UnitOfWork) -> int:
+        applied = real(items, uow)  # its facts and vectors are written, then it fails
+        if any(getattr(it.event, "event_id", "") == "poison" for it in items[:applied]):
             raise RuntimeError("a bug this record triggers")
+        return applied
 
-    monkeypatch.setattr(handler, "handle", handle)
+    monkeypatch.setattr(handler, "handle_batch", handle_batch)
     harness.process(events([(0, 0, "warm")]))  # the partition is claimed before the burst
     harness.transactions = 0
     harness.produced.clear()
@@ -203,3 +204,35 @@ def test_a_batch_gives_exactly_the_outputs_of_one_record_per_transaction(
     finally:
         asyncio.run(batched.worker.stop())
         asyncio.run(single.worker.stop())
+
+
+class Lingering(BatchAgent):
+    """``BatchAgent._drain`` with ``process`` recording the batches it is handed."""
+
+    def __init__(self, linger_s: float) -> None:
+        self.batch_max, self.linger_s = 3, linger_s  # a lingering batch closes when full
+        self.batches: list[list[int]] = []
+
+    async def process(self, events: Sequence[Any]) -> list[Any]:
+        self.batches.append(list(events))
+        return []
+
+
+@pytest.mark.parametrize(("linger", "want"), [(0.0, [[1], [2, 3]]), (5.0, [[1, 2, 3]])])
+def test_a_batch_waits_for_more_records_only_with_a_linger(linger: float, want: list[list[int]]) -> None:
+    async def scenario() -> list[list[int]]:
+        agent = Lingering(linger)
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        drain = asyncio.create_task(agent._drain(queue))
+        await queue.put(1)
+        await asyncio.sleep(0.05)  # the first record alone is taken at once (no linger)
+        queue.put_nowait(2)
+        queue.put_nowait(3)
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if sum(map(len, agent.batches)) == 3:
+                break
+        drain.cancel()
+        return agent.batches
+
+    assert asyncio.run(scenario()) == want

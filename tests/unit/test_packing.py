@@ -69,3 +69,11 @@ def test_residual_task_anchor_exact_text() -> None:
     )
     assert residual_task_anchor(["a"]) == "Remaining sections to complete: a"
     assert residual_task_anchor([]) == "Remaining sections to complete: "
+
+
+def test_backward_summary_lists_every_window_it_covered() -> None:
+    from crp_stream.core.packing import backward_summary
+
+    assert backward_summary([]) == "Previously covered: "
+    got = backward_summary([(1, "Section 1"), (2, "Section 2"), (2, "Section 3"), (2, "Section 2"), (3, "Section 1")])
+    assert got == "Previously covered: window 1: Section 1; window 2: Section 2, Section 3; window 3: Section 1"

@@ -179,8 +179,9 @@ def test_a_partition_moving_back_before_the_high_trust_epoch_is_evaluated_in_ful
     assert not verdict_kept(stale, before, after)
 
 
-def test_the_lagging_rules_consensus_is_evaluated_in_full() -> None:
-    """CONSENSUS_OK by the lagging rule depends on the history, not the views alone: never kept."""
+def test_a_lagging_candidate_is_filed_and_evaluated_in_full() -> None:
+    """The lagging rule settles nothing: the candidate stays a POISONING_CANDIDATE (never kept), and
+    its reason, built when it acts, says the value is the high-trust source's own earlier one."""
     recs = [
         ClaimRecord("v-old", "vendor", 0.9, 10.0, "", "active"),
         ClaimRecord("c", "community", 0.2, 20.0, "", "active"),
@@ -188,5 +189,7 @@ def test_the_lagging_rules_consensus_is_evaluated_in_full() -> None:
     ]
     views = partition_views(recs)
     lagging = choose_verdict(views, "k", recs, explain=False)
-    assert lagging.kind == "CONSENSUS_OK" and lagging.divergent_value == ""
+    assert lagging.kind == "POISONING_CANDIDATE" and lagging.suspect_fact_ids == ("c",)
     assert not verdict_kept(lagging, views, views)
+    explained = choose_verdict(views, "k", recs)
+    assert "vendor itself asserted ''" in explained.reason and "release the candidate" in explained.reason

@@ -26,12 +26,15 @@ from crp_stream.events import INPUT_TOPICS
 from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
 from crp_stream.fabric.fabric import Fabric, UnitOfWork
 from crp_stream.processors.base import AnyHandler, Output, Record
-from crp_stream.processors.dispatch import ID_HEADER, apply_records, internal_error_output
+from crp_stream.processors.dispatch import ID_HEADER, apply_prefix, apply_records, internal_error_output
 from crp_stream.runtime.embedded.log import Append, EmbeddedLog, Headers, LogRecord
 from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, reconcile
 
 log = logging.getLogger("crp_stream.runtime")
+
+
+_MAX_PENDING_TEXTS = 20_000  # texts embedded ahead and not taken yet, at most (a bound, not a target)
 
 
 def system_clock() -> int:
@@ -171,15 +174,23 @@ class EmbeddedRuntime:
         buf = [] if self._pending else self._read(limit)
         if not buf and not self._pending:
             return 0, True
-        self._lookahead(buf)
+        self._lookahead(buf + self._peek_next(buf))
         n = 0
         with self.fabric.unit_of_work() as uow:
             n += self._cascade(uow)
-            for rec in buf:
-                self._cursor = rec.seq
-                n += self._dispatch([rec], uow)
+            i = 0
+            while i < len(buf):
+                # a run of inputs of one batch-native handler (ingest) is one micro-batch; any other
+                # input goes alone
+                h = self._batcher(buf[i].topic)
+                j = i + 1
+                while h is not None and j < len(buf) and self._batcher(buf[j].topic) is h:
+                    j += 1
+                self._cursor = buf[j - 1].seq
+                n += self._dispatch(buf[i:j], uow)
                 # Cascade first: what a record caused is handled before the next input.
                 n += self._cascade(uow)
+                i = j
             for group, topic in sorted(self._dirty):
                 uow.repo.commit_offset(group, topic, 0, self._offsets[(group, topic)])
             if n:  # durable before the commit that acknowledges them (power loss, not only kill -9)
@@ -188,7 +199,7 @@ class EmbeddedRuntime:
         self.journal.clear()
         self._dirty.clear()
         self._publish_emitted()
-        self._forget_lookahead()
+        self._trim_lookahead()
         return n, False
 
     def _lookahead(self, buf: Sequence[LogRecord]) -> None:
@@ -199,6 +210,20 @@ class EmbeddedRuntime:
             mine = [r for r in records if r.topic in h.topics]
             if mine:
                 h.lookahead(mine, self.fabric)
+
+    def _peek_next(self, buf: Sequence[LogRecord]) -> list[LogRecord]:
+        """With a prefetching embedder: the next batch's records, announced with this one's, so the
+        model embeds them while this batch is written (a vector does not depend on when it was made)."""
+        if not buf or not isinstance(self.fabric.embedder, EmbeddingPrefetch):
+            return []
+        return self.log.read_after(buf[-1].seq, self._inputs, limit=self.batch_size)
+
+    def _trim_lookahead(self) -> None:
+        """After a batch: what was announced for the next one stays; what no batch took (a record
+        dead-lettered) is dropped once it passes a bound."""
+        emb = self.fabric.embedder
+        if isinstance(emb, EmbeddingPrefetch) and emb.pending() > _MAX_PENDING_TEXTS:
+            emb.forget()
 
     def _forget_lookahead(self) -> None:
         if isinstance(self.fabric.embedder, EmbeddingPrefetch):
@@ -240,12 +265,20 @@ class EmbeddedRuntime:
         base = self.fabric.settings.base_topic(physical)
         return [h for h in self.handlers if base in h.topics]
 
+    def _batcher(self, physical: str) -> AnyHandler | None:
+        """The topic's one consumer, if it is batch-native: its records form micro-batches."""
+        found = self._consumers(physical)
+        return found[0] if len(found) == 1 and found[0].batch_native else None
+
     def _dispatch(self, lrs: Sequence[LogRecord], uow: UnitOfWork, caused: bool = False) -> int:
         """Apply records of one topic, each handler over the run in order (one handler when several)."""
         records = [self._record(lr) for lr in lrs]
         base = records[0].topic
         # Rebuild: a re-caused record is consumed now, whatever older derivations the offsets passed.
         fresh = caused and self.rederive
+        batcher = self._batcher(lrs[0].topic)
+        if batcher is not None:
+            return self._dispatch_batches(batcher, records, uow, fresh)
         # SQLite counts the rows every statement changes, so a rejection's writes are seen even after
         # the batch's earlier records: a handler rejecting only before its writes skips its savepoint
         # (breaking its word fails the batch, redone record by record in savepoints)
@@ -263,6 +296,30 @@ class EmbeddedRuntime:
             self._dirty.add((h.group, base))
             self.stats.processed[base] = self.stats.processed.get(base, 0) + len(todo)
             n += len(todo)
+        return n
+
+    def _dispatch_batches(self, h: AnyHandler, records: Sequence[Record], uow: UnitOfWork, fresh: bool) -> int:
+        """Records (perhaps of several topics) of one batch-native handler, as micro-batches: where the
+        handler stops early, what its batch caused is handled before it is offered the rest."""
+        n = 0
+        rest = list(records)
+        while rest:
+            todo = [r for r in rest if fresh or self._offsets.get((h.group, r.topic), 0) <= r.offset]
+            if not todo:
+                break
+            outs, took = apply_prefix(h, todo, uow)
+            for r, each in zip(todo[:took], outs, strict=True):
+                key = (h.group, r.topic)
+                self._offsets[key] = max(self._offsets.get(key, 0), r.offset + 1)
+                self._dirty.add(key)
+                self.stats.processed[r.topic] = self.stats.processed.get(r.topic, 0) + 1
+                # released record by record: what each caused is handled before the next one's outputs
+                # are appended, so the log holds what record-by-record processing would append
+                self._append(each)
+                n += self._cascade(uow)
+            n += took
+            last = todo[took - 1]
+            rest = rest[next(i for i, r in enumerate(rest) if r is last) + 1 :]
         return n
 
     def _deadletter_current(self, exc: BaseException) -> None:

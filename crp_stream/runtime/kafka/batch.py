@@ -49,8 +49,8 @@ log = logging.getLogger("crp_stream.kafka")
 # Arbiter and ingest carry the volume (a crp.facts record per fact) and never wait on a session;
 # retrieval keeps its per-session sequencer, the operator its per-command barrier.
 BATCHED_GROUPS = ("ingest", "arbiter")
-# The embedded runtime commits every 200 records; documents can be large, so fewer here.
-BATCH_MAX = 64
+# records per batch unless the worker says otherwise (``kafka_batch_max``)
+BATCH_MAX = 256
 
 TP = tuple[str, int]  # (contract topic, partition)
 
@@ -73,10 +73,11 @@ class Applied:
 class BatchAgent:
     """One batched handler group of a worker: buffers the stream, applies it batch by batch."""
 
-    def __init__(self, worker: KafkaWorker, handler: AnyHandler, batch_max: int = BATCH_MAX):
+    def __init__(self, worker: KafkaWorker, handler: AnyHandler, batch_max: int = BATCH_MAX, linger_s: float = 0.0):
         self.w = worker
         self.h = handler
         self.batch_max = max(1, batch_max)
+        self.linger_s = max(0.0, linger_s)
 
     async def run(self, stream: Any) -> None:
         """Faust acks nothing itself (``noack``): a record is acked after its batch's outputs are."""
@@ -98,6 +99,13 @@ class BatchAgent:
     async def _drain(self, queue: asyncio.Queue[Any]) -> None:
         while True:
             events = [await queue.get()]
+            if self.linger_s:  # a fuller batch for a bounded wait (``batch_linger_ms``)
+                deadline = time.monotonic() + self.linger_s
+                while len(events) < self.batch_max and (left := deadline - time.monotonic()) > 0:
+                    try:
+                        events.append(await asyncio.wait_for(queue.get(), left))
+                    except TimeoutError:
+                        break
             while len(events) < self.batch_max and not queue.empty():
                 events.append(queue.get_nowait())
             for event in await self.process(events):  # in delivery order, i.e. offset order per partition

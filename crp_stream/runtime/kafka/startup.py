@@ -1,10 +1,12 @@
-"""Before a Kafka worker starts: wait for the broker and the database, saying so on ``/health``.
+"""Before a Kafka worker starts: wait for the broker, the database and a Qdrant server, saying so on
+``/health``.
 
-A worker started while either is down would otherwise give up (topic creation times out after 60 s)
+A worker started while one is down would otherwise give up (topic creation times out after 60 s)
 or die opening the fabric. Instead it waits with backoff, logs what it waits for, answers ``/health``
-with 503 ``degraded`` on its metrics port meanwhile, and starts once both answer. A broker that
-answers but refuses the worker's credentials or certificate is not down: that is a configuration
-error (``ConfigError``, one line, the worker exits at once).
+with 503 ``degraded`` on its metrics port meanwhile, and starts once all answer. The Qdrant server is
+waited for only when the vectors are on one (``--qdrant http(s)://`` or ``grpc(s)://``); the embedded
+qdrant-edge store is a directory. A broker that answers but refuses the worker's credentials or
+certificate is not down: that is a configuration error (``ConfigError``, one line, the worker exits at once).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from crp_stream.config import Settings
 from crp_stream.fabric import db
+from crp_stream.fabric.fabric import SERVER_SCHEMES, open_vector_index
 from crp_stream.runtime.kafka.security import bootstrap_servers, check_broker, client_kwargs
 from crp_stream.runtime.transient import is_transient
 
@@ -71,6 +74,33 @@ def database_probe(settings: Settings) -> Probe:
     return probe
 
 
+def vectors_probe(settings: Settings) -> Probe:
+    """The Qdrant server answers and its collection can be read (``dim``: exists, and its size)."""
+
+    def connect() -> str | None:
+        index = open_vector_index(settings.vectors)  # a malformed URL is a ConfigError: raised, not waited on
+        try:
+            _ = index.dim
+            return None
+        except Exception as exc:
+            return f"qdrant: {type(exc).__name__}"  # not the URL: /health is not redacted
+        finally:
+            index.close()
+
+    async def probe() -> str | None:
+        return await asyncio.get_running_loop().run_in_executor(None, connect)
+
+    return probe
+
+
+def service_probes(settings: Settings) -> dict[str, Probe]:
+    """What a worker waits for before it starts: the broker, the database, and a Qdrant server if used."""
+    probes = {"broker": broker_probe(settings), "database": database_probe(settings)}
+    if settings.vectors.startswith(SERVER_SCHEMES):
+        probes["qdrant"] = vectors_probe(settings)
+    return probes
+
+
 async def wait_for_services(
     settings: Settings,
     stop: asyncio.Event,
@@ -78,7 +108,7 @@ async def wait_for_services(
 ) -> bool:
     """Return True once every probe answers (False if ``stop`` came first); serve a degraded
     ``/health`` on the metrics port while waiting."""
-    probes = probes if probes is not None else {"broker": broker_probe(settings), "database": database_probe(settings)}
+    probes = probes if probes is not None else service_probes(settings)
     waiting: dict[str, str] = {}
     runner = await _health_server(settings.metrics_port, waiting)
     attempt = 0
@@ -91,7 +121,7 @@ async def wait_for_services(
                     waiting[name] = why
             if not waiting:
                 if attempt:
-                    log.info("broker and database reachable: starting")
+                    log.info("%s reachable: starting", ", ".join(probes))
                 return True
             delay = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
             attempt += 1

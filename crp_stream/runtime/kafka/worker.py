@@ -31,7 +31,7 @@ from crp_stream.fabric.fabric import Fabric, open_vector_index
 from crp_stream.processors import all_handlers
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import IsolationNeeded, apply_record, internal_error_output
-from crp_stream.runtime.kafka.batch import BATCH_MAX, BATCHED_GROUPS, BatchAgent
+from crp_stream.runtime.kafka.batch import BATCHED_GROUPS, BatchAgent
 from crp_stream.runtime.kafka.delivery import (
     Outboxes,
     Routed,
@@ -82,7 +82,7 @@ class KafkaWorker(WorkerStatus):
         commit_interval_s: float = 1.0,
         after_commit: Callable[[list[Routed]], None] | None = None,
         mounts: Sequence[Mount] = (),
-        batch_max: int = BATCH_MAX,
+        batch_max: int | None = None,
     ):
         self.settings = settings
         self.servers, self.kafka = bootstrap_servers(settings.broker), client_kwargs(settings)  # security.py
@@ -101,7 +101,8 @@ class KafkaWorker(WorkerStatus):
         self.max_attempts = max_attempts
         self.session_timeout_s = session_timeout_s
         self.commit_interval_s = commit_interval_s
-        self.batch_max = batch_max  # records per transaction on the batched groups; 1: one per record
+        # records per transaction on the batched groups; 1: one per record
+        self.batch_max = settings.kafka_batch_max if batch_max is None else batch_max
         self.metrics = Metrics("kafka")
         self._fabric_thread = FabricThread(self.metrics)  # timed; CRP_PROFILE=path: under cProfile
         self.partitions: dict[str, int] = {}
@@ -211,7 +212,9 @@ class KafkaWorker(WorkerStatus):
                     self.rb.sequence(h, event)
                 return
             if h.group in BATCHED_GROUPS and self.batch_max > 1:
-                await BatchAgent(self, h, self.batch_max).run(stream)  # batch.py: one transaction per burst
+                await BatchAgent(self, h, self.batch_max, self.settings.batch_linger_ms / 1000).run(
+                    stream
+                )  # batch.py: one transaction per burst
                 return
             async for event in stream.events():
                 await self.rb.before(h.group, event.message)
