@@ -50,6 +50,21 @@ INPUT_TOPIC_NAMES = (
 )
 
 
+# Kafka client security (runtime/kafka/security.py turns these into client arguments; docs/security.md)
+KAFKA_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+KAFKA_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+KAFKA_TEXT_KEYS = (
+    "kafka_sasl_username",
+    "kafka_sasl_password",
+    "kafka_ssl_cafile",
+    "kafka_ssl_certfile",
+    "kafka_ssl_keyfile",
+    "kafka_oauth_token_file",
+    "kafka_oauth_token_command",
+)
+INFINITE_RETENTION_MS = -1
+
+
 class ConfigError(ValueError):
     """A setting is missing or malformed; the message is one line naming it."""
 
@@ -109,6 +124,20 @@ class Settings:
     # Kafka worker: a window request waits at most this long (seconds) for the inputs appended before it
     # to be ingested and arbitrated (the event-time barrier, docs/kafka.md); 0 turns the barrier off
     barrier_wait: float = 2.0
+    # Kafka clients: how every client (worker, CLI, console, rebuild, crp_stream.client) authenticates
+    kafka_security_protocol: str = "PLAINTEXT"
+    kafka_sasl_mechanism: str | None = None
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: str | None = field(default=None, repr=False)
+    kafka_ssl_cafile: str | None = None  # None: the system's CAs
+    kafka_ssl_certfile: str | None = None  # a client certificate (mutual TLS), with kafka_ssl_keyfile
+    kafka_ssl_keyfile: str | None = None
+    kafka_oauth_token_file: str | None = None  # OAUTHBEARER: the token, read again at every connection
+    kafka_oauth_token_command: str | None = None  # OAUTHBEARER: a command printing the token
+    # Kafka topics as created (runtime/kafka/topics.py): the inputs that are the source of truth keep
+    # every record (retention.ms=-1); the others (window requests and every output) keep this long
+    replication_factor: int = 1
+    derived_retention_ms: int = INFINITE_RETENTION_MS
 
     @property
     def database(self) -> str:
@@ -181,6 +210,29 @@ def _bool(name: str, raw: Any) -> bool:
     raise ConfigError(f"{name}: {raw!r} is not a boolean (true/false)")
 
 
+def _choice(name: str, raw: Any, choices: tuple[str, ...]) -> str:
+    v = str(raw).strip().upper()
+    if v not in choices:
+        raise ConfigError(f"{name}: {raw!r} is not one of {', '.join(choices)}")
+    return v
+
+
+def _retention_ms(name: str, raw: Any) -> int:
+    """``infinite`` / ``none`` / ``-1`` (keep every record) or an ISO 8601 duration such as ``P30D``."""
+    text = str(raw).strip()
+    if text.lower() in ("infinite", "none", "-1"):
+        return INFINITE_RETENTION_MS
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise ConfigError(f"{name}: {exc} (or 'infinite')") from None
+    if seconds is None:
+        return INFINITE_RETENTION_MS
+    if seconds < 60:
+        raise ConfigError(f"{name}: {text!r} is shorter than a minute")
+    return int(seconds * 1000)
+
+
 def parse_pairs(name: str, raw: str) -> dict[str, str]:
     """``a=1,b=2`` -> {"a": "1", "b": "2"}."""
     out: dict[str, str] = {}
@@ -231,7 +283,39 @@ def load_settings(flags: Mapping[str, Any] | None = None, env: Mapping[str, str]
     layers.append(("flag", flags))
     for origin, layer in layers:
         s = _apply(s, layer, origin)
+    if s.broker:
+        problem = kafka_problem(s)
+        if problem:
+            raise ConfigError(problem)
     return s
+
+
+def kafka_problem(s: Settings) -> str | None:
+    """What makes the Kafka client settings inconsistent (one line), or None."""
+    protocol, mechanism = s.kafka_security_protocol, s.kafka_sasl_mechanism
+    sasl, tls = protocol.startswith("SASL_"), protocol.endswith("SSL")
+    if not sasl:
+        for name in ("kafka_sasl_mechanism", "kafka_sasl_username", "kafka_sasl_password"):
+            if getattr(s, name):
+                return f"{name} is set but kafka_security_protocol is {protocol} (SASL_SSL or SASL_PLAINTEXT uses it)"
+    if not tls:
+        for name in ("kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile"):
+            if getattr(s, name):
+                return f"{name} is set but kafka_security_protocol is {protocol} (SSL or SASL_SSL uses it)"
+    if s.kafka_ssl_keyfile and not s.kafka_ssl_certfile:
+        return "kafka_ssl_keyfile needs kafka_ssl_certfile (the client certificate it belongs to)"
+    if not sasl:
+        return None
+    if mechanism is None:
+        return f"kafka_sasl_mechanism: required with {protocol} (one of {', '.join(KAFKA_MECHANISMS)})"
+    if mechanism == "OAUTHBEARER":
+        if bool(s.kafka_oauth_token_file) == bool(s.kafka_oauth_token_command):
+            return "OAUTHBEARER needs exactly one of kafka_oauth_token_file, kafka_oauth_token_command"
+        return None
+    for name in ("kafka_sasl_username", "kafka_sasl_password"):
+        if not getattr(s, name):
+            return f"{name}: required with {mechanism} (env CRP_{name.upper()} or [kafka] in the TOML file)"
+    return None
 
 
 _SIMPLE = {"broker", "qdrant", "embedder", "topic_prefix", "input_topic_prefix", "instance_id", "unsigned_policy"}
@@ -239,6 +323,9 @@ _SIMPLE = {"broker", "qdrant", "embedder", "topic_prefix", "input_topic_prefix",
 
 def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
     changes: dict[str, Any] = {}
+    kafka = layer.get("kafka")
+    if isinstance(kafka, Mapping):  # a [kafka] table of the TOML file: its keys are the kafka_* settings
+        layer = {**{k: v for k, v in layer.items() if k != "kafka"}, **{f"kafka_{k}": v for k, v in kafka.items()}}
     for raw_key, value in layer.items():
         key = raw_key.replace("-", "_")
         label = f"{origin} {raw_key}" if origin != "environment" else f"CRP_{raw_key.upper()}"
@@ -291,6 +378,16 @@ def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
         elif key == "ttl":
             raw = value if isinstance(value, Mapping) else parse_pairs(label, str(value))
             changes["ttl_by_type"] = _ttl_map(label, raw, s.ttl_by_type)
+        elif key == "kafka_security_protocol":
+            changes[key] = _choice(label, value, KAFKA_PROTOCOLS)
+        elif key == "kafka_sasl_mechanism":
+            changes[key] = _choice(label, value, KAFKA_MECHANISMS)
+        elif key in KAFKA_TEXT_KEYS:
+            changes[key] = str(value) or None
+        elif key == "replication_factor":
+            changes[key] = _int(label, value, 1, 32)
+        elif key == "derived_retention":
+            changes["derived_retention_ms"] = _retention_ms(label, value)
         elif key == "signing_keys":
             raw = value if isinstance(value, Mapping) else parse_pairs(label, str(value))
             changes["signing_keys"] = {k: str(v) for k, v in raw.items()}

@@ -50,6 +50,7 @@ def secrets_in(settings: Any, env: Mapping[str, str]) -> list[str]:
         url_password(getattr(settings, "database_url", None)),
         url_password(getattr(settings, "broker", None)),
         url_password(getattr(settings, "qdrant", None)),
+        getattr(settings, "kafka_sasl_password", None),  # from the TOML file too, not only CRP_*
     ]
     found.extend(getattr(settings, "signing_keys", {}).values())
     for name, value in env.items():

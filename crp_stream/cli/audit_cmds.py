@@ -54,8 +54,13 @@ def audit_tail(ns: argparse.Namespace, settings: Settings) -> int:
         raise CliError(f"--type: {ns.audit_type!r} is not an audit type ({', '.join(AUDIT_TYPES)})")
     if ns.limit < 1:
         raise CliError(f"--limit: {ns.limit} must be at least 1")
-    with repo_view(settings) as repo:
-        rows = [audit_json(a) for a in repo.audit(ns.audit_type, ns.limit)]
+    if settings.broker:  # the crp.audit topic itself
+        from crp_stream.cli.kafka_ops import audit_rows
+
+        rows = [audit_json(a) for a in audit_rows(settings, ns.audit_type, ns.limit)]
+    else:
+        with repo_view(settings) as repo:
+            rows = [audit_json(a) for a in repo.audit(ns.audit_type, ns.limit)]
     if ns.json:
         print_json(rows)
     elif not rows:

@@ -37,6 +37,30 @@ def add_common(p: argparse.ArgumentParser) -> None:
     add_logging(p)
 
 
+KAFKA_FLAGS = (
+    "broker",
+    "kafka_security_protocol",
+    "kafka_sasl_mechanism",
+    "kafka_sasl_username",
+    "kafka_ssl_cafile",
+    "kafka_ssl_certfile",
+    "kafka_ssl_keyfile",
+)
+
+
+def add_broker(p: argparse.ArgumentParser, what: str = "the Kafka topics instead of the embedded log") -> None:
+    """``--broker`` and the Kafka security flags; the SASL password and an OAUTHBEARER token only come
+    from the environment or the TOML file (argv is visible to every user of the machine)."""
+    p.add_argument("--broker", help=f"kafka://HOST:PORT[,HOST:PORT]: {what} (env CRP_BROKER)")
+    g = p.add_argument_group("Kafka security (password: CRP_KAFKA_SASL_PASSWORD or the TOML file's [kafka])")
+    g.add_argument("--kafka-security-protocol", metavar="P", help="PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL")
+    g.add_argument("--kafka-sasl-mechanism", metavar="M", help="PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512 | OAUTHBEARER")
+    g.add_argument("--kafka-sasl-username", metavar="USER")
+    g.add_argument("--kafka-ssl-cafile", metavar="PEM", help="the CA of the brokers' certificates")
+    g.add_argument("--kafka-ssl-certfile", metavar="PEM", help="client certificate (mutual TLS)")
+    g.add_argument("--kafka-ssl-keyfile", metavar="PEM", help="client key (mutual TLS)")
+
+
 def add_logging(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.add_argument("--log-format", choices=["text", "json"], help="default: text on a terminal, else json")
@@ -51,7 +75,7 @@ def settings_of(ns: argparse.Namespace) -> Settings:
         "qdrant": ns.qdrant,
         "embedder": ns.embedder,
     }
-    for extra in ("broker", "metrics_port", "partitions", "instance_id"):
+    for extra in (*KAFKA_FLAGS, "metrics_port", "partitions", "instance_id", "replication_factor", "derived_retention"):
         if hasattr(ns, extra):
             flags[extra] = getattr(ns, extra)
     settings = load_settings(flags)

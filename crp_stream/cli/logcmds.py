@@ -1,4 +1,5 @@
-"""``crp-stream publish | tail | status``: write to, read from and summarise the embedded log and fabric."""
+"""``crp-stream publish | tail | status``: write to, read from and summarise the embedded log and fabric,
+or with ``--broker`` the Kafka topics and the workers' database (cli/kafka_log.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from crp_stream.cli import progress
-from crp_stream.cli.base import CliError, add_common, read_text, settings_of
+from crp_stream.cli.base import CliError, add_broker, add_common, read_text, settings_of
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors import HANDLER_GROUPS
@@ -19,17 +20,20 @@ from crp_stream.replay_format import Headers, format_line, json_lines, parse_hea
 from crp_stream.runtime.embedded import Append, EmbeddedLog, open_fabric, system_clock
 
 Publish = Callable[..., Any]
+Rec = tuple[str, str | None, bytes, Headers]
 
 
 def register(sub: Any) -> None:
     pb = sub.add_parser("publish", help="publish replay-format lines (FILE) or JSON values (TOPIC FILE)")
     add_common(pb)
+    add_broker(pb)
     pb.add_argument("args", nargs="+", metavar="[TOPIC] FILE")
     pb.add_argument("--key", help="record key when publishing JSON values to a TOPIC")
     pb.set_defaults(handler=publish)
 
     tl = sub.add_parser("tail", help="print a topic's records as replay-format lines")
     add_common(tl)
+    add_broker(tl)
     tl.add_argument("topic")
     tl.add_argument("--from-beginning", action="store_true")
     tl.add_argument("--follow", action="store_true")
@@ -38,6 +42,7 @@ def register(sub: Any) -> None:
 
     st = sub.add_parser("status", help="facts by source and status, model id, topics and offsets")
     add_common(st)
+    add_broker(st, "end offsets from the Kafka topics, facts from the workers' --database")
     st.add_argument("--json", action="store_true")
     st.set_defaults(handler=status)
 
@@ -54,18 +59,16 @@ def publish_lines(publish: Publish, text: str, origin: str, step: Callable[[int]
     return n
 
 
-def publish(ns: argparse.Namespace) -> int:
-    settings = settings_of(ns)
-    log_ = EmbeddedLog(settings.log_path, system_clock)
+def publish_records(ns: argparse.Namespace) -> list[Rec]:
+    """The records a ``publish`` command names, all read and checked before any is published."""
+    out: list[Rec] = []
     if len(ns.args) == 1:
         path = Path(ns.args[0])
 
-        def append(topic: str, key: str | None, raw: bytes, headers: Headers = ()) -> None:
-            log_.append([Append(settings.topic(topic), key, raw, headers=headers)])
+        def collect(topic: str, key: str | None, raw: bytes, headers: Headers = ()) -> None:
+            out.append((topic, key, raw, headers))
 
-        text = read_text(path)
-        with progress.bar("publishing", total=sum(1 for x in text.splitlines() if x.strip())) as bar:
-            n = publish_lines(append, text, str(path), progress.counter(bar))
+        publish_lines(collect, read_text(path), str(path))
     elif len(ns.args) == 2:
         topic, path = ns.args[0], Path(ns.args[1])
         text = read_text(path)
@@ -74,22 +77,40 @@ def publish(ns: argparse.Namespace) -> int:
             values = [json.loads(text)] if single else [json.loads(x) for x in text.splitlines() if x.strip()]
         except json.JSONDecodeError as exc:
             raise CliError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}") from None
-        with progress.bar("publishing", total=len(values)) as bar:
-            for v in values:
-                key = ns.key or (
-                    v.get("source") or v.get("session_id") or v.get("target_id") if isinstance(v, dict) else None
-                )
-                log_.append([Append(settings.topic(topic), key, json.dumps(v, ensure_ascii=False).encode())])
-                bar.update(1)
-        n = len(values)
+        for v in values:
+            key = ns.key or (
+                v.get("source") or v.get("session_id") or v.get("target_id") if isinstance(v, dict) else None
+            )
+            out.append((topic, key, json.dumps(v, ensure_ascii=False).encode(), ()))
     else:
         raise CliError("publish takes FILE (replay lines) or TOPIC FILE (JSON values)")
+    return out
+
+
+def publish(ns: argparse.Namespace) -> int:
+    settings = settings_of(ns)
+    records = publish_records(ns)
+    with progress.bar("publishing", total=len(records)) as bar:
+        if settings.broker:
+            from crp_stream.cli.kafka_log import produce_all
+
+            n = produce_all(settings, records, progress.counter(bar))
+        else:
+            log_ = EmbeddedLog(settings.log_path, system_clock)
+            for topic, key, raw, headers in records:
+                log_.append([Append(settings.topic(topic), key, raw, headers=headers)])
+                bar.update(1)
+            n = len(records)
     print(f"published {n} records", file=sys.stderr)
     return 0
 
 
 def tail(ns: argparse.Namespace) -> int:
     settings = settings_of(ns)
+    if settings.broker:
+        from crp_stream.cli import kafka_log
+
+        return kafka_log.tail(ns, settings)
     log_ = EmbeddedLog(settings.log_path, system_clock)
     topic = settings.topic(ns.topic)
     ends = log_.end_offsets()
@@ -111,6 +132,10 @@ def tail(ns: argparse.Namespace) -> int:
 
 def status(ns: argparse.Namespace) -> int:
     settings = settings_of(ns)
+    if settings.broker:
+        from crp_stream.cli import kafka_log
+
+        return kafka_log.status(ns, settings)
     fabric = open_fabric(settings)
     log_ = EmbeddedLog(settings.log_path, system_clock)
     try:

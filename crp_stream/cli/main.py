@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from crp_stream import redaction
-from crp_stream.cli import calibrate, console, db, logcmds, ops, rebuild, replay, run, sign, worker
+from crp_stream.cli import calibrate, console, db, logcmds, ops, rebuild, replay, run, sign, topics, worker
 from crp_stream.cli.base import CliError, Parser
 from crp_stream.config import ConfigError
 from crp_stream.fabric.embedders import EmbedderError
 from crp_stream.replay_format import ReplayFormatError
 
-COMMANDS = (run, replay, logcmds, db, worker, ops, calibrate, rebuild, sign, console)
+COMMANDS = (run, replay, logcmds, db, worker, topics, ops, calibrate, rebuild, sign, console)
 LOG_DATEFMT = "%Y-%m-%dT%H:%M:%S%z"
 
 
@@ -63,6 +63,9 @@ def _setup_logging(level: str, fmt: str | None) -> None:
         handler.setFormatter(redaction.RedactingFormatter(log_format, LOG_DATEFMT))
     _install_json_messages()
     logging.getLogger("alembic").setLevel(logging.WARNING)
+    if level != "DEBUG":  # the Kafka clients' INFO lines (subscriptions, connections) are not the command's
+        for name in ("aiokafka", "kafka"):
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _redact(msg: str) -> str:

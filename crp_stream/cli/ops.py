@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, get_args
 
 from crp_stream.cli import audit_cmds, quarantine_cmds, refresh_cmds
-from crp_stream.cli.base import CliError, Parser, add_common, settings_of
+from crp_stream.cli.base import CliError, Parser, add_broker, add_common, settings_of
 from crp_stream.config import Settings
 from crp_stream.events import AuditType
 
@@ -27,6 +27,7 @@ def register(sub: Any) -> None:
     def leaf(parent: Any, name: str, help_: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = parent.add_parser(name, help=help_)
         add_common(p)
+        add_broker(p, "decisions go to its operator workers; lists read their --database")
         p.add_argument("--json", action="store_true", help="machine-readable output")
         return p
 
@@ -87,6 +88,8 @@ def dispatch(ns: argparse.Namespace) -> int:
     fn = handlers.get((ns.cmd, getattr(ns, "ops_cmd", "")))
     if fn is None:
         raise CliError(f"unknown command {ns.cmd!r}")
+    if settings.broker and ns.cmd != "audit" and not settings.database_url:
+        raise CliError(f"{ns.cmd}: with --broker, give the workers' database: --database URL (or CRP_DATABASE_URL)")
     if getattr(ns, "id", None) is not None and not ns.id.strip():
         raise CliError("ID: must not be empty")
     if getattr(ns, "actor", None) is not None and not ns.actor.strip():

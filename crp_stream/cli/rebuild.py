@@ -12,7 +12,7 @@ import logging
 import sys
 from typing import Any
 
-from crp_stream.cli.base import CliError, add_common, settings_of
+from crp_stream.cli.base import CliError, add_broker, add_common, settings_of
 
 log = logging.getLogger("crp_stream.rebuild")
 
@@ -20,7 +20,7 @@ log = logging.getLogger("crp_stream.rebuild")
 def register(sub: Any) -> None:
     rb = sub.add_parser("rebuild", help="drop the projections (database, vector index) and rebuild them from the log")
     add_common(rb)
-    rb.add_argument("--broker", help="kafka://HOST:PORT: rebuild from the Kafka topics (env CRP_BROKER)")
+    add_broker(rb, "rebuild from the Kafka topics")
     rb.add_argument("--yes", action="store_true", help="confirm: the projections are dropped first")
     rb.add_argument(
         "--verify",

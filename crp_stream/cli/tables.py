@@ -79,6 +79,11 @@ def publish_command(ns: argparse.Namespace, settings: Settings, command: Command
     actor = ns.actor.strip()
     if not actor:
         raise CliError("--actor: must name who decides")
+    if settings.broker:  # a Kafka deployment: its operator worker applies the command
+        from crp_stream.cli import kafka_ops
+
+        kafka_ops.publish_command(ns, settings, command, target_id, key)
+        return
     rt = open_runtime(settings)
     try:
         dead = settings.topic("crp.deadletter")

@@ -7,14 +7,14 @@ import logging
 import os
 from typing import Any
 
-from crp_stream.cli.base import CliError, add_common, settings_of
+from crp_stream.cli.base import CliError, add_broker, add_common, settings_of
 from crp_stream.processors import HANDLER_GROUPS
 
 
 def register(sub: Any) -> None:
     wk = sub.add_parser("worker", help="run the handlers as a Kafka worker (faust-streaming); N workers share the load")
     add_common(wk)
-    wk.add_argument("--broker", help="kafka://HOST:PORT[,HOST:PORT] (env CRP_BROKER)")
+    add_broker(wk, "the broker to work on")
     wk.add_argument(
         "--groups",
         default=",".join(HANDLER_GROUPS),

@@ -102,6 +102,7 @@ class WorkerProcess:
         partitions: int = 4,
         env: dict[str, str] | None = None,
         exit_after_commit: int | None = None,
+        broker: str | None = None,
     ):
         self.tmp, self.prefix, self.database, self.name = tmp, prefix, database, name
         self.exit_after_commit = exit_after_commit  # the fault: die between a commit and its produce
@@ -109,6 +110,7 @@ class WorkerProcess:
         self.qdrant = qdrant or f"edge:{tmp / ('vectors-' + name)}"
         self.port = free_port()
         self.env = env or {}
+        self.broker = broker  # None: the test broker's PLAINTEXT listener (CRP_TEST_KAFKA)
         self.log_path = tmp / f"worker-{name}-{uuid.uuid4().hex[:6]}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -123,7 +125,7 @@ class WorkerProcess:
             *launcher,
             "worker",
             "--broker",
-            broker(),
+            self.broker or broker(),
             "--database",
             self.database,
             "--qdrant",
@@ -226,8 +228,10 @@ async def partitions(c: AIOKafkaConsumer, names: Sequence[str]) -> list[TopicPar
 class Kafka:
     """A producer and a tap on a background event loop, usable from synchronous tests."""
 
-    def __init__(self, prefix: str):
+    def __init__(self, prefix: str, client: dict[str, Any] | None = None):
         self.prefix = prefix
+        # aiokafka's connection arguments: the PLAINTEXT test listener unless given (a secure one)
+        self.client = client or {"bootstrap_servers": servers()}
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
@@ -260,7 +264,7 @@ class Kafka:
 
         async def go() -> tuple[int, int, int]:
             if self._producer is None:
-                self._producer = AIOKafkaProducer(bootstrap_servers=servers(), acks="all")
+                self._producer = AIOKafkaProducer(**self.client, acks="all")
                 await self._producer.start()
             md = await self._producer.send_and_wait(
                 self.physical(topic), raw, key=None if key is None else key.encode(), timestamp_ms=timestamp_ms
@@ -302,9 +306,7 @@ class Kafka:
                             self._distinct.add((rec.topic, rec.crp_id or f"{tp.partition}:{m.offset}"))
 
         async def start() -> None:
-            c = AIOKafkaConsumer(
-                bootstrap_servers=servers(), group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
-            )
+            c = AIOKafkaConsumer(**self.client, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest")
             await c.start()
             parts = await wait_metadata(c)
             c.assign(parts)
@@ -341,7 +343,7 @@ class Kafka:
 
     def end_offsets(self, topics: Sequence[str]) -> dict[tuple[str, int], int]:
         async def go() -> dict[tuple[str, int], int]:
-            c = AIOKafkaConsumer(bootstrap_servers=servers(), group_id=None)
+            c = AIOKafkaConsumer(**self.client, group_id=None)
             await c.start()
             try:
                 parts = await partitions(c, [self.physical(t) for t in topics])
@@ -360,7 +362,7 @@ class Kafka:
 
         async def go() -> dict[tuple[str, int], int]:
             if self._ends is None:
-                c = AIOKafkaConsumer(bootstrap_servers=servers(), group_id=None, request_timeout_ms=5000)
+                c = AIOKafkaConsumer(**self.client, group_id=None, request_timeout_ms=5000)
                 await c.start()
                 self._ends = (c, [])
             c, parts = self._ends

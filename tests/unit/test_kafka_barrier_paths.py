@@ -50,7 +50,7 @@ def _barrier(broker: Broker, positions: dict[tuple[str, str], dict[int, int]], w
         have = positions.get((group, base), {})
         return {p: have.get(p, 0) for p in parts}
 
-    b = EventTimeBarrier("unused", lambda t: t, PARTS, read, wait_s)
+    b = EventTimeBarrier({"bootstrap_servers": "unused"}, lambda t: t, PARTS, read, wait_s)
     b._consumer = broker
     return b
 

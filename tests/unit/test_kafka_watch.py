@@ -37,7 +37,8 @@ def test_broker_watch_says_unreachable_once_then_retries_with_backoff(caplog: py
     changes: list[bool] = []
 
     async def run() -> BrokerWatch:
-        watch = BrokerWatch(servers, first_retry_s=0.1, max_backoff_s=0.4, on_change=changes.append)
+        client = {"bootstrap_servers": servers}
+        watch = BrokerWatch(client, first_retry_s=0.1, max_backoff_s=0.4, on_change=changes.append)
         watch.start()
         for _ in range(400):
             if sum("still unreachable" in r.getMessage() for r in caplog.records) >= 4:

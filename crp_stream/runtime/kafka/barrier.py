@@ -29,7 +29,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -55,13 +55,13 @@ class EventTimeBarrier:
 
     def __init__(
         self,
-        servers: str,
+        client: Mapping[str, Any],
         topic: Callable[[str], str],
         partitions: Mapping[str, int],
         positions: Positions,
         wait_s: float,
     ):
-        self.servers = servers
+        self.client = client  # aiokafka's connection arguments (security.py)
         self.topic = topic  # contract name -> the broker's topic name
         self.partitions = partitions
         self.positions = positions
@@ -73,7 +73,7 @@ class EventTimeBarrier:
         self._last_ends: dict[TopicPartition, int] = {}  # the end offsets the last checks read
 
     async def start(self) -> None:
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.servers, group_id=None, enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(**self.client, group_id=None, enable_auto_commit=False)
         await consumer.start()
         # assigned (so their metadata is kept) and paused (nothing is fetched): only offsets are read
         tps = [tp for base in (*INGEST_TOPICS, FACTS[0], REPORTS[0]) for tp in self._tps(base)]

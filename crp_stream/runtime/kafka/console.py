@@ -65,7 +65,7 @@ class KafkaConsoleBackend:
     # --- reads ------------------------------------------------------------------------------------
 
     async def _ends(self, topics: list[str]) -> dict[str, int]:
-        c = AIOKafkaConsumer(bootstrap_servers=self.worker.servers, enable_auto_commit=False)
+        c = AIOKafkaConsumer(**self.worker.kafka, enable_auto_commit=False)
         await c.start()
         cluster = await c._client.fetch_all_metadata()  # fresh metadata of every topic (as kafka/rebuild.py)
         try:
@@ -95,7 +95,7 @@ class KafkaConsoleBackend:
         return rows
 
     async def _read(self, topic: str, key: str | None, limit: int) -> list[TopicRecord]:
-        c = AIOKafkaConsumer(bootstrap_servers=self.worker.servers, enable_auto_commit=False)
+        c = AIOKafkaConsumer(**self.worker.kafka, enable_auto_commit=False)
         await c.start()
         cluster = await c._client.fetch_all_metadata()  # fresh metadata of every topic (as kafka/rebuild.py)
         out: list[TopicRecord] = []
@@ -134,7 +134,7 @@ class KafkaConsoleBackend:
     # --- writes -----------------------------------------------------------------------------------
 
     async def _send(self, topic: str, key: str, value: bytes, headers: list[tuple[str, bytes]]) -> Any:
-        producer = AIOKafkaProducer(bootstrap_servers=self.worker.servers, acks="all")
+        producer = AIOKafkaProducer(**self.worker.kafka, acks="all")
         await producer.start()
         try:
             return await producer.send_and_wait(self.settings.topic(topic), value, key=key.encode(), headers=headers)

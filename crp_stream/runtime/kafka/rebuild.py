@@ -39,7 +39,8 @@ from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import ID_HEADER, apply_record, internal_error_output
 from crp_stream.runtime import projections
 from crp_stream.runtime.kafka.delivery import route
-from crp_stream.runtime.kafka.topics import ALL_TOPICS, bootstrap_servers
+from crp_stream.runtime.kafka.security import client_kwargs
+from crp_stream.runtime.kafka.topics import ALL_TOPICS
 from crp_stream.runtime.rebuild import RebuildResult, drop_projections, restore_audit, saved_rows, verified
 from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
@@ -75,15 +76,14 @@ def rebuild_kafka(settings: Settings, verify: bool) -> RebuildResult:
 
 
 async def _rebuild(settings: Settings, verify: bool) -> RebuildResult:
-    servers = bootstrap_servers(settings.broker)
-    await _refuse_if_workers_run(settings, servers)
-    topics = await read_topics(settings, servers)
+    await _refuse_if_workers_run(settings)
+    topics = await read_topics(settings)
     engine = db.make_engine(settings.database)
     before = snapshot(engine, settings) if verify and "facts" in inspect(engine).get_table_names() else {}
     meta_rows, audit_rows = saved_rows(engine)
     drop_projections(engine, meta_rows, settings)
     _clear_worker_journals(settings)
-    producer = AIOKafkaProducer(bootstrap_servers=servers, acks="all")
+    producer = AIOKafkaProducer(**client_kwargs(settings), acks="all")
     await producer.start()
     tmp = tempfile.TemporaryDirectory()
     journal = VectorJournal(Path(tmp.name) / "journal.sqlite")
@@ -198,21 +198,27 @@ def _record(msg: Msg) -> Record:
     return Record(msg.topic, msg.partition, msg.offset, msg.key, msg.value, msg.ts_ms * 1000, msg.headers)
 
 
-async def read_topics(settings: Settings, servers: str) -> Topics:
+async def read_topics(settings: Settings) -> Topics:
     """Every record of every topic up to its end now; inputs in the order the broker appended them."""
     names = {settings.topic(b): b for b in ALL_TOPICS}
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=servers, group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
+        **client_kwargs(settings), group_id=None, enable_auto_commit=False, auto_offset_reset="earliest"
     )
     await consumer.start()
     try:
         cluster = await consumer._client.fetch_all_metadata()  # fresh metadata of every topic
         parts = [TopicPartition(n, p) for n in names for p in sorted(cluster.partitions_for_topic(n) or ())]
         if not parts:
-            raise ConfigError(f"rebuild: no topic with the prefix {settings.topic_prefix!r} on {servers}")
+            raise ConfigError(f"rebuild: no topic with the prefix {settings.topic_prefix!r} on {settings.broker}")
         firsts = await consumer.beginning_offsets(parts)
-        cut = [f"{tp.topic}[{tp.partition}] from {o}" for tp, o in firsts.items() if o > 0]
-        if cut:  # retention deleted records: the replay would miss them
+        # retention deleted inputs: the replay would miss them. Outputs may be trimmed (derived_retention):
+        # what the rebuild derives again and no longer finds on its topic is produced again
+        cut = [
+            f"{tp.topic}[{tp.partition}] from {o}"
+            for tp, o in firsts.items()
+            if o > 0 and names[tp.topic] in INPUT_TOPICS
+        ]
+        if cut:
             raise ConfigError(f"rebuild: the topics no longer start at offset 0 ({', '.join(cut[:5])})")
         ends = {tp: int(o) for tp, o in (await consumer.end_offsets(parts)).items()}
         consumer.assign(parts)
@@ -251,8 +257,8 @@ async def read_topics(settings: Settings, servers: str) -> Topics:
     return Topics(inputs, known, {(names[tp.topic], tp.partition): e for tp, e in ends.items()}, counts)
 
 
-async def _refuse_if_workers_run(settings: Settings, servers: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=servers)
+async def _refuse_if_workers_run(settings: Settings) -> None:
+    admin = AIOKafkaAdminClient(**client_kwargs(settings))
     await admin.start()
     try:
         groups = [

@@ -204,7 +204,7 @@ class WorkerBarrier:
         w = self.w
         if w.settings.barrier_wait <= 0 or not {"retrieval", "operator", "arbiter"} & set(w.groups):
             return
-        barrier = EventTimeBarrier(w.servers, w.settings.topic, w.partitions, self.positions, w.settings.barrier_wait)
+        barrier = EventTimeBarrier(w.kafka, w.settings.topic, w.partitions, self.positions, w.settings.barrier_wait)
         await barrier.start()
         self.barrier = barrier
         if w.fabric.engine.dialect.name == "postgresql":

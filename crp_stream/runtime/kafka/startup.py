@@ -5,7 +5,8 @@ A worker started while one is down would otherwise give up (topic creation times
 or die opening the fabric. Instead it waits with backoff, logs what it waits for, answers ``/health``
 with 503 ``degraded`` on its metrics port meanwhile, and starts once all answer. The Qdrant server is
 waited for only when the vectors are on one (``--qdrant http(s)://`` or ``grpc(s)://``); the embedded
-qdrant-edge store is a directory.
+qdrant-edge store is a directory. A broker that answers but refuses the worker's credentials or
+certificate is not down: that is a configuration error (``ConfigError``, one line, the worker exits at once).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from crp_stream.config import Settings
 from crp_stream.fabric import db
 from crp_stream.fabric.fabric import SERVER_SCHEMES, open_vector_index
-from crp_stream.runtime.kafka.topics import bootstrap_servers
+from crp_stream.runtime.kafka.security import bootstrap_servers, check_broker, client_kwargs
 from crp_stream.runtime.transient import is_transient
 
 log = logging.getLogger("crp_stream.kafka")
@@ -34,7 +35,11 @@ def broker_probe(settings: Settings) -> Probe:
     servers = bootstrap_servers(settings.broker)
 
     async def probe() -> str | None:
-        admin = AIOKafkaAdminClient(bootstrap_servers=servers, request_timeout_ms=3000)
+        # a broker that refuses our credentials or certificate raises ConfigError: no waiting
+        why = await check_broker(settings, timeout_s=3.0)
+        if why is not None:
+            return why
+        admin = AIOKafkaAdminClient(**client_kwargs(settings), request_timeout_ms=3000)
         try:
             await admin.start()
             await admin.list_topics()

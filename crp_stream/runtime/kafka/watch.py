@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiokafka.client import AIOKafkaClient
@@ -60,14 +60,15 @@ class BrokerWatch:
 
     def __init__(
         self,
-        servers: str,
+        client: Mapping[str, Any],
         *,
         interval_s: float = 2.0,
         first_retry_s: float = 0.5,
         max_backoff_s: float = 10.0,
         on_change: Callable[[bool], None] | None = None,
     ):
-        self.servers = servers
+        self.client = client  # aiokafka's connection arguments (security.py)
+        self.servers = str(client["bootstrap_servers"])
         self.interval_s = interval_s
         self.first_retry_s = first_retry_s
         self.max_backoff_s = max_backoff_s
@@ -112,9 +113,7 @@ class BrokerWatch:
 
     async def _check(self) -> None:
         if self._client is None:
-            self._client = AIOKafkaClient(
-                bootstrap_servers=self.servers, request_timeout_ms=5000, client_id="crp-broker-watch"
-            )
+            self._client = AIOKafkaClient(**self.client, request_timeout_ms=5000, client_id="crp-broker-watch")
             await self._client.bootstrap()
             return
         # the brokers only (no topic): the whole cluster's metadata costs ms of decoding per check

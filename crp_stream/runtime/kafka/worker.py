@@ -44,9 +44,10 @@ from crp_stream.runtime.kafka.delivery import (
 from crp_stream.runtime.kafka.groups import GROUPS, parse_groups
 from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
 from crp_stream.runtime.kafka.profiling import FabricThread
+from crp_stream.runtime.kafka.security import bootstrap_servers, client_kwargs, faust_kwargs
 from crp_stream.runtime.kafka.sessions import WorkerBarrier
 from crp_stream.runtime.kafka.status import WorkerStatus
-from crp_stream.runtime.kafka.topics import bootstrap_servers, ensure_topics
+from crp_stream.runtime.kafka.topics import ensure_topics
 from crp_stream.runtime.kafka.watch import BrokerWatch
 from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
@@ -54,7 +55,6 @@ from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, recon
 log = logging.getLogger("crp_stream.kafka")
 
 LOG_APPEND_TIME = 1
-
 
 Mount = tuple[str, Callable[["KafkaWorker"], Any]]  # (path prefix, ASGI app factory)
 
@@ -85,7 +85,7 @@ class KafkaWorker(WorkerStatus):
         batch_max: int | None = None,
     ):
         self.settings = settings
-        self.servers = bootstrap_servers(settings.broker)
+        self.servers, self.kafka = bootstrap_servers(settings.broker), client_kwargs(settings)  # security.py
         self.groups = parse_groups(groups)
         self.handlers: list[AnyHandler] = [h for h in all_handlers() if h.group in self.groups]
         missing = sorted(set(self.groups) - {h.group for h in self.handlers})
@@ -116,7 +116,7 @@ class KafkaWorker(WorkerStatus):
         self._unreconciled = False  # a rollback's vector writes are not put back yet
         self.last_error: str | None = None
         self.started_at: float | None = None
-        self.broker = BrokerWatch(self.servers, on_change=lambda up: self.metrics.broker_reachable.set(int(up)))
+        self.broker = BrokerWatch(self.kafka, on_change=lambda up: self.metrics.broker_reachable.set(int(up)))
         self._after_commit = after_commit  # tests inject faults here (between commit and produce)
         self.mounts = tuple(mounts)  # (path prefix, ASGI app factory) served on the web port (the console)
         # event-time barrier (barrier.py): retrieval records leave log order, so the committed offset
@@ -151,7 +151,7 @@ class KafkaWorker(WorkerStatus):
         datadir.mkdir(parents=True, exist_ok=True)
         app = faust.App(
             self.app_id,
-            broker=f"kafka://{self.servers}",
+            **faust_kwargs(self.settings),  # broker and broker_credentials (SASL, TLS): security.py
             value_serializer="raw",
             key_serializer="raw",
             store="memory://",

@@ -1,0 +1,232 @@
+"""How every Kafka client of crp-stream connects: the one place settings become client arguments.
+
+The worker's faust app, its aiokafka admin clients, consumers and producers, the broker watch, the
+console, ``rebuild``, the CLI's Kafka commands and ``crp_stream.client`` all take their connection
+from here: ``client_kwargs`` for aiokafka (``bootstrap_servers``, ``security_protocol``,
+``sasl_mechanism``, ``sasl_plain_username``/``password`` or an OAUTHBEARER token provider, and an
+``ssl_context`` from ``aiokafka.helpers.create_ssl_context(cafile, certfile, keyfile)``) and
+``faust_kwargs`` for the app (``broker`` and ``broker_credentials``: ``faust.SASLCredentials``,
+``faust.SSLCredentials`` or ``faust.OAuthCredentials``).
+
+``check_broker`` tells a broker that is down (wait for it) from one that answers and refuses us: a
+wrong password or mechanism, an untrusted certificate, a TLS client on a plaintext listener. Those
+are configuration errors, raised as one ``ConfigError`` line; the worker exits on them instead of
+waiting forever. Secrets never appear in a message (only setting names, the user, the host).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import shlex
+import ssl
+import time
+from typing import Any
+
+from aiokafka.abc import AbstractTokenProvider
+from aiokafka.conn import create_conn
+from aiokafka.errors import (
+    AuthenticationFailedError,
+    IllegalSaslStateError,
+    KafkaError,
+    SaslAuthenticationFailed,
+    UnsupportedSaslMechanismError,
+)
+from aiokafka.helpers import create_ssl_context
+
+from crp_stream import redaction
+from crp_stream.config import ConfigError, Settings, kafka_problem
+
+AUTH_ERRORS = (
+    SaslAuthenticationFailed,
+    AuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+    IllegalSaslStateError,
+)
+TOKEN_COMMAND_TTL_S = 60.0  # a token command runs at most once a minute (each connection asks for a token)
+TOKEN_COMMAND_TIMEOUT_S = 30.0
+
+
+def bootstrap_servers(broker: str | None) -> str:
+    """``kafka://h1:9092,h2:9092`` -> ``h1:9092,h2:9092``."""
+    if not broker or not broker.startswith("kafka://"):
+        raise ConfigError(f"broker: {broker!r} must look like kafka://HOST:PORT")
+    servers = broker[len("kafka://") :].strip("/")
+    if not servers or any(":" not in s for s in servers.split(",")):
+        raise ConfigError(f"broker: {broker!r} must look like kafka://HOST:PORT")
+    return servers
+
+
+def security_kwargs(settings: Settings) -> dict[str, Any]:
+    """aiokafka's security arguments (any client: consumer, producer, admin, ``AIOKafkaClient``)."""
+    problem = kafka_problem(settings)
+    if problem:
+        raise ConfigError(problem)
+    protocol = settings.kafka_security_protocol
+    out: dict[str, Any] = {"security_protocol": protocol}
+    if protocol.endswith("SSL"):
+        out["ssl_context"] = ssl_context(settings)
+    if protocol.startswith("SASL_"):
+        out["sasl_mechanism"] = settings.kafka_sasl_mechanism
+        if settings.kafka_sasl_mechanism == "OAUTHBEARER":
+            out["sasl_oauth_token_provider"] = TokenProvider(
+                settings.kafka_oauth_token_file, settings.kafka_oauth_token_command
+            )
+        else:
+            out["sasl_plain_username"] = settings.kafka_sasl_username
+            out["sasl_plain_password"] = settings.kafka_sasl_password
+    return out
+
+
+def client_kwargs(settings: Settings) -> dict[str, Any]:
+    """``bootstrap_servers`` and the security arguments of an aiokafka client for ``settings.broker``."""
+    return {"bootstrap_servers": bootstrap_servers(settings.broker), **security_kwargs(settings)}
+
+
+def faust_kwargs(settings: Settings) -> dict[str, Any]:
+    """``broker`` and ``broker_credentials`` of the worker's ``faust.App`` (the same security)."""
+    import faust  # only the worker loads faust
+
+    sec = security_kwargs(settings)
+    out: dict[str, Any] = {"broker": f"kafka://{bootstrap_servers(settings.broker)}"}
+    protocol, context = sec["security_protocol"], sec.get("ssl_context")
+    if protocol == "SSL":
+        out["broker_credentials"] = faust.SSLCredentials(context)
+    elif "sasl_oauth_token_provider" in sec:
+        out["broker_credentials"] = faust.OAuthCredentials(
+            oauth_cb=sec["sasl_oauth_token_provider"], ssl_context=context
+        )
+    elif protocol.startswith("SASL_"):
+        out["broker_credentials"] = faust.SASLCredentials(
+            username=sec["sasl_plain_username"],
+            password=sec["sasl_plain_password"],
+            ssl_context=context,  # SASL_SSL with a context, SASL_PLAINTEXT without
+            mechanism=sec["sasl_mechanism"],
+        )
+    return out
+
+
+def ssl_context(settings: Settings) -> ssl.SSLContext:
+    for name in ("kafka_ssl_cafile", "kafka_ssl_certfile", "kafka_ssl_keyfile"):
+        path = getattr(settings, name)
+        if path is not None and not os.access(path, os.R_OK):
+            why = "no such file" if not os.path.exists(path) else "not readable"
+            raise ConfigError(f"{name}: {path}: {why}")
+    return _context(settings.kafka_ssl_cafile, settings.kafka_ssl_certfile, settings.kafka_ssl_keyfile)
+
+
+@functools.lru_cache(maxsize=8)
+def _context(cafile: str | None, certfile: str | None, keyfile: str | None) -> ssl.SSLContext:
+    """One context per set of files: the host name is checked, the broker's chain against ``cafile``
+    (the system's CAs without it)."""
+    try:
+        context: ssl.SSLContext = create_ssl_context(cafile=cafile, certfile=certfile, keyfile=keyfile)
+    except ssl.SSLError as exc:
+        files = ", ".join(f for f in (cafile, certfile, keyfile) if f)
+        raise ConfigError(f"kafka_ssl_*: cannot load {files}: {exc.reason or exc}") from None
+    return context
+
+
+class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]
+    """OAUTHBEARER: the token from a file (read at every connection, so a sidecar may rotate it) or
+    printed by a command (run again after a minute)."""
+
+    def __init__(self, path: str | None, command: str | None):
+        self.path, self.command = path, command
+        self._cached: tuple[float, str] | None = None
+
+    async def token(self) -> str:
+        if self.path is not None:
+            try:
+                with open(self.path, encoding="utf-8") as fh:
+                    value = fh.read().strip()
+            except OSError as exc:
+                raise ConfigError(f"kafka_oauth_token_file: {self.path}: {exc.strerror}") from None
+            return self._checked(value, f"kafka_oauth_token_file: {self.path} is empty")
+        if self._cached is not None and time.monotonic() - self._cached[0] < TOKEN_COMMAND_TTL_S:
+            return self._cached[1]
+        value = await self._run()
+        self._cached = (time.monotonic(), value)
+        return value
+
+    async def _run(self) -> str:
+        assert self.command is not None
+        proc = await asyncio.create_subprocess_exec(
+            *shlex.split(self.command), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL
+        )
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), TOKEN_COMMAND_TIMEOUT_S)
+        except TimeoutError:
+            proc.kill()
+            raise ConfigError(f"kafka_oauth_token_command: no token after {TOKEN_COMMAND_TIMEOUT_S:.0f} s") from None
+        if proc.returncode != 0:
+            raise ConfigError(f"kafka_oauth_token_command: exited with {proc.returncode}")
+        return self._checked(out.decode("utf-8", "replace").strip(), "kafka_oauth_token_command printed no token")
+
+    @staticmethod
+    def _checked(value: str, empty: str) -> str:
+        if not value:
+            raise ConfigError(empty)
+        redaction.register([value])  # a token is a secret like a password
+        return value
+
+
+async def check_broker(settings: Settings, timeout_s: float = 10.0) -> str | None:
+    """Connect to each bootstrap server as the clients will (TLS, then SASL): None once one accepts
+    us; why none did if none answers (down, starting: wait and ask again). Raises ``ConfigError``
+    when a broker answers but refuses our credentials or we refuse its certificate."""
+    kwargs = security_kwargs(settings)
+    why: str | None = None
+    for server in bootstrap_servers(settings.broker).split(","):
+        host, _, port = server.rpartition(":")
+        try:
+            conn = await create_conn(
+                host, int(port), client_id="crp-preflight", request_timeout_ms=int(timeout_s * 1000), **kwargs
+            )
+        except AUTH_ERRORS as exc:
+            raise ConfigError(_auth_refused(settings, server, exc)) from None
+        except ssl.SSLCertVerificationError as exc:
+            raise ConfigError(
+                f"kafka: TLS to {server}: the broker's certificate is not trusted ({exc.verify_message}); "
+                f"check kafka_ssl_cafile (CRP_KAFKA_SSL_CAFILE) and that the broker's name is {host}"
+            ) from None
+        except ssl.SSLError as exc:
+            if "EOF" in str(exc.reason or exc):  # the connection went away mid-handshake: retried
+                why = f"broker {server}: TLS handshake cut short"
+                continue
+            raise ConfigError(
+                f"kafka: TLS to {server} failed ({exc.reason or exc}): is it a TLS listener? "
+                f"(kafka_security_protocol is {settings.kafka_security_protocol})"
+            ) from None
+        except (OSError, KafkaError, TimeoutError) as exc:
+            why = f"broker {server}: {type(exc).__name__}"
+            if not isinstance(exc, ConnectionRefusedError):  # it listens, then drops us: the wrong protocol?
+                why += f" (if it is up: does this listener speak {settings.kafka_security_protocol}?)"
+            continue
+        with contextlib.suppress(Exception):  # the socket closes (TLS: after its shutdown) before we go on
+            await asyncio.wait_for(asyncio.shield(conn.close()), 2.0)
+        return None
+    return why
+
+
+def _auth_refused(settings: Settings, server: str, exc: BaseException) -> str:
+    mechanism = settings.kafka_sasl_mechanism
+    who = "" if mechanism == "OAUTHBEARER" else f" as {settings.kafka_sasl_username!r}"
+    detail = redaction.redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)[:200]
+    return (
+        f"kafka: the broker {server} refused authentication{who} with {mechanism} ({detail}); "
+        "check kafka_sasl_username, kafka_sasl_password (CRP_KAFKA_SASL_PASSWORD) and kafka_sasl_mechanism"
+    )
+
+
+__all__ = [
+    "TokenProvider",
+    "bootstrap_servers",
+    "check_broker",
+    "client_kwargs",
+    "faust_kwargs",
+    "security_kwargs",
+    "ssl_context",
+]
