@@ -228,16 +228,17 @@ class EdgeVectorIndex(VectorIndex):
         # Without expiries, ``alive_at`` (now) excludes nothing: the same results whatever its value.
         same = where if self._expiring else replace(where, alive_at=None)
         keys = [(q.tobytes(), limit, same, min_score) for q in queries]
-        todo = [i for i, k in enumerate(keys) if k not in self._results]
+        found: list[list[tuple[str, float]] | None] = [self._results.get(k) for k in keys]
+        todo = [i for i, hit in enumerate(found) if hit is None]
         condition = _edge_filter(where)
         for start in range(0, len(todo), _QUERY_BATCH):
             part = todo[start : start + _QUERY_BATCH]
             batch = [self._request(queries[i], limit, condition, min_score) for i in part]
             for i, hits in zip(part, shard.query_batch(qe.QueryBatchRequest(batch)), strict=True):
-                if len(self._results) >= _RESULTS_MAX:
-                    del self._results[next(iter(self._results))]
-                self._results[keys[i]] = self._facts(hits)
-        return [list(self._results[k]) for k in keys]
+                if len(self._results) >= _RESULTS_MAX:  # a call of more queries than the bound evicts
+                    del self._results[next(iter(self._results))]  # its own first ones: kept in ``found``
+                found[i] = self._results[keys[i]] = self._facts(hits)
+        return [list(hit) for hit in found if hit is not None]
 
     def get_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
         if self._dim is None or not fact_ids:

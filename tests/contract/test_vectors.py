@@ -241,6 +241,17 @@ def test_neighbours_many_equals_one_query_at_a_time(index: VectorIndex) -> None:
         index.neighbours_many([base, base], 3, 0.5, ["a"])
 
 
+def test_neighbours_many_answers_more_queries_than_any_result_cache_holds(index: VectorIndex) -> None:
+    rng = np.random.default_rng(12)
+    items = [VectorItem(f"m{i:04d}", rng.standard_normal(8).astype(np.float32)) for i in range(50)]
+    index.upsert(items)
+    queries = rng.standard_normal((1500, 8)).astype(np.float32)  # an ingest batch's k-NN: one call
+    batch = index.neighbours_many(queries, 3, -1.0)
+    assert len(batch) == 1500
+    for i in (0, 700, 1499):
+        assert batch[i] == index.neighbours(queries[i], 3, -1.0)
+
+
 def test_a_small_id_bound_changes_no_answer(index: VectorIndex) -> None:
     """``bound_ids``: a backend that remembers point -> fact ids forgets them past the bound (goal 5)
     and reads them again; every answer stays the same."""
