@@ -1,4 +1,4 @@
-"""CI regression of envelope quality (issue 11): 10 HotpotQA questions through the real runtime.
+"""CI regression of envelope quality: 10 HotpotQA questions through the real runtime.
 
 Precomputed vectors of the default embedder (tests/data/hotpotqa_ci10.*, written by
 ops/bench/quality_fixture.py): each question's 10 paragraphs are published as titled documents, one

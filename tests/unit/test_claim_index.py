@@ -1,4 +1,4 @@
-"""ClaimIndex: the arbiter's claims in memory, never ahead of the store (fabric/claim_index.py, issue 12)."""
+"""ClaimIndex: the arbiter's claims in memory, never ahead of the store (fabric/claim_index.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Docs that must agree with the code (issue 13 point 9)."""
+"""Docs that must agree with the code."""
 
 from __future__ import annotations
 
