@@ -3,7 +3,7 @@ the sample plus a poisoning scenario, every page opened, a refresh request resol
 candidate rejected as an operator would, and what the pages and the topics show afterwards.
 
 Fails, never skips, without Chromium (ops/setup installs it). ``CRP_CONSOLE_SCREENSHOTS=docs/console``
-refreshes the README's screenshots.
+refreshes the screenshots of docs/console.md.
 """
 
 from __future__ import annotations
