@@ -87,7 +87,7 @@ class Settings:
     ttl_by_type: Mapping[str, float | None] = field(default_factory=lambda: dict(DEFAULT_TTL_SECONDS))
     auto_quarantine: bool = False
     # Partition agreement counts only a source's records within this many seconds of its newest one
-    # (None: all records, the rule). docs/arbiter.md: P7D ends stale serving sooner.
+    # (None: all records, the default). docs/arbiter.md: P7D ends stale serving sooner.
     agreement_window: float | None = None
     expire_after_ttls: float | None = None  # None: TTL only decays recency (SPEC-027 §3.2), never hides
     min_relevance: float | None = None  # None: the model's calibrated value, else the seed's 0.55

@@ -1,4 +1,4 @@
-"""No secret in a log line or an error message (issue 6).
+"""No secret in a log line or an error message.
 
 Secrets come from configuration and the environment: the password of a database URL, the signing
 keys (``CRP_SIGNING_KEYS``), Kafka SASL/SSL passwords (``CRP_KAFKA_SASL_PASSWORD`` and any ``CRP_*``

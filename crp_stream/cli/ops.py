@@ -1,4 +1,4 @@
-"""Operator-facing commands of ``crp-stream`` (issue 4 §4): refresh requests, quarantine review, audit.
+"""Operator-facing commands of ``crp-stream``: refresh requests, quarantine review, audit.
 
 ``refresh list|show|resolve|acknowledge|reject``, ``quarantine list|show|confirm|release`` and ``audit tail`` print a
 table a person can scan, or JSON with ``--json``. An action publishes an ``OperatorCommand`` on

@@ -1,4 +1,4 @@
-"""The operator console (issue 15): refresh requests, quarantine review, audit log, envelopes, fabric.
+"""The operator console: refresh requests, quarantine review, audit log, envelopes, fabric.
 
 I/O-edge code: it reads through the fabric's repository and the runtime's log, and writes only by
 publishing operator commands, as the CLI does. ``crp-stream console`` serves it.

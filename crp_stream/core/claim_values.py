@@ -1,4 +1,4 @@
-"""Issue 4 §1 (claims): which claim a fact belongs to, and when two values assert the same thing.
+"""Claims: which claim a fact belongs to, and when two values assert the same thing.
 ``core.drift`` arbitrates the claims these keys and values form."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ _CANONICAL_UNIT: dict[str, str] = {a: canon for canon, aliases in _UNIT_ALIASES.
 
 
 def claim_key(subject: str, attribute: str) -> str:
-    """Issue 4 §1 (claims): facts asserting a value for the same (subject, attribute) form one claim.
+    """Claims: facts asserting a value for the same (subject, attribute) form one claim.
 
     Both parts are lowercased with whitespace collapsed, then joined by ``|``; ``%`` and ``|`` inside a
     part are percent-escaped so that distinct pairs never share a key.
@@ -65,7 +65,7 @@ def _canonical_unit(text: str) -> str:
 
 
 def normalise_value(value: str, unit: str | None = None) -> str:
-    """Issue 4 §1 (claims): values compare equal when they assert the same thing.
+    """Claims: values compare equal when they assert the same thing.
 
     A value starting with a number becomes ``"<number> <unit>"``: thousands separators dropped, the
     number in plain canonical form ("1,000.0" -> "1000"), a ``k`` suffix multiplied out ("1k" ->

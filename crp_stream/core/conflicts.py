@@ -14,7 +14,7 @@ API
 - ``same_claim_duplicates(facts, vecs, threshold=0.97) -> list[list[int]]``: partition into same-value groups.
 - ``detect_envelope_contradictions(facts, vecs, pair_threshold=0.85, inside=None) -> list[(i, j, pattern)]``
   (§2.2); ``inside``: only pairs touching the first n facts (the envelope) against the rest.
-- ``stale_statement_contest(demoted, live) -> bool`` (§2.5, issue 14): a stale free-text statement
+- ``stale_statement_contest(demoted, live) -> bool`` (§2.5): a stale free-text statement
   against a weaker fresher one is a tie.
 - ``unresolved_conflict_note(a_text, b_text) -> str`` (§2.5).
 - ``arbitrate_contradictions(facts, contradictions) -> Arbitration``: all pairs resolved at once.
@@ -232,7 +232,7 @@ def _structured_pattern(va: _Val, vb: _Val) -> str | None:
 
 def _statement_conflict(a: FactView, b: FactView) -> str | None:
     """The text rules: ``_text_conflict``, then, between different sources, a copied statement with one
-    span swapped (``core.copied_statements.copied_statement_conflict``, issue 14)."""
+    span swapped (``core.copied_statements.copied_statement_conflict``)."""
     return _texts_conflict(a.text, b.text, bool(a.source) and bool(b.source) and a.source != b.source)
 
 
@@ -255,7 +255,7 @@ def values_conflict(a: FactView, b: FactView) -> str | None:
     aware: "1000 rps" == "1 krps"); a negation ("not", "no", "never", "n't", "cannot", disabled vs
     enabled) in exactly one; or one substituted span of <= 3 tokens with a capitalised/alphanumeric token
     after the predicate's verb (a name swapped in subject position means another subject). Between
-    two sources, a near-copy differing in one span is also read (issue 14): a subject swapped in a
+    two sources, a near-copy differing in one span is also read: a subject swapped in a
     statement that shares a long remainder or a uniqueness predicate is a copy with its answer swapped.
     """
     if a.value is None or b.value is None:  # free text, the usual case: no structured value to compare
@@ -271,7 +271,7 @@ def values_conflict(a: FactView, b: FactView) -> str | None:
 
 
 def stale_statement_contest(demoted: FactView, live: FactView) -> bool:
-    """SPEC-027 §2.5 with the drift seed's Decision Boundary rule 3 (issue 14 goal 2): a free-text
+    """SPEC-027 §2.5 with the drift seed's Decision Boundary rule 3: a free-text
     statement the arbiter marked ``stale`` (STALE_HIGH_TRUST: two later partitions assert another
     value) against a fresher statement of LOWER authority is not decided: both are served with the
     §2.5 note. Two later partitions rule out poisoning only if epochs cannot be spoofed (the seed's
@@ -401,7 +401,7 @@ def detect_envelope_contradictions(
 
     A pair is checked when cosine > pair_threshold (0.85) or, whatever the cosine, when both facts
     carry the same (subject, attribute) or come from different sources and share most of their
-    words (``near_copy_pairs``, issue 14); it is reported when ``values_conflict`` finds a pattern.
+    words (``near_copy_pairs``); it is reported when ``values_conflict`` finds a pattern.
     With ``inside`` = n, facts from index n on are candidates outside the envelope: only their pairs
     with the first n are checked (a copy the envelope left out is still found). ``gram``, ``norms``: as
     for ``same_claim_duplicates`` (with ``inside``, ``gram`` may hold only the first n rows).

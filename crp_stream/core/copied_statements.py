@@ -1,4 +1,4 @@
-"""Issue 14 with SPEC-027 §2.2: one statement against a near-copy of it with a span swapped: the
+"""SPEC-027 §2.2: one statement against a near-copy of it with a span swapped: the
 pattern of the conflict, and the claim the two make (``core.substitution`` aligns them)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from crp_stream.core.substitution import _UNIQUE_WORDS, LONG_REMAINDER, NEAR_COP
 
 
 def uniqueness_predicate(template: tuple[str, ...]) -> bool:
-    """Issue 14: does the shared statement hold a predicate only one subject can hold ("the largest",
+    """Does the shared statement hold a predicate only one subject can hold ("the largest",
     "the first", "acquired", "won")? Superlatives after "the" ("the tallest") count too."""
     for k, t in enumerate(template):
         if t in _UNIQUE_WORDS:
@@ -21,7 +21,7 @@ def uniqueness_predicate(template: tuple[str, ...]) -> bool:
 
 
 def copied_statement_conflict(a: str, b: str, same_source: bool) -> str | None:
-    """Issue 14 with SPEC-027 §2.2: the pattern by which one statement contradicts a near-copy of it.
+    """SPEC-027 §2.2: the pattern by which one statement contradicts a near-copy of it.
 
     A substitution after the predicate's verb is a contradiction (as ``core.conflicts`` reads it). One
     in subject position is a contradiction only between different sources, and only when the
@@ -43,7 +43,7 @@ def copied_statement_conflict(a: str, b: str, same_source: bool) -> str | None:
 
 
 def slot_claim(a: str, b: str, same_source: bool) -> tuple[str, str, str] | None:
-    """Issue 14 §3: the claim two conflicting near-duplicates make: (template key, value of a, value
+    """The claim two conflicting near-duplicates make: (template key, value of a, value
     of b). The template is the shared statement with the slot marked ("{} collected 39 medals in
     2018 ..."); values are the spans, lower-cased with whitespace collapsed ("" for a missing negator)."""
     sub = aligned_substitution(a, b)
@@ -54,7 +54,7 @@ def slot_claim(a: str, b: str, same_source: bool) -> tuple[str, str, str] | None
 
 
 def admit_copies(texts: Sequence[str], sources: Sequence[str], keep: Sequence[bool]) -> list[bool]:
-    """Issue 14 with SPEC-024 §2.6's relevance gate: a statement the gate drops joins the candidates
+    """SPEC-024 §2.6's relevance gate: a statement the gate drops joins the candidates
     when it is a copy, from another source, of one the gate kept and the two conflict (one span
     swapped). Otherwise a true statement just under the gate leaves its swapped copy alone in the
     envelope, uncontested; with it, SPEC-027 §2 arbitration sees both."""

@@ -1,4 +1,4 @@
-"""Vector pairs above a cosine threshold, decided exactly as the float64 matmul would (issue 12: the
+"""Vector pairs above a cosine threshold, decided exactly as the float64 matmul would (the
 envelope's duplicate and contradiction screens of SPEC-027 §2 share this screen)."""
 
 from __future__ import annotations

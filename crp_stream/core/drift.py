@@ -1,7 +1,7 @@
 """Drift arbitration: tell legitimate corpus drift from poisoning by comparing epochs before trust.
 
 Implements seed ``002_ce3d030fd7bbcd69.txt`` (drift vs. poisoning, freshness dominance) as pure
-functions; issue 4 wires them to ``crp.facts``. No I/O, no clocks: every epoch comes from the caller
+functions; ``processors/arbiter.py`` wires them to ``crp.facts``. No I/O, no clocks: every epoch comes from the caller
 and is the record's LOG-APPEND time (docs/contract.md), never a payload field.
 
 API
@@ -69,8 +69,8 @@ class ClaimRecord(NamedTuple):
     """One fact of a claim. ``epoch`` is the log-append time (seconds), ``value`` is normalised.
 
     These records, views and verdicts are NamedTuples: the arbiter builds one of each per record, and
-    a frozen dataclass's ``__init__`` cost ~4x more; immutable and compared by value all the same
-    (issue 12). A tuple of atoms is also left alone by the cyclic collector once it has seen it."""
+    a frozen dataclass's ``__init__`` cost ~4x more; immutable and compared by value all the same.
+    A tuple of atoms is also left alone by the cyclic collector once it has seen it."""
 
     fact_id: str
     source: str
@@ -432,7 +432,7 @@ def lagging_behind_refresh(verdict: Verdict, history: Sequence[ClaimRecord], exp
 
 
 def verdict_fingerprint(verdict: Verdict) -> str:
-    """Issue 4 §3 (repeating an input changes nothing): the identity of a verdict's effect.
+    """Repeating an input changes nothing: the identity of a verdict's effect.
 
     Covers the kind, claim, high-trust source, value and epoch, the divergent value, and the fact ids
     the effect acts on (stale ids for STALE_HIGH_TRUST, suspect ids for POISONING_CANDIDATE). It

@@ -35,7 +35,7 @@ _WORD = re.compile(r"[^\W_]+(?:['’.-][^\W_]+)*", re.UNICODE)
 
 
 def title_key(title: str | None) -> str | None:
-    """Issue 11 (documents keep their structure): the words a text must contain to name a document.
+    """Documents keep their structure: the words a text must contain to name a document.
 
     A trailing disambiguation in parentheses is dropped ("Michael Jackson (writer)" is named as
     "michael jackson"); words are lowercased (queries and titles disagree on case: "I Can'T See

@@ -1,4 +1,4 @@
-"""Bounded memos of the pure text functions, sized by one setting (issue 12 goal 5).
+"""Bounded memos of the pure text functions, sized by one setting.
 
 The screens and the arbiter tokenise the same texts again and again (a fact meets ~20 neighbours,
 each met again by later facts), so their pure functions keep recent results. Each memo is an LRU

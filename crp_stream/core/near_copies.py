@@ -1,4 +1,4 @@
-"""Issue 14's near-copy screen over a whole candidate set at once (SPEC-027 §2.2, SPEC-024 §2.6).
+"""The near-copy screen over a whole candidate set at once (SPEC-027 §2.2, SPEC-024 §2.6).
 
 ``core.substitution.near_copy_pairs`` and ``admit_copies`` compare token sets pair by pair in Python;
 a window's ~150 candidates make ~11,000 pairs. Here the same decisions come from one matrix product:
@@ -51,7 +51,7 @@ def _near(a: frozenset[str], b: frozenset[str], min_overlap: float) -> bool:
 def near_copy_matrix(
     texts: Sequence[str], rows: Sequence[int], cols: Sequence[int], min_overlap: float = NEAR_COPY
 ) -> NDArray[np.bool_]:
-    """Issue 14: ``substitution.near_copy(texts[r], texts[c], min_overlap)`` for every r in ``rows``
+    """``substitution.near_copy(texts[r], texts[c], min_overlap)`` for every r in ``rows``
     and c in ``cols``, as a boolean matrix; the token-set Jaccard of every pair in one product."""
     out = np.zeros((len(rows), len(cols)), dtype=bool)
     if not rows or not cols:
@@ -84,7 +84,7 @@ def near_copy_matrix(
 def near_copy_pairs(
     texts: Sequence[str], sources: Sequence[str], inside: int | None = None, min_overlap: float = NEAR_COPY
 ) -> set[tuple[int, int]]:
-    """Issue 14 (SPEC-027 §2.2): ``core.substitution.near_copy_pairs``, vectorised: pairs i < j of
+    """SPEC-027 §2.2: ``core.substitution.near_copy_pairs``, vectorised: pairs i < j of
     statements from different sources (i's source set) with token-set Jaccard >= ``min_overlap``; with
     ``inside``, i < inside."""
     n = len(texts)
@@ -105,7 +105,7 @@ def near_copy_pairs(
 
 
 def admit_copies(texts: Sequence[str], sources: Sequence[str], keep: Sequence[bool]) -> list[bool]:
-    """Issue 14 with SPEC-024 §2.6: ``core.copied_statements.admit_copies``, vectorised: a statement the
+    """SPEC-024 §2.6: ``core.copied_statements.admit_copies``, vectorised: a statement the
     gate drops joins the candidates when it is a near-copy, from another source, of one the gate kept
     and ``copied_statement_conflict`` finds a swapped span (the kept ones tried in order)."""
     out = list(keep)

@@ -1,4 +1,4 @@
-"""Issue 14 §4 with SPEC-027 §2.2: documents of one numbered series, whose statements name their subject
+"""SPEC-027 §2.2: documents of one numbered series, whose statements name their subject
 only in the title."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def _title_template(title: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def numbered_sibling_titles(title_a: str | None, title_b: str | None) -> bool:
-    """Issue 14 §4 with SPEC-027 §2.2: are two documents members of one numbered series ("2015–16 Iowa
+    """SPEC-027 §2.2: are two documents members of one numbered series ("2015–16 Iowa
     State Cyclones men's basketball team" / "2016–17 ..."), i.e. one title template with different
     numbers? Such articles are written from one template, and a statement of each ("The Cyclones were
     coached by X, who was in his second / 1st season") names its subject (the season) only in the

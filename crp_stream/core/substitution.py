@@ -1,4 +1,4 @@
-"""Near-duplicate statements that differ in one span (issue 14): a copied statement with its answer swapped.
+"""Near-duplicate statements that differ in one span: a copied statement with its answer swapped.
 
 SPEC-027 §2.2 names the contradiction patterns (NUMBER_CHANGED, ENTITY_SUBSTITUTED, NEGATION_FLIP);
 the drift seed (``002_ce3d030fd7bbcd69.txt``, Core Distinction) needs a claim to compare partitions
@@ -323,7 +323,7 @@ def _ordered_opcodes(pa: _Profile, pb: _Profile) -> list[_Op] | None:
 
 @memo.text_memo()
 def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substitution | None:
-    """Issue 14 (SPEC-027 §2.2 patterns on free text): the one value in which two statements differ.
+    """SPEC-027 §2.2 patterns on free text: the one value in which two statements differ.
 
     Token-level alignment (``difflib``, no junk heuristic). Either every difference is the same swap
     of one value, wherever it recurs, possessive or inside a hyphenated word included
@@ -362,7 +362,7 @@ def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substituti
 def _argument_swap(
     la: tuple[str, ...], lb: tuple[str, ...], oa: tuple[str, ...], ob: tuple[str, ...]
 ) -> Substitution | None:
-    """Issue 14 (SPEC-027 §2.2 ENTITY_SUBSTITUTED, each argument swapped for the other): "A dog would
+    """SPEC-027 §2.2 ENTITY_SUBSTITUTED, each argument swapped for the other: "A dog would
     respond to a bell before a Grey seal" / "A Grey seal would respond to a bell before a dog", "Rome
     is older than Paris" / "Paris is older than Rome". The same words (a verb agreeing with each
     subject, "were" / "was", aside) in two changed spans, each the other's text, of 1..``MAX_NAME``
@@ -460,7 +460,7 @@ def _token_set(text: str) -> frozenset[str]:
 
 
 def near_copy(a: str, b: str, min_overlap: float = NEAR_COPY) -> bool:
-    """Issue 14: may two statements be copies of each other (token-set Jaccard >= ``min_overlap``)? The
+    """May two statements be copies of each other (token-set Jaccard >= ``min_overlap``)? The
     cheap screen before the token alignment, the same for the arbiter's text claims and the envelope's
     pairs (``near_copy_pairs``); a pair above the contradiction cosine is aligned whatever its words."""
     x, y = _token_set(a), _token_set(b)
@@ -472,7 +472,7 @@ def near_copy(a: str, b: str, min_overlap: float = NEAR_COPY) -> bool:
 def near_copy_pairs(
     texts: Sequence[str], sources: Sequence[str], inside: int | None = None, min_overlap: float = NEAR_COPY
 ) -> set[tuple[int, int]]:
-    """Issue 14: pairs i < j of statements from different sources that may be copies of each other
+    """Pairs i < j of statements from different sources that may be copies of each other
     (token-set Jaccard >= ``min_overlap``, default ``NEAR_COPY``), whatever their cosine: a swapped
     name can move a short sentence's embedding below the pair threshold. With ``inside``, pairs of two indices >= inside
     are skipped (two facts outside the envelope). Only candidates: ``values_conflict`` decides."""

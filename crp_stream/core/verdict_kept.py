@@ -1,4 +1,4 @@
-"""When a claim's new partition views provably keep its verdict's effect (issue 12: the arbiter's fast path).
+"""When a claim's new partition views provably keep its verdict's effect (the arbiter's fast path).
 
 Most records of a claim leave its verdict's fingerprint (``drift.verdict_fingerprint``) as it was, and the
 arbiter emits nothing for them. ``verdict_kept`` proves that from the views alone, without evaluating

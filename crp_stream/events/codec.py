@@ -197,7 +197,7 @@ def decode_input(
 
 # The changelog's own records (crp.facts: the arbiter reads one per fact) as the canonical encoder
 # writes them: validated from the bytes in one pydantic call, with the same strict models, instead of
-# a parse, a dict and a validation (issue 12). The marker picks the model; a wrong pick fails its
+# a parse, a dict and a validation. The marker picks the model; a wrong pick fails its
 # ``type`` literal. Anything unusual takes the full path, which gives the value or the reason.
 _FAST: dict[type[EventModel], bytes] = {
     FactRecorded: b'"type":"FactRecorded"',

@@ -1,4 +1,4 @@
-"""Two output events written straight to their canonical bytes, without a model (issue 12).
+"""Two output events written straight to their canonical bytes, without a model.
 
 The arbiter emits an ``AuditRecorded`` and ``FactStatusChanged`` records for every changed verdict;
 building the model, dumping it and encoding the dump was most of their cost. ``audit_bytes`` and

@@ -1,4 +1,4 @@
-"""An envelope written straight to its canonical bytes, without the model (issue 12).
+"""An envelope written straight to its canonical bytes, without the model.
 
 Building ``EnvelopeAssembled`` from the assembled dict, dumping it and encoding the dump cost about
 as much as scoring a window's candidates. ``direct_bytes`` gives exactly ``codec.encode`` of the model

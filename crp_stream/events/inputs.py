@@ -65,7 +65,7 @@ class DocumentPublished(Event):
     source_type: SourceType
     trust: Fraction | None = None
     document_id: Id | None = None
-    # Optional structure (issue 11): the title names the document (facts embed as "title: sentence"
+    # Optional structure: the title names the document (facts embed as "title: sentence"
     # and other documents' facts that name it link to it); the section is kept with its facts.
     title: Label | None = Field(
         default=None, description='the document\'s name: facts embed as "title: sentence"; facts naming it link to it'

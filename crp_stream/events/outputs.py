@@ -90,7 +90,7 @@ class EnvelopeFact(Part):
     modified_at: Time
     support: int = Field(ge=1)
     bridges: Ids | None = None
-    # Why the fact is here (issue 11): found by vector similarity, or reached over a graph edge of
+    # Why the fact is here: found by vector similarity, or reached over a graph edge of
     # that kind; ``rank`` orders the facts by expected value (1 = best), whatever the packed order.
     via: Via | None = Field(default=None, description="vector search, or the graph edge kind that reached it")
     rank: int | None = Field(default=None, ge=1, description="1 = best expected value; cut a long envelope by rank")

@@ -1,5 +1,5 @@
 """The ANN cache kept on disk between runs: a restart reads the HNSW graph back instead of building it
-(issue 12: the build took ~20 minutes at 1M points, at every start).
+(the build took ~20 minutes at 1M points, at every start).
 
 The vector store stays the truth; a snapshot is only a head start. At start-up the store is scanned
 as before, and a slot of the snapshot is kept only where the store still holds its fact with bitwise

@@ -1,7 +1,7 @@
 """In-memory index of the arbiter's claims: each claim's member facts and its ``claims`` row.
 
-Without it the arbiter reads every member of a claim, and the claim's row, from SQL on every record
-(issue 12). The index holds **committed state only**, by construction:
+Without it the arbiter reads every member of a claim, and the claim's row, from SQL on every record.
+The index holds **committed state only**, by construction:
 
 - ``ClaimIndex`` is what was committed. A unit of work never changes it: it sees it through a
   ``ClaimTxn`` (``Repository.claims``), which stages what the transaction loads and writes

@@ -96,7 +96,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA synchronous=FULL")
     cur.execute("PRAGMA foreign_keys=ON")
     # SQLite's default page cache is 2 MB: past ~10k facts the edges' B-trees no longer fit, and every
-    # batch's thousands of random-key edge writes went to the OS page by page (issue 12 profile).
+    # batch's thousands of random-key edge writes went to the OS page by page.
     cur.execute("PRAGMA cache_size=-262144")  # KiB: up to 256 MiB, allocated only as pages are read
     cur.execute("PRAGMA temp_store=MEMORY")
     cur.close()

@@ -1,4 +1,4 @@
-"""Embedders: the text -> vector edge of the fabric (issue 2 §5, docs/contract.md "Embedding model").
+"""Embedders: the text -> vector edge of the fabric (docs/contract.md "Embedding model").
 
 Every embedder returns float32 rows, L2-normalised, so cosine == dot product downstream.
 

@@ -1,7 +1,7 @@
 """Embedding ahead of the pipeline: the model runs on a background thread while the handlers work.
 
-With live embedding the model is the bound (issue 12: the pipeline may add at most 10% on top of
-it). Run one after the other, a document's model time and its pipeline time (edges, arbiter, SQL)
+With live embedding the model is the bound (the aim: the pipeline adds at most 10% on top
+of it). Run one after the other, a document's model time and its pipeline time (edges, arbiter, SQL)
 add up; announced ahead, the next documents' sentences are embedded on a second core while the
 current document is handled, so the pipeline mostly hides behind the model.
 

@@ -143,7 +143,7 @@ class OperatorRecords(DriverSQL):
         return [decoded(r._mapping) for r in self.conn.execute(q)]
 
     # claims (arbiter state) -------------------------------------------------------------------
-    # Claim rows are buffered and written by ``flush`` in one statement (issue 12: one statement per
+    # Claim rows are buffered and written by ``flush`` in one statement (one statement per
     # table per batch); reads in the transaction see the buffer first.
     _claim_buffer: dict[str, tuple[Any, ...]]
     _claim_undo: list[tuple[str, tuple[Any, ...] | None]]  # (key, buffered before) for savepoints

@@ -333,7 +333,7 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
     def all_facts(self) -> list[dict[str, Any]]:
         return [dict(r._mapping) for r in self.conn.execute(select(t.facts).order_by(t.facts.c.fact_id))]
 
-    # documents (issue 11) ---------------------------------------------------------------------
+    # documents ---------------------------------------------------------------------
     def put_document(
         self,
         source: str,
@@ -367,7 +367,7 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         return sorted((r[0], r[1], r[2], r[3]) for r in rows)
 
     def fact_titles(self, fact_ids: Sequence[str]) -> dict[str, str]:
-        """``{fact_id: title}`` of the given facts whose document has a title (issue 14: numbered
+        """``{fact_id: title}`` of the given facts whose document has a title (numbered
         series). Read only for the facts of a contradiction found, so rarely."""
         ids = sorted(set(fact_ids))
         if not ids:

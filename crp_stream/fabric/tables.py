@@ -35,7 +35,7 @@ def column_names(table: Table) -> tuple[str, ...]:
     """A table's column names as plain interned ``str``, for row dicts. SQLAlchemy's names are
     ``quoted_name`` (a str subclass with a ``__dict__``): a dict keyed by them is tracked by the cyclic
     collector, which walked every cached fact row again and again, and a lookup by a literal key
-    compared strings instead of matching the same object (issue 12)."""
+    compared strings instead of matching the same object."""
     return tuple(sys.intern(str(col.key)) for col in table.c)
 
 
@@ -89,7 +89,7 @@ edges = Table(
     sqlite_with_rowid=False,  # one B-tree by the key: ingest writes and reads edges by it (migration 0006)
 )
 
-# Documents with a title or section (issue 11): a text that names a title links to the lead fact.
+# Documents with a title or section: a text that names a title links to the lead fact.
 documents = Table(
     "documents",
     metadata,

@@ -1,4 +1,4 @@
-"""The drift arbiter (issue 4, seed 002): a verdict per claim on every change of ``crp.facts``.
+"""The drift arbiter (seed 002): a verdict per claim on every change of ``crp.facts``.
 
 Epochs are compared before trust (``core.drift``). Effects are events with derived ids:
 STALE_HIGH_TRUST files a refresh request against the stale source and marks its facts ``stale``;
@@ -285,7 +285,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         return str(newest["subject"]), str(newest["attribute"])
 
     def _resolve_refreshes(self, ctx: _Ctx, views: Sequence[PartitionView]) -> list[RefreshRow]:
-        """Issue 4 §3: an open request resolves when the stale source itself now asserts the
+        """An open request resolves when the stale source itself now asserts the
         observed value with a record later than the request's high-trust epoch. Returns the claim's
         requests still open, in the store's order."""
         by_source = {v.source: v for v in views}

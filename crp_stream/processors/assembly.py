@@ -117,7 +117,7 @@ def gather(
 
     The relevance gate (SPEC-024 §2.6) passes a fact relevant to the question or to one of the
     task's sub-queries (``task``; the Residual Set when not given): a sub-query's probe finds facts
-    for its hop, and a hop unlike the question would otherwise never pass (issue 11: the residual
+    for its hop, and a hop unlike the question would otherwise never pass (the residual
     pull is gated by the sub-query that pulls). Only open sub-queries pull (the score is unchanged);
     an addressed one still vouches that its facts belong to the task.
     """
@@ -136,7 +136,7 @@ def gather(
     gate_subs = residual if task is None else task
     gate_vecs = np.stack([vec[id(s)] for s in gate_subs]) if gate_subs else np.zeros((0, dim))
     keep = cdr.relevance_gate(np.maximum(rel, cdr.residual_pull(v64, gate_vecs)), min_relevance)
-    # issue 14: a kept statement's swapped copy (or the true one it copies) is arbitrated, not gated
+    # a kept statement's swapped copy (or the true one it copies) is arbitrated, not gated
     keep = np.asarray(
         near_copies.admit_copies(_texts(batch), _sources(batch), keep.tolist()),
         dtype=bool,
@@ -335,7 +335,7 @@ def _append_outside(uow: UnitOfWork, c: Candidates, fact_ids: list[str]) -> None
 def _arbitrate(uow: UnitOfWork, c: Candidates, sel: Selection, th: Thresholds, order: list[int]) -> bool:
     """SPEC-027 §2.2-§2.5 over the selected facts; returns True when the selection must change.
 
-    The selected facts are also checked against the candidates left out (issue 14): a left-out fact
+    The selected facts are also checked against the candidates left out: a left-out fact
     that beats a selected one, or ties with it (§2.5), is moved up in ``order`` next to it, so the
     next round serves it (and suppresses or notes the selected one) instead of a copy with its
     answer swapped standing alone in the envelope.
@@ -344,7 +344,7 @@ def _arbitrate(uow: UnitOfWork, c: Candidates, sel: Selection, th: Thresholds, o
     taken = set(chosen)
     listed = chosen + [i for i in order if i not in taken and i not in sel.suppressed]
     # a collapsed duplicate speaks for its representative: the copy may have swapped its answer, not
-    # the representative's (issue 14: five true passages collapse into one, their five copies do not)
+    # the representative's (five true passages collapse into one, their five copies do not)
     reps = set(listed)
     pool = listed + sorted(m for m, r in c.twins.items() if r in reps and m not in sel.suppressed)
     views = list(map(c.views.__getitem__, pool))

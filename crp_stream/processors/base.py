@@ -20,7 +20,7 @@ class Record(NamedTuple):
     """One consumed record. ``topic`` is the contract name (``crp.documents``), prefix removed.
 
     Records and outputs are NamedTuples: one is built per record, and a frozen dataclass's
-    ``__init__`` cost several times more (issue 12)."""
+    ``__init__`` cost several times more."""
 
     topic: str
     partition: int

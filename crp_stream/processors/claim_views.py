@@ -1,4 +1,4 @@
-"""A claim's records and partition views as the arbiter reads them from its rows (issue 4, issue 12).
+"""A claim's records and partition views as the arbiter reads them from its rows.
 
 ``claim_records`` turns fabric rows into ``core.drift`` records; ``known_views`` keeps a structured
 claim's partition views in the claim index's memo and moves them forward by the rows added since the
@@ -152,7 +152,7 @@ class _Known:
 def current_records(records: Sequence[ClaimRecord], window_s: float | None) -> list[ClaimRecord]:
     """Optional agreement window: a partition agrees over its records no older than ``window_s``
     before its own newest counted record, so a continuous source's pre-change history does not
-    outvote what it observes now. ``None`` keeps every record (issue 4 §1 as written)."""
+    outvote what it observes now. ``None`` keeps every record (the default)."""
     if window_s is None:
         return list(records)
     newest: dict[str, float] = {}

@@ -1,4 +1,4 @@
-"""The fabric's typed graph at ingestion (SPEC-025 §7: building the graph is ingestion's job; issue 11).
+"""The fabric's typed graph at ingestion (SPEC-025 §7: building the graph is ingestion's job).
 
 Beside the similarity edges (SPEC-025 §1.3, the K nearest), a document keeps its structure:
 
@@ -30,7 +30,7 @@ MAX_NAMING_FACTS = 2_000  # facts linked to one newly titled document: a bound o
 
 
 def embedding_text(title: str | None, text: str) -> str:
-    """What the embedder reads for a fact of a document with ``title`` (issue 11: contextual embedding)."""
+    """What the embedder reads for a fact of a document with ``title`` (contextual embedding)."""
     return f"{title}: {text}" if title else text
 
 

@@ -1,4 +1,4 @@
-"""Operator decisions (issue 4 §4) from ``crp.operator.commands``.
+"""Operator decisions from ``crp.operator.commands``.
 
 ``resolve_refresh`` closes a refresh request; ``acknowledge_refresh`` records that an operator took it
 (audit only: the request stays open, so the arbiter still resolves it when the source catches up);

@@ -1,4 +1,4 @@
-"""Admission of documents and telemetry by proven provenance (issue 6, docs/security.md).
+"""Admission of documents and telemetry by proven provenance (docs/security.md).
 
 With ``signing_keys`` configured, a record speaks for the source it names only when its
 ``crp-signature`` header is the HMAC-SHA256 of its value under that source's key. Otherwise:

@@ -1,4 +1,4 @@
-"""Claims of facts that carry no subject/attribute (issue 4 §1): high similarity plus a value conflict.
+"""Claims of facts that carry no subject/attribute: high similarity plus a value conflict.
 
 A text fact joins a claim when a neighbour in the similarity graph (cosine above the fabric's
 contradiction threshold) already belongs to one, or when a neighbour contradicts it
@@ -68,7 +68,7 @@ def similar_many(uow: UnitOfWork, fact_ids: Sequence[str]) -> dict[str, dict[str
 def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
     """The claim of a newly recorded text fact, writing its key on the new members; None if no claim.
 
-    Peers are its graph neighbours above the contradiction threshold, and (issue 14) any neighbour
+    Peers are its graph neighbours above the contradiction threshold, and any neighbour
     from another source that is a copy of it with one span swapped (``core.copied_statements.slot_claim``:
     a swapped name can lower the cosine of a short sentence). A claim found by a slot is keyed by its
     template ("{} acquired instagram"), so every copy of the statement joins the same claim."""
@@ -96,7 +96,7 @@ def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
         for r in rows
     }
     peers = [r for r in rows if adjacent[r["fact_id"]] > threshold or slots[r["fact_id"]] is not None]
-    if peers:  # two documents of one numbered series: two subjects (issue 14 §4)
+    if peers:  # two documents of one numbered series: two subjects
         titles = uow.repo.fact_titles([fid, *(p["fact_id"] for p in peers)])
         peers = [p for p in peers if not numbered_sibling_titles(titles.get(fid), titles.get(p["fact_id"]))]
         kept = {p["fact_id"] for p in peers}
@@ -127,7 +127,7 @@ def label(text: str) -> str:
 def text_values(rows: Sequence[FactRow]) -> dict[str, str]:
     """fact_id -> value label: each fact joins the first (earliest) class it does not contradict.
 
-    A class that differs from the earliest one in one span is labelled by that span (issue 14: the
+    A class that differs from the earliest one in one span is labelled by that span (the
     claim's slot, e.g. "facebook" / "apple"); otherwise by its earliest statement."""
     labels = _text_classes(rows)
     reps: dict[str, FactRow] = {}

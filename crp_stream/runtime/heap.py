@@ -8,7 +8,7 @@ import gc
 # Young collections every 10,000 net container allocations instead of CPython's 700: a batch's decoded
 # events, rows and outputs live until the batch ends, and at 700 each was walked by several young
 # collections and then again in the middle generation (the arbiter: 183 young and 17 middle collections
-# per 10,000 records, 6-8% of its CPU; at 10,000: 9 young ones, ~3%; issue 12). Safe: only garbage in
+# per 10,000 records, 6-8% of its CPU; at 10,000: 9 young ones, ~3%). Safe: only garbage in
 # reference cycles waits for the collector, at most ~10,000 young objects of it (a few MB), and the older
 # generations keep CPython's thresholds.
 YOUNG_THRESHOLD = 10_000

@@ -4,7 +4,7 @@ Revision ID: 0003
 Revises: 0002
 Create Date: 2026-12-01 02:20:00
 
-Issue 11: every edge records its kind (similarity, adjacency, mention), part of the key: a pair of
+Every edge records its kind (similarity, adjacency, mention), part of the key: a pair of
 facts can be both similar and adjacent, and each kind keeps its own weight (the arbiter reads the
 similarity edges only). A document's title is kept so that facts naming it link to it. Existing
 edges are similarity edges.

@@ -4,7 +4,7 @@ Revision ID: 0004
 Revises: 0003
 Create Date: 2026-12-02 15:20:00
 
-Issue 12: the arbiter reads a claim's open refresh requests on every changed verdict
+The arbiter reads a claim's open refresh requests on every changed verdict
 (``refresh_requests_for_claim``); without an index on the claim each read scanned every request.
 """
 from __future__ import annotations

@@ -4,7 +4,7 @@ Revision ID: 0005
 Revises: 0004
 Create Date: 2026-12-02 19:05:00
 
-Issue 12: ingest reads a document's earlier facts (``document_facts``, to supersede them) once per
+Ingest reads a document's earlier facts (``document_facts``, to supersede them) once per
 document. ``tables.py`` declared this index since 0001, but no migration created it, so the read
 walked every fact of the source through ``ix_facts_source_status``: 25 ms a document at 100k facts
 of one source on SQLite, 0.01 ms with the index. The arbiter reads a claim's quarantine candidates

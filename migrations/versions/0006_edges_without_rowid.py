@@ -4,7 +4,7 @@ Revision ID: 0006
 Revises: 0005
 Create Date: 2026-12-03 07:30:00
 
-Issue 12 goal 1: ingest inserts and deletes similarity edges by their key (src, dst, kind) and
+Ingest inserts and deletes similarity edges by their key (src, dst, kind) and
 every read is by ``src``. As a rowid table each row lived twice, in the table and in the primary
 key's index, so an insert or a delete wrote two B-trees; clustered by the key it writes one, and a
 read by ``src`` walks one. The rows, their key and every query stay the same. PostgreSQL: no change.

@@ -1,4 +1,4 @@
-"""The drift arbiter, measured (issue 4 "Measure it"): throughput, drift simulation, poisoning.
+"""The drift arbiter, measured: throughput, drift simulation, poisoning.
 
 - throughput: verdicts per second of ``ArbiterHandler`` on a stream of N facts (default 100k) spread
   over claims of ~50 records from three partitions; each fact is inserted and arbitrated in its own
@@ -13,7 +13,7 @@
   embedder): envelopes serving the poisoned answer without a contest note (goal 0), candidates,
   false quarantines.
 
-- free-text (issue 14): a trusted statement and a copy with one span swapped, per question its own
+- free-text: a trusted statement and a copy with one span swapped, per question its own
   fabric (``counterfactual.py``: a counterfactual generator over HotpotQA, PoisonedRAG, ConflictQA),
   poison earlier / later / later from two partitions, against flat top-5.
 
@@ -422,7 +422,7 @@ def poisoning(n_questions: int, datasets: Path) -> None:
 
 
 def free_text(n: int, datasets: Path, names: list[str], qids: set[str] | None = None, control: bool = True) -> None:
-    """Issue 14: copies of a trusted statement with one span swapped (ops/bench/counterfactual.py)."""
+    """Copies of a trusted statement with one span swapped (ops/bench/counterfactual.py)."""
     from ops.bench import counterfactual as cf
 
     if control:

@@ -1,4 +1,4 @@
-"""Poison in free text (issue 14): true statements, the same statements with one span swapped, distractors.
+"""Poison in free text: true statements, the same statements with one span swapped, distractors.
 
 Question sets, each run in its own fabric (one window of 5 facts, the default embedder's vectors
 carried in the records, as ``retrieval_quality.py`` does):
@@ -270,7 +270,7 @@ def run_set(s: QSet, order: str, cache: EmbeddingCache, budget: int, tally: Tall
     tally.verdicts.update(k for k in audits.elements() if k in VERDICTS)
     if is_false and (not contested or order != "later x2") and len(tally.examples) < 3:
         tally.examples.append(f"{s.qid}: {sorted(served & false_texts)[0][:110]!r} contested={contested}")
-    if is_false and not contested:  # every uncontested failure, with the two texts (issue 14 triage)
+    if is_false and not contested:  # every uncontested failure, with the two texts
         tally.failures.append(
             f"{s.qid} [{order}]: served false {sorted(served & false_texts)!r}; "
             f"true {sorted(true_texts)!r}; true served: {is_true}"
@@ -342,7 +342,7 @@ def print_row(name: str, order: str, t: Tally) -> None:
 def different_facts(datasets: Path) -> tuple[int, int, int, list[str]]:
     """Control: HotpotQA sentences of different articles, read as if each article were its own source
     (the harder case: the copy rule only applies across sources). Returns (pairs, pairs the text rules
-    read as contradictions, of which by the issue-14 copy rule, examples)."""
+    read as contradictions, of which by the copy rule, examples)."""
     from crp_stream.core.conflicts import FactView, values_conflict
     from crp_stream.core.substitution import copied_statement_conflict
 

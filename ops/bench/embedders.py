@@ -1,4 +1,4 @@
-"""Embedder candidates: speed, install size, quality and dimension, side by side (issue 2 §5).
+"""Embedder candidates: speed, install size, quality and dimension, side by side.
 
     .venv/bin/python -m ops.bench.embedders                      # the table
     .venv/bin/python -m ops.bench.embedders --st-python /tmp/venv-st/bin/python

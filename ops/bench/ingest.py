@@ -8,7 +8,7 @@ Also times one batch of the default embedder.
 
 - ``--in-fabric N``: before the timed ingest, N facts of the same clusters are written straight into
   the fabric (``ops/bench/preload.py``: rows, vectors, the ingest rule's edges), so the timed documents
-  land in a fabric of N facts (issue 12: "at 100k facts in the fabric"). The baseline inserts the
+  land in a fabric of N facts (e.g. 100k). The baseline inserts the
   same timed facts into a fabric of N facts written the same way. ``--preload-cache DIR`` keeps that
   fabric (SQLite) and copies it on later runs.
 - ``--texts template`` (default): every fact reads "fact N of the benchmark corpus": any two

@@ -11,7 +11,7 @@ without vectors, so ingest embeds them with the default embedder (int8 ONNX Mini
 - **pipeline**: the same documents appended to the embedded log and run until idle through every
   handler (ingest, similarity edges, arbiter...), SQLite + qdrant-edge.
 
-Overhead = pipeline time / model time - 1 (the issue's aim: at most 10%). The two passes alternate
+Overhead = pipeline time / model time - 1 (the aim: at most 10%). The two passes alternate
 ``--repeats`` times and the medians are printed, so a load spike hits both.
 """
 

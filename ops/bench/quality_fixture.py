@@ -1,4 +1,4 @@
-"""Write the CI regression fixture of tests/integration/test_quality_regression.py (issue 11).
+"""Write the CI regression fixture of tests/integration/test_quality_regression.py.
 
     .venv/bin/python ops/bench/quality_fixture.py          # tests/data/hotpotqa_ci10.{json,npz}
 

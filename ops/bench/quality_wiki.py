@@ -25,7 +25,7 @@ from crp_stream.core.sentences import split_sentences
 from crp_stream.processors.doc_graph import embedding_text
 from ops.bench._common import CACHE_DIR, EmbeddingCache, Pipeline, scratch, window_request
 
-FABRIC_VERSION = "v3"  # v3: titled documents, "title: sentence" vectors, typed edges keyed by kind (issue 11)
+FABRIC_VERSION = "v3"  # v3: titled documents, "title: sentence" vectors, typed edges keyed by kind
 
 
 def wiki2(

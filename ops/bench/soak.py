@@ -1,4 +1,4 @@
-"""Soak test of the embedded runtime (issue 6 "Load"): sustained mixed traffic, figures each minute;
+"""Soak test of the embedded runtime: sustained mixed traffic, figures each minute;
 and ``--sweep``: the largest fabric and the most concurrent sessions held with envelope p99 < 25 ms.
 
     .venv/bin/python -m ops.bench.soak --minutes 1                  # quick

@@ -3,7 +3,7 @@ the sample plus a poisoning scenario, every page opened, a refresh request resol
 candidate rejected as an operator would, and what the pages and the topics show afterwards.
 
 Fails, never skips, without Chromium (ops/setup installs it). ``CRP_CONSOLE_SCREENSHOTS=docs/console``
-refreshes the README's screenshots.
+refreshes the screenshots of docs/console.md.
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ def test_every_page_renders_the_sample(server: tuple[str, Path], driver: Any, da
     assert "NUMBER_CHANGED" in by_css(driver, "#window-1 .conflicts").text
     roles = {r.text for r in all_css(driver, "#window-1 table.facts td span.tag")}
     assert roles <= {"anchor", "connector"} and "anchor" in roles
-    vias = {f["via"] for f in envelope["facts"] if "via" in f}  # issue 11's field, shown when present
+    vias = {f["via"] for f in envelope["facts"] if "via" in f}  # the typed graph's field, shown when present
     assert all(f"via: {v}" in by_css(driver, "#window-1 table.facts").text for v in vias)
     assert "CRP-Context-Conflicts-Resolved" in by_css(driver, "#window-1 table.headers").text
     cs.screenshot(driver, "envelope", tmp_path)

@@ -1,5 +1,5 @@
-"""Writes ``scenarios/mixed_large.jsonl``: a larger mixed scenario for the unpaced congruence test
-(issue 13). Deterministic (a seeded generator); run ``python tests/congruence/make_mixed.py`` to rebuild.
+"""Writes ``scenarios/mixed_large.jsonl``: a larger mixed scenario for the unpaced congruence test.
+Deterministic (a seeded generator); run ``python tests/congruence/make_mixed.py`` to rebuild.
 
 Interleaves documents of five sources (official, news, community, unverified), telemetry that drifts
 and telemetry that contradicts, malformed records, operator commands, and eight retrieval sessions of

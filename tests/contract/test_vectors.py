@@ -253,7 +253,7 @@ def test_neighbours_many_answers_more_queries_than_any_result_cache_holds(index:
 
 
 def test_a_small_id_bound_changes_no_answer(index: VectorIndex) -> None:
-    """``bound_ids``: a backend that remembers point -> fact ids forgets them past the bound (goal 5)
+    """``bound_ids``: a backend that remembers point -> fact ids forgets them past the bound
     and reads them again; every answer stays the same."""
     rng = np.random.default_rng(12)
     items = [VectorItem(f"b{i:03d}", rng.standard_normal(8).astype(np.float32)) for i in range(120)]

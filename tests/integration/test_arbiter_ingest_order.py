@@ -3,7 +3,7 @@
 The Kafka ingest group applies ``crp.documents`` and ``crp.telemetry`` in fetch order, and the arbiter
 applies ``crp.facts`` in the order ingest wrote it, one transaction per record, after the inputs
 stamped up to the fact's epoch were ingested. This is the cause of the congruence test's occasional
-missing ``DRIFT_UNDETERMINED`` (the one that got the claim index reverted in 3322036): when
+missing ``DRIFT_UNDETERMINED``: when
 community_notes' document is ingested before telemetry stamped earlier, the rate-limit claim goes
 straight to STALE_HIGH_TRUST. Fixing the limit (a time-ordered merge of ingest's inputs) turns the
 second assertion around.

@@ -1,4 +1,4 @@
-"""Issue 4's cases, replayed through the embedded runtime with chosen log-append times."""
+"""The arbiter's cases (seed 002), replayed through the embedded runtime with chosen log-append times."""
 
 from __future__ import annotations
 

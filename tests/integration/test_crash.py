@@ -1,4 +1,4 @@
-"""Crash equivalence (issue 6): kill -9 the worker at >= 20 seeded points while a scenario streams
+"""Crash equivalence: kill -9 the worker at >= 20 seeded points while a scenario streams
 through it, restart it each time, and compare everything with an uninterrupted run of the same log:
 the fabric tables (facts, sources, edges, sessions, audit log, refresh requests, quarantine candidates,
 claims, processed events, consumer offsets), the vector index (points and their status) and every
@@ -30,7 +30,7 @@ from tests.support.services import fresh_postgres_url
 pytestmark = pytest.mark.heavy
 
 SEED = 6
-KILLS = 24  # planned; the issue asks for >= 20, and a kill near the end can find no work left
+KILLS = 24  # planned; at least 20 are required, and a kill near the end can find no work left
 MIN_KILLS = 20
 
 

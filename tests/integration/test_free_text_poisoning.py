@@ -1,4 +1,4 @@
-"""Issue 14: a copy of a trusted statement with its answer swapped is caught, and the trusted one served.
+"""A copy of a trusted statement with its answer swapped is caught, and the trusted one served.
 
 Seven question sets from ``tests/data/free_text_sets.json``: the first three of the counterfactual
 generator (HotpotQA sentences with a name or number swapped), the first two PoisonedRAG questions
@@ -96,7 +96,7 @@ def test_one_low_trust_partition_the_trusted_statement_is_served_not_the_copy(
     results = {s["qid"]: run(tmp_path, s, offset, partitions) for s in SETS}
     served_right = [q for q, r in results.items() if r["true"] and not r["false"]]
     assert len(served_right) / len(SETS) >= 0.95, {q: r for q, r in results.items() if q not in served_right}
-    # goal 3: the free-text claims reach the arbiter, with the seed's verdict for this epoch order
+    # the free-text claims reach the arbiter, with the seed's verdict for this epoch order
     with_verdict = [q for q, r in results.items() if verdict in r["verdicts"]]
     assert len(with_verdict) >= len(SETS) - 1, results
 
@@ -144,7 +144,7 @@ SEASON = "{} Iowa State Cyclones men's basketball team"
 def test_documents_of_one_numbered_series_are_different_subjects(
     tmp_path: Path, true_title: str | None, poison_title: str | None, contested: bool
 ) -> None:
-    """Issue 14 §4: the HotpotQA false notes were season articles of one template; the subject (the
+    """The HotpotQA false notes were season articles of one template; the subject (the
     season) is only in the title. A copy that keeps the title (or has none) is still contested."""
     s = {
         "qid": "season",

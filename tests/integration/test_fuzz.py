@@ -1,4 +1,4 @@
-"""Hostile input (issue 6): property-based fuzzing of every input topic through the embedded runtime.
+"""Hostile input: property-based fuzzing of every input topic through the embedded runtime.
 
 Hypothesis draws *recipes* (truncated JSON, random bytes, wrong encodings, lone surrogates, deep
 nesting, huge strings and ids, NaN/inf/zero/wrong-dimension vectors, wrong types, semantic misfits,

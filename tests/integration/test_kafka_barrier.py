@@ -1,4 +1,4 @@
-"""The event-time barrier of the Kafka worker (issue 13): a window request waits, bounded, for the
+"""The event-time barrier of the Kafka worker: a window request waits, bounded, for the
 inputs appended before it; when the wait runs out the envelope says so.
 
 The unpaced equality with the embedded runtime (a Java producer at full speed, the sample and a larger
@@ -122,8 +122,8 @@ def test_a_request_waits_for_the_document_published_just_before_it(tmp_path: Pat
 
 
 def test_the_sample_produced_with_no_gap_gives_the_embedded_envelope(tmp_path: Path) -> None:
-    """Issue 13's report, as a test: the 21 records of ops/sample/sample.jsonl produced at once by the Java
-    producer (no gap at all); the envelope equals the embedded runtime's for the same input."""
+    """The race the barrier closes, as a test: the 21 records of ops/sample/sample.jsonl produced at once by
+    the Java producer (no gap at all); the envelope equals the embedded runtime's for the same input."""
     from crp_stream.replay_format import read_replay
     from tests.support.congruence import REPO, TRUST, normalise, run_embedded
 
@@ -131,7 +131,7 @@ def test_the_sample_produced_with_no_gap_gives_the_embedded_envelope(tmp_path: P
     prefix = unique_prefix("bs")
     db = fresh_postgres_url()
     kafka = Kafka(prefix)
-    # the default embedder, as in the issue's report (the hashing one passes no fact through the gate)
+    # the default embedder, as the sample runs (the hashing one passes no fact through the gate)
     w = WorkerProcess(
         tmp_path, prefix, db, embedder="default", env={"CRP_TRUST": TRUST, "CRP_BARRIER_WAIT": "60"}
     ).start()

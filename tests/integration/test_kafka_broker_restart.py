@@ -1,4 +1,4 @@
-"""The Kafka broker stops and starts again while a worker has work in flight (issue 6): the worker keeps
+"""The Kafka broker stops and starts again while a worker has work in flight: the worker keeps
 running (same process), says that the broker is unreachable and that it retries with backoff, reports
 ``degraded`` on ``/health`` meanwhile, and loses nothing and applies nothing twice: its projections and
 outputs equal those of a reference worker fed the same inputs.

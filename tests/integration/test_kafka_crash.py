@@ -1,4 +1,4 @@
-"""Crash equivalence on Kafka (issue 6): kill -9 the ``crp-stream worker`` process (PostgreSQL, its own
+"""Crash equivalence on Kafka: kill -9 the ``crp-stream worker`` process (PostgreSQL, its own
 qdrant-edge index) at >= 20 seeded points while the crash scenario streams through it, restart it each
 time, and compare with an uninterrupted worker fed the same inputs: every fabric table (facts, sources,
 edges, sessions, audit log, refresh requests, quarantine candidates, claims, processed events, consumer
@@ -25,7 +25,7 @@ from tests.support.kafka_pipelines import Clock, Pacer, Pipeline, compare
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres, pytest.mark.heavy]
 
 SEED = 6
-KILLS = 24  # planned; the issue asks for >= 20, and a kill near the end can find no work left
+KILLS = 24  # planned; at least 20 are required, and a kill near the end can find no work left
 MIN_KILLS = 20
 
 

@@ -1,4 +1,4 @@
-"""A real PostgreSQL restart while the Kafka worker has a record to process (issue 6): the worker keeps
+"""A real PostgreSQL restart while the Kafka worker has a record to process: the worker keeps
 running (same process), logs the transient error and its backoff, and loses nothing: its projections
 and outputs equal those of a reference worker fed the same inputs on the shared server.
 

@@ -1,4 +1,4 @@
-"""``crp-stream rebuild`` on Kafka (issue 6): the projections are dropped and rebuilt by replaying the
+"""``crp-stream rebuild`` on Kafka: the projections are dropped and rebuilt by replaying the
 topics from offset 0; the rebuilt state equals the live state, nothing is produced again, and a worker
 started afterwards has nothing to redo. The live run is the crash scenario through one worker, one
 input at a time (``tests/support/kafka_pipelines.py``)."""

@@ -1,4 +1,4 @@
-"""Issue 12: a worker started while the broker and PostgreSQL are down waits, says so on /health, and
+"""A worker started while the broker and PostgreSQL are down waits, says so on /health, and
 starts when they come back (it used to give up after 60 s)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""PostgreSQL goes away mid-stream (issue 6): the worker retries with backoff, says so in its log, and
+"""PostgreSQL goes away mid-stream: the worker retries with backoff, says so in its log, and
 loses nothing. The outage is real at the network level: the worker reaches the test server through a
 TCP proxy that drops every connection and refuses new ones for a while (the shared server itself is
 never restarted, other tests use it)."""

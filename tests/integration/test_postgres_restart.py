@@ -1,4 +1,4 @@
-"""A real PostgreSQL restart mid-stream (issue 6): the worker retries with backoff, says so in its log,
+"""A real PostgreSQL restart mid-stream: the worker retries with backoff, says so in its log,
 and loses nothing. The server is a dedicated cluster started by ``ops/postgres`` on a free port (the
 shared test server is never restarted: other tests use it); ``ops/postgres stop`` is a fast shutdown,
 which terminates the worker's connections, then the cluster starts again on the same data."""

@@ -1,10 +1,10 @@
-"""CI regression of envelope quality (issue 11): 10 HotpotQA questions through the real runtime.
+"""CI regression of envelope quality: 10 HotpotQA questions through the real runtime.
 
 Precomputed vectors of the default embedder (tests/data/hotpotqa_ci10.*, written by
 ops/bench/quality_fixture.py): each question's 10 paragraphs are published as titled documents, one
 fact per sentence, and one window request per budget asks for CDR (graph off) and CDGR (graph on).
 CDGR must not fall below CDR (SPEC-025 §6), and the recall figures are the ones measured when the
-fixture was made: a change that moves them must say so here and in docs/benchmarks.md.
+fixture was made: a change that moves them must say so here and in docs/retrieval.md (Quality).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 T0 = 1_767_225_600_000_000
 BUDGETS = (5, 10)
 # supporting-fact recall over the 10 questions (25 supporting sentences). CDGR as SPEC-025 writes it
-# (connectors admitted by bridge value into reserved slots) reaches 18 and 18; the earlier PageRank
-# admission, which let connectors and anchors contest the slots, reached 19 and 20 (docs/benchmarks.md)
+# (connectors admitted by bridge value into reserved slots) reaches 18 and 18; a PageRank
+# admission, which lets connectors and anchors contest the slots, reaches 19 and 20 (docs/graph.md)
 EXPECTED = {("off", 5): 17 / 25, ("on", 5): 18 / 25, ("off", 10): 18 / 25, ("on", 10): 18 / 25}
 
 

@@ -1,4 +1,4 @@
-"""Replay equivalence (issue 6): ``crp-stream rebuild`` drops the projections and rebuilds them from
+"""Replay equivalence: ``crp-stream rebuild`` drops the projections and rebuilds them from
 the log's input topics; the rebuilt state equals the live state, and the log gains nothing."""
 
 from __future__ import annotations

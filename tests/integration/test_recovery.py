@@ -1,4 +1,4 @@
-"""Deterministic recovery tests (issue 6): a crash between a batch's log sync and its database commit,
+"""Deterministic recovery tests: a crash between a batch's log sync and its database commit,
 replayed in-process, must leave exactly what an uninterrupted run leaves, and each mechanism that
 makes it so is shown to be necessary (the test fails without it). Also: transient database errors are
 retried, and a record the database refuses is dead-lettered instead of stalling the stream."""

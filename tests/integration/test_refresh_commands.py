@@ -1,4 +1,4 @@
-"""``acknowledge_refresh`` and ``reject_refresh`` (issue 15: the console's refresh buttons) on the seed's
+"""``acknowledge_refresh`` and ``reject_refresh`` (the console's refresh buttons) on the seed's
 incident, through the whole embedded pipeline."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 3: the retrieval worker, driven through the real embedded runtime (``replay_records``).
+"""The retrieval worker, driven through the real embedded runtime (``replay_records``).
 
 Synthetic vectors (see ``retrieval_harness``) make every relevance, coverage score and edge exact,
 so expected scores are computed here from the same vectors.

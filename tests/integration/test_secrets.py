@@ -1,4 +1,4 @@
-"""No secret in any log line or error message (issue 6).
+"""No secret in any log line or error message.
 
 The CLI runs as a real process with a PostgreSQL URL holding a password (the server is unreachable on
 purpose, so the error path runs), signing keys and a Kafka SASL password in its environment, at DEBUG,

@@ -1,4 +1,4 @@
-"""Provenance that cannot be forged (issue 6): signed sources, the unsigned policy, the sign command,
+"""Provenance that cannot be forged: signed sources, the unsigned policy, the sign command,
 and the epoch, which is the log-append time whatever the payload claims."""
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The fabric's typed graph through the real runtime (issue 11; issue 13 points 5 and 8).
+"""The fabric's typed graph through the real runtime.
 
-- Similarity lists are kept at the K nearest per fact (SPEC-025 §1.3; issue 13 point 8).
+- Similarity lists are kept at the K nearest per fact (SPEC-025 §1.3).
 - The walk goes as deep as asked (max-hops 1-3) and CRP-Context-Graph-Hops reports the depth
-  actually walked (SPEC-025 §5.1; issue 13 point 5).
+  actually walked (SPEC-025 §5.1).
 - Documents keep their structure: adjacency edges, mention edges (either publication order), the
   title in the embedded text, and ``via`` on the envelope facts.
 """
@@ -38,7 +38,7 @@ def _fact_ids_by_text(out: Any) -> dict[str, str]:
     return {v["text"]: v["fact_id"] for v in out.values("crp.facts") if v.get("type") == "FactRecorded"}
 
 
-# --- issue 13 point 8: K nearest per fact ----------------------------------------------------------
+# --- K nearest per fact ------------------------------------------------------------------------------
 
 
 def test_each_fact_keeps_at_most_its_k_nearest_similarity_edges(tmp_path: Path) -> None:
@@ -71,7 +71,7 @@ def test_each_fact_keeps_at_most_its_k_nearest_similarity_edges(tmp_path: Path) 
         )
 
 
-# --- issue 13 point 5: the depth walked -------------------------------------------------------------
+# --- the depth walked ---------------------------------------------------------------------------------
 
 CHAIN = ["q", "A", "B", "C", "D"]
 GRAM = [

@@ -1,4 +1,4 @@
-"""Qdrant unavailable (issue 6): nothing is acknowledged as processed until the vector write succeeded.
+"""Qdrant unavailable: nothing is acknowledged as processed until the vector write succeeded.
 
 The vector index is wrapped so that its writes (and reads) fail for a while with whatever error the
 client raises. While it fails, the consumer offsets stay where they were, no fact is committed and

@@ -48,7 +48,7 @@ COMPARED = (
 )
 # Scenarios whose arbiter outputs depend on the order in which facts of two partitions reach the
 # arbiter (ingest runs ahead across partitions in fetch order; docs/kafka.md, "Limits"): there the
-# envelopes (what the issue demands) and the dead letters are compared, not the intermediate verdicts.
+# envelopes (what must agree) and the dead letters are compared, not the intermediate verdicts.
 ARBITER_ORDER_SENSITIVE = ("mixed_large",)
 ENVELOPES_ONLY = ("crp.envelopes", "crp.deadletter")
 # audits whose id derives from the input record's position (no event id of its own in the cause)

@@ -1,4 +1,4 @@
-"""Crash equivalence, reusable across runtimes (issue 6).
+"""Crash equivalence, reusable across runtimes.
 
 - ``build_scenario(seed)``: a deterministic stream of inputs on every input topic (documents with
   precomputed vectors, telemetry that makes the arbiter file a refresh request and a quarantine

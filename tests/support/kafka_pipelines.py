@@ -1,4 +1,4 @@
-"""Kafka pipelines side by side on the same input topics, fed one input at a time (issue 6).
+"""Kafka pipelines side by side on the same input topics, fed one input at a time.
 
 Why side by side: the broker stamps every record (LogAppendTime), and a stamp is a fact's epoch, an
 input of recency and part of derived ids (a verdict's fingerprint holds the high-trust epoch). Two

@@ -1,4 +1,4 @@
-"""Records and synthetic vectors for the retrieval worker's integration tests (issue 3).
+"""Records and synthetic vectors for the retrieval worker's integration tests.
 
 Every fact, query and sub-query carries a synthetic vector (``--embedder precomputed:test-model``),
 so each relevance, coverage score and edge is exactly what a test chose. ``run`` drives the real

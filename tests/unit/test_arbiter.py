@@ -103,7 +103,7 @@ def test_text_values_group_non_conflicting_statements() -> None:
     ]
     values = text_values(rows)
     assert values["a"] == values["d"] != values["b"] == values["c"]
-    assert (values["a"], values["b"]) == ("1000", "250")  # issue 14: the claim's slot, not the sentence
+    assert (values["a"], values["b"]) == ("1000", "250")  # the claim's slot, not the sentence
     assert claim_text(rows) == base.format(1000).lower()
 
 

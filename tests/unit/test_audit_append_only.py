@@ -1,4 +1,4 @@
-"""The audit log is append-only: no code path updates or deletes its rows (issue 6).
+"""The audit log is append-only: no code path updates or deletes its rows.
 
 A static scan of every module of ``crp_stream/`` (SQL text and SQLAlchemy calls), a self-test that the
 scan finds what it must, a run that checks every audit snapshot extends the previous one, and the rule

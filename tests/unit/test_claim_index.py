@@ -1,4 +1,4 @@
-"""ClaimIndex: the arbiter's claims in memory, never ahead of the store (fabric/claim_index.py, issue 12)."""
+"""ClaimIndex: the arbiter's claims in memory, never ahead of the store (fabric/claim_index.py)."""
 
 from __future__ import annotations
 
@@ -193,8 +193,8 @@ def test_it_is_bounded_by_the_setting(tmp_path: Path) -> None:
 
 def test_a_savepoint_rolled_back_after_another_writer_leaves_nothing_behind(fabric: Fabric) -> None:
     """The first read of a transaction may drop the index (another writer moved the counter) inside a
-    savepoint that is then rolled back: the claim row written there must not survive. (The index that
-    was reverted in 3322036 kept it, and a later evaluation would have found its fingerprint equal.)"""
+    savepoint that is then rolled back: the claim row written there must not survive (kept, a later
+    evaluation would find its fingerprint equal)."""
     with fabric.unit_of_work() as uow:
         uow.repo.insert_facts([fact("a"), fact("b", key="b|k"), fact("c", key="c|k")])
         for key in ("api|limit", "b|k", "c|k"):

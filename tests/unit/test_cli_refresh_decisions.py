@@ -1,4 +1,4 @@
-"""``crp-stream refresh acknowledge|reject`` (issue 15) on the prepared data dir (tests/support/cli.py)."""
+"""``crp-stream refresh acknowledge|reject`` on the prepared data dir (tests/support/cli.py)."""
 
 from __future__ import annotations
 

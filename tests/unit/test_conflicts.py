@@ -210,7 +210,7 @@ def test_stale_status_loses_whatever_its_trust() -> None:
 
 
 def test_stale_free_text_statement_against_a_weaker_fresher_one_is_a_tie() -> None:
-    """Issue 14 goal 2: two later partitions made the trusted sentence stale; both are served, noted."""
+    """Two later partitions made the trusted sentence stale; both are served, noted."""
     stale = fv("s", "Facebook acquired Instagram in 2012.", source="vendor", trust=0.8, status="stale")
     fresh = fv("p", "Apple acquired Instagram in 2012.", source="blog", source_type="community", trust=0.3)
     for a, b in ((stale, fresh), (fresh, stale)):

@@ -1,4 +1,4 @@
-"""Docs that must agree with the code (issue 13 point 9)."""
+"""Docs that must agree with the code."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "crp_stream"
 
-# core functions the README names as the rule: the pipeline must call each one
+# core functions behind the rules docs/retrieval.md and docs/graph.md describe: the pipeline must call each one
 RULES = (
     "update_residual_set",
     "recency_penalised_count",

@@ -1,5 +1,5 @@
 """events/envelope_bytes.py: an envelope written without the model gives exactly the model's bytes,
-and the direct path is taken only for values the model keeps as they are (issue 12)."""
+and the direct path is taken only for values the model keeps as they are."""
 
 from __future__ import annotations
 

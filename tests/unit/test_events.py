@@ -1,5 +1,5 @@
 """Unit tests for crp_stream.events: edge validation with reasons that name the field, canonical
-encoding, round trips with unknown fields, and dead letters (docs/contract.md; issue 2 and 3 "Bad input")."""
+encoding, round trips with unknown fields, and dead letters (docs/contract.md)."""
 
 from __future__ import annotations
 
@@ -419,7 +419,7 @@ def test_more_errors_are_counted() -> None:
     assert reason(DOCS, raw(value)) == "event_id: missing required field (and 1 more error)"
 
 
-# --- window requests and reports (issue 3 "Bad input") -------------------------------------------------
+# --- window requests and reports -------------------------------------------------
 
 
 def test_window_one_needs_sub_queries() -> None:

@@ -1,5 +1,5 @@
 """events/direct.py: audit records and status changes written without a model give exactly the
-model's bytes, and are used only for values the model keeps as they are (issue 12)."""
+model's bytes, and are used only for values the model keeps as they are."""
 
 from __future__ import annotations
 

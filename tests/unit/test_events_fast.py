@@ -1,4 +1,4 @@
-"""``decode_input``'s fast path for the changelog's own records (events/codec._decode_fast, issue 12):
+"""``decode_input``'s fast path for the changelog's own records (events/codec._decode_fast):
 for any bytes on ``crp.facts`` it gives the full path's event, or the full path's reason."""
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def test_depth_defaults_and_validation() -> None:
         depth_from_words(-1, 100)
 
 
-# --- issue 13: depth from words, marginal residual items, terminal statuses -----------------------------
+# --- depth from words, marginal residual items, terminal statuses -----------------------------
 
 
 def test_report_depth_prefers_the_explicit_depth_then_words_then_half() -> None:

@@ -1,4 +1,4 @@
-"""runtime/heap.settle: the collector of a long-running process (issue 12)."""
+"""runtime/heap.settle: the collector of a long-running process."""
 
 from __future__ import annotations
 

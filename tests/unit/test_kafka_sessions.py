@@ -1,4 +1,4 @@
-"""The retrieval group's per-session order and the event-time barrier's bookkeeping (issue 13)."""
+"""The retrieval group's per-session order and the event-time barrier's bookkeeping."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The broker watch and the rate limit on the Kafka clients' logs (issue 6), without a broker."""
+"""The broker watch and the rate limit on the Kafka clients' logs, without a broker."""
 
 from __future__ import annotations
 

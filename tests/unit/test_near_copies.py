@@ -1,4 +1,4 @@
-"""Issue 14: the vectorised near-copy screen (core.near_copies) agrees with the scalar rules."""
+"""The vectorised near-copy screen (core.near_copies) agrees with the scalar rules."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 14: rephrased negations between near-copies (core.polarity)."""
+"""Rephrased negations between near-copies (core.polarity)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 14: near-duplicate statements differing in one span (core.substitution)."""
+"""Near-duplicate statements differing in one span (core.substitution)."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def test_numbered_sibling_titles() -> None:
 
 
 def test_two_arguments_of_an_asymmetric_relation_swapped_are_a_conflict_between_sources() -> None:
-    # SPEC-027 §2.2 / issue 14: the converse of an asymmetric relation ("than", "before", "outnumber")
+    # SPEC-027 §2.2: the converse of an asymmetric relation ("than", "before", "outnumber")
     pairs = [
         ("A dog would respond to a bell before a Grey seal.", "A Grey seal would respond to a bell before a dog."),
         ("Rome is older than Paris.", "Paris is older than Rome."),
@@ -195,7 +195,7 @@ def test_symmetric_relations_and_reordered_lists_are_not_conflicts() -> None:
 
 
 def test_reworded_negations_conditions_passives_descriptors() -> None:
-    # issue 14: ConflictQA-style rewordings of a denial, read as NEGATION_FLIP between sources
+    # ConflictQA-style rewordings of a denial, read as NEGATION_FLIP between sources
     pairs = [
         (
             "You do not have to skip lunch at McDonald's if you are on a diet.",

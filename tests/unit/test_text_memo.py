@@ -1,4 +1,4 @@
-"""The screens' text memos are bounded by ``cache_texts`` (issue 12 goal 5) and never change a result."""
+"""The screens' text memos are bounded by ``cache_texts`` and never change a result."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 12 goal 3: the fast paths of the pairwise contradiction check decide exactly as before.
+"""The fast paths of the pairwise contradiction check decide exactly as before.
 
 ``crp_stream.core``'s conflicts, substitution and polarity screen pairs before aligning them
 (``polarity.may_flip``, the argument-swap key, ``substitution._ordered_opcodes``) and remember

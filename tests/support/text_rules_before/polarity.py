@@ -1,4 +1,4 @@
-"""Negation flips between near-copies, rephrased (issue 14, SPEC-027 §2.2 NEGATION_FLIP).
+"""Negation flips between near-copies, rephrased (SPEC-027 §2.2 NEGATION_FLIP).
 
 A copied statement can deny the original without a single clean edit: "did not see" / "saw",
 "is not popular anymore" / "is still popular", "neither X nor Y" / "either X or Y", "No remedies
@@ -9,7 +9,7 @@ folded into one word plus a negation. Two statements whose contents are the same
 lower-case words of slack, never a name or a number) and whose negation counts differ in parity
 assert and deny the same thing.
 
-Rewordings read besides (issue 14, the ConflictQA misses): a passive against its active ("X can be
+Rewordings read besides (the ConflictQA misses): a passive against its active ("X can be
 found in Y" / "you cannot find X in Y", ``active_order``), a condition moved to the other end of the
 sentence ("If A, B" / "not B if A", ``conditional_last``) or given on one side only, a descriptor
 before a name dropped ("Rock star Keith Richards plays" / "Keith Richards does not play"), the
@@ -227,7 +227,7 @@ def _plain_word(word: str) -> bool:
 def polarity_flip(
     a: tuple[str, ...], b: tuple[str, ...], orig_a: tuple[str, ...], orig_b: tuple[str, ...]
 ) -> tuple[tuple[str, ...], str, str] | None:
-    """Issue 14 (SPEC-027 §2.2 NEGATION_FLIP): do two token sequences assert and deny one statement?
+    """SPEC-027 §2.2 NEGATION_FLIP: do two token sequences assert and deny one statement?
 
     Their polarity-neutral contents (module docstring) align with at most ``SLACK`` lower-case words
     differing, a word against its negative-prefixed form ("possible" / "impossible") counting as a
@@ -249,7 +249,7 @@ def polarity_flip(
 
 
 def active_order(tokens: tuple[str, ...]) -> list[int] | None:
-    """Issue 14 with SPEC-027 §2.2 NEGATION_FLIP: the order of ``tokens`` with their first passive
+    """SPEC-027 §2.2 NEGATION_FLIP: the order of ``tokens`` with their first passive
     clause read as active, or None when there is none. "X <be> [not] <participle> [by Y] rest" becomes
     "Y [not] <participle> X rest" ("The song was not written by the Beatles in 1965" -> "the Beatles
     not written the song ... in 1965"; "Bob Marley's face can be found in most smoke shops" ->
@@ -286,7 +286,7 @@ _LEADING_CONDITION = re.compile(r"^\s*(if|when|unless|whenever)((?:\s+[^\s,;]+){
 
 
 def conditional_last(text: str) -> str:
-    """Issue 14 with SPEC-027 §2.2 NEGATION_FLIP: "If you were on a diet, you would have to skip lunch."
+    """SPEC-027 §2.2 NEGATION_FLIP: "If you were on a diet, you would have to skip lunch."
     -> "you would have to skip lunch if you were on a diet": a leading conditional clause (up to its
     comma) moved after the main clause, where a copy may have put it ("You do not have to skip lunch
     if you are on a diet."). Other texts are returned unchanged."""

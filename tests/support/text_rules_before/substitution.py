@@ -1,4 +1,4 @@
-"""Near-duplicate statements that differ in one span (issue 14): a copied statement with its answer swapped.
+"""Near-duplicate statements that differ in one span: a copied statement with its answer swapped.
 
 SPEC-027 §2.2 names the contradiction patterns (NUMBER_CHANGED, ENTITY_SUBSTITUTED, NEGATION_FLIP);
 the drift seed (``002_ce3d030fd7bbcd69.txt``, Core Distinction) needs a claim to compare partitions
@@ -230,7 +230,7 @@ def _opcodes(la: tuple[str, ...], lb: tuple[str, ...]) -> Sequence[_Op]:
 
 @lru_cache(maxsize=100_000)
 def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substitution | None:
-    """Issue 14 (SPEC-027 §2.2 patterns on free text): the one value in which two statements differ.
+    """SPEC-027 §2.2 patterns on free text: the one value in which two statements differ.
 
     Token-level alignment (``difflib``, no junk heuristic). Either every difference is the same swap
     of one value, wherever it recurs, possessive or inside a hyphenated word included
@@ -265,7 +265,7 @@ def aligned_substitution(a: str, b: str, max_span: int = MAX_SPAN) -> Substituti
 def _argument_swap(
     la: tuple[str, ...], lb: tuple[str, ...], oa: tuple[str, ...], ob: tuple[str, ...]
 ) -> Substitution | None:
-    """Issue 14 (SPEC-027 §2.2 ENTITY_SUBSTITUTED, each argument swapped for the other): "A dog would
+    """SPEC-027 §2.2 ENTITY_SUBSTITUTED, each argument swapped for the other: "A dog would
     respond to a bell before a Grey seal" / "A Grey seal would respond to a bell before a dog", "Rome
     is older than Paris" / "Paris is older than Rome". The same words (a verb agreeing with each
     subject, "were" / "was", aside) in two changed spans, each the other's text, of 1..``MAX_NAME``
@@ -350,7 +350,7 @@ def _value_swap(
 
 
 def uniqueness_predicate(template: tuple[str, ...]) -> bool:
-    """Issue 14: does the shared statement hold a predicate only one subject can hold ("the largest",
+    """Does the shared statement hold a predicate only one subject can hold ("the largest",
     "the first", "acquired", "won")? Superlatives after "the" ("the tallest") count too."""
     for k, t in enumerate(template):
         if t in _UNIQUE_WORDS:
@@ -361,7 +361,7 @@ def uniqueness_predicate(template: tuple[str, ...]) -> bool:
 
 
 def copied_statement_conflict(a: str, b: str, same_source: bool) -> str | None:
-    """Issue 14 with SPEC-027 §2.2: the pattern by which one statement contradicts a near-copy of it.
+    """SPEC-027 §2.2: the pattern by which one statement contradicts a near-copy of it.
 
     A substitution after the predicate's verb is a contradiction (as ``core.conflicts`` reads it). One
     in subject position is a contradiction only between different sources, and only when the
@@ -383,7 +383,7 @@ def copied_statement_conflict(a: str, b: str, same_source: bool) -> str | None:
 
 
 def slot_claim(a: str, b: str, same_source: bool) -> tuple[str, str, str] | None:
-    """Issue 14 §3: the claim two conflicting near-duplicates make: (template key, value of a, value
+    """The claim two conflicting near-duplicates make: (template key, value of a, value
     of b). The template is the shared statement with the slot marked ("{} collected 39 medals in
     2018 ..."); values are the spans, lower-cased with whitespace collapsed ("" for a missing negator)."""
     sub = aligned_substitution(a, b)
@@ -399,7 +399,7 @@ def _token_set(text: str) -> frozenset[str]:
 
 
 def near_copy(a: str, b: str, min_overlap: float = NEAR_COPY) -> bool:
-    """Issue 14: may two statements be copies of each other (token-set Jaccard >= ``min_overlap``)? The
+    """May two statements be copies of each other (token-set Jaccard >= ``min_overlap``)? The
     cheap screen before the token alignment, the same for the arbiter's text claims and the envelope's
     pairs (``near_copy_pairs``); a pair above the contradiction cosine is aligned whatever its words."""
     x, y = _token_set(a), _token_set(b)
@@ -410,7 +410,7 @@ def near_copy(a: str, b: str, min_overlap: float = NEAR_COPY) -> bool:
 def near_copy_pairs(
     texts: Sequence[str], sources: Sequence[str], inside: int | None = None, min_overlap: float = NEAR_COPY
 ) -> set[tuple[int, int]]:
-    """Issue 14: pairs i < j of statements from different sources that may be copies of each other
+    """Pairs i < j of statements from different sources that may be copies of each other
     (token-set Jaccard >= ``min_overlap``, default ``NEAR_COPY``), whatever their cosine: a swapped
     name can move a short sentence's embedding below the pair threshold. With ``inside``, pairs of two indices >= inside
     are skipped (two facts outside the envelope). Only candidates: ``values_conflict`` decides."""
@@ -430,7 +430,7 @@ def near_copy_pairs(
 
 
 def admit_copies(texts: Sequence[str], sources: Sequence[str], keep: Sequence[bool]) -> list[bool]:
-    """Issue 14 with SPEC-024 §2.6's relevance gate: a statement the gate drops joins the candidates
+    """SPEC-024 §2.6's relevance gate: a statement the gate drops joins the candidates
     when it is a copy, from another source, of one the gate kept and the two conflict (one span
     swapped). Otherwise a true statement just under the gate leaves its swapped copy alone in the
     envelope, uncontested; with it, SPEC-027 §2 arbitration sees both."""
@@ -460,7 +460,7 @@ def _title_template(title: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def numbered_sibling_titles(title_a: str | None, title_b: str | None) -> bool:
-    """Issue 14 §4 with SPEC-027 §2.2: are two documents members of one numbered series ("2015–16 Iowa
+    """SPEC-027 §2.2: are two documents members of one numbered series ("2015–16 Iowa
     State Cyclones men's basketball team" / "2016–17 ..."), i.e. one title template with different
     numbers? Such articles are written from one template, and a statement of each ("The Cyclones were
     coached by X, who was in his second / 1st season") names its subject (the season) only in the
