@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from crp_stream.fabric.vectors import SCORE_DECIMALS, VectorIndex, VectorItem, rank
+from crp_stream.fabric.vectors import SCORE_DECIMALS, VectorIndex, VectorItem
 
 # the engine's pool is taken a little wider than K and below the threshold: its own float32 scores
 # may rank or cut a pair differently from the float64 cosine that decides
@@ -32,12 +32,13 @@ _SLACK = 1e-5
 def batch_neighbours(
     index: VectorIndex, items: Sequence[VectorItem], owner: Sequence[int], k: int, threshold: float
 ) -> list[tuple[str, str, float]]:
-    """``(new fact, neighbour, cosine)`` for every new fact of a batch (call before its upsert).
-    ``owner[i]``: the place of item ``i``'s record in the batch (its document).
+    """``(new fact, neighbour, cosine)`` for every new fact of a batch (call before its upsert), each
+    fact's neighbours best first. ``owner[i]``: the place of item ``i``'s record in the batch (its
+    document).
 
-    Every cosine is the float64 dot product of the two unit vectors as stored (float32), one row at a
-    time (``einsum``, no BLAS blocking): the same number whether the pair met within a batch or across
-    two, so the graph does not depend on how the records were cut into batches."""
+    Every cosine is the float64 dot product of the two unit vectors as stored (float32), one pair at a
+    time (``einsum`` over rows, no BLAS blocking): the same number whether the pair met within a batch
+    or across two, so the graph does not depend on how the records were cut into batches."""
     n = len(items)
     if n == 0 or k <= 0:
         return []
@@ -47,44 +48,62 @@ def batch_neighbours(
     stored32 = m.astype(np.float32)  # what the index will hold
     unit = stored32.astype(np.float64)
     pool = index.neighbours_many(stored32, k + _MARGIN, threshold - _SLACK, ids)
-    vectors = index.stored_vectors(sorted({f for found in pool for f, _w in found}))
-    within = _within(unit, owner, k + _MARGIN, threshold - _SLACK)
-    edges: list[tuple[str, str, float]] = []
-    for a in range(n):
-        names = [f for f, _w in pool[a] if f in vectors]
-        rows = [np.asarray(vectors[f], dtype=np.float64) for f in names]
-        mine = within[a]
-        if mine.shape[0]:
-            names += [ids[b] for b in mine.tolist()]
-            rows.append(unit[mine])
-        if not names:
-            continue
-        cos = np.round(np.einsum("ij,j->i", np.vstack(rows), unit[a]), SCORE_DECIMALS)
-        found = rank([(f, w) for f, w in zip(names, cos.tolist(), strict=True) if w >= threshold])[:k]
-        edges.extend((ids[a], other, w) for other, w in found)
-    return edges
+    names = sorted({f for found in pool for f, _w in found})
+    vectors = index.stored_vectors(names)
+    names = [f for f in names if f in vectors]
+    place = {f: i for i, f in enumerate(names)}
+    old = np.stack([np.asarray(vectors[f], dtype=np.float64) for f in names]) if names else np.zeros((0, unit.shape[1]))
+    # candidate pairs: (new fact, candidate row) with rows 0..len(names) the fabric's, then the batch's
+    pa = [a for a, found in enumerate(pool) for f, _w in found if f in place]
+    pb = [place[f] for found in pool for f, _w in found if f in place]
+    wa, wb = _within(unit, owner, k + _MARGIN, threshold - _SLACK)
+    a_idx = np.concatenate([np.asarray(pa, dtype=np.int64), wa])
+    b_idx = np.concatenate([np.asarray(pb, dtype=np.int64), wb + len(names)])
+    if a_idx.shape[0] == 0:
+        return []
+    rows = np.concatenate([old, unit])
+    cos = np.empty(a_idx.shape[0], dtype=np.float64)
+    for lo in range(0, a_idx.shape[0], _CHUNK):
+        hi = min(lo + _CHUNK, a_idx.shape[0])
+        cos[lo:hi] = np.einsum("ij,ij->i", rows[b_idx[lo:hi]], unit[a_idx[lo:hi]])
+    cos = np.round(cos, SCORE_DECIMALS)
+    keep = cos >= threshold
+    a_idx, b_idx, cos = a_idx[keep], b_idx[keep], cos[keep]
+    # per new fact: by score descending, then neighbour id (``vectors.rank``), the first K
+    every = names + ids
+    order_of = np.empty(len(every), dtype=np.int64)
+    order_of[sorted(range(len(every)), key=every.__getitem__)] = np.arange(len(every))
+    order = np.lexsort((order_of[b_idx], -cos, a_idx))
+    a_idx, b_idx, cos = a_idx[order], b_idx[order], cos[order]
+    first = np.searchsorted(a_idx, a_idx, side="left")
+    top = np.arange(a_idx.shape[0]) - first < k
+    return [
+        (ids[a], every[b], w)
+        for a, b, w in zip(a_idx[top].tolist(), b_idx[top].tolist(), cos[top].tolist(), strict=True)
+    ]
 
 
-def _within(unit: np.ndarray, owner: Sequence[int], k: int, floor: float) -> list[np.ndarray]:
-    """Per new fact, its at most ``k`` best candidates (a screen, ties at the k-th kept) among the
-    batch's facts it may see: those of its own document and of the documents before it."""
+_CHUNK = 4096  # pairs scored at once (two float64 matrices of _CHUNK x dim)
+
+
+def _within(unit: np.ndarray, owner: Sequence[int], k: int, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate pairs ``(a, b)`` among the batch's facts: for each new fact ``a`` its at most ``k``
+    best (a screen; ties at the k-th kept) among those it may see, the facts of its own document and
+    of the documents before it."""
     n = unit.shape[0]
+    empty = np.zeros(0, dtype=np.int64)
     if n < 2:
-        return [np.zeros(0, dtype=np.int64) for _ in range(n)]
+        return empty, empty
     sims = unit @ unit.T
     doc = np.asarray(owner, dtype=np.int64)
     seen = doc[None, :] <= doc[:, None]
     np.fill_diagonal(seen, False)
     sims[~seen | (sims < floor)] = -np.inf
-    out: list[np.ndarray] = []
-    for a in range(n):
-        row = sims[a]
-        cand = np.flatnonzero(row > -np.inf)
-        if cand.shape[0] > k:
-            kth = np.partition(row[cand], cand.shape[0] - k)[cand.shape[0] - k]
-            cand = cand[row[cand] >= kth]
-        out.append(cand)
-    return out
+    if n > k:
+        kth = np.partition(sims, n - k, axis=1)[:, n - k]
+        sims[sims < kth[:, None]] = -np.inf
+    a, b = np.nonzero(sims > -np.inf)
+    return a.astype(np.int64), b.astype(np.int64)
 
 
 __all__ = ["batch_neighbours"]
