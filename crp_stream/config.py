@@ -76,6 +76,12 @@ class Settings:
     broker: str | None = None  # None: the embedded log; kafka://host:port otherwise
     qdrant: str | None = None  # None: embedded qdrant-edge under data_dir; http(s)://... for a server
     embedder: str = "default"
+    # openai:BASE_URL#MODEL (fabric/embedders_http.py): texts a request, requests in flight, seconds a
+    # request, retries of a 429 / 5xx / connection error (exponential backoff, Retry-After honoured)
+    embedder_batch: int = 64
+    embedder_concurrency: int = 4
+    embedder_timeout: float = 30.0
+    embedder_retries: int = 5
     topic_prefix: str = "crp."
     # the five input topics under another prefix: a second pipeline (shadow run, crash or rebuild
     # check) reads the same inputs, with the same broker stamps, and writes its own outputs
@@ -343,6 +349,14 @@ def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
             changes[key] = _int(label, value, 1, 1024)
         elif key == "batch_size":
             changes[key] = _int(label, value, 1, 100_000)
+        elif key == "embedder_batch":
+            changes[key] = _int(label, value, 1, 10_000)
+        elif key == "embedder_concurrency":
+            changes[key] = _int(label, value, 1, 64)
+        elif key == "embedder_retries":
+            changes[key] = _int(label, value, 0, 100)
+        elif key == "embedder_timeout":
+            changes[key] = _float(label, value, 0.1, 3600.0)
         elif key == "batch_facts":
             changes[key] = _int(label, value, 1, 20_000)
         elif key == "kafka_batch_max":

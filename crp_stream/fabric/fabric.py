@@ -20,7 +20,7 @@ from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric import db
 from crp_stream.fabric.claim_index import ClaimIndex
 from crp_stream.fabric.embedders import CALIBRATED_THRESHOLDS, Embedder, make_embedder
-from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
+from crp_stream.fabric.embedders_http import HttpOptions
 from crp_stream.fabric.fact_cache import FactCache
 from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
 from crp_stream.fabric.repository import Repository
@@ -38,6 +38,16 @@ STORED_FIELDS = ("min_relevance", "edge_threshold", "contradiction_threshold", "
 def thresholds_key(model_id: str) -> str:
     """The meta key of a model's stored thresholds (``crp-stream calibrate --store``)."""
     return THRESHOLDS_PREFIX + model_id
+
+
+def http_options(settings: Settings) -> HttpOptions:
+    """The ``openai:`` embedder's request settings."""
+    return HttpOptions(
+        batch=settings.embedder_batch,
+        concurrency=settings.embedder_concurrency,
+        timeout=settings.embedder_timeout,
+        retries=settings.embedder_retries,
+    )
 
 
 def open_vector_index(spec: str) -> VectorIndex:
@@ -98,7 +108,7 @@ class Fabric:
             # The embedded engine searches exactly and one process owns it, so an in-process cache sees
             # every write. A Qdrant server indexes with HNSW itself and has other writers.
             self.vectors.enable_ann(settings.ann_min_points, settings.ann_max_points, settings.ann_snapshot_dir)
-        self.embedder = make_embedder(settings.embedder)
+        self.embedder = make_embedder(settings.embedder, http_options(settings))
         self._model_checked = False
         self.graph = GraphCache(settings.cache_graph_nodes)  # similarity edges, shared by every request
         self.facts = FactCache(settings.cache_facts)  # candidates' fixed columns and vectors, likewise
@@ -200,8 +210,9 @@ class Fabric:
         return None
 
     def close(self) -> None:
-        if isinstance(self.embedder, EmbeddingPrefetch):
-            self.embedder.close()
+        close = getattr(self.embedder, "close", None)  # the prefetch thread, an HTTP client's connections
+        if close is not None:
+            close()
         self.vectors.save_ann()
         self.vectors.close()
         self.engine.dispose()

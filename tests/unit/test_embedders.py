@@ -406,7 +406,11 @@ def test_make_embedder_valid_forms() -> None:
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("", "unknown embedder ''; valid: default, all-MiniLM-L6-v2-onnx-int8, precomputed:MODEL_ID, hashing"),
+        (
+            "",
+            "unknown embedder ''; valid: default, all-MiniLM-L6-v2-onnx-int8, openai:BASE_URL#MODEL, onnx:PATH, "
+            "sentence-transformers:NAME, precomputed:MODEL_ID, hashing",
+        ),
         ("bge-small-en-v1.5", "unknown embedder 'bge-small-en-v1.5'; valid: default,"),
         ("all-MiniLM-L6-v2", "unknown embedder 'all-MiniLM-L6-v2'; valid:"),  # the fp32 model is another space
         ("hash", "unknown embedder 'hash'"),

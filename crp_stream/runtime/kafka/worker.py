@@ -94,6 +94,8 @@ class KafkaWorker(WorkerStatus):
         # vector writes are outside the database transaction: journal them, undo them on a rollback
         self.journal = VectorJournal(self.journal_path())
         self.fabric = open_fabric(settings, self.journal)
+        if not self.fabric.embedder.requires_vectors:
+            _ = self.fabric.embedder.dim  # an openai: endpoint is probed now: one line at start if it cannot serve
         self.fabric.warm(graph=any(h.group == "retrieval" for h in self.handlers))  # not on the first requests
         for h in self.handlers:
             h.bind(self.fabric)
