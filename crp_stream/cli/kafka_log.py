@@ -17,8 +17,11 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from crp_stream.cli.base import CliError
+from crp_stream.cli.logcmds import format_thresholds
 from crp_stream.cli.tables import repo_view
 from crp_stream.config import Settings
+from crp_stream.fabric.embedders import make_embedder
+from crp_stream.fabric.fabric import http_options, parse_stored_thresholds, threshold_sources, thresholds_key
 from crp_stream.processors import HANDLER_GROUPS
 from crp_stream.replay_format import Headers, format_line
 from crp_stream.runtime.kafka.topics import ALL_TOPICS
@@ -83,6 +86,15 @@ def need_database(settings: Settings, command: str) -> None:
         raise CliError(f"{command}: with --broker, give the workers' database: --database URL (or CRP_DATABASE_URL)")
 
 
+def _embedder_model(settings: Settings) -> str:
+    """The configured embedder's model id (nothing loaded or contacted)."""
+    emb = make_embedder(settings.embedder, http_options(settings))
+    close = getattr(emb, "close", None)
+    if close is not None:
+        close()
+    return emb.model_id
+
+
 def status_dict(settings: Settings) -> dict[str, Any]:
     need_database(settings, "status")
 
@@ -97,6 +109,9 @@ def status_dict(settings: Settings) -> dict[str, Any]:
         model = repo.get_meta("embedding_model")
         edges = repo.edge_count()
         committed = {g: repo.offsets(g) for g in HANDLER_GROUPS}
+        th_model = model or _embedder_model(settings)
+        stored = parse_stored_thresholds(th_model, repo.get_meta(thresholds_key(th_model)))
+    thresholds = threshold_sources(settings, th_model, stored)
     by_source: dict[str, dict[str, int]] = {}
     for source, state, n in counts:
         by_source.setdefault(source, {})[state] = n
@@ -118,6 +133,7 @@ def status_dict(settings: Settings) -> dict[str, Any]:
         "topics": topics,
         "consumer_offsets": {g: {t: o for (t, _p), o in done.items()} for g, done in committed.items()},
         "consumer_lag": lag,
+        "thresholds": {k: {"value": v, "from": src} for k, (v, src) in thresholds.items()},
     }
 
 
@@ -128,6 +144,7 @@ def status(ns: argparse.Namespace, settings: Settings, out: IO[str] = sys.stdout
         return 0
     print(f"broker: {s['broker']}  fabric: model={s['embedding_model'] or '(none yet)'} "
           f"similarity_edges={s['similarity_edges']}", file=out)  # fmt: skip
+    print(format_thresholds(s["thresholds"]), file=out)
     print(f"{'source':<28} {'status':<12} {'facts':>7}", file=out)
     for source, by_status in sorted(s["facts"].items()):
         for state, n in sorted(by_status.items()):

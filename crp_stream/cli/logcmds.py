@@ -154,6 +154,8 @@ def status_dict(fabric: Fabric, log_: EmbeddedLog, settings: Settings) -> dict[s
         model = uow.repo.get_meta("embedding_model")
         edges = uow.repo.edge_count()
         offsets = {g: {f"{t}": o for (t, _p), o in uow.repo.offsets(g).items()} for g in HANDLER_GROUPS}
+        # the fabric's model decides (a worker with another embedder is refused); else the embedder's
+        thresholds = fabric.threshold_sources(uow.repo, model or fabric.embedder.model_id)
     by_source: dict[str, dict[str, int]] = {}
     for source, state, n in counts:
         by_source.setdefault(source, {})[state] = n
@@ -165,7 +167,13 @@ def status_dict(fabric: Fabric, log_: EmbeddedLog, settings: Settings) -> dict[s
         "vectors": fabric.vectors.count(),
         "topics": {settings.base_topic(t): n for t, n in log_.end_offsets().items()},
         "consumer_offsets": offsets,
+        "thresholds": {k: {"value": v, "from": src} for k, (v, src) in thresholds.items()},
     }
+
+
+def format_thresholds(thresholds: dict[str, dict[str, Any]]) -> str:
+    """``thresholds: min_relevance=0.55 (seed) ...``: the values in force and where each comes from."""
+    return "thresholds: " + " ".join(f"{k}={t['value']:.2f} ({t['from']})" for k, t in thresholds.items())
 
 
 def print_status(fabric: Fabric, log_: EmbeddedLog, settings: Settings, out: IO[str] = sys.stderr) -> None:
@@ -175,6 +183,7 @@ def print_status(fabric: Fabric, log_: EmbeddedLog, settings: Settings, out: IO[
         f"similarity_edges={s['similarity_edges']}",
         file=out,
     )
+    print(format_thresholds(s["thresholds"]), file=out)
     print(f"{'source':<28} {'status':<12} {'facts':>7}", file=out)
     for source, by_status in sorted(s["facts"].items()):
         for state, n in sorted(by_status.items()):

@@ -40,6 +40,36 @@ def thresholds_key(model_id: str) -> str:
     return THRESHOLDS_PREFIX + model_id
 
 
+def parse_stored_thresholds(model_id: str, raw: str | None) -> dict[str, float]:
+    """The meta value ``calibrate --store`` wrote for ``model_id`` ({} if none or unreadable)."""
+    try:
+        data = json.loads(raw) if raw else {}
+    except json.JSONDecodeError:
+        log.warning("meta %s is not JSON; ignoring the stored thresholds", thresholds_key(model_id))
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: float(v) for k, v in data.items() if k in STORED_FIELDS and isinstance(v, int | float)}
+
+
+def threshold_sources(settings: Settings, model_id: str, stored: dict[str, float]) -> dict[str, tuple[float, str]]:
+    """Precedence: explicit setting > stored calibration > shipped calibration > seed default."""
+    base = Thresholds()
+    shipped = CALIBRATED_THRESHOLDS.get(model_id, {})
+    out: dict[str, tuple[float, str]] = {}
+    for name in STORED_FIELDS:
+        explicit = getattr(settings, name, None)  # min_connector_relevance has no setting
+        if explicit is not None:
+            out[name] = (float(explicit), "setting")
+        elif name in stored:
+            out[name] = (float(stored[name]), "stored")
+        elif name in shipped:
+            out[name] = (float(shipped[name]), "calibrated")
+        else:
+            out[name] = (float(getattr(base, name)), "seed")
+    return out
+
+
 def http_options(settings: Settings) -> HttpOptions:
     """The ``openai:`` embedder's request settings."""
     return HttpOptions(
@@ -152,21 +182,17 @@ class Fabric:
         per Fabric (in ``repo``'s transaction if given) and cached: a running worker picks up a new
         ``calibrate --store`` when it restarts.
         """
-        base = Thresholds()
-        model = self.embedder.model_id
-        cal = {**CALIBRATED_THRESHOLDS.get(model, {}), **self.stored_thresholds(model, repo)}
-        s = self.settings
+        values = self.threshold_sources(repo)
+        return Thresholds(edge_k=self.settings.edge_k, **{k: v for k, (v, _) in values.items()})
 
-        def pick(name: str, explicit: float | None) -> float:
-            return float(explicit) if explicit is not None else float(cal.get(name, getattr(base, name)))
-
-        return Thresholds(
-            min_relevance=pick("min_relevance", s.min_relevance),
-            edge_threshold=pick("edge_threshold", s.edge_threshold),
-            edge_k=s.edge_k,
-            contradiction_threshold=pick("contradiction_threshold", s.contradiction_threshold),
-            min_connector_relevance=pick("min_connector_relevance", None),
-        )
+    def threshold_sources(
+        self, repo: Repository | None = None, model_id: str | None = None
+    ) -> dict[str, tuple[float, str]]:
+        """Each threshold in force for ``model_id`` (default: the embedder's) and where it comes from:
+        ``setting``, ``stored`` (calibrate --store), ``calibrated`` (shipped) or ``seed``. A model the
+        project has not calibrated gets the seeds' numbers until ``calibrate --store`` saves its own."""
+        model = model_id or self.embedder.model_id
+        return threshold_sources(self.settings, model, self.stored_thresholds(model, repo))
 
     def stored_thresholds(
         self, model_id: str, repo: Repository | None = None, refresh: bool = False
@@ -180,14 +206,7 @@ class Fabric:
                 raw = Repository(conn).get_meta(thresholds_key(model_id))
         else:
             raw = repo.get_meta(thresholds_key(model_id))
-        values: dict[str, float] = {}
-        try:
-            data = json.loads(raw) if raw else {}
-        except json.JSONDecodeError:
-            log.warning("meta %s is not JSON; ignoring the stored thresholds", thresholds_key(model_id))
-            data = {}
-        if isinstance(data, dict):
-            values = {k: float(v) for k, v in data.items() if k in STORED_FIELDS and isinstance(v, int | float)}
+        values = parse_stored_thresholds(model_id, raw)
         cached[model_id] = values
         return dict(values)
 
