@@ -4,10 +4,11 @@
 setup:            ## .venv with crp-stream[test] (idempotent)
 	ops/setup
 
-lint: setup       ## ruff format --check, ruff check, mypy --strict (what CI runs before the tests)
+lint: setup       ## ruff format --check, ruff check, mypy --strict, lint-imports (what CI runs before the tests)
 	.venv/bin/ruff format --check crp_stream tests ops migrations
 	.venv/bin/ruff check crp_stream tests ops migrations
 	.venv/bin/mypy
+	.venv/bin/lint-imports --no-logo
 
 format: setup     ## apply ruff's formatting and safe fixes
 	.venv/bin/ruff format crp_stream tests ops migrations

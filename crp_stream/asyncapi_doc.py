@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from crp_stream.events import EVENT_MODELS, TOPICS
+from crp_stream.events.topics import DEFAULT_PREFIX, DOCUMENTS, TELEMETRY
 
 ASYNCAPI_VERSION = "3.0.0"
 CONTRACT_VERSION = "1.0.0"  # the event contract of schemas/v1
 SCHEMA_DIR = "../schemas/v1"  # relative to docs/asyncapi.yaml
 SCHEMA_FORMAT = "application/schema+json;version=draft-07"  # the JSON Schema dialect AsyncAPI 3.0 names
 KAFKA_BINDING = "0.5.0"
-SIGNED_TOPICS = ("crp.documents", "crp.telemetry")
+SIGNED_TOPICS = (DOCUMENTS, TELEMETRY)
 
 DESCRIPTION = """\
 The topics of crp-stream, an event-sourced stream processor for a living knowledge fabric (CRP SPEC-024,
@@ -46,7 +47,7 @@ HEADERS: dict[str, dict[str, Any]] = {
 
 def _id(topic: str) -> str:
     """A channel / operation id: the topic name in camel case (``crp.window.requests`` -> ``windowRequests``)."""
-    parts = topic.removeprefix("crp.").split(".")
+    parts = topic.removeprefix(DEFAULT_PREFIX).split(".")
     return parts[0] + "".join(p.capitalize() for p in parts[1:])
 
 

@@ -34,6 +34,7 @@ from crp_stream import events
 from crp_stream.config import ConfigError, Settings, load_settings
 from crp_stream.core.ids import derive_id
 from crp_stream.core.provenance import SIGNATURE_HEADER, sign_value
+from crp_stream.events.topics import AUDIT, DOCUMENTS, TELEMETRY, WINDOW_REPORTS, WINDOW_REQUESTS
 from crp_stream.runtime.kafka.replies import ReplyListener
 from crp_stream.runtime.kafka.transport import Transport
 
@@ -133,8 +134,8 @@ class AsyncClient:
             data["modified_at"] = modified_at if isinstance(modified_at, str) else modified_at.isoformat()
         data["document_id"] = document_id or derive_id("client-document", source, text or "", repr(facts))
         data["event_id"] = event_id or derive_id("client-event", data["document_id"], str(time.time_ns()))
-        raw = _checked("crp.documents", data, "publish_document")
-        return await self._produce("crp.documents", source, raw, data["event_id"], signing_key)
+        raw = _checked(DOCUMENTS, data, "publish_document")
+        return await self._produce(DOCUMENTS, source, raw, data["event_id"], signing_key)
 
     async def publish_telemetry(
         self,
@@ -156,8 +157,8 @@ class AsyncClient:
         if unit is not None:
             data["unit"] = unit
         data["event_id"] = event_id or derive_id("client-telemetry", source, subject, attribute, str(time.time_ns()))
-        raw = _checked("crp.telemetry", data, "publish_telemetry")
-        return await self._produce("crp.telemetry", source, raw, data["event_id"], signing_key)
+        raw = _checked(TELEMETRY, data, "publish_telemetry")
+        return await self._produce(TELEMETRY, source, raw, data["event_id"], signing_key)
 
     async def request_window(
         self,
@@ -186,12 +187,12 @@ class AsyncClient:
         }
         if window == 1 or sub_queries:
             data["sub_queries"] = _sub_queries(query_text, sub_queries)
-        raw = _checked("crp.window.requests", data, "request_window")
+        raw = _checked(WINDOW_REQUESTS, data, "request_window")
         await self.start()
         await self._replies.start()  # at the end offsets before the request exists: its answer comes after
         answer = self._replies.expect(rid)
         try:
-            await self._transport.produce("crp.window.requests", session_id, raw)
+            await self._transport.produce(WINDOW_REQUESTS, session_id, raw)
             reply = await asyncio.wait_for(answer, timeout)
         except TimeoutError:
             raise TimeoutError(
@@ -223,15 +224,15 @@ class AsyncClient:
             "addressed": [dict(a) for a in addressed],
             **fields,
         }
-        raw = _checked("crp.window.reports", data, "report_window")
-        return await self._produce("crp.window.reports", session_id, raw, session_id, None)
+        raw = _checked(WINDOW_REPORTS, data, "report_window")
+        return await self._produce(WINDOW_REPORTS, session_id, raw, session_id, None)
 
     async def audit(self, *, audit_type: str | None = None, follow: bool = False) -> AsyncGenerator[AuditEvent, None]:
         """The audit events on ``crp.audit`` (of one ``audit_type``) from the beginning: each partition in
         order, partitions interleaved (``.at`` is each event's time); ``follow``: then new ones as they come."""
         await self.start()
         seen: set[str] = set()  # an output produced again (a restarted worker's outbox) counts once
-        records = self._transport.records(["crp.audit"], follow=follow)
+        records = self._transport.records([AUDIT], follow=follow)
         async with contextlib.aclosing(records):
             async for r in records:
                 event = AuditEvent.model_validate_json(r.value)

@@ -15,6 +15,7 @@ from typing import Any
 
 from crp_stream.core.durations import parse_duration
 from crp_stream.core.recency import DEFAULT_TTL_SECONDS
+from crp_stream.events.topics import DEFAULT_PREFIX, INPUT_TOPICS
 
 SOURCE_TYPES = (
     "regulatory",
@@ -38,16 +39,6 @@ DEFAULT_TRUST_BY_TYPE: dict[str, float] = {
     "community": 0.3,
     "unverified": 0.1,
 }
-
-
-# events.INPUT_TOPICS, repeated: this module imports nothing of the pipeline
-INPUT_TOPIC_NAMES = (
-    "crp.documents",
-    "crp.telemetry",
-    "crp.window.requests",
-    "crp.window.reports",
-    "crp.operator.commands",
-)
 
 
 # Kafka client security (runtime/kafka/security.py turns these into client arguments; docs/security.md)
@@ -82,7 +73,7 @@ class Settings:
     embedder_concurrency: int = 4
     embedder_timeout: float = 30.0
     embedder_retries: int = 5
-    topic_prefix: str = "crp."
+    topic_prefix: str = DEFAULT_PREFIX
     # the five input topics under another prefix: a second pipeline (shadow run, crash or rebuild
     # check) reads the same inputs, with the same broker stamps, and writes its own outputs
     input_topic_prefix: str | None = None
@@ -166,16 +157,16 @@ class Settings:
     def topic(self, base: str) -> str:
         """``base`` is a contract name such as ``crp.documents``; the prefix may replace ``crp.``."""
         prefix = self.topic_prefix
-        if self.input_topic_prefix is not None and base in INPUT_TOPIC_NAMES:
+        if self.input_topic_prefix is not None and base in INPUT_TOPICS:
             prefix = self.input_topic_prefix
-        return prefix + base.removeprefix("crp.")
+        return prefix + base.removeprefix(DEFAULT_PREFIX)
 
     def base_topic(self, topic: str) -> str:
         if self.input_topic_prefix is not None and topic.startswith(self.input_topic_prefix):
-            base = "crp." + topic.removeprefix(self.input_topic_prefix)
-            if base in INPUT_TOPIC_NAMES:
+            base = DEFAULT_PREFIX + topic.removeprefix(self.input_topic_prefix)
+            if base in INPUT_TOPICS:
                 return base
-        return "crp." + topic.removeprefix(self.topic_prefix)
+        return DEFAULT_PREFIX + topic.removeprefix(self.topic_prefix)
 
     def trust_for(self, source: str, source_type: str, claimed: float | None) -> float:
         """Configured trust wins; a producer's claim may lower, never raise, its type's default."""

@@ -17,11 +17,10 @@ from crp_stream.cli.tables import repo_view
 from crp_stream.config import Settings
 from crp_stream.core.ids import derive_id
 from crp_stream.events import Command
+from crp_stream.events.topics import AUDIT, DEADLETTER, OPERATOR_COMMANDS
 from crp_stream.processors.base import dt_to_us
 from crp_stream.runtime.kafka.transport import Transport
 
-COMMANDS = "crp.operator.commands"
-DEADLETTER = "crp.deadletter"
 WAIT_S = 30.0
 
 
@@ -40,7 +39,7 @@ def publish_command(ns: argparse.Namespace, settings: Settings, command: Command
         await t.start()
         try:
             dead_from = await t.end_offsets([DEADLETTER])
-            await t.produce(COMMANDS, key, events.encode(cmd))
+            await t.produce(OPERATOR_COMMANDS, key, events.encode(cmd))
             deadline = time.monotonic() + WAIT_S
             while time.monotonic() < deadline:
                 with repo_view(settings) as repo:
@@ -67,7 +66,9 @@ def publish_command(ns: argparse.Namespace, settings: Settings, command: Command
 
 def _refuses(dead: dict[str, Any], command_id: str, settings: Settings) -> bool:
     """A dead letter of our command (its ``topic`` is the contract name; the raw bytes hold the id)."""
-    return dead.get("topic") in (COMMANDS, settings.topic(COMMANDS)) and command_id in str(dead.get("raw", ""))
+    return dead.get("topic") in (OPERATOR_COMMANDS, settings.topic(OPERATOR_COMMANDS)) and command_id in str(
+        dead.get("raw", "")
+    )
 
 
 def _json(raw: bytes) -> dict[str, Any]:
@@ -86,7 +87,7 @@ def audit_rows(settings: Settings, audit_type: str | None, limit: int) -> list[d
         t = Transport(settings, "crp-cli-audit")
         await t.start()
         seen: dict[str, dict[str, Any]] = {}  # by event id: a re-produced output counts once
-        async for r in t.records(["crp.audit"]):
+        async for r in t.records([AUDIT]):
             ev = events.AuditRecorded.model_validate_json(r.value)
             if audit_type is None or ev.audit_type == audit_type:
                 seen.setdefault(

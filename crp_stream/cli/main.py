@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from crp_stream import redaction
@@ -20,8 +21,17 @@ COMMANDS = (run, replay, logcmds, db, worker, topics, ops, calibrate, rebuild, s
 LOG_DATEFMT = "%Y-%m-%dT%H:%M:%S%z"
 
 
+def package_version() -> str:
+    """The installed distribution's version (``pyproject.toml``'s, which CHANGELOG.md's newest entry names)."""
+    try:
+        return version("crp-stream")
+    except PackageNotFoundError:  # imported from a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> Parser:
     p = Parser(prog="crp-stream", description="Event-sourced stream processor for a living knowledge fabric.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
     for module in COMMANDS:
         module.register(sub)

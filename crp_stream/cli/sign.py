@@ -20,9 +20,10 @@ from typing import Any
 from crp_stream import redaction
 from crp_stream.cli.base import CliError, add_logging
 from crp_stream.core.provenance import SIGNATURE_HEADER, sign_value
+from crp_stream.events.topics import DOCUMENTS, TELEMETRY
 from crp_stream.replay_format import json_lines, raw_value
 
-SIGNED_TOPICS = ("crp.documents", "crp.telemetry")
+SIGNED_TOPICS = (DOCUMENTS, TELEMETRY)
 
 
 def register(sub: Any) -> None:

@@ -12,6 +12,7 @@ from crp_stream import events
 from crp_stream.cli.base import CliError
 from crp_stream.config import Settings
 from crp_stream.events import Command
+from crp_stream.events.topics import DEADLETTER, OPERATOR_COMMANDS
 from crp_stream.runtime.embedded import open_runtime
 
 SHORT_ID = 12
@@ -86,14 +87,14 @@ def publish_command(ns: argparse.Namespace, settings: Settings, command: Command
         return
     rt = open_runtime(settings)
     try:
-        dead = settings.topic("crp.deadletter")
+        dead = settings.topic(DEADLETTER)
         ends = rt.log.end_offsets()
-        position = str(ends.get(settings.topic("crp.operator.commands"), 0))
+        position = str(ends.get(settings.topic(OPERATOR_COMMANDS), 0))
         command_id = derive_id("operator-cli", command, target_id, actor, ns.reason or "", position)
         cmd = events.OperatorCommand(
             command_id=command_id, command=command, target_id=target_id, actor=actor, reason=ns.reason
         )
-        rt.publish("crp.operator.commands", key, events.encode(cmd))
+        rt.publish(OPERATOR_COMMANDS, key, events.encode(cmd))
         rt.run_until_idle()
         for rec in rt.log.iter_topic(dead, ends.get(dead, 0)):
             try:

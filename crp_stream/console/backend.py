@@ -19,6 +19,7 @@ from crp_stream import events
 from crp_stream.config import Settings
 from crp_stream.core.ids import derive_id
 from crp_stream.events import Command
+from crp_stream.events.topics import DEADLETTER, OPERATOR_COMMANDS
 from crp_stream.fabric.repository import Repository
 from crp_stream.processors import HANDLER_GROUPS, all_handlers
 from crp_stream.processors.base import Emitter
@@ -26,7 +27,6 @@ from crp_stream.processors.effects import audit
 from crp_stream.runtime.console_port import CommandResult, TopicRecord, TopicRow, thresholds_view
 from crp_stream.runtime.embedded import Append, EmbeddedLog, open_fabric, open_runtime, system_clock
 
-COMMANDS_TOPIC = "crp.operator.commands"
 DENIED_KEY = "console"
 
 
@@ -104,14 +104,14 @@ class EmbeddedBackend:
         with self._lock:
             rt = open_runtime(self.settings, clock=self.clock, fabric=self.fabric)
             try:
-                dead = self.settings.topic("crp.deadletter")
+                dead = self.settings.topic(DEADLETTER)
                 ends = rt.log.end_offsets()
-                position = str(ends.get(self.settings.topic(COMMANDS_TOPIC), 0))
+                position = str(ends.get(self.settings.topic(OPERATOR_COMMANDS), 0))
                 command_id = derive_id("operator-console", command, target_id, actor, reason or "", position)
                 cmd = events.OperatorCommand(
                     command_id=command_id, command=command, target_id=target_id, actor=actor, reason=reason
                 )
-                rt.publish(COMMANDS_TOPIC, key, events.encode(cmd))
+                rt.publish(OPERATOR_COMMANDS, key, events.encode(cmd))
                 rt.run_until_idle()
                 for rec in rt.log.iter_topic(dead, ends.get(dead, 0)):
                     try:

@@ -46,6 +46,7 @@ from crp_stream.events.outputs import (
 )
 from crp_stream.events.rejected import Rejected
 from crp_stream.events.topics import (
+    ALL_TOPICS,
     DEFAULT_PREFIX,
     EVENT_MODELS,
     INPUT_TOPICS,
@@ -57,6 +58,7 @@ from crp_stream.events.topics import (
 )
 
 __all__ = [
+    "ALL_TOPICS",
     "BASE64_PREFIX",
     "DEFAULT_MAX_FACTS",
     "DEFAULT_PREFIX",

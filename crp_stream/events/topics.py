@@ -1,4 +1,8 @@
-"""The topics of the contract (docs/contract.md): names, the events each carries, and their keys."""
+"""The topics of the contract (docs/contract.md): names, the events each carries, and their keys.
+
+The one place a topic's name is written: every other module imports it from here (a unit test,
+``tests/unit/test_topic_names.py``, fails on a topic name spelled out anywhere else in the package).
+"""
 
 from __future__ import annotations
 
@@ -29,6 +33,20 @@ from crp_stream.events.outputs import (
 
 DEFAULT_PREFIX = "crp."
 
+# inputs
+DOCUMENTS = "crp.documents"
+TELEMETRY = "crp.telemetry"
+WINDOW_REQUESTS = "crp.window.requests"
+WINDOW_REPORTS = "crp.window.reports"
+OPERATOR_COMMANDS = "crp.operator.commands"
+# outputs
+FACTS = "crp.facts"
+ENVELOPES = "crp.envelopes"
+AUDIT = "crp.audit"
+REFRESH_REQUESTS = "crp.refresh.requests"
+QUARANTINE_CANDIDATES = "crp.quarantine.candidates"
+DEADLETTER = "crp.deadletter"
+
 
 @dataclass(frozen=True)
 class TopicSpec:
@@ -58,22 +76,23 @@ def _spec(name: str, is_input: bool, key: str, *models: type[EventModel]) -> tup
 TOPICS: Mapping[str, TopicSpec] = MappingProxyType(
     dict(
         [
-            _spec("crp.documents", True, "source", DocumentPublished),
-            _spec("crp.telemetry", True, "source", TelemetryObserved),
-            _spec("crp.window.requests", True, "session_id", WindowRequested),
-            _spec("crp.window.reports", True, "session_id", WindowReported),
-            _spec("crp.operator.commands", True, "subject or source", OperatorCommand),
-            _spec("crp.facts", False, "fact_id", FactRecorded, FactStatusChanged),
-            _spec("crp.envelopes", False, "session_id", EnvelopeAssembled),
-            _spec("crp.audit", False, "subject, session or source", AuditRecorded),
-            _spec("crp.refresh.requests", False, "stale source", RefreshRequested),
-            _spec("crp.quarantine.candidates", False, "suspect source", QuarantineCandidate),
-            _spec("crp.deadletter", False, "the rejected record's key", EventRejected),
+            _spec(DOCUMENTS, True, "source", DocumentPublished),
+            _spec(TELEMETRY, True, "source", TelemetryObserved),
+            _spec(WINDOW_REQUESTS, True, "session_id", WindowRequested),
+            _spec(WINDOW_REPORTS, True, "session_id", WindowReported),
+            _spec(OPERATOR_COMMANDS, True, "subject or source", OperatorCommand),
+            _spec(FACTS, False, "fact_id", FactRecorded, FactStatusChanged),
+            _spec(ENVELOPES, False, "session_id", EnvelopeAssembled),
+            _spec(AUDIT, False, "subject, session or source", AuditRecorded),
+            _spec(REFRESH_REQUESTS, False, "stale source", RefreshRequested),
+            _spec(QUARANTINE_CANDIDATES, False, "suspect source", QuarantineCandidate),
+            _spec(DEADLETTER, False, "the rejected record's key", EventRejected),
         ]
     )
 )
 INPUT_TOPICS: tuple[str, ...] = tuple(n for n, s in TOPICS.items() if s.is_input)
 OUTPUT_TOPICS: tuple[str, ...] = tuple(n for n, s in TOPICS.items() if not s.is_input)
+ALL_TOPICS: tuple[str, ...] = INPUT_TOPICS + OUTPUT_TOPICS
 EVENT_MODELS: Mapping[str, type[EventModel]] = MappingProxyType(
     {m.__name__: m for m in (*INPUT_MODELS, *OUTPUT_MODELS)}
 )

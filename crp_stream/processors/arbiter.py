@@ -35,6 +35,7 @@ from crp_stream.core.drift import (
 )
 from crp_stream.core.ids import derive_id
 from crp_stream.core.verdict_kept import verdict_kept
+from crp_stream.events.topics import FACTS, QUARANTINE_CANDIDATES, REFRESH_REQUESTS
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.rows import FactRow, RefreshRow
 from crp_stream.processors import effects, text_claims
@@ -42,8 +43,6 @@ from crp_stream.processors.base import BatchItem, Emitter, Handler, Record, dt_t
 from crp_stream.processors.claim_views import claim_records, current_records, known_views
 from crp_stream.processors.effects import (
     AUTO_POLICY,
-    CANDIDATES,
-    REFRESH,
     audit,
     change_status,
     chunks,
@@ -153,7 +152,7 @@ def verdict_details(verdict: Verdict, views: Sequence[PartitionView]) -> dict[st
 
 class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     group = ARBITER
-    topics = ("crp.facts",)
+    topics = (FACTS,)
     rejects = False  # never raises Rejected: no savepoint per crp.facts record
     batch_native = True
 
@@ -379,7 +378,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
             "reason": short(v.reason),
         }
         if ctx.uow.repo.put_refresh(request_id, ctx.key, source, payload, ctx.as_of):
-            ctx.out.emit(REFRESH, source, events.encode(req), record_id=request_id)
+            ctx.out.emit(REFRESH_REQUESTS, source, events.encode(req), record_id=request_id)
             audit(
                 ctx.uow,
                 ctx.out,
@@ -446,7 +445,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
                 payload = {**events.to_json_value(cand), "claim_key": ctx.key, "verdict": ctx.details}
                 if not ctx.uow.repo.put_candidate(cid, ctx.key, source, payload, ctx.as_of):
                     continue  # already filed (and perhaps decided): never a second candidate
-                ctx.out.emit(CANDIDATES, source, events.encode(cand), record_id=cid)
+                ctx.out.emit(QUARANTINE_CANDIDATES, source, events.encode(cand), record_id=cid)
                 audit(
                     ctx.uow,
                     ctx.out,

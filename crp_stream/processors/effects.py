@@ -13,13 +13,9 @@ from typing import Any
 from crp_stream import events
 from crp_stream.core.ids import derive_id
 from crp_stream.events import AuditType, FactStatus, direct
+from crp_stream.events.topics import AUDIT, FACTS
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import Emitter, us_to_dt
-
-FACTS = "crp.facts"
-AUDIT = "crp.audit"
-REFRESH = "crp.refresh.requests"
-CANDIDATES = "crp.quarantine.candidates"
 
 REASON_MAX = 4000  # the contract's Reason holds 4096 characters
 IDS_MAX = 1000  # the contract's id lists hold 1000 ids

@@ -10,12 +10,12 @@ import numpy as np
 from crp_stream import events
 from crp_stream.core import authority, cdgr, conflicts, exits, memo, ngram, packing, recency
 from crp_stream.core.ids import derive_id
+from crp_stream.events.topics import AUDIT
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors import assembly, graph_select
 from crp_stream.processors.base import Emitter, Record, us_to_dt
 from crp_stream.processors.session import SessionState, SubQueryState
 
-AUDIT = "crp.audit"
 ONBOARDING_HINT = "ingest-more-documents-for-continued-quality"
 
 

@@ -9,13 +9,11 @@ import numpy as np
 from crp_stream import events
 from crp_stream.core import cdr, exits, ngram, packing
 from crp_stream.core.ids import derive_id
+from crp_stream.events.topics import AUDIT, ENVELOPES
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors import assembly
 from crp_stream.processors.base import Emitter, Record
 from crp_stream.processors.session import CoverageEntry, SessionState, WindowState, vec_from_json
-
-ENVELOPES = "crp.envelopes"
-AUDIT = "crp.audit"
 
 
 def fan_in(uow: UnitOfWork, state: SessionState, win: WindowState, window: int, record: Record, out: Emitter) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from crp_stream import events
 from crp_stream.core.ids import derive_id
 from crp_stream.events import AuditType, Rejected
+from crp_stream.events.topics import OPERATOR_COMMANDS
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import Emitter, Handler, Record
 from crp_stream.processors.effects import audit, change_status, quarantine_candidate
@@ -29,7 +30,7 @@ def _by(row: Mapping[str, Any], field: str) -> str:
 
 class OperatorHandler(Handler[events.OperatorCommand]):
     group = "operator"
-    topics = ("crp.operator.commands",)
+    topics = (OPERATOR_COMMANDS,)
 
     def handle(self, event: events.OperatorCommand, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         if not isinstance(event, events.OperatorCommand):

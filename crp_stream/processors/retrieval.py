@@ -15,6 +15,7 @@ from crp_stream import events
 from crp_stream.core import exits, fanout
 from crp_stream.events import Rejected
 from crp_stream.events.envelope_bytes import envelope_bytes
+from crp_stream.events.topics import ENVELOPES, WINDOW_REPORTS, WINDOW_REQUESTS
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.graph import GRAPH_GENERATION
 from crp_stream.fabric.repository import FACTS_GENERATION
@@ -33,12 +34,10 @@ from crp_stream.processors.session import (
 
 log = logging.getLogger(__name__)
 
-ENVELOPES = "crp.envelopes"
-
 
 class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
     group = "retrieval"
-    topics = ("crp.window.requests", "crp.window.reports")
+    topics = (WINDOW_REQUESTS, WINDOW_REPORTS)
     meta_keys = ("embedding_model", "embedding_dim", FACTS_GENERATION, GRAPH_GENERATION)
     rejects_before_writes = True  # every check precedes the envelope's audit rows and the session write
 

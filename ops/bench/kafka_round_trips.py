@@ -154,7 +154,7 @@ def measure(
     """Round trips of each window request after two that warm the caches, and the last one's kinds;
     without ``count``, CPU ms per request instead: this process's and PostgreSQL's backends'."""
     from crp_stream.config import Settings
-    from crp_stream.runtime.kafka.topics import ALL_TOPICS
+    from crp_stream.events.topics import ALL_TOPICS
     from crp_stream.runtime.kafka.worker import KafkaWorker
 
     _reset(url)

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from crp_stream.config import Settings
+from crp_stream.events.topics import ALL_TOPICS
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import BatchItem
 from crp_stream.runtime.kafka.batch import BatchAgent
 from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key
-from crp_stream.runtime.kafka.topics import ALL_TOPICS
 from crp_stream.runtime.kafka.worker import KafkaWorker
 from tests.support.services import fresh_postgres_url
 

@@ -16,8 +16,8 @@ from sqlalchemy import create_engine, text
 
 from crp_stream.config import Settings
 from crp_stream.events import Rejected
+from crp_stream.events.topics import ALL_TOPICS
 from crp_stream.processors.base import Record
-from crp_stream.runtime.kafka.topics import ALL_TOPICS
 from crp_stream.runtime.kafka.worker import KafkaWorker
 from ops.bench.kafka_round_trips import measure
 from tests.support.services import fresh_postgres_url

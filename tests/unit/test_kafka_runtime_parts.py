@@ -11,12 +11,13 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from crp_stream.config import ConfigError, Settings
 from crp_stream.core.claim_values import claim_key
+from crp_stream.events.topics import ALL_TOPICS
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.base import Output
 from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key, partition_for, route, save_outbox
 from crp_stream.runtime.kafka.groups import GROUPS, parse_groups
 from crp_stream.runtime.kafka.metrics import Metrics
-from crp_stream.runtime.kafka.topics import ALL_TOPICS, bootstrap_servers
+from crp_stream.runtime.kafka.topics import bootstrap_servers
 
 PARTS = {t: 8 for t in ALL_TOPICS}
 

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from crp_stream.console.app import Console
+from crp_stream.events.topics import ENVELOPES, WINDOW_REPORTS
 
 FACT_FIELDS = (
     "fact_id",
@@ -71,15 +72,15 @@ def routes(console: Console) -> list[Route]:
     backend = console.backend
 
     def sessions() -> list[tuple[str, int]]:
-        counts = Counter(r.key for r in backend.records("crp.envelopes", limit=100_000) if r.key)
+        counts = Counter(r.key for r in backend.records(ENVELOPES, limit=100_000) if r.key)
         return sorted(counts.items())
 
     def load(session_id: str) -> dict[str, Any] | None:
-        recs = backend.records("crp.envelopes", key=session_id)
+        recs = backend.records(ENVELOPES, key=session_id)
         if not recs:
             return None
         reports = {}
-        for r in backend.records("crp.window.reports", key=session_id):
+        for r in backend.records(WINDOW_REPORTS, key=session_id):
             value = _decode(r.value)
             if value is not None:
                 reports[(value.get("window"), value.get("branch"))] = value

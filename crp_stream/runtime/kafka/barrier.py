@@ -33,11 +33,13 @@ from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from crp_stream.events.topics import DOCUMENTS, FACTS, OPERATOR_COMMANDS, TELEMETRY, WINDOW_REPORTS
+
 log = logging.getLogger("crp_stream.kafka")
 
-INGEST_TOPICS = {"crp.documents": "ingest", "crp.telemetry": "ingest", "crp.operator.commands": "operator"}
-FACTS = ("crp.facts", "arbiter")
-REPORTS = ("crp.window.reports", "retrieval")
+INGEST_TOPICS = {DOCUMENTS: "ingest", TELEMETRY: "ingest", OPERATOR_COMMANDS: "operator"}
+ARBITER_INPUT = (FACTS, "arbiter")
+RETRIEVAL_INPUT = (WINDOW_REPORTS, "retrieval")
 POLL_S = 0.01
 T = TypeVar("T")
 
@@ -76,7 +78,7 @@ class EventTimeBarrier:
         consumer = AIOKafkaConsumer(**self.client, group_id=None, enable_auto_commit=False)
         await consumer.start()
         # assigned (so their metadata is kept) and paused (nothing is fetched): only offsets are read
-        tps = [tp for base in (*INGEST_TOPICS, FACTS[0], REPORTS[0]) for tp in self._tps(base)]
+        tps = [tp for base in (*INGEST_TOPICS, ARBITER_INPUT[0], RETRIEVAL_INPUT[0]) for tp in self._tps(base)]
         consumer.assign(tps)
         consumer.pause(*tps)
         self._consumer = consumer
@@ -148,9 +150,9 @@ class EventTimeBarrier:
             (g, base, self._tps(base)) for base, g in INGEST_TOPICS.items() if scope == "request" or g != "operator"
         ]
         if scope == "request":
-            waits.append((REPORTS[1], REPORTS[0], self._tps(REPORTS[0])))
+            waits.append((RETRIEVAL_INPUT[1], RETRIEVAL_INPUT[0], self._tps(RETRIEVAL_INPUT[0])))
         if scope != "arbiter":
-            waits.append((FACTS[1], FACTS[0], self._tps(FACTS[0])))
+            waits.append((ARBITER_INPUT[1], ARBITER_INPUT[0], self._tps(ARBITER_INPUT[0])))
         return waits
 
     async def _settled(self, ts_ms: int, deadline: float, scope: str) -> bool:
@@ -191,7 +193,7 @@ class EventTimeBarrier:
             (g, base, self._tps(base)) for base, g in INGEST_TOPICS.items() if scope == "request" or g != "operator"
         ]
         if partition is not None:
-            waits.append((REPORTS[1], REPORTS[0], self._tps(REPORTS[0], [partition])))
+            waits.append((RETRIEVAL_INPUT[1], RETRIEVAL_INPUT[0], self._tps(RETRIEVAL_INPUT[0], [partition])))
         targets = await self._targets_at([tp for _, _, tps in waits for tp in tps], ts_ms, deadline)
         for group, base, tps in waits:
             if not await self._until(group, base, {tp.partition: targets[tp] for tp in tps}, deadline):
@@ -200,8 +202,8 @@ class EventTimeBarrier:
             return True
         # what those inputs caused on crp.facts, then what the arbiter's own changes caused
         for _ in range(2):
-            ends = await self._ends(self._tps(FACTS[0]), deadline)
-            if not await self._until(FACTS[1], FACTS[0], ends, deadline):
+            ends = await self._ends(self._tps(ARBITER_INPUT[0]), deadline)
+            if not await self._until(ARBITER_INPUT[1], ARBITER_INPUT[0], ends, deadline):
                 return False
         return True
 

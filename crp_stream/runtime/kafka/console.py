@@ -25,6 +25,7 @@ from crp_stream import events
 from crp_stream.config import Settings
 from crp_stream.core.ids import derive_id
 from crp_stream.events import Command
+from crp_stream.events.topics import OPERATOR_COMMANDS
 from crp_stream.fabric.repository import Repository
 from crp_stream.processors import HANDLER_GROUPS, all_handlers
 from crp_stream.processors.base import Emitter
@@ -33,7 +34,6 @@ from crp_stream.processors.effects import audit
 from crp_stream.runtime.console_port import CommandResult, TopicRecord, TopicRow, thresholds_view
 
 log = logging.getLogger("crp_stream.console")
-COMMANDS = "crp.operator.commands"
 MOUNT = "/console"
 WAIT_S = 30.0  # how long a write waits for an operator worker to apply the command
 T = TypeVar("T")
@@ -149,7 +149,7 @@ class KafkaConsoleBackend:
         cmd = events.OperatorCommand(
             command_id=command_id, command=command, target_id=target_id, actor=actor, reason=reason
         )
-        meta = self._on_loop(lambda: self._send(COMMANDS, key, events.encode(cmd), []))
+        meta = self._on_loop(lambda: self._send(OPERATOR_COMMANDS, key, events.encode(cmd), []))
         deadline = time.monotonic() + WAIT_S
         while time.monotonic() < deadline:
             with self.repo() as repo:
@@ -157,7 +157,7 @@ class KafkaConsoleBackend:
                     return CommandResult(command_id, None)
                 for a in repo.audit_query("EVENT_REJECTED", key=key, limit=200):
                     d = a["details"]
-                    if d.get("topic") == COMMANDS and d.get("offset") == meta.offset:
+                    if d.get("topic") == OPERATOR_COMMANDS and d.get("offset") == meta.offset:
                         return CommandResult(command_id, str(d.get("reason")))
             time.sleep(0.2)
         return CommandResult(command_id, None, pending=True)

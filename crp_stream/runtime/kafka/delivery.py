@@ -29,13 +29,13 @@ from aiokafka.partitioner import murmur2
 
 from crp_stream.config import Settings
 from crp_stream.core.claim_values import claim_key
+from crp_stream.events.topics import FACTS
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import Output
 from crp_stream.processors.dispatch import ID_HEADER
 
 log = logging.getLogger("crp_stream.kafka")
 
-FACTS = "crp.facts"
 OUTBOX_PREFIX = "outbox:"
 
 

@@ -15,6 +15,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from crp_stream.events.topics import AUDIT, DEADLETTER, WINDOW_REQUESTS
+
 LATENCY_BUCKETS = (
     0.001,
     0.0025,
@@ -38,9 +40,6 @@ LATENCY_BUCKETS = (
     5.0,
     10.0,
 )
-WINDOW_REQUESTS = "crp.window.requests"
-DEADLETTER = "crp.deadletter"
-AUDIT = "crp.audit"
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 

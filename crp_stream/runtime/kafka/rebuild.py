@@ -31,7 +31,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from sqlalchemy import inspect
 
 from crp_stream.config import ConfigError, Settings
-from crp_stream.events import INPUT_TOPICS
+from crp_stream.events import ALL_TOPICS, INPUT_TOPICS
 from crp_stream.fabric import db
 from crp_stream.fabric.fabric import Fabric, open_vector_index
 from crp_stream.processors import all_handlers
@@ -40,7 +40,6 @@ from crp_stream.processors.dispatch import ID_HEADER, apply_record, internal_err
 from crp_stream.runtime import projections
 from crp_stream.runtime.kafka.delivery import route
 from crp_stream.runtime.kafka.security import client_kwargs
-from crp_stream.runtime.kafka.topics import ALL_TOPICS
 from crp_stream.runtime.rebuild import RebuildResult, drop_projections, restore_audit, saved_rows, verified
 from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile

@@ -13,11 +13,8 @@ import contextlib
 import json
 from dataclasses import dataclass
 
+from crp_stream.events.topics import DEADLETTER, ENVELOPES, WINDOW_REQUESTS
 from crp_stream.runtime.kafka.transport import Received, Transport
-
-ENVELOPES = "crp.envelopes"
-DEADLETTER = "crp.deadletter"
-REQUESTS = "crp.window.requests"
 
 
 @dataclass(frozen=True)
@@ -97,7 +94,7 @@ class ReplyListener:
             rid, reply = value.get("request_id"), Reply(r.value, None)
             if value.get("closing"):
                 return  # a window's exit, sent when its reports arrive: not the answer to the request
-        elif value.get("topic") in (REQUESTS, self.transport.settings.topic(REQUESTS)):  # contract name
+        elif value.get("topic") in (WINDOW_REQUESTS, self.transport.settings.topic(WINDOW_REQUESTS)):  # contract name
             rid, reply = _request_id_of(value.get("raw")), Reply(None, str(value.get("reason")))
         else:
             return

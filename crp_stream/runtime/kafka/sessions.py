@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import faust
 
+from crp_stream.events.topics import FACTS, WINDOW_REQUESTS
 from crp_stream.fabric.repository import Repository
 from crp_stream.processors.base import AnyHandler
 from crp_stream.runtime.kafka.barrier import EventTimeBarrier
@@ -175,7 +176,7 @@ class WorkerBarrier:
                 await w.handle_message(h, ev.message, lag)
                 self.ack(h.group, ev)
 
-            self.sequencer = SessionSequencer(w.settings.topic("crp.window.requests"), process, self.wait, self.crash)
+            self.sequencer = SessionSequencer(w.settings.topic(WINDOW_REQUESTS), process, self.wait, self.crash)
         self.sequencer.offer(event)
 
     def ack(self, group: str, event: faust.EventT[Any]) -> None:
@@ -276,7 +277,7 @@ class WorkerBarrier:
         scope = {"operator": "command", "arbiter": "arbiter"}.get(group)
         if scope is None or self.barrier is None or not m.timestamp:
             return
-        if scope == "arbiter" and self.w.settings.base_topic(m.topic) != "crp.facts":
+        if scope == "arbiter" and self.w.settings.base_topic(m.topic) != FACTS:
             return
         await self.wait(self.event_ms(m) if scope == "arbiter" else round(m.timestamp * 1000), None, scope)
 

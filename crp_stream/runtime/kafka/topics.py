@@ -1,4 +1,4 @@
-"""Kafka topics of crp-stream: names, creation with an admin client, and the checks a worker needs.
+"""Kafka topics of crp-stream: their Kafka configuration, creation with an admin client, and the checks a worker needs.
 
 Every topic is created with ``message.timestamp.type=LogAppendTime``: the broker stamps each record
 when it appends it, and that stamp is the fact's ingestion epoch (docs/contract.md), whatever timestamp
@@ -24,31 +24,20 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from crp_stream.config import INFINITE_RETENTION_MS, ConfigError, Settings
+from crp_stream.events.topics import ALL_TOPICS, DOCUMENTS, OPERATOR_COMMANDS, TELEMETRY, WINDOW_REPORTS
 from crp_stream.runtime.kafka.security import bootstrap_servers, check_broker, client_kwargs
 
 log = logging.getLogger("crp_stream.kafka")
 
-INPUT_TOPICS = ("crp.documents", "crp.telemetry", "crp.window.requests", "crp.window.reports", "crp.operator.commands")
-OUTPUT_TOPICS = (
-    "crp.facts",
-    "crp.envelopes",
-    "crp.audit",
-    "crp.refresh.requests",
-    "crp.quarantine.candidates",
-    "crp.deadletter",
-)
-ALL_TOPICS = INPUT_TOPICS + OUTPUT_TOPICS
-# what rebuild replays and nothing re-derives: kept forever
-SOURCE_OF_TRUTH = ("crp.documents", "crp.telemetry", "crp.window.reports", "crp.operator.commands")
+# What rebuild replays and nothing re-derives: kept forever (retention.ms=-1). The names, and which
+# topics exist, are the contract's (events/topics.py); this module adds only how Kafka keeps them.
+SOURCE_OF_TRUTH = (DOCUMENTS, TELEMETRY, WINDOW_REPORTS, OPERATOR_COMMANDS)
 TIMESTAMP_TYPE = "message.timestamp.type"
 LOG_APPEND_TIME = "LogAppendTime"
 RETENTION_MS = "retention.ms"
 TOPIC_EXISTS = 36
 
 __all__ = [
-    "ALL_TOPICS",
-    "INPUT_TOPICS",
-    "OUTPUT_TOPICS",
     "SOURCE_OF_TRUTH",
     "TopicState",
     "bootstrap_servers",
