@@ -14,13 +14,14 @@ from typing import Any, cast
 
 from crp_stream import events
 from crp_stream.core.ids import derive_id
+from crp_stream.events import topics
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import AnyHandler, BatchItem, Emitter, Output, Record, rfc3339
 
 log = logging.getLogger(__name__)
 
-DEADLETTER = "crp.deadletter"
-AUDIT = "crp.audit"
+DEADLETTER = topics.DEADLETTER
+AUDIT = topics.AUDIT
 ID_HEADER = "crp-id"
 # ``\u0000`` escaped in a JSON string (an odd run of backslashes before it): PostgreSQL cannot store a
 # NUL in text, so it is refused at the edge on every backend alike, instead of failing in the database.

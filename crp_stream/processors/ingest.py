@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from crp_stream import events
 from crp_stream.core.claim_values import claim_key
-from crp_stream.events import Rejected
+from crp_stream.events import Rejected, topics
 from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
 from crp_stream.fabric.fabric import Fabric, UnitOfWork
 from crp_stream.fabric.rows import FactRow
@@ -36,7 +36,7 @@ from crp_stream.processors.similarity import write_similarity_edges
 
 log = logging.getLogger(__name__)
 
-FACTS = "crp.facts"
+FACTS = topics.FACTS
 
 
 class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]):
@@ -46,7 +46,7 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
     insert per table."""
 
     group = "ingest"
-    topics = ("crp.documents", "crp.telemetry")
+    topics = (topics.DOCUMENTS, topics.TELEMETRY)
     batch_native = True
 
     def lookahead(self, records: Sequence[Record], fabric: Fabric) -> None:

@@ -11,15 +11,6 @@ from crp_stream.events import topics
 PACKAGE = Path(crp_stream.__file__).parent
 HOME = PACKAGE / "events" / "topics.py"
 NAMES = frozenset(topics.TOPICS)
-# Modules that still spell topic names out, to be moved to the imported names. The test fails once one
-# of them no longer does, so the list only shrinks.
-NOT_YET_MOVED = frozenset(
-    {
-        "processors/dispatch.py",
-        "processors/ingest.py",
-        "runtime/embedded/runtime.py",
-    }
-)
 
 
 def topic_literals(path: Path) -> list[str]:
@@ -44,18 +35,13 @@ def test_no_module_but_events_topics_spells_a_topic_name() -> None:
     found = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         rel = path.relative_to(PACKAGE).as_posix()
-        if path == HOME or rel in NOT_YET_MOVED:
+        if path == HOME:
             continue
         hits = topic_literals(path)
         if hits:
             found[rel] = hits
     assert found == {}, f"import the topic names from crp_stream.events.topics instead: {found}"
     assert len(topic_literals(HOME)) == len(NAMES)  # the scan sees them where they are defined
-
-
-def test_the_modules_not_yet_moved_still_need_the_exemption() -> None:
-    for rel in sorted(NOT_YET_MOVED):
-        assert topic_literals(PACKAGE / rel), f"{rel} spells no topic name any more: drop it from NOT_YET_MOVED"
 
 
 def test_the_scan_finds_a_literal(tmp_path: Path) -> None:

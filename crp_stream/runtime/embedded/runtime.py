@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from crp_stream.events import INPUT_TOPICS
+from crp_stream.events import INPUT_TOPICS, topics
 from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
 from crp_stream.fabric.fabric import Fabric, UnitOfWork
 from crp_stream.processors.base import AnyHandler, Output, Record
@@ -362,7 +362,7 @@ class EmbeddedRuntime:
 
     def _publish_emitted(self) -> None:
         """Count and report outputs only once their batch committed (a rolled-back batch re-emits them)."""
-        dead = self.physical("crp.deadletter")
+        dead = self.physical(topics.DEADLETTER)
         for w in self._emitted:
             self.stats.outputs += 1
             if w.topic == dead:
