@@ -10,7 +10,7 @@ import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import Engine
 
@@ -105,6 +105,9 @@ def open_vector_index(spec: str) -> VectorIndex:
 class UnitOfWork:
     repo: Repository
     fabric: Fabric
+    # facts this transaction wrote whose records a runtime has not released to the handlers downstream
+    # yet (the embedded runtime releases a micro-batch record by record): not there for them yet
+    unreleased: set[str] = field(default_factory=set)
 
     @property
     def vectors(self) -> VectorIndex:

@@ -77,13 +77,13 @@ def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
     adjacent = similar(uow, fid)
     if not adjacent:
         return None
-    # peers known at the fact's epoch (``core.drift.known_at``): a neighbour ingested later, in the same
-    # micro-batch or stored ahead by another worker, is judged when its own turn comes
-    epoch = row["epoch_us"]
+    # a neighbour of a later record of the same micro-batch is not there yet for this record: it is
+    # judged, and finds this fact, when the runtime releases its own record
+    hidden = uow.unreleased
     rows = [
         r
         for r in uow.repo.facts_by_ids(adjacent, copies=False).values()  # read here, before any write
-        if r["epoch_us"] <= epoch
+        if r["fact_id"] not in hidden
         and is_text_fact(r)
         and (r["claim_key"] is None or str(r["claim_key"]).startswith(SIM_PREFIX))
     ]

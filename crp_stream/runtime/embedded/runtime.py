@@ -315,6 +315,7 @@ class EmbeddedRuntime:
                 self.stats.processed[r.topic] = self.stats.processed.get(r.topic, 0) + 1
                 # released record by record: what each caused is handled before the next one's outputs
                 # are appended, so the log holds what record-by-record processing would append
+                uow.unreleased.difference_update(o.key for o in each if o.topic == topics.FACTS)
                 self._append(each)
                 n += self._cascade(uow)
             n += took
