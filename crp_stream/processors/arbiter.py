@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from crp_stream import events
 from crp_stream.core import memo as text_memos
@@ -159,7 +159,9 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     def __init__(self) -> None:
         self._preloaded = False
 
-    def handle_batch(self, items: Sequence[BatchItem], uow: UnitOfWork) -> int:
+    def handle_batch(
+        self, items: Sequence[BatchItem[events.FactRecorded | events.FactStatusChanged]], uow: UnitOfWork
+    ) -> int:
         """A micro-batch of changes: the claim index is read once (it is kept in memory), the batch's
         rows, edges and neighbours' rows in one query each, and the writes (claim rows, processed
         marks) are buffered to the batch's end. Each change is still judged on its own, as of its event
@@ -477,34 +479,20 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
                     )
 
 
-class _Ctx:
+class _Ctx(NamedTuple):
     """What one evaluation's effects need, passed once."""
 
-    def __init__(
-        self,
-        uow: UnitOfWork,
-        out: Emitter,
-        record: Record,
-        key: str,
-        subject: str,
-        attribute: str,
-        verdict: Verdict,
-        fingerprint: str,
-        details: dict[str, Any],
-        rows: Sequence[FactRow],
-        as_of: int,
-    ):
-        self.uow = uow
-        self.out = out
-        self.record = record
-        self.key = key
-        self.subject = subject
-        self.attribute = attribute
-        self.verdict = verdict
-        self.fingerprint = fingerprint
-        self.details = details
-        self.rows = rows
-        self.as_of = as_of  # event time of the evaluation: the time of everything it emits
+    uow: UnitOfWork
+    out: Emitter
+    record: Record
+    key: str
+    subject: str
+    attribute: str
+    verdict: Verdict
+    fingerprint: str
+    details: dict[str, Any]
+    rows: Sequence[FactRow]
+    as_of: int  # event time of the evaluation: the time of everything it emits
 
 
 __all__ = ["ArbiterHandler", "choose_verdict", "claim_records"]

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 from crp_stream.core.ids import derive_id
 
 if TYPE_CHECKING:
+    from crp_stream.events import Rejected
     from crp_stream.fabric.fabric import Fabric, UnitOfWork
 
 
@@ -72,22 +73,23 @@ class Emitter:
 
 
 E_contra = TypeVar("E_contra", contravariant=True)
+E = TypeVar("E")
 
 
-class BatchItem:
+class BatchItem(Generic[E]):
     """One decoded record of a micro-batch, with the emitter its outputs go to. A batch-native
     handler rejects a record by ``reject`` (before any write of that record's): the record alone is
     dead-lettered, its neighbours go on."""
 
     __slots__ = ("event", "out", "record", "rejection")
 
-    def __init__(self, event: Any, record: Record, out: Emitter) -> None:
+    def __init__(self, event: E, record: Record, out: Emitter) -> None:
         self.event = event
         self.record = record
         self.out = out
-        self.rejection: Any = None  # an ``events.Rejected`` once rejected
+        self.rejection: Rejected | None = None
 
-    def reject(self, exc: BaseException) -> None:
+    def reject(self, exc: Rejected) -> None:
         self.rejection = exc
 
 
@@ -114,7 +116,7 @@ class Handler(ABC, Generic[E_contra]):
     def handle(self, event: E_contra, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         """Apply one decoded event. Raise ``Rejected`` for bad input; any other error is retried."""
 
-    def handle_batch(self, items: Sequence[BatchItem], uow: UnitOfWork) -> int:
+    def handle_batch(self, items: Sequence[BatchItem[E_contra]], uow: UnitOfWork) -> int:
         """Apply a micro-batch of decoded events (none of them seen before) in the caller's transaction;
         returns how many of them, from the first, were applied: a handler may stop early where the rest
         must see the effects of what the applied ones cause first (the runtime handles those, then

@@ -161,7 +161,7 @@ def _apply_batch(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork
     keys = [d[2] for d in decoded if d[2] is not None and d[3]]
     if len(keys) > 1:
         uow.repo.prefetch_processed(handler.group, keys)
-    items: list[BatchItem] = []
+    items: list[BatchItem[events.Event]] = []
     marks: list[tuple[str, bool, str]] = []  # per item: idempotency key, tracked, content hash
     place: list[int] = []  # per item: its record's index
     batch_keys: set[str] = set()

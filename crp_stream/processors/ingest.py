@@ -77,7 +77,9 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
         if item.rejection is not None:
             raise item.rejection
 
-    def handle_batch(self, items: Sequence[BatchItem], uow: UnitOfWork) -> int:
+    def handle_batch(
+        self, items: Sequence[BatchItem[events.DocumentPublished | events.TelemetryObserved]], uow: UnitOfWork
+    ) -> int:
         plans: list[Plan | None] = []
         for item in items:
             try:
@@ -88,7 +90,7 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
         taken = self._take(plans, uow)
         group = [(n, items[n], p) for n, p in enumerate(plans[:taken]) if p is not None]
         self._vectors([p for _n, _i, p in group], uow)
-        ready: list[tuple[BatchItem, Plan]] = []
+        ready: list[tuple[BatchItem[events.DocumentPublished | events.TelemetryObserved], Plan]] = []
         for n, item, p in group:
             try:
                 check_vectors(p, uow)
@@ -151,7 +153,11 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
         for (draft, _text), v in zip(todo, computed, strict=True):
             draft.vector = v
 
-    def _write(self, ready: Sequence[tuple[BatchItem, Plan]], uow: UnitOfWork) -> None:
+    def _write(
+        self,
+        ready: Sequence[tuple[BatchItem[events.DocumentPublished | events.TelemetryObserved], Plan]],
+        uow: UnitOfWork,
+    ) -> None:
         rows: list[FactRow] = []
         vitems: list[VectorItem] = []
         owner: list[int] = []  # per new fact: its plan's place in ``ready``
@@ -209,7 +215,9 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             audit_unproven(p.admission, item.record, uow, item.out)
             self._emit(item, p, uow)
 
-    def _emit(self, item: BatchItem, p: Plan, uow: UnitOfWork) -> None:
+    def _emit(
+        self, item: BatchItem[events.DocumentPublished | events.TelemetryObserved], p: Plan, uow: UnitOfWork
+    ) -> None:
         if not p.fresh:
             return
         at = item.record.at

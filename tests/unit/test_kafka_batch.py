@@ -144,7 +144,7 @@ def test_a_poison_record_in_a_batch_is_dead_lettered_and_the_rest_lands(
     handler = harness.worker.handlers[0]
     real = handler.handle_batch
 
-    def handle_batch(items: Sequence[BatchItem], uow: UnitOfWork) -> int:
+    def handle_batch(items: Sequence[BatchItem[Any]], uow: UnitOfWork) -> int:
         applied = real(items, uow)  # its facts and vectors are written, then it fails
         if any(getattr(it.event, "event_id", "") == "poison" for it in items[:applied]):
             raise RuntimeError("a bug this record triggers")

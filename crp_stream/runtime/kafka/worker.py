@@ -4,9 +4,8 @@ real broker, PostgreSQL and Qdrant; one agent per handler group, workers of a gr
 At-least-once delivery with idempotent, transactional fabric effects (not faust's exactly_once: the
 effects live in the database, which a Kafka transaction cannot include). One database transaction
 checks the fabric's offset, applies the records and writes their outputs to the partition's outbox;
-the outputs are produced after the commit. Ingest and the arbiter apply what faust delivered in a
-burst in one transaction (batch.py); the other groups, and a batch that failed, one record each.
-Handler work runs on one thread, off the event loop. Why each step: docs/kafka.md.
+the outputs are produced after the commit. Ingest and the arbiter apply a burst in one transaction
+(batch.py), the other groups one record each; handler work runs off the event loop (docs/kafka.md).
 """
 
 from __future__ import annotations
@@ -57,18 +56,16 @@ log = logging.getLogger("crp_stream.kafka")
 LOG_APPEND_TIME = 1
 
 Mount = tuple[str, Callable[["KafkaWorker"], Any]]  # (path prefix, ASGI app factory)
-
-
 PING_IDLE_S = 1.0  # a pooled connection idle longer is pinged at checkout; busy ones are not
 
 
 def open_fabric(settings: Settings, journal: VectorJournal) -> Fabric:
-    """The fabric with its vector index guarded by ``journal`` (migrations serialise in ``db.upgrade``)."""
-    return Fabric(
-        settings,
-        engine=db.make_engine(settings.database, ping_idle_s=PING_IDLE_S),
-        vectors=GuardedVectors(open_vector_index(settings.vectors), journal),
-    )
+    """The fabric, its vector index guarded by ``journal``; an endpoint embedder is probed now."""
+    engine = db.make_engine(settings.database, ping_idle_s=PING_IDLE_S)
+    fabric = Fabric(settings, engine=engine, vectors=GuardedVectors(open_vector_index(settings.vectors), journal))
+    if not fabric.embedder.requires_vectors:
+        _ = fabric.embedder.dim
+    return fabric
 
 
 class KafkaWorker(WorkerStatus):
@@ -94,8 +91,6 @@ class KafkaWorker(WorkerStatus):
         # vector writes are outside the database transaction: journal them, undo them on a rollback
         self.journal = VectorJournal(self.journal_path())
         self.fabric = open_fabric(settings, self.journal)
-        if not self.fabric.embedder.requires_vectors:
-            _ = self.fabric.embedder.dim  # an openai: endpoint is probed now: one line at start if it cannot serve
         self.fabric.warm(graph=any(h.group == "retrieval" for h in self.handlers))  # not on the first requests
         for h in self.handlers:
             h.bind(self.fabric)
@@ -103,8 +98,7 @@ class KafkaWorker(WorkerStatus):
         self.max_attempts = max_attempts
         self.session_timeout_s = session_timeout_s
         self.commit_interval_s = commit_interval_s
-        # records per transaction on the batched groups; 1: one per record
-        self.batch_max = settings.kafka_batch_max if batch_max is None else batch_max
+        self.batch_max = settings.kafka_batch_max if batch_max is None else batch_max  # 1: one per record
         self.metrics = Metrics("kafka")
         self._fabric_thread = FabricThread(self.metrics)  # timed; CRP_PROFILE=path: under cProfile
         self.partitions: dict[str, int] = {}
