@@ -183,7 +183,16 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     def prepare(self, events_: Sequence[Any], uow: UnitOfWork) -> None:
         """A document's facts arrive as one run: their rows, their similarity edges and their
         neighbours' rows are read in one query each (text claims read all three per fact)."""
-        ids = [e.fact_id for e in events_ if isinstance(e, _CHANGES)]
+        self._read_facts([e.fact_id for e in events_ if isinstance(e, _CHANGES)], uow)
+
+    def read_ahead(self, topic: str, keys: Sequence[str], uow: UnitOfWork) -> None:
+        """The facts of a whole ingest micro-batch (crp.facts is keyed by fact id), read as ``prepare``
+        reads one run's: once per batch instead of once per document."""
+        if topic == FACTS and len(keys) > 1:
+            self._read_facts(keys, uow)
+
+    @staticmethod
+    def _read_facts(ids: Sequence[str], uow: UnitOfWork) -> None:
         rows = uow.repo.facts_by_ids(ids, copies=False)  # read ahead; only their claim keys are read here
         text = [f for f, r in rows.items() if r["claim_key"] is None]
         if text:

@@ -140,6 +140,11 @@ class Handler(ABC, Generic[E_contra]):
         """Called with the decoded events of a run before any of them is handled, in the same
         transaction: read ahead, in one query per table, what handling them will read (never write)."""
 
+    def read_ahead(self, topic: str, keys: Sequence[str], uow: UnitOfWork) -> None:
+        """Called with the keys of records a micro-batch appended to ``topic`` that this handler will
+        be offered next, in runs, in the same transaction: read ahead, once for the whole batch, what
+        handling them will read (never write). A document's facts, say, all the batch's at once."""
+
 
 AnyHandler = Handler[Any]  # a runtime's list of handlers: each is offered only its own topics' events
 

@@ -308,6 +308,8 @@ class EmbeddedRuntime:
             if not todo:
                 break
             outs, took = apply_prefix(h, todo, uow)
+            if took > 1:
+                self._read_ahead(outs, uow)
             for r, each in zip(todo[:took], outs, strict=True):
                 key = (h.group, r.topic)
                 self._offsets[key] = max(self._offsets.get(key, 0), r.offset + 1)
@@ -322,6 +324,18 @@ class EmbeddedRuntime:
             last = todo[took - 1]
             rest = rest[next(i for i, r in enumerate(rest) if r is last) + 1 :]
         return n
+
+    def _read_ahead(self, outs: Sequence[Sequence[Output]], uow: UnitOfWork) -> None:
+        """What a micro-batch caused reaches its consumers record by record (below); each may read
+        ahead, once for the batch, what those runs will read."""
+        keys: dict[str, list[str]] = {}
+        for each in outs:
+            for o in each:
+                keys.setdefault(o.topic, []).append(o.key)
+        for topic, found in keys.items():
+            for h in self.handlers:
+                if topic in h.topics:
+                    h.read_ahead(topic, found, uow)
 
     def _deadletter_current(self, exc: BaseException) -> None:
         """The isolated record failed every attempt: dead-letter it for each handler still owing it."""
