@@ -3,7 +3,7 @@ per-batch reads and writes where SQLAlchemy's statement and row handling cost mo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection
@@ -92,6 +92,41 @@ class DriverSQL:
                 cur.execute(sql.replace("?", "%s"), list(params))
                 return cur.fetchone()
         return raw.execute(sql, list(params)).fetchone()  # type: ignore[union-attr]
+
+    def _copy_insert_ignore(self, table: str, columns: Sequence[str], keys: Sequence[str], rows: Iterable[Any]) -> int:
+        """PostgreSQL: ``rows`` (tuples in ``columns`` order) COPYed into a session-local staging table,
+        then one ``INSERT ... SELECT ... ON CONFLICT (keys) DO NOTHING`` into ``table``; the rows the
+        insert added. COPY streams a batch without a parameter per value, and the insert keeps the
+        idempotency of a replayed record. The staging table empties at commit (``ON COMMIT DELETE ROWS``)
+        and is truncated after each use, so a rolled-back or repeated batch starts from nothing."""
+        stage = f"crp_stage_{table}"
+        cols = ", ".join('"' + c + '"' for c in columns)
+        raw = self.conn.connection.driver_connection
+        with raw.cursor() as cur:  # type: ignore[union-attr]
+            # every time: a rolled-back transaction takes the table it made with it. No constraints:
+            # the target's checks run once, in the INSERT
+            cur.execute(
+                f"CREATE TEMP TABLE IF NOT EXISTS {stage} (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+            )
+            with cur.copy(f"COPY {stage} ({cols}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            # a heap filled by one COPY scans in the order written: the rows keep their batch order
+            cur.execute(
+                f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {stage} ON CONFLICT ({', '.join(keys)}) DO NOTHING"
+            )
+            inserted = int(cur.rowcount)
+            cur.execute(f"TRUNCATE {stage}")
+        return inserted
+
+    def _copy_in(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        """PostgreSQL: ``rows`` appended to ``table`` by one COPY (a plain insert: a repeated key fails
+        the transaction, as the INSERT it replaces would)."""
+        cols = ", ".join('"' + c + '"' for c in columns)
+        raw = self.conn.connection.driver_connection
+        with raw.cursor() as cur, cur.copy(f"COPY {table} ({cols}) FROM STDIN") as copy:  # type: ignore[union-attr]
+            for row in rows:
+                copy.write_row(row)
 
     def _executemany(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
         """One statement for many rows on the driver (``?`` marks): SQLAlchemy's per-row parameter

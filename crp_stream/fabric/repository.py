@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, cast
 
-from sqlalchemy import Connection, func, select, update
+from sqlalchemy import Connection, Integer, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from crp_stream.fabric import tables as t
@@ -19,6 +19,8 @@ from crp_stream.fabric.progress_records import ProgressRecords
 from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
 
 _FACT_COLUMNS = t.column_names(t.facts)
+# from this many rows, PostgreSQL inserts by COPY into a staging table (below it, a VALUES list is as quick)
+_COPY_FROM = 32
 
 FACTS_GENERATION = "facts_generation"
 _SESSION_COLUMNS = ("session_id", "embedding_model", "window_count", "max_windows", "state", "updated_at_us")
@@ -27,6 +29,7 @@ _SESSION_CONFLICT = " ON CONFLICT (session_id) DO UPDATE SET " + ", ".join(
     f"{c} = excluded.{c}" for c in _SESSION_COLUMNS[1:]
 )
 _SESSION_UPSERT = _SESSION_INSERT + "(" + ", ".join(["%s"] * len(_SESSION_COLUMNS)) + ")" + _SESSION_CONFLICT
+_MARK_COLUMNS = ("consumer", "event_id", "content_hash", "topic", "offset")
 _MARK_INSERT = 'INSERT INTO processed_events (consumer, event_id, content_hash, topic, "offset") VALUES '
 
 
@@ -63,7 +66,10 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         """Write what this repository buffered (processed ids, claim rows); the unit of work calls it
         before commit."""
         if self._marks:  # on the driver: one statement for the batch, no per-row parameter handling
-            self._executemany(_MARK_INSERT + "(?, ?, ?, ?, ?)", list(self._marks.values()))
+            if self._dialect == "postgresql" and len(self._marks) >= _COPY_FROM:
+                self._copy_in("processed_events", _MARK_COLUMNS, self._marks.values())
+            else:
+                self._executemany(_MARK_INSERT + "(?, ?, ?, ?, ?)", list(self._marks.values()))
             self._marks.clear()
         if self._session_writes:
             self._executemany(_SESSION_UPSERT.replace("%s", "?"), list(self._session_writes.values()))
@@ -106,6 +112,10 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
             params = [(pick(r),) for r in rows] if len(cols) == 1 else list(map(pick, rows))
             cur = raw.executemany(sql, params)  # type: ignore[union-attr]
             return int(cur.rowcount)
+        if self._dialect == "postgresql" and len(rows) >= _COPY_FROM and all(r.keys() == names for r in rows):
+            cols = [c.name for c in table.columns if c.name in names]
+            whole = [i for i, c in enumerate(cols) if isinstance(table.c[c].type, Integer)]
+            return self._copy_insert_ignore(table.name, cols, keys, _copy_rows(rows, cols, whole))
         mod = postgresql if self._dialect == "postgresql" else sqlite
         stmt = mod.insert(table).on_conflict_do_nothing(index_elements=list(keys))
         return int(self.conn.execute(stmt, list(rows)).rowcount)
@@ -467,3 +477,18 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
 
     def audit_exists(self, event_id: str) -> bool:
         return bool(self._select_where(("seq",), "audit_log", (("event_id", event_id),)))
+
+
+def _copy_rows(
+    rows: Sequence[Mapping[str, Any]], cols: Sequence[str], whole: Sequence[int]
+) -> Iterator[tuple[Any, ...]]:
+    """``rows`` as COPY tuples in ``cols`` order. COPY parses its text as the column's type, where an
+    INSERT's parameter is cast: a float given for an integer column is rounded here as the server's
+    assignment cast would round it (half to even)."""
+    for r in rows:
+        values = [r[c] for c in cols]
+        for i in whole:
+            v = values[i]
+            if type(v) is float:
+                values[i] = round(v)
+        yield tuple(values)

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import DBAPIError
 
-from crp_stream.fabric import db
+from crp_stream.fabric import db, tables
 from crp_stream.fabric.repository import Repository
 
 
@@ -167,6 +167,30 @@ def test_fact_insert_is_idempotent_and_status_changes(engine: Engine) -> None:
         repo.set_fact_status(["a"], "stale")
         assert [f["fact_id"] for f in repo.facts_for_claim("x|y")] == ["a"]
         assert repo.fact_counts() == [("s", "active", 1), ("s", "stale", 1)]
+
+
+def test_a_batch_insert_keeps_the_first_write_of_each_id_and_counts_only_new_rows(engine: Engine) -> None:
+    """A micro-batch's facts go in as one statement (COPY through a staging table on PostgreSQL, from
+    a few dozen rows): a repeated id, in the store or earlier in the batch, keeps its first row; whole
+    floats given for integer columns are stored as integers; a rolled-back batch leaves nothing."""
+    ids = [f"f{i:03d}" for i in range(60)]
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.insert_facts([fact(ids[0], text="first")])
+        batch = [fact(f, position=i, epoch_us=1000.0 + i, text=f'it\'s \\ \t"{f}"\n') for i, f in enumerate(ids)]
+        batch.append(fact(ids[5], text="a repeat in the batch"))
+        assert repo._insert_ignore(tables.facts, batch, ["fact_id"]) == 59
+        with pytest.raises(RuntimeError), repo.savepoint():
+            repo.insert_facts([fact(f"r{i:03d}") for i in range(40)])
+            raise RuntimeError("rejected")
+        repo.insert_facts([fact(f"g{i:03d}", epoch_us=2.0) for i in range(40)])  # the staging table again
+    with engine.begin() as conn:
+        stored = Repository(conn).facts_by_ids([*ids, "r000", "g000", "g039"])
+    assert set(stored) == {*ids, "g000", "g039"}
+    assert stored[ids[0]]["text"] == "first"
+    assert stored[ids[5]]["text"] == f'it\'s \\ \t"{ids[5]}"\n'
+    assert [stored[f]["epoch_us"] for f in ids[1:4]] == [1001, 1002, 1003]
+    assert type(stored[ids[1]]["epoch_us"]) is int and stored["g000"]["epoch_us"] == 2
 
 
 def test_ingest_per_document_reads_and_source_touch_on_the_driver_match_sqlalchemy(engine: Engine) -> None:
