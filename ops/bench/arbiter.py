@@ -421,7 +421,14 @@ def poisoning(n_questions: int, datasets: Path) -> None:
         print(f"{label:<52} {served_poison:>17} {noted:>9} {len(cands):>10} {false_q + false_cand:>8} {kinds}")
 
 
-def free_text(n: int, datasets: Path, names: list[str], qids: set[str] | None = None, control: bool = True) -> None:
+def free_text(
+    n: int,
+    datasets: Path,
+    names: list[str],
+    qids: set[str] | None = None,
+    control: bool = True,
+    orders: tuple[str, ...] | None = None,
+) -> None:
     """Copies of a trusted statement with one span swapped (ops/bench/counterfactual.py)."""
     from ops.bench import counterfactual as cf
 
@@ -441,7 +448,7 @@ def free_text(n: int, datasets: Path, names: list[str], qids: set[str] | None = 
     )
     t0 = time.perf_counter()
     cf.print_header()
-    cf.run(datasets, n, names, qids=qids)
+    cf.run(datasets, n, names, qids=qids, orders=orders or tuple(cf.ORDERS))
     print(f"free text: done in {time.perf_counter() - t0:.0f} s")
 
 
@@ -466,6 +473,7 @@ def main() -> None:
         help="free-text question sets (ops/bench/counterfactual.py)",
     )
     ap.add_argument("--qids", help="free-text: only these set ids, comma-separated (e.g. cqa2,cqa13)")
+    ap.add_argument("--orders", help="free-text: only these poison orders, comma-separated (earlier,later,later x2)")
     ap.add_argument("--no-control", action="store_true", help="free-text: skip the HotpotQA cross-article control")
     ap.add_argument(
         "--control-only", action="store_true", help="free-text: run only the HotpotQA cross-article control"
@@ -474,7 +482,12 @@ def main() -> None:
     if args.only in (None, "free-text"):
         qids = set(args.qids.split(",")) if args.qids else None
         free_text(
-            args.questions, args.datasets, [] if args.control_only else args.sets.split(","), qids, not args.no_control
+            args.questions,
+            args.datasets,
+            [] if args.control_only else args.sets.split(","),
+            qids,
+            not args.no_control,
+            tuple(args.orders.split(",")) if args.orders else None,
         )
     if args.only in (None, "poisoning"):
         poisoning(args.questions, args.datasets)

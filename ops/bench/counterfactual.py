@@ -32,6 +32,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,88 @@ def counterfactual(datasets: Path, n: int, seed: int = 14) -> list[QSet]:
     return out
 
 
+def _heldout_swaps(
+    prefix: str, questions: list[tuple[str, str, list[str]]], corpus: dict[str, str], n: int, seed: int = 15
+) -> list[QSet]:
+    """``counterfactual`` on a corpus the text rules were not read against: per question (question,
+    answer, supporting titles), the first supporting sentence that holds the answer (else a name or
+    number the question does not mention) is swapped in its whole paragraph for a span of the same
+    kind drawn from the corpus. Distractors: the first sentences of the next four paragraphs that
+    support nothing of the question."""
+    from crp_stream.core.sentences import split_sentences
+
+    titles = sorted(corpus)
+    pool: dict[str, set[str]] = {}
+    for t in titles:
+        for span in _spans(corpus[t]):
+            pool.setdefault(_kind(span), set()).add(span)
+    pools = {k: sorted(v) for k, v in pool.items()}
+    rng = random.Random(seed)
+    out: list[QSet] = []
+    for qi, (question, answer, support) in enumerate(questions):
+        paras = {t: split_sentences(corpus[t]) for t in support if t in corpus}
+        found = [(t, k, sent) for t, ss in paras.items() for k, sent in enumerate(ss)]
+        found.sort(key=lambda x: answer not in x[2])
+        for title, _k, sent in found:
+            spans = _spans(sent)
+            target = answer if answer in spans else next((x for x in spans if x.lower() not in question.lower()), None)
+            if target is None:
+                continue
+            choices = [x for x in pools.get(_kind(target), []) if x != target and x not in corpus[title]]
+            if choices:
+                break
+        else:
+            continue
+        new = rng.choice(choices)
+        true_doc = paras[title]
+        at = titles.index(title)
+        near = (titles[(at + d) % len(titles)] for d in range(1, len(titles)))
+        others = [split_sentences(corpus[t])[0] for t in islice((t for t in near if t not in support), 4)]
+        out.append(
+            QSet(
+                f"{prefix}{qi}",
+                _swap(sent, target, "what"),
+                [true_doc],
+                [[_swap(x, target, new) for x in true_doc]],
+                others,
+                {"old": target, "new": new, "kind": _kind(target)},
+            )
+        )
+        if len(out) >= n:
+            break
+    return out
+
+
+def heldout_2wiki(datasets: Path, n: int) -> list[QSet]:
+    """Held out: 2WikiMultihopQA's questions and corpus (HippoRAG's 1,000-question release)."""
+    d = datasets / "2wikimultihopqa"
+    qs = json.loads((d / "hipporag_2wiki_1000_questions.json").read_text(encoding="utf-8"))
+    corpus = {c["title"]: c["text"] for c in json.loads((d / "hipporag_2wiki_corpus.json").read_text(encoding="utf-8"))}
+    return _heldout_swaps("w", [(q["question"], q["answer"], list(q["supporting_facts"])) for q in qs], corpus, n)
+
+
+def heldout_musique(datasets: Path, n: int) -> list[QSet]:
+    """Held out: MuSiQue's 100 training questions (HippoRAG's release), their supporting paragraphs."""
+    d = datasets / "musique"
+    qs = json.loads((d / "hipporag_musique_train100.json").read_text(encoding="utf-8"))
+    corpus = {
+        c["title"]: c["text"]
+        for c in json.loads((d / "hipporag_musique_train100_corpus.json").read_text(encoding="utf-8"))
+    }
+    questions = [(q["question"], q["answer"], [p["title"] for p in q["paragraphs"] if p["is_supporting"]]) for q in qs]
+    return _heldout_swaps("m", questions, corpus, n)
+
+
+def heldout_poisonedrag(datasets: Path, n: int) -> list[QSet]:
+    """Held out: PoisonedRAG's sets after the ``n`` the rules were read against."""
+    return poisonedrag(datasets, 2 * n)[n:]
+
+
+def heldout_conflictqa(datasets: Path, n: int) -> list[QSet]:
+    """Held out: ConflictQA's claims after the first ``n``."""
+    return conflictqa(datasets, 2 * n)[n:]
+
+
 def poisonedrag(datasets: Path, n: int) -> list[QSet]:
     data: dict[str, Any] = {}
     for name in ("nq", "hotpotqa", "msmarco"):
@@ -187,7 +270,15 @@ def conflictqa(datasets: Path, n: int) -> list[QSet]:
     return sets
 
 
-GENERATORS = {"counterfactual": counterfactual, "poisonedrag": poisonedrag, "conflictqa": conflictqa}
+GENERATORS = {
+    "counterfactual": counterfactual,
+    "poisonedrag": poisonedrag,
+    "conflictqa": conflictqa,
+    "heldout-2wiki": heldout_2wiki,
+    "heldout-musique": heldout_musique,
+    "heldout-poisonedrag": heldout_poisonedrag,
+    "heldout-conflictqa": heldout_conflictqa,
+}
 
 
 @dataclass
@@ -282,7 +373,12 @@ def sets_of(name: str, datasets: Path, n: int) -> Iterator[QSet]:
 
 
 def run(
-    datasets: Path, n: int, names: list[str], budget: int = 5, qids: set[str] | None = None
+    datasets: Path,
+    n: int,
+    names: list[str],
+    budget: int = 5,
+    qids: set[str] | None = None,
+    orders: tuple[str, ...] = tuple(ORDERS),
 ) -> dict[tuple[str, str], Tally]:
     """Every set of ``names`` (the first ``n`` of each generator), or only those whose id is in ``qids``."""
     cache = EmbeddingCache("arbiter-counterfactual")
@@ -306,7 +402,7 @@ def run(
             if values_conflict(FactView("t", a, source="official_docs"), FactView("p", b, source="community_notes"))
         )
         print(f"{name}: {read}/{len(pairs)} swapped statement pairs read as contradictions (text rules alone)")
-        for order in ORDERS:
+        for order in orders:
             tally = Tally()
             for s in sets:
                 run_set(s, order, cache, budget, tally)
