@@ -14,6 +14,7 @@ from crp_stream.core.tenants import DEFAULT_TENANT, tenant_name
 from crp_stream.fabric import tables as t
 from crp_stream.fabric.claim_index import ClaimIndex, as_stored
 from crp_stream.fabric.edge_records import EdgeRecords
+from crp_stream.fabric.forget_records import ForgetRecords
 from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
 from crp_stream.fabric.operator_records import OperatorRecords, canonical_json
 from crp_stream.fabric.progress_records import ProgressRecords
@@ -31,7 +32,7 @@ _SESSION_UPSERT = _SESSION_INSERT + "(" + ", ".join(["%s"] * len(_SESSION_COLUMN
 _MARK_INSERT = 'INSERT INTO processed_events (consumer, event_id, content_hash, topic, "offset") VALUES '
 
 
-class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
+class Repository(ProgressRecords, OperatorRecords, EdgeRecords, ForgetRecords):
     def __init__(self, conn: Connection, claims: ClaimIndex | None = None, fixed: dict[str, str] | None = None):
         self.conn = conn
         # meta values fixed at the fabric's first write (the model, its dimension, the embedding
