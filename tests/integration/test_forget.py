@@ -72,28 +72,26 @@ def _count(p: Pipeline, sql: str) -> int:
 
 
 def test_forget_a_document_then_rebuild_leaves_no_byte_of_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], database_url: str
 ) -> None:
-    data = tmp_path / "data"
-    settings = Settings(data_dir=data, embedder="hashing")
+    """On SQLite (the default) and on PostgreSQL: zero rows after ``rebuild``, and no file of the data
+    directory (the log, the vector store, the SQLite fabric) holds the sentence."""
+    data = tmp_path / "data" / "d"  # the SQLite fabric of ``database_url`` is beside it: searched too
+    settings = Settings(data_dir=data, embedder="hashing", database_url=database_url)
     with Pipeline(settings) as p:
         scenario(p)
         assert any(SECRET in json.dumps(e) for e in p.out("crp.envelopes")), "the window served the secret"
         assert p.out("crp.deadletter"), "the malformed record quoting it was dead-lettered"
-    assert files_holding(data, SECRET.encode()), "the sentence is in the data directory before"
-    common = ["--data", str(data), "--embedder", "hashing"]
+    assert files_holding(tmp_path, SECRET.encode()), "the sentence is in the data directory before"
+    common = ["--data", str(data), "--embedder", "hashing", "--database", database_url]
     assert cli("forget", *common, "--tenant", "acme", "--document", "person-17", "--actor", "dpo") == 0
     assert "forgot 2 fact(s) of tenant acme (document:person-17)" in capsys.readouterr().out
     with Pipeline(settings) as p:
         assert _count(p, "SELECT COUNT(*) FROM facts WHERE tenant = 'acme' AND text LIKE '%Mustermann%'") == 0
         assert _count(p, "SELECT COUNT(*) FROM facts WHERE tenant = 'globex'") == 1  # another tenant's copy stays
         assert _count(p, "SELECT COUNT(*) FROM facts WHERE tenant = 'acme'") == 1  # the office document
-        forgotten = [
-            a
-            for a in p.fabric.engine.connect().execute(
-                text("SELECT details FROM audit_log WHERE audit_type = 'FACTS_FORGOTTEN'")
-            )
-        ]
+        with p.fabric.engine.connect() as conn:
+            forgotten = list(conn.execute(text("SELECT details FROM audit_log WHERE audit_type = 'FACTS_FORGOTTEN'")))
         assert len(forgotten) == 1
         details = json.loads(forgotten[0][0])
         assert details["facts"] == 2 and details["vectors"] == 2 and "Mustermann" not in forgotten[0][0]
@@ -123,7 +121,7 @@ def test_forget_a_document_then_rebuild_leaves_no_byte_of_it(
         assert served and not any("Mustermann" in t for t in served)
     # (the window request quoting the name is a question, not the forgotten document: it stays)
     for needle in (SECRET, "Mustermann lives at", "12 Linden Street", "badge number is 4711"):
-        assert files_holding(data, needle.encode()) == [], needle
+        assert files_holding(tmp_path, needle.encode()) == [], needle
 
 
 def test_forget_rejects_a_malformed_target_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
