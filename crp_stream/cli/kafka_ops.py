@@ -24,14 +24,16 @@ from crp_stream.runtime.kafka.transport import Transport
 WAIT_S = 30.0
 
 
-def publish_command(ns: argparse.Namespace, settings: Settings, command: Command, target_id: str, key: str) -> None:
+def publish_command(
+    ns: argparse.Namespace, settings: Settings, command: Command, target_id: str, key: str, tenant: str | None = None
+) -> None:
     """Produce the command, then wait until an operator worker applied it (its processed mark in the
     database) or dead-lettered it (fail with the handler's reason)."""
     actor = ns.actor.strip()
     nonce = str(time.time_ns())  # two identical decisions are two commands
-    command_id = derive_id("operator-cli", command, target_id, actor, ns.reason or "", nonce)
+    command_id = derive_id("operator-cli", command, target_id, actor, ns.reason or "", nonce, tenant or "")
     cmd = events.OperatorCommand(
-        command_id=command_id, command=command, target_id=target_id, actor=actor, reason=ns.reason
+        command_id=command_id, command=command, target_id=target_id, actor=actor, reason=ns.reason, tenant=tenant
     )
 
     async def go() -> str | None:

@@ -72,7 +72,9 @@ def fields(pairs: Sequence[tuple[str, Any]]) -> str:
     return "\n".join(f"{k.ljust(width)}  {'' if v is None else v}" for k, v in pairs)
 
 
-def publish_command(ns: argparse.Namespace, settings: Settings, command: Command, target_id: str, key: str) -> None:
+def publish_command(
+    ns: argparse.Namespace, settings: Settings, command: Command, target_id: str, key: str, tenant: str | None = None
+) -> None:
     """Publish the command, run the embedded runtime until idle, and fail with the handler's reason
     if the command was dead-lettered."""
     from crp_stream.core.ids import derive_id
@@ -83,16 +85,16 @@ def publish_command(ns: argparse.Namespace, settings: Settings, command: Command
     if settings.broker:  # a Kafka deployment: its operator worker applies the command
         from crp_stream.cli import kafka_ops
 
-        kafka_ops.publish_command(ns, settings, command, target_id, key)
+        kafka_ops.publish_command(ns, settings, command, target_id, key, tenant)
         return
     rt = open_runtime(settings)
     try:
         dead = settings.topic(DEADLETTER)
         ends = rt.log.end_offsets()
         position = str(ends.get(settings.topic(OPERATOR_COMMANDS), 0))
-        command_id = derive_id("operator-cli", command, target_id, actor, ns.reason or "", position)
+        command_id = derive_id("operator-cli", command, target_id, actor, ns.reason or "", position, tenant or "")
         cmd = events.OperatorCommand(
-            command_id=command_id, command=command, target_id=target_id, actor=actor, reason=ns.reason
+            command_id=command_id, command=command, target_id=target_id, actor=actor, reason=ns.reason, tenant=tenant
         )
         rt.publish(OPERATOR_COMMANDS, key, events.encode(cmd))
         rt.run_until_idle()

@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from crp_stream.core.durations import MAX_DURATION_CHARS, parse_duration
+from crp_stream.core.tenants import TENANT_PATTERN
 
 ID_MAX = 256  # ids, sources, actors, model ids
 TEXT_MAX = 65_536  # a fact's or a query's text, in characters
@@ -58,9 +59,10 @@ AuditType = Literal[
     "EVENT_REJECTED",
     "SAFETY_BUDGET_DEPLETED",
     "ACCESS_DENIED",
+    "FACTS_FORGOTTEN",
 ]
 Command = Literal[
-    "resolve_refresh", "acknowledge_refresh", "reject_refresh", "confirm_quarantine", "release_quarantine"
+    "resolve_refresh", "acknowledge_refresh", "reject_refresh", "confirm_quarantine", "release_quarantine", "forget"
 ]
 Role = Literal["anchor", "connector"]
 Via = Literal["similarity", "adjacency", "mention"]
@@ -232,6 +234,13 @@ Reason = Annotated[str, Field(max_length=VALUE_MAX)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 Vector = Annotated[list[float], Field(min_length=1, max_length=VECTOR_MAX)]
 Ids = Annotated[list[Id], Field(max_length=LIST_MAX)]
+Tenant = Annotated[
+    str,
+    Field(
+        pattern=TENANT_PATTERN,
+        description='the tenant the record belongs to (default "default"); nothing crosses tenants',
+    ),
+]
 
 
 def _scalar(value: object) -> str | int | float:

@@ -25,6 +25,7 @@ from crp_stream.events.common import (
     Reason,
     Scalar,
     SourceType,
+    Tenant,
     Text,
     Time,
     Ttl,
@@ -62,6 +63,7 @@ class DocumentPublished(Event):
     type: Literal["DocumentPublished"] = "DocumentPublished"
     event_id: Id
     source: Id
+    tenant: Tenant | None = None
     source_type: SourceType
     trust: Fraction | None = None
     document_id: Id | None = None
@@ -107,6 +109,7 @@ class TelemetryObserved(Event):
 
     type: Literal["TelemetryObserved"] = "TelemetryObserved"
     event_id: Id
+    tenant: Tenant | None = None
     source: Id
     trust: Fraction | None = None
     observed_at: Time
@@ -159,6 +162,7 @@ class WindowRequested(Event):
 
     type: Literal["WindowRequested"] = "WindowRequested"
     request_id: Id
+    tenant: Tenant | None = None
     session_id: Id
     window: int = Field(ge=1, le=MAX_WINDOW)
     query: QuerySpec
@@ -202,6 +206,7 @@ class WindowReported(Event):
 
     type: Literal["WindowReported"] = "WindowReported"
     session_id: Id
+    tenant: Tenant | None = None
     window: int = Field(ge=1, le=MAX_WINDOW)
     branch: int | None = Field(default=None, ge=0, le=15)
     addressed: Annotated[list[Addressed], Field(max_length=LIST_MAX)]
@@ -222,6 +227,7 @@ class OperatorCommand(Event):
 
     type: Literal["OperatorCommand"] = "OperatorCommand"
     command_id: Id
+    tenant: Tenant | None = None
     command: Command
     target_id: Id
     actor: Id

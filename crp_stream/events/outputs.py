@@ -27,6 +27,7 @@ from crp_stream.events.common import (
     Role,
     Scalar,
     SourceType,
+    Tenant,
     Text,
     Time,
     Ttl,
@@ -60,6 +61,7 @@ class FactRecorded(OutputEvent):
     unit: Label | None = None
     status: FactStatus
     origin_event_id: Id
+    tenant: Tenant | None = None  # omitted for the default tenant
 
 
 class FactStatusChanged(OutputEvent):

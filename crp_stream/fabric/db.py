@@ -99,7 +99,17 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     # batch's thousands of random-key edge writes went to the OS page by page.
     cur.execute("PRAGMA cache_size=-262144")  # KiB: up to 256 MiB, allocated only as pages are read
     cur.execute("PRAGMA temp_store=MEMORY")
+    # a deleted row's bytes are overwritten, not left in a free page: ``forget`` must leave no text
+    cur.execute("PRAGMA secure_delete=ON")
     cur.close()
+
+
+def scrub(engine: Engine) -> None:
+    """After ``forget`` on SQLite: fold the write-ahead log into the file and empty it, so no old page
+    image with forgotten text stays in ``-wal`` (the deleted rows were zeroed: ``secure_delete``)."""
+    if engine.dialect.name == "sqlite":
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def alembic_config(engine: Engine) -> Config:

@@ -22,6 +22,7 @@ from crp_stream.fabric.claim_index import ClaimIndex
 from crp_stream.fabric.embedders import CALIBRATED_THRESHOLDS, Embedder, make_embedder
 from crp_stream.fabric.embedders_http import HttpOptions
 from crp_stream.fabric.fact_cache import FactCache
+from crp_stream.fabric.forget_records import Forgotten
 from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.vectors import VectorIndex
@@ -108,6 +109,8 @@ class UnitOfWork:
     # facts this transaction wrote whose records a runtime has not released to the handlers downstream
     # yet (the embedded runtime releases a micro-batch record by record): not there for them yet
     unreleased: set[str] = field(default_factory=set)
+    # ``forget`` commands this transaction applied: the embedded runtime removes them from its log
+    forgotten: list[Forgotten] = field(default_factory=list)
 
     @property
     def vectors(self) -> VectorIndex:

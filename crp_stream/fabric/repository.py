@@ -10,9 +10,11 @@ from typing import Any, cast
 from sqlalchemy import Connection, Integer, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from crp_stream.core.tenants import DEFAULT_TENANT, tenant_name
 from crp_stream.fabric import tables as t
 from crp_stream.fabric.claim_index import ClaimIndex, as_stored
 from crp_stream.fabric.edge_records import EdgeRecords
+from crp_stream.fabric.forget_records import ForgetRecords
 from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
 from crp_stream.fabric.operator_records import OperatorRecords, canonical_json
 from crp_stream.fabric.progress_records import ProgressRecords
@@ -33,7 +35,7 @@ _MARK_COLUMNS = ("consumer", "event_id", "content_hash", "topic", "offset")
 _MARK_INSERT = 'INSERT INTO processed_events (consumer, event_id, content_hash, topic, "offset") VALUES '
 
 
-class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
+class Repository(ProgressRecords, OperatorRecords, EdgeRecords, ForgetRecords):
     def __init__(self, conn: Connection, claims: ClaimIndex | None = None, fixed: dict[str, str] | None = None):
         self.conn = conn
         # meta values fixed at the fabric's first write (the model, its dimension, the embedding
@@ -228,6 +230,8 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         return {r[0] for r in self._select_in(("fact_id",), "facts", "fact_id", fact_ids)}  # once per document
 
     def insert_facts(self, rows: Sequence[FactRow]) -> None:
+        if not all("tenant" in r for r in rows):  # the column's server default, also in the rows kept
+            rows = [r if "tenant" in r else cast(FactRow, {**r, "tenant": DEFAULT_TENANT}) for r in rows]
         inserted = self._insert_ignore(t.facts, rows, ["fact_id"])
         if inserted == len(rows):  # every id was new: the rows are what the store now holds
             stored = [as_stored(r) for r in rows]  # shared with the claim index: both replace, never mutate
@@ -390,13 +394,16 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords):
         )
         return {str(r[0]): str(r[1]) for r in self.conn.execute(q)}
 
-    def facts_containing(self, needle: str, limit: int) -> list[tuple[str, str, str, str | None]]:
-        """``(fact_id, text, source, document_id)`` of active facts whose text contains ``needle``
-        (case-insensitively: the caller checks the words), in id order."""
+    def facts_containing(
+        self, needle: str, limit: int, tenant: str | None = None
+    ) -> list[tuple[str, str, str, str | None]]:
+        """``(fact_id, text, source, document_id)`` of ``tenant``'s active facts whose text contains
+        ``needle`` (case-insensitively: the caller checks the words), in id order."""
         pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         q = (
             select(t.facts.c.fact_id, t.facts.c.text, t.facts.c.source, t.facts.c.document_id)
             .where(t.facts.c.text.ilike(pattern, escape="\\") & (t.facts.c.status == "active"))
+            .where(t.facts.c.tenant == tenant_name(tenant))
             .order_by(t.facts.c.fact_id)
             .limit(limit)
         )

@@ -30,6 +30,7 @@ class FactRow(TypedDict, total=False):
     origin_event_id: str
     kind: str  # document | telemetry
     extra: str | None
+    tenant: str
 
 
 class SourceRow(TypedDict):

@@ -64,9 +64,11 @@ facts = Table(
     Column("origin_event_id", String(256), nullable=False),
     Column("kind", String(16), nullable=False),  # document | telemetry
     Column("extra", Text, nullable=True),  # unknown producer fields, kept
+    Column("tenant", String(64), nullable=False, server_default="default"),  # core.tenants
     Index("ix_facts_source_status", "source", "status"),
     Index("ix_facts_claim_key", "claim_key"),
     Index("ix_facts_source_document", "source", "document_id"),
+    Index("ix_facts_tenant_source", "tenant", "source"),
 )
 
 sources = Table(

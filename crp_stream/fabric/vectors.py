@@ -6,7 +6,9 @@ Backends: ``vectors_edge.EdgeVectorIndex`` (embedded qdrant-edge, the default) a
 Contract, shared by every backend (tests/contract/test_vectors.py runs them all through it):
 
 - One point per fact. The point id is ``core.ids.point_id(fact_id)``; the payload is
-  ``{"fact_id", "status", "expires_at", "source"}`` (``expires_at``: epoch seconds or null = never).
+  ``{"fact_id", "status", "expires_at", "source"}`` (``expires_at``: epoch seconds or null = never),
+  plus ``"tenant"`` for a named tenant's fact. Every search is scoped to one tenant (``tenant=None``:
+  the default one, whose points carry no tenant field).
 - The dimension is fixed by the first ``ensure(dim)`` or the first ``upsert``; a vector of another
   dimension is a ``ValueError``. ``dim`` is ``None`` until then (and again after ``delete_all``).
 - Vectors are L2-normalised here (float32) before they reach a backend, so scores are cosines.
@@ -44,6 +46,7 @@ from typing import Any, Final, NoReturn, Self
 import numpy as np
 import numpy.typing as npt
 
+from crp_stream.core.tenants import DEFAULT_TENANT
 from crp_stream.fabric import ann_snapshot
 from crp_stream.fabric.ann import AnnCache
 
@@ -62,6 +65,7 @@ F_FACT_ID: Final = "fact_id"
 F_STATUS: Final = "status"
 F_EXPIRES_AT: Final = "expires_at"
 F_SOURCE: Final = "source"
+F_TENANT: Final = "tenant"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,7 @@ class VectorItem:
     status: str = "active"
     expires_at: float | None = None  # epoch seconds; None = never expires
     source: str = ""
+    tenant: str | None = None  # None: the default tenant
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,12 @@ class Constraint:
     exclude_statuses: tuple[str, ...] = ()
     alive_at: float | None = None  # drop points whose expires_at <= alive_at (null never expires)
     exclude_id: str | None = None
+    tenant: str | None = None  # the points of this tenant only; None: the default tenant's
+
+
+def scope(tenant: str | None) -> str | None:
+    """The tenant as the payload and filters spell it: None for the default tenant."""
+    return None if tenant is None or tenant == DEFAULT_TENANT else tenant
 
 
 def normalise(vector: npt.ArrayLike, dim: int | None = None) -> Vector:
@@ -101,12 +112,16 @@ def normalise(vector: npt.ArrayLike, dim: int | None = None) -> Vector:
 
 def payload_of(item: VectorItem) -> dict[str, Any]:
     """The payload stored with a point; identical on every backend so results are congruent."""
-    return {
+    payload = {
         F_FACT_ID: item.fact_id,
         F_STATUS: item.status,
         F_EXPIRES_AT: None if item.expires_at is None else float(item.expires_at),
         F_SOURCE: item.source,
     }
+    tenant = scope(item.tenant)
+    if tenant is not None:
+        payload[F_TENANT] = tenant
+    return payload
 
 
 def scanned_point(payload: dict[str, Any] | None, vector: Any) -> tuple[str, Vector, str, float | None] | None:
@@ -236,6 +251,24 @@ class VectorIndex(ABC):
             for status, ids in sorted(by_status.items()):
                 self._ann.set_status(ids, status)
 
+    def has_tenants(self) -> bool:
+        """Whether any point belongs to a named tenant (the ANN cache serves an index without any:
+        it keeps no tenants). Unknown: True."""
+        return True
+
+    def _delete(self, fact_ids: list[str]) -> None:
+        """Remove the points of these facts; unknown ids are skipped."""
+        raise NotImplementedError
+
+    def delete(self, fact_ids: Sequence[str]) -> None:
+        """Remove the points of forgotten facts (``crp-stream forget``): vectors and payloads."""
+        ids = sorted(set(fact_ids))
+        if ids and self.dim is not None:
+            self._delete(ids)
+            if self._ann is not None:
+                self._ann.set_status(ids, "superseded")
+                self._ann_reset()  # its graph still holds the vectors: built again without them
+
     def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
         """Every point as (fact_id, unit vector, status, expires_at), in fact_id order (for the ANN cache)."""
         raise NotImplementedError
@@ -244,7 +277,7 @@ class VectorIndex(ABC):
         self, queries: Vector, limit: int, where: Constraint, min_score: float | None
     ) -> list[list[tuple[str, float]]]:
         """``_query_many``, through the ANN cache when there is one and it can answer."""
-        ann = self.ann()
+        ann = self.ann() if where.tenant is None and not self.has_tenants() else None
         if ann is not None:
             found = ann.search(queries, limit, where.exclude_statuses, where.alive_at, min_score, where.exclude_id)
             if found is not None:
@@ -359,9 +392,12 @@ class VectorIndex(ABC):
         k: int,
         now: float,
         exclude_statuses: Sequence[str] = DEFAULT_EXCLUDED,
+        tenant: str | None = None,
     ) -> list[tuple[str, float]]:
-        """Top-k (fact_id, cosine) whose status is not excluded and which are unexpired at ``now``."""
-        where = Constraint(exclude_statuses=tuple(sorted(set(exclude_statuses))), alive_at=float(now))
+        """Top-k (fact_id, cosine) of ``tenant`` whose status is not excluded and which are unexpired at ``now``."""
+        where = Constraint(
+            exclude_statuses=tuple(sorted(set(exclude_statuses))), alive_at=float(now), tenant=scope(tenant)
+        )
         return self._top_k(query, k, where, None)
 
     def search_many(
@@ -370,12 +406,15 @@ class VectorIndex(ABC):
         k: int,
         now: float,
         exclude_statuses: Sequence[str] = DEFAULT_EXCLUDED,
+        tenant: str | None = None,
     ) -> list[list[tuple[str, float]]]:
         """``search`` for many queries at once (one engine pass, same filter), same results."""
         dim = self.dim
         if k <= 0 or dim is None or len(queries) == 0:
             return [[] for _ in range(len(queries))]
-        where = Constraint(exclude_statuses=tuple(sorted(set(exclude_statuses))), alive_at=float(now))
+        where = Constraint(
+            exclude_statuses=tuple(sorted(set(exclude_statuses))), alive_at=float(now), tenant=scope(tenant)
+        )
         matrix = np.stack([normalise(q, dim) for q in queries])
         limit = k + _TIE_MARGIN
         out: list[list[tuple[str, float]]] = []
@@ -393,26 +432,33 @@ class VectorIndex(ABC):
         k: int,
         now: float,
         exclude_statuses: Sequence[str] = DEFAULT_EXCLUDED,
+        tenant: str | None = None,
     ) -> list[str]:
         """The fact ids of ``search_many``'s hits of every query, once each, sorted. From the ANN
         cache's arrays (no tuple per hit) when it can answer, else from ``search_many``."""
         dim = self.dim
         if k <= 0 or dim is None or len(queries) == 0:
             return []
-        ann = self.ann()
+        ann = self.ann() if scope(tenant) is None and not self.has_tenants() else None
         if ann is not None:
             excluded = tuple(sorted(set(exclude_statuses)))
             matrix = np.stack([normalise(q, dim) for q in queries])
             ids = ann.top_union(matrix, k, k + _TIE_MARGIN, excluded, float(now), SCORE_DECIMALS)
             if ids is not None:
                 return ids
-        return sorted({fid for hits in self.search_many(queries, k, now, exclude_statuses) for fid, _s in hits})
+        found = self.search_many(queries, k, now, exclude_statuses, tenant)
+        return sorted({fid for hits in found for fid, _s in hits})
 
     def neighbours(
-        self, query: npt.ArrayLike, k: int, min_score: float, exclude_id: str | None = None
+        self,
+        query: npt.ArrayLike,
+        k: int,
+        min_score: float,
+        exclude_id: str | None = None,
+        tenant: str | None = None,
     ) -> list[tuple[str, float]]:
         """Top-k (fact_id, cosine >= min_score) of any status but quarantined, for similarity edges."""
-        where = Constraint(exclude_statuses=("quarantined",), exclude_id=exclude_id)
+        where = Constraint(exclude_statuses=("quarantined",), exclude_id=exclude_id, tenant=scope(tenant))
         return [h for h in self._top_k(query, k, where, min_score) if h[1] >= min_score]
 
     def neighbours_many(
@@ -421,6 +467,7 @@ class VectorIndex(ABC):
         k: int,
         min_score: float,
         exclude_ids: Sequence[str | None] | None = None,
+        tenant: str | None = None,
     ) -> list[list[tuple[str, float]]]:
         """``neighbours`` for many queries at once, same results; the engine scores them in one pass."""
         n = len(queries)
@@ -432,7 +479,7 @@ class VectorIndex(ABC):
             return [[] for _ in range(n)]
         matrix = np.stack([normalise(q, dim) for q in queries])
         # One filter for the whole batch (so the engine can share the scan); self-hits dropped here.
-        where = Constraint(exclude_statuses=("quarantined",))
+        where = Constraint(exclude_statuses=("quarantined",), tenant=scope(tenant))
         limit = k + 1 + _TIE_MARGIN
         out: list[list[tuple[str, float]]] = []
         for q, ex, raw in zip(matrix, excluded, self._candidates(matrix, limit, where, min_score), strict=True):
@@ -440,7 +487,7 @@ class VectorIndex(ABC):
             if len(raw) < limit or (len(ranked) > k and ranked[-1][1] < ranked[k - 1][1]):
                 out.append(ranked[:k])
             else:  # a tie reaches past the fetched hits: settle it one query at a time
-                out.append(self.neighbours(q, k, min_score, ex))
+                out.append(self.neighbours(q, k, min_score, ex, tenant))
         return out
 
     def _top_k(

@@ -37,6 +37,7 @@ from crp_stream.fabric.vectors import (
     F_FACT_ID,
     F_SOURCE,
     F_STATUS,
+    F_TENANT,
     Constraint,
     Vector,
     VectorIndex,
@@ -52,6 +53,7 @@ _INDEXES: Final = (
     (F_STATUS, qe.PayloadSchemaType.Keyword),
     (F_EXPIRES_AT, qe.PayloadSchemaType.Float),
     (F_SOURCE, qe.PayloadSchemaType.Keyword),
+    (F_TENANT, qe.PayloadSchemaType.Keyword),
 )
 
 
@@ -60,7 +62,7 @@ def _point_key(pid: Any) -> int:
     return pid.int if isinstance(pid, uuid.UUID) else uuid.UUID(str(pid)).int
 
 
-def _edge_filter(where: Constraint) -> qe.Filter | None:
+def _edge_filter(where: Constraint, tenanted: bool = True) -> qe.Filter | None:
     must_not: list[Any] = []
     if where.exclude_statuses:
         must_not.append(qe.FieldCondition(F_STATUS, match=qe.MatchAny(list(where.exclude_statuses))))
@@ -69,7 +71,12 @@ def _edge_filter(where: Constraint) -> qe.Filter | None:
         must_not.append(qe.FieldCondition(F_EXPIRES_AT, range=qe.RangeFloat(lte=where.alive_at)))
     if where.exclude_id is not None:
         must_not.append(qe.HasIdCondition({point_id(where.exclude_id)}))
-    return qe.Filter(must_not=must_not) if must_not else None
+    must: list[Any] = []
+    if where.tenant is not None:
+        must.append(qe.FieldCondition(F_TENANT, match=qe.MatchValue(where.tenant)))
+    elif tenanted:  # the default tenant's points carry no tenant field
+        must.append(qe.IsEmptyCondition(F_TENANT))
+    return qe.Filter(must=must or None, must_not=must_not or None) if must or must_not else None
 
 
 class EdgeVectorIndex(VectorIndex):
@@ -84,6 +91,7 @@ class EdgeVectorIndex(VectorIndex):
         self._fact_of: dict[int, str] = {}  # point id (a UUID, as its int) -> fact id
         self._results: dict[tuple[Any, ...], list[tuple[str, float]]] = {}  # query -> exact hits, until a write
         self._expiring: bool | None = None  # does a point have an expiry? None: not known yet
+        self._tenanted: bool | None = None  # does a point belong to a named tenant? None: not known yet
         self._closed = False
         if (self._path / _CONFIG_FILE).exists():
             try:
@@ -160,6 +168,7 @@ class EdgeVectorIndex(VectorIndex):
         self._ann_reset()
         self._results.clear()
         self._expiring = None
+        self._tenanted = None
 
     # ---- writes -------------------------------------------------------------------------------------
 
@@ -168,6 +177,8 @@ class EdgeVectorIndex(VectorIndex):
         self._results.clear()
         if any(p.get(F_EXPIRES_AT) is not None for p in payloads):
             self._expiring = True
+        if any(F_TENANT in p for p in payloads):
+            self._tenanted = True
         for start in range(0, len(ids), _BATCH):
             stop = start + _BATCH
             points = [
@@ -230,7 +241,9 @@ class EdgeVectorIndex(VectorIndex):
         keys = [(q.tobytes(), limit, same, min_score) for q in queries]
         found: list[list[tuple[str, float]] | None] = [self._results.get(k) for k in keys]
         todo = [i for i, hit in enumerate(found) if hit is None]
-        condition = _edge_filter(where)
+        if self._tenanted is None:
+            self._tenanted = self.has_tenants()
+        condition = _edge_filter(where, self._tenanted)
         for start in range(0, len(todo), _QUERY_BATCH):
             part = todo[start : start + _QUERY_BATCH]
             batch = [self._request(queries[i], limit, condition, min_score) for i in part]
@@ -266,6 +279,21 @@ class EdgeVectorIndex(VectorIndex):
             out.extend(x for r in records if (x := scanned_point(r.payload, r.vector)) is not None)
             if offset is None:
                 return sorted(out, key=lambda x: x[0])
+
+    def has_tenants(self) -> bool:
+        if self._tenanted is None:
+            if self._dim is None:
+                return False
+            named = qe.Filter(must_not=[qe.IsEmptyCondition(F_TENANT)])
+            self._tenanted = self._live().count(qe.CountRequest(filter=named, exact=True)) > 0
+        return self._tenanted
+
+    def _delete(self, fact_ids: list[str]) -> None:
+        shard = self._live()
+        self._results.clear()
+        for start in range(0, len(fact_ids), _BATCH):
+            ids: list[qe.PointId] = [point_id(fid) for fid in fact_ids[start : start + _BATCH]]
+            shard.update(qe.UpdateOperation.delete_points(ids))
 
     def count(self) -> int:
         if self._dim is None:

@@ -32,6 +32,7 @@ from crp_stream.fabric.vectors import (
     F_FACT_ID,
     F_SOURCE,
     F_STATUS,
+    F_TENANT,
     Constraint,
     Vector,
     VectorIndex,
@@ -55,6 +56,7 @@ _INDEXES: Final = (
     (F_STATUS, models.PayloadSchemaType.KEYWORD),
     (F_EXPIRES_AT, models.PayloadSchemaType.FLOAT),
     (F_SOURCE, models.PayloadSchemaType.KEYWORD),
+    (F_TENANT, models.PayloadSchemaType.KEYWORD),
 )
 
 
@@ -126,7 +128,13 @@ def _qdrant_filter(where: Constraint) -> models.Filter | None:
         must_not.append(models.FieldCondition(key=F_EXPIRES_AT, range=models.Range(lte=where.alive_at)))
     if where.exclude_id is not None:
         must_not.append(models.HasIdCondition(has_id=[point_id(where.exclude_id)]))
-    return models.Filter(must_not=must_not) if must_not else None
+    # Scoped to one tenant, always: other processes may have written a named tenant's points.
+    tenant: models.Condition = (
+        models.FieldCondition(key=F_TENANT, match=models.MatchValue(value=where.tenant))
+        if where.tenant is not None
+        else models.IsEmptyCondition(is_empty=models.PayloadField(key=F_TENANT))
+    )
+    return models.Filter(must=[tenant], must_not=must_not or None)
 
 
 class QdrantVectorIndex(VectorIndex):
@@ -335,6 +343,12 @@ class QdrantVectorIndex(VectorIndex):
             out.extend(x for r in records if (x := scanned_point(r.payload, r.vector)) is not None)
             if offset is None:
                 return sorted(out, key=lambda x: x[0])
+
+    def _delete(self, fact_ids: list[str]) -> None:
+        client = self._live()
+        for start in range(0, len(fact_ids), _BATCH):
+            ids: list[models.ExtendedPointId] = [point_id(f) for f in fact_ids[start : start + _BATCH]]
+            client.delete(self._collection, points_selector=models.PointIdsList(points=ids), wait=True)
 
     def count(self) -> int:
         if self.dim is None:

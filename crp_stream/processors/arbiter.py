@@ -34,6 +34,7 @@ from crp_stream.core.drift import (
     verdict_fingerprint,
 )
 from crp_stream.core.ids import derive_id
+from crp_stream.core.tenants import scoped_claim_key
 from crp_stream.core.verdict_kept import verdict_kept
 from crp_stream.events.topics import FACTS, QUARANTINE_CANDIDATES, REFRESH_REQUESTS
 from crp_stream.fabric.fabric import UnitOfWork
@@ -209,7 +210,9 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         # the time of the evaluation that made them)
         as_of = dt_to_us(event.epoch if isinstance(event, events.FactRecorded) else event.at)
         if isinstance(event, events.FactRecorded) and event.subject and event.attribute:
-            self.evaluate(_claim_key(event.subject, event.attribute), record, uow, out, as_of)
+            self.evaluate(
+                scoped_claim_key(event.tenant, _claim_key(event.subject, event.attribute)), record, uow, out, as_of
+            )
             return
         key = None
         if isinstance(event, events.FactStatusChanged):

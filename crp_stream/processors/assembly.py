@@ -107,6 +107,7 @@ def gather(
     branch_scoped: bool = False,
     query_text: str = "",
     task: list[SubQueryState] | None = None,
+    tenant: str | None = None,
 ) -> Candidates:
     """SPEC-027 §4 steps 1-2: top-K by similarity (quarantined/expired excluded), gate, CDR scores.
 
@@ -126,7 +127,7 @@ def gather(
     vec = {id(s): vec_from_json(s.embedding) for s in [*residual, *(task or [])]}  # each state decoded once
     probes = [query_vec] + [vec[id(s)] for s in residual]
     # every probe's hits, once each, sorted (their scores are recomputed from the vectors below)
-    found = uow.vectors.search_union(probes, k, now_s, EXCLUDED)
+    found = uow.vectors.search_union(probes, k, now_s, EXCLUDED, tenant)  # the session's tenant only
     dim = int(query_vec.shape[0])
     batch = _fetch(uow, found, dim, now_us)
     ids, vecs = batch.ids, batch.vecs

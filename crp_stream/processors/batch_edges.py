@@ -29,8 +29,29 @@ _MARGIN = 8
 _SLACK = 1e-5
 
 
-def batch_neighbours(
+def tenant_neighbours(
     index: VectorIndex, items: Sequence[VectorItem], owner: Sequence[int], k: int, threshold: float
+) -> list[tuple[str, str, float]]:
+    """``batch_neighbours`` of a batch that may hold several tenants' facts: each tenant's facts meet
+    only that tenant's, in the fabric and in the batch (no edge crosses tenants)."""
+    tenants = sorted({it.tenant or "" for it in items})
+    if len(tenants) <= 1:
+        return batch_neighbours(index, items, owner, k, threshold, items[0].tenant if items else None)
+    edges: list[tuple[str, str, float]] = []
+    for tenant in tenants:
+        at = [i for i, it in enumerate(items) if (it.tenant or "") == tenant]
+        part = [items[i] for i in at]
+        edges.extend(batch_neighbours(index, part, [owner[i] for i in at], k, threshold, part[0].tenant))
+    return edges
+
+
+def batch_neighbours(
+    index: VectorIndex,
+    items: Sequence[VectorItem],
+    owner: Sequence[int],
+    k: int,
+    threshold: float,
+    tenant: str | None = None,
 ) -> list[tuple[str, str, float]]:
     """``(new fact, neighbour, cosine)`` for every new fact of a batch (call before its upsert), each
     fact's neighbours best first. ``owner[i]``: the place of item ``i``'s record in the batch (its
@@ -47,7 +68,7 @@ def batch_neighbours(
     m /= np.linalg.norm(m, axis=1, keepdims=True)
     stored32 = m.astype(np.float32)  # what the index will hold
     unit = stored32.astype(np.float64)
-    pool = index.neighbours_many(stored32, k + _MARGIN, threshold - _SLACK, ids)
+    pool = index.neighbours_many(stored32, k + _MARGIN, threshold - _SLACK, ids, tenant)
     names = sorted({f for found in pool for f, _w in found})
     vectors = index.stored_vectors(names)
     names = [f for f in names if f in vectors]
@@ -106,4 +127,4 @@ def _within(unit: np.ndarray, owner: Sequence[int], k: int, floor: float) -> tup
     return a.astype(np.int64), b.astype(np.int64)
 
 
-__all__ = ["batch_neighbours"]
+__all__ = ["batch_neighbours", "tenant_neighbours"]

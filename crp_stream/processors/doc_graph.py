@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from crp_stream import events
 from crp_stream.core import graph_rank
+from crp_stream.core.tenants import tenant_name, unscoped_key
 from crp_stream.fabric.fabric import UnitOfWork
 
 STRUCTURE_WEIGHT = 1.0
@@ -72,7 +73,12 @@ def _known_titles(uow: UnitOfWork, docs: Sequence[DocumentFacts]) -> dict[str, l
     spans_of = {fid: set(graph_rank.mention_spans(text)) for d in docs for fid, text in d.texts.items()}
     spans = sorted(set().union(*spans_of.values()))
     found = uow.repo.titled_leads(spans) if spans else []
-    return {fid: [lead for lead in found if lead[0] in mine] for fid, mine in spans_of.items()}
+    # no mention crosses tenants: a document's id is stored scoped by its tenant
+    tenant_of = {fid: tenant_name(d.event.tenant) for d in docs for fid in d.texts}
+    return {
+        fid: [lead for lead in found if lead[0] in mine and unscoped_key(lead[2])[0] == tenant_of[fid]]
+        for fid, mine in spans_of.items()
+    }
 
 
 def _mentions(uow: UnitOfWork, d: DocumentFacts, leads: dict[str, list[tuple[str, str, str, str]]]) -> set[str]:
@@ -88,7 +94,7 @@ def _mentions(uow: UnitOfWork, d: DocumentFacts, leads: dict[str, list[tuple[str
         before = uow.repo.put_document(event.source, doc, title, key, section, lead)
         touched.add(lead)  # a document written moves the graph generation: caches of titles see it
         if key is not None and before != key:  # a title new to the fabric: facts that named it already
-            for fid, text, src, other_doc in uow.repo.facts_containing(key, MAX_NAMING_FACTS):
+            for fid, text, src, other_doc in uow.repo.facts_containing(key, MAX_NAMING_FACTS, event.tenant):
                 if (src, other_doc) != (event.source, doc) and graph_rank.names_title(text, key):
                     mentions.append((fid, lead, STRUCTURE_WEIGHT))
     own = set(fact_ids)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from crp_stream import events
 from crp_stream.core.claim_values import claim_key
+from crp_stream.core.tenants import DEFAULT_TENANT, scoped_claim_key, scoped_key
 from crp_stream.events import Rejected, topics
 from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
 from crp_stream.fabric.fabric import Fabric, UnitOfWork
@@ -20,7 +21,7 @@ from crp_stream.fabric.rows import FactRow
 from crp_stream.fabric.vectors import VectorItem
 from crp_stream.processors import doc_graph
 from crp_stream.processors.base import BatchItem, Emitter, Handler, Record, rfc3339, us_to_dt
-from crp_stream.processors.batch_edges import batch_neighbours
+from crp_stream.processors.batch_edges import tenant_neighbours
 from crp_stream.processors.ingest_plan import (
     Draft,
     Plan,
@@ -176,12 +177,13 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
                         status="active",
                         expires_at=None if expires_us is None else expires_us / 1e6,
                         source=p.source,
+                        tenant=p.event.tenant,
                     )
                 )
                 owner.append(n)
         superseded = sorted({f for _i, p in ready if p.fresh for f in p.superseded})
         th = uow.fabric.thresholds()
-        edges = batch_neighbours(uow.vectors, vitems, owner, th.edge_k, th.edge_threshold)  # before the upsert
+        edges = tenant_neighbours(uow.vectors, vitems, owner, th.edge_k, th.edge_threshold)  # before the upsert
         place = {it.fact_id: i for i, it in enumerate(vitems)}
         uow.vectors.upsert(vitems)
         if superseded:
@@ -196,7 +198,10 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             uow,
             [
                 doc_graph.DocumentFacts(
-                    p.event, p.document_id, [d.fact_id for d in p.drafts], {d.fact_id: d.text for d in p.fresh}
+                    p.event,
+                    p.document_id or scoped_key(p.event.tenant, p.event.event_id),
+                    [d.fact_id for d in p.drafts],
+                    {d.fact_id: d.text for d in p.fresh},
                 )
                 for _n, p in documents
                 if p.fresh and isinstance(p.event, events.DocumentPublished)
@@ -239,6 +244,7 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
                 unit=d.unit,
                 status="active",
                 origin_event_id=p.event.event_id,
+                tenant=None if p.tenant == DEFAULT_TENANT else p.tenant,
             )
             item.out.emit(FACTS, d.fact_id, events.encode(fact))
         for fid in sorted(p.superseded):
@@ -270,7 +276,9 @@ def _row(p: Plan, d: Draft, expires_us: int | None) -> FactRow:
         "attribute": d.attribute,
         "value": d.value,
         "unit": d.unit,
-        "claim_key": claim_key(d.subject, d.attribute) if d.subject and d.attribute else None,
+        "claim_key": scoped_claim_key(p.tenant, claim_key(d.subject, d.attribute))
+        if d.subject and d.attribute
+        else None,
         "status": "active",
         "content_hash": hashlib.sha256(d.text.encode()).hexdigest(),
         "document_id": p.document_id,
@@ -278,6 +286,7 @@ def _row(p: Plan, d: Draft, expires_us: int | None) -> FactRow:
         "origin_event_id": p.event.event_id,
         "kind": p.kind,
         "extra": None,
+        "tenant": p.tenant,
     }
 
 

@@ -17,6 +17,7 @@ from crp_stream import events
 from crp_stream.core.durations import format_duration, parse_duration
 from crp_stream.core.ids import derive_id
 from crp_stream.core.sentences import split_sentences
+from crp_stream.core.tenants import scoped_id_parts, scoped_key, tenant_name
 from crp_stream.events import Rejected
 from crp_stream.events.common import SourceType
 from crp_stream.fabric.fabric import UnitOfWork
@@ -62,6 +63,10 @@ class Plan:
         return self.event.source
 
     @property
+    def tenant(self) -> str:
+        return tenant_name(self.event.tenant)
+
+    @property
     def doc_key(self) -> tuple[str, str] | None:
         return None if self.document_id is None else (self.event.source, self.document_id)
 
@@ -80,7 +85,7 @@ def plan(event: events.DocumentPublished | events.TelemetryObserved, record: Rec
         kind, source_type = "document", event.source_type
         drafts = _document_drafts(event, uow)
         modified_us = dt_to_us(event.modified_at) if event.modified_at else record.ts_us
-        document_id = event.document_id
+        document_id = None if event.document_id is None else scoped_key(event.tenant, event.document_id)
     trust = (
         admission.trust
         if admission.trust is not None
@@ -134,7 +139,9 @@ def _document_drafts(event: events.DocumentPublished, uow: UnitOfWork) -> list[D
         content = hashlib.sha256(f.text.encode()).hexdigest()[:16]
         drafts.append(
             Draft(
-                fact_id=derive_id("fact", event.source, doc, f.fact_id or str(pos), content),
+                fact_id=derive_id(
+                    "fact", *scoped_id_parts(event.tenant, event.source, doc, f.fact_id or str(pos), content)
+                ),
                 text=f.text,
                 position=pos,
                 importance=1.0 if f.importance is None else f.importance,
@@ -153,7 +160,7 @@ def _document_drafts(event: events.DocumentPublished, uow: UnitOfWork) -> list[D
 def _telemetry_draft(event: events.TelemetryObserved, uow: UnitOfWork) -> Draft:
     ttl_s, ttl_text = _ttl(uow, "telemetry")
     return Draft(
-        fact_id=derive_id("telemetry", event.source, event.event_id),
+        fact_id=derive_id("telemetry", *scoped_id_parts(event.tenant, event.source, event.event_id)),
         text=telemetry_text(event),
         position=0,
         importance=1.0,

@@ -4,7 +4,8 @@
 (audit only: the request stays open, so the arbiter still resolves it when the source catches up);
 ``reject_refresh`` closes it as ``rejected`` (the source was not stale) and returns the source's facts
 it had marked ``stale`` to ``active``; ``confirm_quarantine`` quarantines a candidate's facts;
-``release_quarantine`` returns a candidate's (or one fact's) quarantined facts to ``active``. Every
+``release_quarantine`` returns a candidate's (or one fact's) quarantined facts to ``active``;
+``forget`` removes a tenant's document, source or every fact (``processors.forget``). Every
 command names its actor, who is written into the audit event; the audit log keeps the history. A
 command that cannot apply is rejected with the reason (dead-letter plus EVENT_REJECTED audit).
 """
@@ -21,6 +22,7 @@ from crp_stream.events.topics import OPERATOR_COMMANDS
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import Emitter, Handler, Record
 from crp_stream.processors.effects import audit, change_status, quarantine_candidate
+from crp_stream.processors.forget import forget
 
 
 def _by(row: Mapping[str, Any], field: str) -> str:
@@ -44,6 +46,8 @@ class OperatorHandler(Handler[events.OperatorCommand]):
             self._acknowledge_or_reject(event, actor, record, uow, out)
         elif event.command == "confirm_quarantine":
             self._confirm(event, actor, record, uow, out)
+        elif event.command == "forget":
+            forget(event, actor, record, uow, out)
         else:
             self._release(event, actor, record, uow, out)
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from crp_stream import events
 from crp_stream.core import exits, fanout
+from crp_stream.core.tenants import tenant_name
 from crp_stream.events import Rejected
 from crp_stream.events.envelope_bytes import envelope_bytes
 from crp_stream.events.topics import ENVELOPES, WINDOW_REPORTS, WINDOW_REQUESTS
@@ -100,6 +101,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             state = self._new_session(ev, uow)
         else:
             state = SessionState.from_row(row)
+            _same_tenant(ev, state)
             self._check_next_window(ev, state)
         qvec = self._vectors(uow, [ev.query.text], [ev.query.embedding], ["query.embedding"], ev.embedding_model)[0]
         th = uow.fabric.thresholds(uow.repo)
@@ -129,6 +131,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
                 branch_scoped=fanned,
                 query_text=ev.query.text,
                 task=state.sub_queries,
+                tenant=state.tenant,
             )
             for part in partitions
         ]
@@ -249,6 +252,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             max_windows=ev.max_windows,
             sub_queries=sq,
             residual=[s.id for s in sq],
+            tenant=tenant_name(ev.tenant),
         )
 
     # reports ----------------------------------------------------------------------------------
@@ -257,6 +261,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         if row is None:
             raise Rejected(f"session_id: {ev.session_id!r} is unknown (no window was requested)")
         state = SessionState.from_row(row)
+        _same_tenant(ev, state)
         win = state.windows.get(str(ev.window))
         if win is None:
             raise Rejected(f"window: window {ev.window} of session {ev.session_id!r} was never requested")
@@ -314,3 +319,9 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         uow.repo.put_session(
             state.session_id, state.embedding_model, state.reported, state.max_windows, state.to_json(), record.ts_us
         )
+
+
+def _same_tenant(ev: events.WindowRequested | events.WindowReported, state: SessionState) -> None:
+    """No session mixes tenants: a window of another tenant's session is refused."""
+    if tenant_name(ev.tenant) != state.tenant:
+        raise Rejected(f"tenant: session {ev.session_id!r} is not a session of tenant {tenant_name(ev.tenant)!r}")

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from crp_stream.core import memo
+from crp_stream.core.tenants import DEFAULT_TENANT
 from crp_stream.fabric.rows import SessionRow
 
 Embedding = str | list[float]  # base64 of float32 little-endian; a float list in older states
@@ -109,6 +110,7 @@ class SessionState:
     ended_window: int | None = None  # the window that reached it
     # SPEC-024 §4.3: the backward summary ("Previously covered: ..."), kept, not sent by default
     backward_summary: str = ""
+    tenant: str = DEFAULT_TENANT  # a session is one tenant's: its windows read that tenant's facts only
 
     def sub_query(self, sid: str) -> SubQueryState | None:
         return next((s for s in self.sub_queries if s.id == sid), None)
@@ -130,7 +132,7 @@ class SessionState:
             "status": self.status,
             "ended_window": self.ended_window,
             "backward_summary": self.backward_summary,
-        }
+        } | ({} if self.tenant == DEFAULT_TENANT else {"tenant": self.tenant})
 
     @classmethod
     def from_row(cls, row: SessionRow) -> SessionState:
@@ -151,6 +153,7 @@ class SessionState:
             status=st.get("status", "in-progress"),
             ended_window=st.get("ended_window"),
             backward_summary=st.get("backward_summary", ""),
+            tenant=st.get("tenant", DEFAULT_TENANT),
         )
 
     def covered_labels(self) -> list[tuple[int, str]]:

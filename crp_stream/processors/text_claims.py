@@ -19,6 +19,7 @@ from crp_stream.core.graph_rank import EDGE_KINDS
 from crp_stream.core.ids import derive_id
 from crp_stream.core.sibling_titles import numbered_sibling_titles
 from crp_stream.core.substitution import near_copy
+from crp_stream.core.tenants import scoped_id_parts
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.rows import FactRow
 
@@ -108,7 +109,7 @@ def assign_text_claim(uow: UnitOfWork, row: FactRow) -> str | None:
     if existing:
         key = existing[0]
     elif templates:
-        key = SIM_PREFIX + derive_id("text-claim", templates[0])
+        key = SIM_PREFIX + derive_id("text-claim", *scoped_id_parts(row.get("tenant"), templates[0]))
     else:
         mine = _view(row)
         if not any(values_conflict(mine, _view(p)) for p in peers):

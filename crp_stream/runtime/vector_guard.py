@@ -115,6 +115,12 @@ class GuardedVectors(VectorIndex):
     def _set_status(self, fact_ids: list[str], status: str) -> None:
         _guarded("set_status", self.inner._set_status)(fact_ids, status)
 
+    def _delete(self, fact_ids: list[str]) -> None:
+        _guarded("delete", self.inner._delete)(fact_ids)
+
+    def has_tenants(self) -> bool:
+        return bool(_guarded("has_tenants", self.inner.has_tenants)())
+
     def _query(self, query: Vector, limit: int, where: Constraint, min_score: float | None) -> list[tuple[str, float]]:
         return _guarded("query", self.inner._query)(query, limit, where, min_score)  # type: ignore[no-any-return]
 

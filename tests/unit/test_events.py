@@ -481,7 +481,7 @@ def test_operator_command_enum() -> None:
     value = {"command_id": "c", "command": "delete_everything", "target_id": "t", "actor": "a"}
     assert reason("crp.operator.commands", raw(value)) == (
         "command: 'delete_everything' is not one of resolve_refresh, acknowledge_refresh, reject_refresh, "
-        "confirm_quarantine, release_quarantine"
+        "confirm_quarantine, release_quarantine, forget"
     )
 
 

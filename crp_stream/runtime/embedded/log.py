@@ -107,6 +107,7 @@ class EmbeddedLog:
         # NORMAL: appends are not fsynced one by one; ``sync`` makes them durable before the fabric
         # commits the offsets that depend on them.
         self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA secure_delete=ON")  # ``erase``: a forgotten record leaves no bytes behind
         self._db.executescript(SCHEMA)
         self._migrate()
 
@@ -229,9 +230,33 @@ class EmbeddedLog:
             ).fetchall()
         return [_record(r) for r in rows]
 
+    def erase(self, before_seq: int, doomed: Callable[[LogRecord], bool]) -> int:
+        """Delete the records before ``before_seq`` that ``doomed`` picks (``forget``), then empty the
+        write-ahead log: deleted rows are zeroed (``secure_delete``), so no copy of them stays in a
+        file. Offsets keep their gaps, as a compacted Kafka topic's do. Returns how many went."""
+        gone: list[int] = []
+        with self._lock:
+            cur = self._db.execute(f"SELECT {COLUMNS} FROM records WHERE seq < ? ORDER BY seq", (before_seq,))
+            for row in cur:
+                if doomed(_record(row)):
+                    gone.append(int(row[0]))
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for start in range(0, len(gone), 500):
+                    part = gone[start : start + 500]
+                    self._db.execute(f"DELETE FROM records WHERE seq IN ({','.join('?' * len(part))})", part)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return len(gone)
+
     def seq_of(self, topic: str, offset: int) -> int | None:
+        """The seq of the record at ``offset``, or of the next one after a gap a ``forget`` left."""
         row = self._db.execute(
-            'SELECT seq FROM records WHERE topic = ? AND partition = 0 AND "offset" = ?', (topic, offset)
+            'SELECT seq FROM records WHERE topic = ? AND partition = 0 AND "offset" >= ? ORDER BY "offset" LIMIT 1',
+            (topic, offset),
         ).fetchone()
         return int(row[0]) if row else None
 

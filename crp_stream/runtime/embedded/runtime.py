@@ -27,6 +27,7 @@ from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
 from crp_stream.fabric.fabric import Fabric, UnitOfWork
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import ID_HEADER, apply_prefix, apply_records, internal_error_output
+from crp_stream.runtime.embedded.forget import erase_forgotten
 from crp_stream.runtime.embedded.log import Append, EmbeddedLog, Headers, LogRecord
 from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, reconcile
@@ -198,6 +199,8 @@ class EmbeddedRuntime:
             self.log.sync()
         self.journal.clear()
         self._dirty.clear()
+        if uow.forgotten:  # committed: the log forgets it too
+            erase_forgotten(self.log, self.fabric, uow.forgotten)
         self._publish_emitted()
         self._trim_lookahead()
         return n, False
