@@ -62,7 +62,12 @@ PING_IDLE_S = 1.0  # a pooled connection idle longer is pinged at checkout; busy
 def open_fabric(settings: Settings, journal: VectorJournal) -> Fabric:
     """The fabric, its vector index guarded by ``journal``; an endpoint embedder is probed now."""
     engine = db.make_engine(settings.database, ping_idle_s=PING_IDLE_S)
-    fabric = Fabric(settings, engine=engine, vectors=GuardedVectors(open_vector_index(settings.vectors), journal))
+    fabric = Fabric(
+        settings,
+        engine=engine,
+        vectors=GuardedVectors(open_vector_index(settings.vectors), journal),
+        wrap=lambda v: GuardedVectors(v, journal),  # another model's store, after a reembed
+    )
     if not fabric.embedder.requires_vectors:
         _ = fabric.embedder.dim
     return fabric
