@@ -35,6 +35,7 @@ from crp_stream.config import ConfigError, Settings, load_settings
 from crp_stream.core.ids import derive_id
 from crp_stream.core.provenance import SIGNATURE_HEADER, sign_value
 from crp_stream.events.topics import AUDIT, DOCUMENTS, TELEMETRY, WINDOW_REPORTS, WINDOW_REQUESTS
+from crp_stream.processors import tracing
 from crp_stream.runtime.kafka.replies import ReplyListener
 from crp_stream.runtime.kafka.transport import Transport
 
@@ -107,6 +108,7 @@ class AsyncClient:
     async def _produce(self, topic: str, key: str, value: bytes, event_id: str, signing_key: str | None) -> Published:
         await self.start()
         headers = ((SIGNATURE_HEADER, sign_value(signing_key, value).encode()),) if signing_key else ()
+        headers = tracing.inject(headers)  # the caller's current span, when the otel extra is installed
         p = await self._transport.produce(topic, key, value, headers)
         return Published(topic, event_id, p.partition, p.offset, datetime.fromtimestamp(p.ts_ms / 1000, tz=UTC))
 

@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_version_is_pyprojects_and_the_newest_changelog_entry() -> None:
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
-    newest = re.search(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    # the newest released entry: changes not released yet stand above it under "Unreleased"
+    newest = re.search(r"^## (?!Unreleased)(\S+)", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
     assert newest is not None
     assert declared == newest.group(1)
     assert package_version() == declared  # the installed metadata is current (ops/setup reinstalls)

@@ -27,7 +27,7 @@ import faust
 from crp_stream.config import ConfigError, Settings
 from crp_stream.fabric import db
 from crp_stream.fabric.fabric import Fabric, open_vector_index
-from crp_stream.processors import all_handlers
+from crp_stream.processors import all_handlers, tracing
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import IsolationNeeded, apply_record, internal_error_output
 from crp_stream.runtime.kafka.batch import BATCHED_GROUPS, BatchAgent
@@ -95,6 +95,8 @@ class KafkaWorker(WorkerStatus):
             raise ConfigError(f"groups: no handler is installed for {', '.join(missing)}")
         # vector writes are outside the database transaction: journal them, undo them on a rollback
         self.journal = VectorJournal(self.journal_path())
+        if tracing.enabled(settings):  # ``on`` without the otel extra: a configuration error now
+            tracing.install_provider()
         self.fabric = open_fabric(settings, self.journal)
         self.fabric.warm(graph=any(h.group == "retrieval" for h in self.handlers))  # not on the first requests
         for h in self.handlers:
