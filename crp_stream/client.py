@@ -107,8 +107,8 @@ class AsyncClient:
 
     async def _produce(self, topic: str, key: str, value: bytes, event_id: str, signing_key: str | None) -> Published:
         await self.start()
-        headers = ((SIGNATURE_HEADER, sign_value(signing_key, value).encode()),) if signing_key else ()
-        headers = tracing.inject(headers)  # the caller's current span, when the otel extra is installed
+        signed = ((SIGNATURE_HEADER, sign_value(signing_key, value).encode()),) if signing_key else ()
+        headers = tracing.inject(signed)  # the caller's current span, when the otel extra is installed
         p = await self._transport.produce(topic, key, value, headers)
         return Published(topic, event_id, p.partition, p.offset, datetime.fromtimestamp(p.ts_ms / 1000, tz=UTC))
 
