@@ -162,25 +162,50 @@ def _ids(p: Pipeline) -> list[str]:
 
 
 def test_a_reembed_stopped_half_way_leaves_the_old_model_serving_and_resumes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with Pipeline.fresh(tmp_path, embedder=OLD) as p:
         p.publish("crp.documents", "vendor_docs", _doc("d1", TEXTS), ts_us=T0)
         n = len(_ids(p))
+    assert n > 2
     monkeypatch.setattr(reembed_mod, "CHUNK", 2)
-    real = reembed_mod.new_edges
+    real_items = reembed_mod._items
+    calls: list[int] = []
 
-    def killed(*a: Any, **k: Any) -> Any:
+    def killed_on_second_chunk(*a: Any, **k: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # stopped while embedding: the first chunk's vectors are stored
+        return real_items(*a, **k)
+
+    monkeypatch.setattr(reembed_mod, "_items", killed_on_second_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        _run(Settings(data_dir=tmp_path, embedder=OLD), NEW)
+    embedded: list[int] = []
+
+    def counted(rows: Any, vectors: Any) -> Any:
+        embedded.append(len(rows))
+        return real_items(rows, vectors)
+
+    monkeypatch.setattr(reembed_mod, "_items", counted)
+    real = reembed_mod.new_edges
+    stored: list[int] = []
+
+    def killed(fabric: Any, vectors: Any, *a: Any) -> Any:
+        stored.append(vectors.count())
         raise KeyboardInterrupt  # stopped after every vector was stored, before the switch
 
     monkeypatch.setattr(reembed_mod, "new_edges", killed)
     with pytest.raises(KeyboardInterrupt):
         _run(Settings(data_dir=tmp_path, embedder=OLD), NEW)
+    assert sum(embedded) == n - 2 and stored == [n]  # resumed: the first chunk was not embedded again
     with Pipeline.fresh(tmp_path, embedder=OLD) as p:
         assert _active(p) == ("hashing-384", "384")  # the old model serves
         assert p.fabric.embedder.model_id == "hashing-384"
         with p.uow() as uow:
             assert uow.repo.get_meta("reembed_target") == NEW
+    assert cli.main(["status", "--data", str(tmp_path), "--embedder", OLD]) == 0
+    assert f"reembed: building {NEW}" in capsys.readouterr().out
     monkeypatch.setattr(reembed_mod, "new_edges", real)
     r = _run(Settings(data_dir=tmp_path, embedder=OLD), NEW)
     assert r.switched and r.facts == n and r.embedded == 0  # every vector was kept from the first run
