@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--from", dest="old", metavar="SPEC", help="the --embedder the fabric was built with (if not the default)"
     )
-    p.add_argument("--yes", action="store_true", help="confirm: the active model is switched when the build is done")
+    p.add_argument("--yes", action="store_true", help="confirm: the switch (or, with --finish, the drop)")
     p.add_argument("--finish", action="store_true", help="drop the vectors of every model but the active one")
     p.set_defaults(handler=run)
 
@@ -33,6 +33,8 @@ def run(ns: argparse.Namespace) -> int:
     if ns.finish:
         from crp_stream.runtime.reembed import finish
 
+        if not ns.yes:
+            raise CliError("reembed --finish drops the vectors of every model but the active one; pass --yes")
         retired = finish(settings_of(ns))
         print(f"retired: {', '.join(retired) if retired else 'nothing'}", file=sys.stderr)
         return 0

@@ -230,7 +230,7 @@ def finish(settings: Settings) -> list[str]:
         store = collection_spec(settings.vectors, model, base)
         if store == keep:
             continue  # never the active model's store
-        index = open_vector_index(store)
+        index = _opened(store)
         try:
             index.delete_all()
         finally:

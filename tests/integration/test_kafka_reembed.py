@@ -9,9 +9,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sqlalchemy import text
 
 from crp_stream import cli
+from crp_stream.fabric.db import make_engine
 from crp_stream.fabric.embedders import make_embedder
+from crp_stream.fabric.fabric import open_vector_index
+from crp_stream.fabric.models import collection_spec
 from tests.support.kafka import Kafka, WorkerProcess, unique_prefix
 from tests.support.qdrant import drop, fresh_spec
 from tests.support.services import fresh_postgres_url
@@ -38,6 +42,20 @@ def _request(session: str, window: int) -> dict[str, Any]:
         value["max_windows"] = 3
         value["sub_queries"] = [{"id": "a", "text": QUERY, "label": "A"}]
     return value
+
+
+REPORT: dict[str, Any] = {"session_id": "old", "window": 1, "addressed": [], "output_text": "", "completeness": 0.2}
+
+
+def _reported(args: list[str], session: str, window: int) -> bool:
+    """The worker applied the report: the session row counts it (it emits no record of its own)."""
+    engine = make_engine(args[1])
+    try:
+        with engine.connect() as conn:
+            n = conn.execute(text("SELECT window_count FROM sessions WHERE session_id = :s"), {"s": session}).scalar()
+    finally:
+        engine.dispose()
+    return n is not None and int(n) >= window
 
 
 def _cosine(spec: str, text: str) -> float:
@@ -110,10 +128,24 @@ def test_a_running_worker_follows_the_switch(tmp_path: Path) -> None:
         )
         assert not [r for r in kafka.snapshot("crp.deadletter")], w.log_tail()
         assert w.alive()
-        from crp_stream.fabric.models import collection_spec
-
         new_store = collection_spec(qdrant, "hashing-256", "hashing-384")
-        assert cli.main(["reembed", *args, "--finish"]) == 0
+
+        # retire the old model: its collection is dropped, and the worker rejects its session's next window
+        kafka.produce("crp.window.reports", "old", {**REPORT, "window": 2})
+        kafka.wait_for(lambda rs: _reported(args, "old", 2), what="the report of window 2")
+        assert cli.main(["reembed", *args, "--finish", "--yes"]) == 0
+        old_store = open_vector_index(qdrant)
+        try:
+            assert old_store.dim is None  # the collection is gone
+        finally:
+            old_store.close()
+        kafka.produce("crp.window.requests", "old", _request("old", 3))
+        recs = kafka.wait_for(lambda rs: any(r.topic == "crp.deadletter" for r in rs), what="the rejection")
+        (dead,) = [r.json for r in recs if r.topic == "crp.deadletter"]
+        assert "retired by a reembed" in dead["reason"]
+        kafka.produce("crp.window.reports", "new", {**REPORT, "session_id": "new"})
+        kafka.produce("crp.window.requests", "new", _request("new", 2))
+        _searched(_envelope(kafka, "new-w2"), "hashing:256")
     finally:
         w.stop()
         kafka.close()
