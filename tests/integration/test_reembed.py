@@ -13,9 +13,11 @@ import pytest
 from crp_stream import cli
 from crp_stream.config import Settings
 from crp_stream.fabric.embedders import make_embedder
+from crp_stream.fabric.embedders_http import API_KEY_ENV
 from crp_stream.fabric.models import collection_spec
 from crp_stream.runtime import reembed as reembed_mod
 from crp_stream.testing import Pipeline
+from tests.support.embed_server import EmbedServer, default_model
 from tests.support.services import fresh_postgres_url
 
 T0 = 1_767_225_600_000_000
@@ -253,3 +255,30 @@ def test_reembed_on_postgresql(tmp_path: Path) -> None:
         p.publish("crp.window.requests", "new", _request("new", 1, query), ts_us=T0 + 40)
         _check_relevance(_envelope(p, "new-w1"), NEW, query)
         assert _active(p) == ("hashing-256", "256")
+
+
+def test_reembed_to_an_http_endpoint(
+    tmp_path: Path, embed_server: EmbedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """To ``openai:BASE_URL#MODEL`` on a real loopback HTTP server serving the default model's vectors."""
+    monkeypatch.setenv(API_KEY_ENV, embed_server.token or "")
+    spec = f"openai:{embed_server.url}#{embed_server.model}"
+    query = "How many requests per second does the API allow?"
+    with Pipeline.fresh(tmp_path, embedder=OLD) as p:
+        p.publish("crp.documents", "vendor_docs", _doc("d1", TEXTS), ts_us=T0)
+        p.publish("crp.window.requests", "old", _request("old", 1, query), ts_us=T0 + 10)
+        r = _run(p.settings, spec)
+        assert r.switched and r.new_model == f"openai:{embed_server.model}" and r.embedded == r.facts
+        assert sum(embed_server.batches) >= r.facts  # the facts went over HTTP
+        with p.uow() as uow:
+            assert uow.repo.get_meta("embedder_spec:openai:all-minilm") == spec  # the key is not stored
+        p.publish("crp.window.requests", "new", _request("new", 1, query), ts_us=T0 + 20)
+        env = _envelope(p, "new-w1")
+        model = default_model()
+        assert env["facts"]
+        for f in env["facts"]:
+            q, v = model.embed([query, f["text"]])
+            assert f["relevance"] == pytest.approx(float(np.dot(q, v)), abs=1e-4)
+        p.publish("crp.window.reports", "old", _report("old", 1), ts_us=T0 + 30)
+        p.publish("crp.window.requests", "old", _request("old", 2, query), ts_us=T0 + 40)
+        _check_relevance(_envelope(p, "old-w2"), OLD, query)
