@@ -7,9 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
 
+from crp_stream.client import Client
 from crp_stream.core import trace_context as tc
-from tests.support.kafka import Consumed, Kafka, WorkerProcess, unique_prefix
+from tests.support.kafka import Consumed, Kafka, WorkerProcess, broker, unique_prefix
 from tests.support.services import fresh_postgres_url
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
@@ -97,3 +99,25 @@ def test_a_worker_with_tracing_off_adds_no_header(tmp_path: Path) -> None:
     assert docs and envelopes
     for r in [*docs, *envelopes]:
         assert _trace(r) is None and [k for k, _v in r.headers] == ["crp-id"], (r.topic, r.headers)
+
+
+def test_the_client_injects_the_callers_span(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``crp_stream.client`` publishes inside the caller's span: the worker's outputs are in that trace."""
+    prefix = unique_prefix("tc")
+    kafka = Kafka(prefix)
+    w = WorkerProcess(tmp_path, prefix, fresh_postgres_url(), env={"CRP_TRACING": "on"}).start()
+    monkeypatch.setenv("CRP_BROKER", broker())
+    monkeypatch.setenv("CRP_TOPIC_PREFIX", prefix)
+    tracer = TracerProvider().get_tracer("test")
+    try:
+        w.wait_ready()
+        kafka.tap()
+        with Client() as crp, tracer.start_as_current_span("publisher") as span:
+            crp.publish_document("vendor_a", "The API allows 1000 requests per second per tenant.")
+            trace_id = f"{span.get_span_context().trace_id:032x}"
+        recs = kafka.wait_for(lambda rs: any(r.topic == "crp.facts" for r in rs), what="the fact")
+        facts = [r for r in recs if r.topic == "crp.facts"]
+        assert facts and all(_trace(r) == trace_id for r in facts)
+    finally:
+        w.stop()
+        kafka.close()
