@@ -22,9 +22,7 @@ of ``crp.audit``. The transport (aiokafka, the security settings) is ``crp_strea
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import contextvars
 import threading
 import time
 from collections.abc import AsyncGenerator, Coroutine, Iterator, Mapping, Sequence
@@ -256,22 +254,8 @@ class Client:
         self._thread.start()
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the client's loop in the caller's context (its current trace span among it)."""
-        done: concurrent.futures.Future[T] = concurrent.futures.Future()
-
-        def settle(task: asyncio.Task[T]) -> None:
-            if task.cancelled():
-                done.cancel()
-            elif (exc := task.exception()) is not None:
-                done.set_exception(exc)
-            else:
-                done.set_result(task.result())
-
-        def start() -> None:
-            asyncio.ensure_future(coro).add_done_callback(settle)  # the task copies start()'s context
-
-        self._loop.call_soon_threadsafe(start, context=contextvars.copy_context())
-        return done.result()
+        # the loop runs the call in a copy of the caller's context: its current trace span among it
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def start(self, connect_s: float = 30.0) -> Client:
         self._call(self._async.start(connect_s))
