@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from urllib.parse import urlsplit
 
 import numpy as np
 from sqlalchemy import delete, select
@@ -144,6 +145,17 @@ def _switch(fabric: Fabric, old: str, new_model: str, dim: int, spec: str, edges
         repo.increment_meta(FACTS_GENERATION)
 
 
+def storable(spec: str) -> str:
+    """``spec``, refused when it holds a credential: it is stored in the fabric for every process."""
+    base = spec.removeprefix("openai:").rpartition("#")[0] if spec.startswith("openai:") else ""
+    if base and (urlsplit(base).username or urlsplit(base).password):
+        raise ConfigError(
+            f"reembed: the embedder's URL ({urlsplit(base).hostname}) has credentials in it, and the spec is "
+            "stored in the fabric; give the key in CRP_EMBEDDER_API_KEY instead"
+        )
+    return spec
+
+
 def _opened(spec: str) -> VectorIndex:
     try:
         return open_vector_index(spec)
@@ -160,7 +172,7 @@ def _open(settings: Settings) -> Fabric:
 def reembed(settings: Settings, spec: str, old_spec: str | None, progress: Progress | None = None) -> ReembedResult:
     """Build ``spec``'s vectors and edges beside the active model's, then switch to it. ``old_spec``
     (or the settings' embedder) builds the active model: stored so its sessions can finish on it."""
-    new = make_embedder(spec, http_options(settings))
+    new = make_embedder(storable(spec), http_options(settings))
     if new.requires_vectors:
         raise ConfigError(f"reembed: {spec!r} computes no vectors from text; name a model that does")
     fabric = _open(settings)
@@ -170,7 +182,7 @@ def reembed(settings: Settings, spec: str, old_spec: str | None, progress: Progr
             if old is None:
                 raise ConfigError("reembed: the fabric holds no facts yet; start it with --embedder instead")
             if uow.repo.get_meta(spec_key(old)) is None:
-                given = make_embedder(old_spec or settings.embedder, http_options(settings))
+                given = make_embedder(storable(old_spec or settings.embedder), http_options(settings))
                 if given.model_id != old:
                     raise ConfigError(
                         f"reembed: the fabric's model is {old!r}, not {given.model_id!r}; "

@@ -228,6 +228,10 @@ def test_reembed_on_an_empty_fabric_or_a_wrong_old_model_is_one_line(
     assert "the fabric's model is 'hashing-384'" in err and "Traceback" not in err
     assert cli.main(["reembed", *args, "--embedder", "precomputed:x", "--yes", "--from", OLD]) == 2
     assert "computes no vectors from text" in capsys.readouterr().err
+    secret = "openai:https://user:sk-secret@embed.example/v1#m"
+    assert cli.main(["reembed", *args, "--embedder", secret, "--yes", "--from", OLD]) == 2
+    err = capsys.readouterr().err
+    assert "CRP_EMBEDDER_API_KEY" in err and "sk-secret" not in err
 
 
 def test_each_model_has_its_own_store() -> None:
