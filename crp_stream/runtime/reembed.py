@@ -129,7 +129,8 @@ def new_edges(fabric: Fabric, vectors: VectorIndex, k: int, threshold: float) ->
 
 
 def _switch(fabric: Fabric, old: str, new_model: str, dim: int, spec: str, edges: list[tuple[str, str, float]]) -> None:
-    """One transaction: the similarity edges replaced, the active model and its dimension set."""
+    """One transaction: the similarity edges replaced, the active model and its dimension set (the
+    same model again on a rerun: its edges are replaced, its spec updated)."""
     with fabric.unit_of_work() as uow:
         repo = uow.repo
         if repo.get_meta(MODEL_KEY) != old:
@@ -209,11 +210,9 @@ def reembed(settings: Settings, spec: str, old_spec: str | None, progress: Progr
                 embedded += catch_up(fabric, new, vectors)  # what was ingested meanwhile
                 _switch(fabric, old, new.model_id, dim, spec, edges)
                 embedded += catch_up(fabric, new, vectors)  # an ingest that read the old model before the switch
-            else:
-                with fabric.engine.connect() as conn:
-                    edges = [
-                        (r[0], r[1], r[2]) for r in conn.execute(select(t.edges).where(t.edges.c.kind == "similarity"))
-                    ]
+            else:  # the active model's edges computed again: with thresholds stored since (calibrate --store)
+                edges = new_edges(fabric, vectors, th.edge_k, th.edge_threshold)
+                _switch(fabric, old, new.model_id, dim, spec, edges)
         finally:
             vectors.close()
         return ReembedResult(

@@ -211,8 +211,14 @@ def test_a_reembed_stopped_half_way_leaves_the_old_model_serving_and_resumes(
     monkeypatch.setattr(reembed_mod, "new_edges", real)
     r = _run(Settings(data_dir=tmp_path, embedder=OLD), NEW)
     assert r.switched and r.facts == n and r.embedded == 0  # every vector was kept from the first run
-    r = _run(Settings(data_dir=tmp_path, embedder=OLD), NEW)  # a rerun after the switch catches up only
+    edges = r.edges
+    # a rerun after the switch catches up, and computes the edges again with the thresholds in force:
+    # stored by calibrate --store since (none reaches 0.99 here)
+    with Pipeline.fresh(tmp_path, embedder=OLD) as p, p.uow() as uow:
+        uow.repo.set_meta("thresholds:hashing-256", '{"edge_threshold": 0.99}')
+    r = _run(Settings(data_dir=tmp_path, embedder=OLD), NEW)
     assert not r.switched and r.embedded == 0
+    assert (r.edge_threshold, r.threshold_source, r.edges) == (0.99, "stored", 0) and edges > 0
 
 
 def test_reembed_on_an_empty_fabric_or_a_wrong_old_model_is_one_line(
