@@ -42,7 +42,18 @@ HEADERS: dict[str, dict[str, Any]] = {
         "description": "Hex HMAC-SHA256 of the record's raw value bytes under the source's signing key "
         "(docs/security.md). Proves `source` when signing keys are configured; otherwise ignored.",
     },
+    "traceparent": {
+        "type": "string",
+        "description": "W3C Trace Context. On an input, optional; with tracing on (`CRP_TRACING`, the otel "
+        "extra) every output carries its input's trace id and the span of the batch that handled it "
+        "(docs/deployment.md).",
+    },
+    "tracestate": {
+        "type": "string",
+        "description": "W3C Trace Context vendor state, carried beside a valid traceparent.",
+    },
 }
+TRACE_HEADERS = ["traceparent", "tracestate"]
 
 
 def _id(topic: str) -> str:
@@ -52,7 +63,7 @@ def _id(topic: str) -> str:
 
 
 def _headers(topic: str, is_input: bool) -> dict[str, Any]:
-    names = ["crp-signature"] if topic in SIGNED_TOPICS else [] if is_input else ["crp-id"]
+    names = (["crp-signature"] if topic in SIGNED_TOPICS else [] if is_input else ["crp-id"]) + TRACE_HEADERS
     return {"type": "object", "properties": {n: dict(HEADERS[n]) for n in names}}  # copies: no YAML anchors
 
 

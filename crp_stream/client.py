@@ -35,6 +35,7 @@ from crp_stream.config import ConfigError, Settings, load_settings
 from crp_stream.core.ids import derive_id
 from crp_stream.core.provenance import SIGNATURE_HEADER, sign_value
 from crp_stream.events.topics import AUDIT, DOCUMENTS, TELEMETRY, WINDOW_REPORTS, WINDOW_REQUESTS
+from crp_stream.processors import tracing
 from crp_stream.runtime.kafka.replies import ReplyListener
 from crp_stream.runtime.kafka.transport import Transport
 
@@ -106,7 +107,8 @@ class AsyncClient:
 
     async def _produce(self, topic: str, key: str, value: bytes, event_id: str, signing_key: str | None) -> Published:
         await self.start()
-        headers = ((SIGNATURE_HEADER, sign_value(signing_key, value).encode()),) if signing_key else ()
+        signed = ((SIGNATURE_HEADER, sign_value(signing_key, value).encode()),) if signing_key else ()
+        headers = tracing.inject(signed)  # the caller's current span, when the otel extra is installed
         p = await self._transport.produce(topic, key, value, headers)
         return Published(topic, event_id, p.partition, p.offset, datetime.fromtimestamp(p.ts_ms / 1000, tz=UTC))
 
@@ -252,6 +254,7 @@ class Client:
         self._thread.start()
 
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        # the loop runs the call in a copy of the caller's context: its current trace span among it
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def start(self, connect_s: float = 30.0) -> Client:

@@ -111,6 +111,9 @@ class Settings:
     # the ANN cache kept beside the embedded vector store between runs (fabric/ann_snapshot.py): a restart reads the
     # graph back and checks it against the store instead of building it (~20 min at 1M points)
     ann_snapshot: bool = True
+    # W3C trace context from each input to the records it causes, a span per handler batch
+    # (processors/tracing.py): off | on (needs the otel extra) | auto (on when it is installed)
+    tracing: str = "off"
     # per-process caches, each bounded: candidates' rows and vectors (~2.5 KB a fact at 384-d), the
     # similarity graph's adjacency lists, the arbiter's claim index (member facts, ~1.5 KB a fact)
     cache_facts: int = 100_000
@@ -336,6 +339,8 @@ def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
             changes[key] = _int(label, value, 1024, 64 * 1024 * 1024)
         elif key in ("max_facts", "max_facts_per_document"):
             changes["max_facts_per_document"] = _int(label, value, 1, 100_000)
+        elif key == "tracing":
+            changes[key] = _choice(label, value, ("OFF", "ON", "AUTO")).lower()
         elif key == "partitions":
             changes[key] = _int(label, value, 1, 1024)
         elif key == "batch_size":

@@ -15,6 +15,7 @@ from crp_stream.cli import progress
 from crp_stream.cli.base import CliError, add_broker, add_common, read_text, settings_of
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import Fabric
+from crp_stream.fabric.models import REEMBED_TARGET_KEY
 from crp_stream.processors import HANDLER_GROUPS
 from crp_stream.replay_format import Headers, format_line, json_lines, parse_headers, raw_value
 from crp_stream.runtime.embedded import Append, EmbeddedLog, open_fabric, system_clock
@@ -152,6 +153,7 @@ def status_dict(fabric: Fabric, log_: EmbeddedLog, settings: Settings) -> dict[s
     with fabric.unit_of_work() as uow:
         counts = uow.repo.fact_counts()
         model = uow.repo.get_meta("embedding_model")
+        building = uow.repo.get_meta(REEMBED_TARGET_KEY)  # a reembed not switched yet (or stopped)
         edges = uow.repo.edge_count()
         offsets = {g: {f"{t}": o for (t, _p), o in uow.repo.offsets(g).items()} for g in HANDLER_GROUPS}
         # the fabric's model decides (a worker with another embedder is refused); else the embedder's
@@ -162,6 +164,7 @@ def status_dict(fabric: Fabric, log_: EmbeddedLog, settings: Settings) -> dict[s
     return {
         "embedding_model": model,
         "embedder": fabric.embedder.model_id,
+        "reembed_target": building,
         "facts": by_source,
         "similarity_edges": edges,
         "vectors": fabric.vectors.count(),
@@ -183,6 +186,8 @@ def print_status(fabric: Fabric, log_: EmbeddedLog, settings: Settings, out: IO[
         f"similarity_edges={s['similarity_edges']}",
         file=out,
     )
+    if s["reembed_target"]:
+        print(f"reembed: building {s['reembed_target']} (not switched; run reembed again to finish)", file=out)
     print(format_thresholds(s["thresholds"]), file=out)
     print(f"{'source':<28} {'status':<12} {'facts':>7}", file=out)
     for source, by_status in sorted(s["facts"].items()):

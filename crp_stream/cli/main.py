@@ -11,13 +11,27 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from crp_stream import redaction
-from crp_stream.cli import calibrate, console, db, forget, logcmds, ops, rebuild, replay, run, sign, topics, worker
+from crp_stream.cli import (
+    calibrate,
+    console,
+    db,
+    forget,
+    logcmds,
+    ops,
+    rebuild,
+    reembed,
+    replay,
+    run,
+    sign,
+    topics,
+    worker,
+)
 from crp_stream.cli.base import CliError, Parser
 from crp_stream.config import ConfigError
 from crp_stream.fabric.embedders import EmbedderError
 from crp_stream.replay_format import ReplayFormatError
 
-COMMANDS = (run, replay, logcmds, db, worker, topics, ops, calibrate, rebuild, sign, console, forget)
+COMMANDS = (run, replay, logcmds, db, worker, topics, ops, calibrate, rebuild, reembed, sign, console, forget)
 LOG_DATEFMT = "%Y-%m-%dT%H:%M:%S%z"
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -24,6 +24,7 @@ from crp_stream.fabric.embedders_http import HttpOptions
 from crp_stream.fabric.fact_cache import FactCache
 from crp_stream.fabric.forget_records import Forgotten
 from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
+from crp_stream.fabric.models import BASE_MODEL_KEY, ModelView, collection_spec, spec_key
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.vectors import VectorIndex
 
@@ -111,14 +112,24 @@ class UnitOfWork:
     unreleased: set[str] = field(default_factory=set)
     # ``forget`` commands this transaction applied: the embedded runtime removes them from its log
     forgotten: list[Forgotten] = field(default_factory=list)
+    # a session started before a reembed switched models: its windows read that model's vectors
+    model: ModelView | None = None
 
     @property
     def vectors(self) -> VectorIndex:
-        return self.fabric.vectors
+        return self.model.vectors if self.model is not None else self.fabric.vectors
 
     @property
     def embedder(self) -> Embedder:
-        return self.fabric.embedder
+        return self.model.embedder if self.model is not None else self.fabric.embedder
+
+    @property
+    def facts(self) -> FactCache:
+        return self.model.facts if self.model is not None else self.fabric.facts
+
+    def thresholds(self) -> Thresholds:
+        """The thresholds of the model this unit reads (``Fabric.thresholds``)."""
+        return self.fabric.thresholds(self.repo, self.model.model_id if self.model is not None else None)
 
     @property
     def settings(self) -> Settings:
@@ -133,8 +144,11 @@ class Fabric:
         migrate: bool = True,
         engine: Engine | None = None,
         vectors: VectorIndex | None = None,
+        wrap: Callable[[VectorIndex], VectorIndex] | None = None,
+        follow: bool = True,
     ):
         self.settings = settings
+        self.wrap = wrap or (lambda v: v)  # a runtime's guard around every vector index it opens
         self.engine = engine or db.make_engine(settings.database)
         if migrate:
             db.upgrade(self.engine)
@@ -152,6 +166,10 @@ class Fabric:
         memo.configure(settings.cache_texts)  # the screens' text memos are per process, like the caches
         self._stored_thresholds: dict[str, dict[str, float]] = {}  # model -> calibrate --store values
         self._fixed_meta: dict[str, str] = {}  # Repository.FIXED_META values, once read committed
+        self._views: dict[str, ModelView] = {}  # models other than the active one, for their sessions
+        self._vectors_spec = settings.vectors  # the store ``self.vectors`` holds
+        if follow and db.is_migrated(self.engine):
+            self.follow()  # a reembed may have switched the model since the settings were written
 
     @contextmanager
     def unit_of_work(self) -> Iterator[UnitOfWork]:
@@ -180,7 +198,7 @@ class Fabric:
         with self.unit_of_work() as uow:
             self.facts.preload(uow.repo, uow.vectors, uow.repo.fact_ids(limit=self.facts.max_facts))
 
-    def thresholds(self, repo: Repository | None = None) -> Thresholds:
+    def thresholds(self, repo: Repository | None = None, model_id: str | None = None) -> Thresholds:
         """The similarity thresholds in force, each from the first of these that sets it:
         explicit settings (CRP_MIN_RELEVANCE ...), the values ``crp-stream calibrate --store`` saved in
         this fabric (meta ``thresholds:<model>``), the shipped calibration of the model
@@ -188,7 +206,7 @@ class Fabric:
         per Fabric (in ``repo``'s transaction if given) and cached: a running worker picks up a new
         ``calibrate --store`` when it restarts.
         """
-        values = self.threshold_sources(repo)
+        values = self.threshold_sources(repo, model_id)
         return Thresholds(edge_k=self.settings.edge_k, **{k: v for k, (v, _) in values.items()})
 
     def threshold_sources(
@@ -234,7 +252,70 @@ class Fabric:
             self._model_checked = True
         return None
 
+    # models (fabric/models.py) ------------------------------------------------------------------
+    def _meta(self, repo: Repository | None, key: str) -> str | None:
+        if repo is not None:
+            return repo.get_meta(key)
+        with self.engine.connect() as conn:
+            return Repository(conn).get_meta(key)
+
+    def model_vectors_spec(self, model_id: str, repo: Repository | None = None) -> str:
+        """Where ``model_id``'s vectors are stored (``models.collection_spec``)."""
+        return collection_spec(self.settings.vectors, model_id, self._meta(repo, BASE_MODEL_KEY))
+
+    def _open_model(self, model_id: str, spec: str, repo: Repository | None) -> tuple[Embedder, VectorIndex]:
+        embedder = make_embedder(spec, http_options(self.settings))
+        if embedder.model_id != model_id:
+            raise ConfigError(f"embedder spec {spec!r} stored for {model_id!r} builds {embedder.model_id!r}")
+        vectors = self.wrap(open_vector_index(self.model_vectors_spec(model_id, repo)))
+        vectors.bound_ids(self.settings.cache_facts)
+        return embedder, vectors
+
+    def follow(self, repo: Repository | None = None) -> bool:
+        """Take up the active model (meta ``embedding_model``) when a reembed switched it, from the
+        spec it stored: the embedder, its vectors, empty caches. The model served until then stays
+        open for its sessions (``view``). Returns whether the model changed."""
+        active = self._meta(repo, MODEL_KEY)
+        current = self.embedder.model_id
+        if active is None or active == current:
+            return False
+        spec = self._meta(repo, spec_key(active))
+        if spec is None:
+            return False  # not switched by a reembed: check_model rejects the mismatch as before
+        old = ModelView(current, self.embedder, self.vectors, self.facts)
+        view = self._views.pop(active, None)
+        if view is None:
+            embedder, vectors = self._open_model(active, spec, repo)
+            view = ModelView(active, embedder, vectors, FactCache(self.settings.cache_facts))
+        if self.model_vectors_spec(current, repo) == self._vectors_spec:
+            self._views[current] = old
+        else:  # opened with an embedder whose vectors are not in the configured store
+            old.close()
+        self.embedder, self.vectors, self.facts = view.embedder, view.vectors, view.facts
+        self._vectors_spec = self.model_vectors_spec(active, repo)
+        self._model_checked = False
+        self.graph = GraphCache(self.settings.cache_graph_nodes)  # the switch replaced the similarity edges
+        log.info("embedding model switched from %s to %s", current, active)
+        return True
+
+    def view(self, model_id: str, repo: Repository) -> ModelView | None:
+        """The embedder and vectors of ``model_id``, a model other than the active one that sessions
+        started on; None once ``reembed --finish`` retired it."""
+        spec = repo.get_meta(spec_key(model_id))
+        view = self._views.get(model_id)
+        if spec is None:
+            if view is not None:
+                self._views.pop(model_id).close()
+            return None
+        if view is None:
+            embedder, vectors = self._open_model(model_id, spec, repo)
+            view = self._views[model_id] = ModelView(model_id, embedder, vectors, FactCache(self.settings.cache_facts))
+        return view
+
     def close(self) -> None:
+        for view in self._views.values():
+            view.close()
+        self._views.clear()
         close = getattr(self.embedder, "close", None)  # the prefetch thread, an HTTP client's connections
         if close is not None:
             close()

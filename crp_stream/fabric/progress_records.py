@@ -26,8 +26,9 @@ def _count_rollback(conn: Connection, name: Any, context: Any) -> None:
     conn.info[_ROLLBACKS] = conn.info.get(_ROLLBACKS, 0) + 1
 
 
-# SPEC-024 §2.5: the model is fixed at the fabric's first write, with its dimension and text convention
-FIXED_META = frozenset({"embedding_model", "embedding_dim", "embedding_text"})
+# SPEC-024 §2.5: the text convention is fixed at the fabric's first write; the model and its dimension
+# too, except that ``crp-stream reembed`` switches them: they are read per transaction
+FIXED_META = frozenset({"embedding_text"})
 
 
 class ProgressRecords(DriverSQL):

@@ -177,6 +177,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         return len(items)
 
     def _preload(self, uow: UnitOfWork) -> None:
+        uow.fabric.follow(uow.repo)  # a reembed switched models: the new one's thresholds, without a restart
         if not self._preloaded:  # the claim index is rebuilt on the first record (inside the runtime's
             uow.fabric.claims.preload(uow.repo)  # retries, unlike start-up: the store may be down then)
             self._preloaded = True

@@ -173,7 +173,7 @@ def _fetch(uow: UnitOfWork, fact_ids: list[str], dim: int, now_us: int) -> Batch
     not hard-expired, in the given order, as of ``now_us`` (a fact published after the request is not
     in its envelope, even if a distributed runtime stored it first). Every path into an envelope
     (vector hits, graph connectors) comes through here."""
-    b = uow.fabric.facts.columns(uow.repo, uow.vectors, fact_ids)
+    b = uow.facts.columns(uow.repo, uow.vectors, fact_ids)
     cols = b.cols
     # ``recency.hard_expired`` and ``drift.known_at`` on the columns (``NEVER`` never expires)
     ok = (cols.expires_at_us > now_us) & (cols.epoch_us <= now_us)

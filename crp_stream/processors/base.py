@@ -43,6 +43,7 @@ class Output(NamedTuple):
     key: str
     value: bytes
     record_id: str  # derived; a redelivered input re-emits the same id, so consumers can dedup
+    headers: tuple[tuple[str, bytes], ...] = ()  # the trace context of its input (processors/tracing.py)
 
 
 class Emitter:

@@ -16,6 +16,7 @@ from crp_stream import events
 from crp_stream.core.ids import derive_id
 from crp_stream.events import topics
 from crp_stream.fabric.fabric import UnitOfWork
+from crp_stream.processors import tracing
 from crp_stream.processors.base import AnyHandler, BatchItem, Emitter, Output, Record, rfc3339
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,16 @@ def apply_prefix(
     each record applied, how many). A batch-native handler may stop early, where the records left
     must see what the applied ones cause (the embedded runtime handles that first, then offers the
     rest again); any other handler applies them all."""
+    if not records or not tracing.enabled(uow.settings):
+        return _apply_prefix(handler, records, uow, unwritten)
+    with tracing.batch_span(handler.group, records) as span_id:  # one span per handler batch
+        outputs, n = _apply_prefix(handler, records, uow, unwritten)
+    return tracing.stamp(outputs, records[:n], span_id), n
+
+
+def _apply_prefix(
+    handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork, unwritten: bool
+) -> tuple[list[list[Output]], int]:
     if handler.batch_native:
         return _apply_batch(handler, records, uow)
     decoded = [_decode(handler, record, uow) for record in records]

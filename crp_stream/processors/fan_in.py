@@ -86,7 +86,7 @@ def residual_done(uow: UnitOfWork, state: SessionState, win: WindowState, now_us
         max((float(score) for _f, score in hits), default=-np.inf)
         for hits in uow.vectors.search_many(probes, 1, now_us / 1e6, assembly.EXCLUDED, state.tenant)
     ]
-    gate = win.min_relevance if win.min_relevance is not None else uow.fabric.thresholds(uow.repo).min_relevance
+    gate = win.min_relevance if win.min_relevance is not None else uow.thresholds().min_relevance
     return exits.residual_done(exits.marginal_residual(best, gate))
 
 

@@ -81,6 +81,7 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
     def handle_batch(
         self, items: Sequence[BatchItem[events.DocumentPublished | events.TelemetryObserved]], uow: UnitOfWork
     ) -> int:
+        uow.fabric.follow(uow.repo)  # a reembed switched the active model: taken up without a restart
         plans: list[Plan | None] = []
         for item in items:
             try:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from crp_stream import events
-from crp_stream.core import exits, fanout
+from crp_stream.core import exits, fanout, reembed
 from crp_stream.core.tenants import tenant_name
 from crp_stream.events import Rejected
 from crp_stream.events.envelope_bytes import envelope_bytes
@@ -45,10 +45,30 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
     def handle(
         self, event: events.WindowRequested | events.WindowReported, record: Record, uow: UnitOfWork, out: Emitter
     ) -> None:
-        if isinstance(event, events.WindowRequested):
-            self._request(event, record, uow, out)
-        else:
-            self._report(event, record, uow, out)
+        uow.fabric.follow(uow.repo)  # a reembed switched the active model: taken up without a restart
+        try:
+            if isinstance(event, events.WindowRequested):
+                self._request(event, record, uow, out)
+            else:
+                self._report(event, record, uow, out)
+        finally:
+            uow.model = None  # the unit of work serves the batch's other records too
+
+    @staticmethod
+    def _use_session_model(uow: UnitOfWork, state: SessionState) -> None:
+        """A session finishes on the model it started on: after a reembed switched models, its windows
+        embed with the old model and search the old model's vectors (``Fabric.view``)."""
+        active = uow.repo.get_meta("embedding_model")
+        model = reembed.session_model(state.embedding_model, active)
+        if model is None:
+            return
+        view = uow.fabric.view(model, uow.repo)
+        if view is None:
+            raise Rejected(
+                f"session_id: session {state.session_id!r} started on model {state.embedding_model!r}, "
+                f"retired by a reembed (the active model is {active!r}); start a new session"
+            )
+        uow.model = view
 
     def session_ids(self, event: events.WindowRequested | events.WindowReported) -> tuple[str, ...]:
         return (event.session_id,)
@@ -58,12 +78,12 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         self, uow: UnitOfWork, texts: list[str], given: list[list[float] | None], fields: list[str], model: str | None
     ) -> list[np.ndarray]:
         emb = uow.embedder
-        fabric_model = uow.repo.get_meta("embedding_model") or emb.model_id
+        fabric_model = uow.model.model_id if uow.model else (uow.repo.get_meta("embedding_model") or emb.model_id)
         if model is not None and model != fabric_model:
             raise Rejected(f"embedding_model: {model!r} does not match the fabric's model {fabric_model!r}")
         if emb.model_id != fabric_model:
             raise Rejected(f"embedder {emb.model_id!r} does not match the fabric's model {fabric_model!r}")
-        dim = int(uow.repo.get_meta("embedding_dim") or emb.dim or 0)
+        dim = int((uow.model.dim if uow.model else uow.repo.get_meta("embedding_dim")) or emb.dim or 0)
         out: list[np.ndarray | None] = []
         for g, f in zip(given, fields, strict=True):
             if g is None:
@@ -103,8 +123,9 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             state = SessionState.from_row(row)
             _same_tenant(ev, state)
             self._check_next_window(ev, state)
+            self._use_session_model(uow, state)
         qvec = self._vectors(uow, [ev.query.text], [ev.query.embedding], ["query.embedding"], ev.embedding_model)[0]
-        th = uow.fabric.thresholds(uow.repo)
+        th = uow.thresholds()
         min_rel = ev.policy.min_relevance if ev.policy.min_relevance is not None else th.min_relevance
         residual = state.residual_states()
         if ev.fanout > 1 and len(residual) > 1:
@@ -262,6 +283,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             raise Rejected(f"session_id: {ev.session_id!r} is unknown (no window was requested)")
         state = SessionState.from_row(row)
         _same_tenant(ev, state)
+        self._use_session_model(uow, state)
         win = state.windows.get(str(ev.window))
         if win is None:
             raise Rejected(f"window: window {ev.window} of session {ev.session_id!r} was never requested")

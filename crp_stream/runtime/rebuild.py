@@ -14,6 +14,7 @@ from crp_stream.config import Settings
 from crp_stream.fabric import db
 from crp_stream.fabric import tables as t
 from crp_stream.fabric.fabric import DIM_KEY, MODEL_KEY, THRESHOLDS_PREFIX, open_vector_index
+from crp_stream.fabric.models import BASE_MODEL_KEY, SPEC_PREFIX, collection_spec
 from crp_stream.runtime import projections
 
 log = logging.getLogger("crp_stream.rebuild")
@@ -49,7 +50,8 @@ def verified(
 
 
 def saved_rows(engine: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """What the topics cannot re-derive: the model and thresholds in ``meta``; and the audit log, so
+    """What the topics cannot re-derive: the model (and the specs of the models a reembed switched
+    between) and thresholds in ``meta``; and the audit log, so
     that no row is lost (``restore_audit``)."""
     if "facts" not in inspect(engine).get_table_names():
         return [], []
@@ -57,7 +59,7 @@ def saved_rows(engine: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
         meta_rows = [
             dict(r._mapping)
             for r in conn.execute(select(t.meta))
-            if r.key in (MODEL_KEY, DIM_KEY) or r.key.startswith(THRESHOLDS_PREFIX)
+            if r.key in (MODEL_KEY, DIM_KEY, BASE_MODEL_KEY) or r.key.startswith((THRESHOLDS_PREFIX, SPEC_PREFIX))
         ]
         audit_rows = [dict(r._mapping) for r in conn.execute(select(t.audit_log).order_by(t.audit_log.c.seq))]
     return meta_rows, audit_rows
@@ -77,12 +79,22 @@ def drop_projections(engine: Any, meta_rows: list[dict[str, Any]], settings: Set
 
 def snapshot(engine: Any, settings: Settings) -> dict[str, Any]:
     snap: dict[str, Any] = projections.tables_snapshot(engine)
-    vectors = open_vector_index(settings.vectors)
+    vectors = open_vector_index(active_vectors(engine, settings))
     try:
         snap["vectors"] = projections.vectors_snapshot(vectors, [r["fact_id"] for r in snap["facts"]])
     finally:
         vectors.close()
     return snap
+
+
+def active_vectors(engine: Any, settings: Settings) -> str:
+    """The store of the active model's vectors (another than the configured one after a reembed)."""
+    with engine.connect() as conn:
+        meta = {
+            r.key: r.value for r in conn.execute(select(t.meta).where(t.meta.c.key.in_([MODEL_KEY, BASE_MODEL_KEY])))
+        }
+    model = meta.get(MODEL_KEY)
+    return settings.vectors if model is None else collection_spec(settings.vectors, model, meta.get(BASE_MODEL_KEY))
 
 
 def restore_audit(fabric: Any, old_rows: list[dict[str, Any]]) -> int:

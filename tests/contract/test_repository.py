@@ -539,19 +539,32 @@ def test_fixed_meta_is_remembered_once_committed(engine: Engine) -> None:
     fixed: dict[str, str] = {}
     with pytest.raises(RuntimeError), engine.begin() as conn:
         repo = Repository(conn, fixed=fixed)
-        repo.set_meta("embedding_model", "m1")
-        assert repo.get_meta("embedding_model") == "m1"
+        repo.set_meta("embedding_text", "t1")
+        assert repo.get_meta("embedding_text") == "t1"
         raise RuntimeError("rolled back")
     assert fixed == {}  # this transaction's own write is never remembered
     with engine.begin() as conn:
         repo = Repository(conn, fixed=fixed)
-        assert repo.get_meta("embedding_model") is None
-        repo.set_meta("embedding_model", "m2")
+        assert repo.get_meta("embedding_text") is None
+        repo.set_meta("embedding_text", "t2")
         repo.set_meta("graph_generation", "7")
     with engine.begin() as conn:
         repo = Repository(conn, fixed=fixed)
-        assert repo.get_meta("embedding_model") == "m2" and repo.get_meta("graph_generation") == "7"
-    assert fixed == {"embedding_model": "m2"}  # counters are read every time
+        assert repo.get_meta("embedding_text") == "t2" and repo.get_meta("graph_generation") == "7"
+    assert fixed == {"embedding_text": "t2"}  # counters are read every time
     with engine.begin() as conn:
-        conn.execute(text("UPDATE meta SET value = 'changed' WHERE key = 'embedding_model'"))
+        conn.execute(text("UPDATE meta SET value = 'changed' WHERE key = 'embedding_text'"))
+        assert Repository(conn, fixed=fixed).get_meta("embedding_text") == "t2"
+
+
+def test_the_model_is_read_per_transaction(engine: Engine) -> None:
+    """A reembed switches the model and its dimension: a process reads them in every transaction."""
+    fixed: dict[str, str] = {}
+    with engine.begin() as conn:
+        Repository(conn, fixed=fixed).set_meta("embedding_model", "m1")
+    with engine.begin() as conn:
+        assert Repository(conn, fixed=fixed).get_meta("embedding_model") == "m1"
+        conn.execute(text("UPDATE meta SET value = 'm2' WHERE key = 'embedding_model'"))
+    with engine.begin() as conn:
         assert Repository(conn, fixed=fixed).get_meta("embedding_model") == "m2"
+    assert fixed == {}

@@ -258,6 +258,7 @@ class Kafka:
         key: str | None,
         value: bytes | dict[str, Any],
         timestamp_ms: int | None = None,
+        headers: Sequence[tuple[str, bytes]] | None = None,
     ) -> tuple[int, int, int]:
         """Produce one record; returns (partition, offset, broker timestamp ms)."""
         raw = value if isinstance(value, bytes) else json.dumps(value, separators=(",", ":")).encode()
@@ -267,7 +268,11 @@ class Kafka:
                 self._producer = AIOKafkaProducer(**self.client, acks="all")
                 await self._producer.start()
             md = await self._producer.send_and_wait(
-                self.physical(topic), raw, key=None if key is None else key.encode(), timestamp_ms=timestamp_ms
+                self.physical(topic),
+                raw,
+                key=None if key is None else key.encode(),
+                timestamp_ms=timestamp_ms,
+                headers=list(headers) if headers else None,
             )
             return md.partition, md.offset, md.timestamp
 

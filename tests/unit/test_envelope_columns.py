@@ -95,7 +95,7 @@ def test_fetch_keeps_what_the_scalar_filters_keep(engine: Engine, seed: int) -> 
     now_us = 10**15
     asked = sorted(r["fact_id"] for r in rows)
     with engine.begin() as conn:
-        uow = SimpleNamespace(fabric=SimpleNamespace(facts=cache), repo=Repository(conn), vectors=vecs)
+        uow = SimpleNamespace(fabric=SimpleNamespace(facts=cache), facts=cache, repo=Repository(conn), vectors=vecs)
         got = assembly._fetch(uow, asked, 4, now_us)  # type: ignore[arg-type]
         ids, all_rows, _ = cache.candidates(Repository(conn), vecs, asked)
     expired = recency.hard_expired([r["expires_at_us"] for r in all_rows], now_us)

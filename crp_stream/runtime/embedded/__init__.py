@@ -29,9 +29,15 @@ def open_fabric(
     settings: Settings, *, engine: Engine | None = None, migrate: bool = True, vectors: VectorIndex | None = None
 ) -> Fabric:
     """The fabric with its vector index guarded: writes journaled, failures transient (vector_guard)."""
+    journal = VectorJournal(journal_path(settings.log_path))
     inner = vectors if vectors is not None else open_vector_index(settings.vectors)
-    guarded = GuardedVectors(inner, VectorJournal(journal_path(settings.log_path)))
-    return Fabric(settings, engine=engine, migrate=migrate, vectors=guarded)
+    return Fabric(
+        settings,
+        engine=engine,
+        migrate=migrate,
+        vectors=GuardedVectors(inner, journal),
+        wrap=lambda v: GuardedVectors(v, journal),  # another model's store, after a reembed
+    )
 
 
 def open_runtime(

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from crp_stream.events import INPUT_TOPICS, topics
 from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
 from crp_stream.fabric.fabric import Fabric, UnitOfWork
+from crp_stream.processors import tracing
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import ID_HEADER, apply_prefix, apply_records, internal_error_output
 from crp_stream.runtime.embedded.forget import erase_forgotten
@@ -81,6 +82,8 @@ class EmbeddedRuntime:
                 "crp_stream.runtime.embedded.open_fabric"
             )
         self.journal = fabric.vectors.journal
+        if tracing.enabled(fabric.settings):  # ``on`` without the otel extra: a configuration error now
+            tracing.install_provider()
         for h in self.handlers:
             h.bind(fabric)
         self._load_offsets()
@@ -372,7 +375,7 @@ class EmbeddedRuntime:
         self._publish_emitted()
 
     def _append(self, outs: Sequence[Output]) -> None:
-        items = [Append(self.physical(o.topic), o.key, o.value, o.record_id) for o in outs]
+        items = [Append(self.physical(o.topic), o.key, o.value, o.record_id, None, o.headers) for o in outs]
         for rec, new in self.log.append_outputs(items):
             self._pending.append(rec)  # already in the log (a redone batch): its consumers may still owe it
             if new:

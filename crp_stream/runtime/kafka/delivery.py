@@ -46,10 +46,11 @@ class Routed:
     key: bytes
     value: bytes
     record_id: str
+    trace: tuple[tuple[str, bytes], ...] = ()  # the trace context of its input (processors/tracing.py)
 
     @property
     def headers(self) -> list[tuple[str, bytes]]:
-        return [(ID_HEADER, self.record_id.encode())]
+        return [(ID_HEADER, self.record_id.encode()), *self.trace]
 
 
 def partition_for(key: str, partitions: int) -> int:
@@ -72,6 +73,7 @@ def route(
                 o.key.encode("utf-8"),
                 o.value,
                 o.record_id,
+                o.headers,
             )
         )
     return routed
@@ -103,10 +105,18 @@ def outbox_key(group: str, base_topic: str, partition: int) -> str:
 
 
 def outbox_value(routed: Sequence[Routed]) -> str:
-    rows = [
-        [r.topic, r.partition, base64.b64encode(r.key).decode(), base64.b64encode(r.value).decode(), r.record_id]
-        for r in routed
-    ]
+    rows: list[list[Any]] = []
+    for r in routed:
+        row: list[Any] = [
+            r.topic,
+            r.partition,
+            base64.b64encode(r.key).decode(),
+            base64.b64encode(r.value).decode(),
+            r.record_id,
+        ]
+        if r.trace:  # a sixth field only when traced: outboxes written before it read the same
+            row.append([[k, v.decode("utf-8", "replace")] for k, v in r.trace])
+        rows.append(row)
     return json.dumps(rows, separators=(",", ":"))
 
 
@@ -118,7 +128,11 @@ def load_outbox(uow: UnitOfWork, key: str) -> list[Routed]:
     raw = uow.repo.get_meta(key)
     if not raw:
         return []
-    return [Routed(t, int(p), base64.b64decode(k), base64.b64decode(v), rid) for t, p, k, v, rid in json.loads(raw)]
+    out = []
+    for t, p, k, v, rid, *trace in json.loads(raw):
+        headers = tuple((str(n), str(h).encode()) for n, h in trace[0]) if trace else ()
+        out.append(Routed(t, int(p), base64.b64decode(k), base64.b64decode(v), rid, headers))
+    return out
 
 
 class Outboxes:

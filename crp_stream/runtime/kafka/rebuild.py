@@ -40,7 +40,14 @@ from crp_stream.processors.dispatch import ID_HEADER, apply_record, internal_err
 from crp_stream.runtime import projections
 from crp_stream.runtime.kafka.delivery import route
 from crp_stream.runtime.kafka.security import client_kwargs
-from crp_stream.runtime.rebuild import RebuildResult, drop_projections, restore_audit, saved_rows, verified
+from crp_stream.runtime.rebuild import (
+    RebuildResult,
+    active_vectors,
+    drop_projections,
+    restore_audit,
+    saved_rows,
+    verified,
+)
 from crp_stream.runtime.transient import is_transient
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
 
@@ -87,7 +94,11 @@ async def _rebuild(settings: Settings, verify: bool) -> RebuildResult:
     tmp = tempfile.TemporaryDirectory()
     journal = VectorJournal(Path(tmp.name) / "journal.sqlite")
     fabric = Fabric(
-        settings, engine=engine, migrate=False, vectors=GuardedVectors(open_vector_index(settings.vectors), journal)
+        settings,
+        engine=engine,
+        migrate=False,
+        vectors=GuardedVectors(open_vector_index(settings.vectors), journal),
+        wrap=lambda v: GuardedVectors(v, journal),
     )
     try:
         fabric.vectors.delete_all()
@@ -296,7 +307,7 @@ def snapshot(engine: Any, settings: Settings) -> dict[str, Any]:
     snap: dict[str, Any] = projections.tables_snapshot(engine)
     snap["meta"] = [r for r in snap["meta"] if not str(r["key"]).startswith("outbox:")]
     snap["audit_log"] = sorted(snap["audit_log"], key=lambda r: r["event_id"])
-    vectors = open_vector_index(settings.vectors)
+    vectors = open_vector_index(active_vectors(engine, settings))
     try:
         snap["vectors"] = projections.vectors_snapshot(vectors, [r["fact_id"] for r in snap["facts"]])
     finally:

@@ -27,7 +27,7 @@ import faust
 from crp_stream.config import ConfigError, Settings
 from crp_stream.fabric import db
 from crp_stream.fabric.fabric import Fabric, open_vector_index
-from crp_stream.processors import all_handlers
+from crp_stream.processors import all_handlers, tracing
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import IsolationNeeded, apply_record, internal_error_output
 from crp_stream.runtime.kafka.batch import BATCHED_GROUPS, BatchAgent
@@ -62,7 +62,12 @@ PING_IDLE_S = 1.0  # a pooled connection idle longer is pinged at checkout; busy
 def open_fabric(settings: Settings, journal: VectorJournal) -> Fabric:
     """The fabric, its vector index guarded by ``journal``; an endpoint embedder is probed now."""
     engine = db.make_engine(settings.database, ping_idle_s=PING_IDLE_S)
-    fabric = Fabric(settings, engine=engine, vectors=GuardedVectors(open_vector_index(settings.vectors), journal))
+    fabric = Fabric(
+        settings,
+        engine=engine,
+        vectors=GuardedVectors(open_vector_index(settings.vectors), journal),
+        wrap=lambda v: GuardedVectors(v, journal),  # another model's store, after a reembed
+    )
     if not fabric.embedder.requires_vectors:
         _ = fabric.embedder.dim
     return fabric
@@ -90,6 +95,8 @@ class KafkaWorker(WorkerStatus):
             raise ConfigError(f"groups: no handler is installed for {', '.join(missing)}")
         # vector writes are outside the database transaction: journal them, undo them on a rollback
         self.journal = VectorJournal(self.journal_path())
+        if tracing.enabled(settings):  # ``on`` without the otel extra: a configuration error now
+            tracing.install_provider()
         self.fabric = open_fabric(settings, self.journal)
         self.fabric.warm(graph=any(h.group == "retrieval" for h in self.handlers))  # not on the first requests
         for h in self.handlers:
