@@ -119,11 +119,10 @@ class VectorProjection:
             points = Repository(conn).fact_points()
         held = {fid: status for fid, _v, status, _e in self._vectors().inner._scan()} if points else {}
         missing = [p for p in points if p[0] not in held]
-        for start in range(0, len(missing), LOAD_CHUNK):
-            self._upsert(missing[start : start + LOAD_CHUNK])
+        loaded = sum(self._upsert(missing[start : start + LOAD_CHUNK]) for start in range(0, len(missing), LOAD_CHUNK))
         self._restatus([p for p in points if p[0] in held and held[p[0]] != p[1]])
         self._vectors().flush()
-        return len(missing)
+        return loaded
 
     def apply(self, fact_ids: Sequence[str]) -> None:
         """The committed state of ``fact_ids`` into the local index (facts not committed are left out)."""
@@ -138,9 +137,10 @@ class VectorProjection:
         assert isinstance(vectors, GuardedVectors)
         return vectors
 
-    def _upsert(self, points: Sequence[FactPoint]) -> None:
+    def _upsert(self, points: Sequence[FactPoint]) -> int:
+        """The points with their stored vectors; how many had one."""
         if not points:
-            return
+            return 0
         with self.w.fabric.engine.connect() as conn:
             stored = Repository(conn).fact_vectors([p[0] for p in points])
         lacking = [p[0] for p in points if p[0] not in stored]
@@ -156,6 +156,7 @@ class VectorProjection:
             if fid in stored
         ]
         self._vectors().upsert_committed(items)
+        return len(items)
 
     def _restatus(self, points: Sequence[FactPoint]) -> None:
         by_status: dict[str, list[str]] = {}
