@@ -158,6 +158,9 @@ class Fabric:
             # The embedded engine searches exactly and one process owns it, so an in-process cache sees
             # every write. A Qdrant server indexes with HNSW itself and has other writers.
             self.vectors.enable_ann(settings.ann_min_points, settings.ann_max_points, settings.ann_snapshot_dir)
+        # workers keeping their own embedded index over one shared database: each fact's vector is
+        # stored with it, for the others to load (docs/vector-stores.md, "Several workers, no server")
+        self.stores_vectors = settings.vectors.startswith("edge:") and self.engine.dialect.name == "postgresql"
         self.embedder = make_embedder(settings.embedder, http_options(settings))
         self._model_checked = False
         self.graph = GraphCache(settings.cache_graph_nodes)  # similarity edges, shared by every request

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -165,6 +166,15 @@ claims = Table(
     Column("fingerprint", ID, nullable=False),
     Column("details", Text, nullable=False),
     Column("updated_at_us", BigInteger, nullable=False),
+)
+
+# Each fact's unit float32 vector, written with the fact where workers keep their own embedded index
+# (qdrant-edge on a shared PostgreSQL): what a worker loads at start to project the log's facts.
+fact_vectors = Table(
+    "fact_vectors",
+    metadata,
+    Column("fact_id", ID, primary_key=True),
+    Column("vector", LargeBinary, nullable=False),
 )
 
 processed_events = Table(

@@ -190,6 +190,8 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
         if superseded:
             uow.vectors.set_status(superseded, "superseded")
         uow.repo.insert_facts(rows)
+        if uow.fabric.stores_vectors:
+            uow.repo.insert_fact_vectors(vitems)
         uow.unreleased.update(it.fact_id for it in vitems)  # until the runtime releases their records
         # Each fact keeps its K nearest (SPEC-025 §1.3): an older fact that just gained a nearer
         # neighbour drops its farthest one (that direction only), so no list grows past K.

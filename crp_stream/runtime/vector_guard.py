@@ -109,6 +109,15 @@ class GuardedVectors(VectorIndex):
         self.journal.add(list(fact_ids))
         super().set_status(fact_ids, status)
 
+    def upsert_committed(self, items: Sequence[VectorItem]) -> None:
+        """``upsert`` of points in their committed state (a projection of the database): not journaled,
+        since a rollback has nothing of them to put back."""
+        super().upsert(items)
+
+    def set_status_committed(self, fact_ids: Sequence[str], status: str) -> None:
+        """``set_status`` to the committed status; not journaled, as ``upsert_committed``."""
+        super().set_status(fact_ids, status)
+
     def _upsert(self, ids: list[str], vectors: Vector, payloads: list[dict[str, Any]]) -> None:
         _guarded("upsert", self.inner._upsert)(ids, vectors, payloads)
 

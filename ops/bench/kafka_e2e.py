@@ -7,8 +7,9 @@
    clustered by topic) are produced to ``crp.documents`` and one worker (``--groups ingest``) writes
    them to PostgreSQL and its embedded Qdrant: facts/s from the first record produced to the last
    fact committed.
-2. Latency: ``--workers`` retrieval workers (``--groups retrieval``; each opens a copy of the ingest
-   worker's edge index, read-only for retrieval, because qdrant-edge is per process) serve window
+2. Latency: ``--workers`` retrieval workers (``--groups retrieval``; each starts on a copy of the ingest
+   worker's edge index, qdrant-edge being per process: a faster start than loading every vector from
+   PostgreSQL, which a worker on an empty index does, ``runtime/kafka/projection.py``) serve window
    requests produced open-loop at each ``--rates`` value for ``--duration`` seconds (new sessions,
    3 sub-queries each, keys spread over the partitions). Latency = envelope consumed - request
    produced, on this machine's clock. The workers' ``crp_envelope_assembly_seconds`` histogram gives

@@ -109,6 +109,8 @@ def write_direct(
             uow.repo.insert_facts(rows[s : s + chunk])
         for s in range(0, len(items), chunk):
             uow.vectors.upsert(items[s : s + chunk])
+            if fabric.stores_vectors:  # what other workers' own indexes load (runtime/kafka/projection.py)
+                uow.repo.insert_fact_vectors(items[s : s + chunk])
         for s in range(0, len(edges), 4 * chunk):
             uow.repo.add_edges(edges[s : s + 4 * chunk])
         # the ingest rule's degree bound (SPEC-025 §1.3): each fact keeps its K strongest edges, as in

@@ -46,6 +46,7 @@ from typing import Any
 
 import pytest
 
+from crp_stream.fabric.vectors_edge import EdgeVectorIndex
 from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
 from crp_stream.replay_format import read_replay
 from tests.support.congruence import (
@@ -132,6 +133,35 @@ def test_two_workers_sharing_a_qdrant_server_emit_the_embedded_envelopes(scenari
     assert any(e["facts"] for e in envelopes), "the envelopes must carry facts to compare"
     recorded = {json.loads(v)["fact_id"] for _, t, _, v in kafka_out if t == "crp.facts" and b"FactRecorded" in v}
     assert points == len(recorded) > 0  # one point per fact in the shared collection, none twice
+
+
+@pytest.mark.kafka
+@pytest.mark.postgres
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda p: p.stem)
+def test_two_workers_each_with_its_own_embedded_index_emit_the_embedded_envelopes(
+    scenario: Path, tmp_path: Path
+) -> None:
+    """Two Kafka workers in one consumer group, one PostgreSQL fabric, no vector server: each keeps its
+    own qdrant-edge index as a projection of the facts (``runtime/kafka/projection.py``). Their
+    envelopes and dead letters are the embedded runtime's, as with a shared Qdrant collection above."""
+    strict = scenario.stem not in CONCURRENT_GRAPH
+    kafka_out, stamps, records = run_kafka(read_replay(scenario), tmp_path, workers=2)
+    embedded_out = run_embedded(records, stamps, tmp_path)
+
+    def bag(outs: list[Out]) -> Counter[tuple[str, str | None, str]]:
+        return Counter(_loose(normalise(o, stamps), strict) for o in outs if o[1] in ENVELOPES_ONLY)
+
+    k_bag, e_bag = bag(kafka_out), bag(embedded_out)
+    only_kafka = sorted((k_bag - e_bag).elements())
+    only_embedded = sorted((e_bag - k_bag).elements())
+    assert not only_kafka and not only_embedded, _diff(only_kafka, only_embedded)
+    envelopes = [json.loads(v) for _, t, _, v in kafka_out if t == "crp.envelopes"]
+    assert any(e["facts"] for e in envelopes), "the envelopes must carry facts to compare"
+    recorded = {json.loads(v)["fact_id"] for _, t, _, v in kafka_out if t == "crp.facts" and b"FactRecorded" in v}
+    for name in ("w0", "w1"):  # each worker's own index holds every fact, whichever worker ingested it
+        with EdgeVectorIndex(tmp_path / f"vectors-{name}") as own:
+            assert set(own.get_vectors(sorted(recorded))) == recorded, name
+            assert own.count() == len(recorded)
 
 
 def _loose(out: tuple[str, str | None, str], strict: bool) -> tuple[str, str | None, str]:

@@ -568,3 +568,33 @@ def test_the_model_is_read_per_transaction(engine: Engine) -> None:
     with engine.begin() as conn:
         assert Repository(conn, fixed=fixed).get_meta("embedding_model") == "m2"
     assert fixed == {}
+
+
+def test_fact_vectors_are_stored_once_as_the_index_holds_them_and_read_back_with_the_facts_payload(
+    engine: Engine,
+) -> None:
+    """What a worker keeping its own embedded index loads (``runtime/kafka/projection.py``): each fact's
+    unit float32 vector, written once (a second write of the same fact keeps the first), and the
+    payload of the facts as the fabric holds it."""
+    import numpy as np
+
+    from crp_stream.fabric.vectors import VectorItem, normalise
+
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.insert_facts([fact("f1"), fact("f2", status="stale", expires_at_us=2_500_000, source="t")])
+        repo.insert_fact_vectors([VectorItem("f1", [3.0, 4.0]), VectorItem("f2", [0.0, 2.0])])
+        repo.insert_fact_vectors([VectorItem("f1", [1.0, 0.0])])  # the same fact again: kept as first stored
+    with engine.connect() as conn:
+        repo = Repository(conn)
+        stored = repo.fact_vectors(["f1", "f2", "f3"])
+        assert sorted(stored) == ["f1", "f2"]
+        assert stored["f1"].dtype == np.float32
+        assert stored["f1"].tobytes() == normalise([3.0, 4.0]).tobytes()
+        assert stored["f2"].tolist() == [0.0, 1.0]
+        assert repo.fact_points() == [("f1", "active", None, "s"), ("f2", "stale", 2.5, "t")]
+        assert repo.fact_points(["f2", "f9"]) == [("f2", "stale", 2.5, "t")]
+    db.downgrade(engine, "0007")
+    assert "fact_vectors" not in inspect(engine).get_table_names()
+    db.upgrade(engine)
+    assert "fact_vectors" in inspect(engine).get_table_names()

@@ -86,8 +86,8 @@ def run_kafka(
     a generator waits for its envelope before it writes, reports and asks for the next window.
 
     ``workers`` worker processes in one consumer group share the fabric: one PostgreSQL database and
-    the vector store ``qdrant`` (a Qdrant server spec; default: one worker on its own qdrant-edge)."""
-    assert workers == 1 or qdrant is not None, "workers share a fabric only on a Qdrant server"
+    the vector store ``qdrant`` (a Qdrant server spec; default: each worker its own qdrant-edge index,
+    a projection of the facts)."""
     prefix = unique_prefix("cg")
     database = fresh_postgres_url()
     kafka = Kafka(prefix)

@@ -39,6 +39,7 @@ log = logging.getLogger("crp_stream.kafka")
 
 INGEST_TOPICS = {DOCUMENTS: "ingest", TELEMETRY: "ingest", OPERATOR_COMMANDS: "operator"}
 ARBITER_INPUT = (FACTS, "arbiter")
+PROJECTION = "vectors"  # the worker's own vector index on crp.facts (projection.py)
 RETRIEVAL_INPUT = (WINDOW_REPORTS, "retrieval")
 POLL_S = 0.01
 T = TypeVar("T")
@@ -62,12 +63,14 @@ class EventTimeBarrier:
         partitions: Mapping[str, int],
         positions: Positions,
         wait_s: float,
+        projected: bool = False,
     ):
         self.client = client  # aiokafka's connection arguments (security.py)
         self.topic = topic  # contract name -> the broker's topic name
         self.partitions = partitions
         self.positions = positions
         self.wait_s = wait_s
+        self.projected = projected  # this worker's index follows crp.facts (projection.py): wait for it too
         self._consumer: AIOKafkaConsumer | None = None
         self._met: dict[str, int] = {}  # per scope: the latest stamp whose barrier was met
         self._asked: dict[str, int] = {}  # per scope: the latest stamp asked about (its record was received)
@@ -153,6 +156,8 @@ class EventTimeBarrier:
             waits.append((RETRIEVAL_INPUT[1], RETRIEVAL_INPUT[0], self._tps(RETRIEVAL_INPUT[0])))
         if scope != "arbiter":
             waits.append((ARBITER_INPUT[1], ARBITER_INPUT[0], self._tps(ARBITER_INPUT[0])))
+        if scope == "request" and self.projected:
+            waits.append((PROJECTION, ARBITER_INPUT[0], self._tps(ARBITER_INPUT[0])))
         return waits
 
     async def _settled(self, ts_ms: int, deadline: float, scope: str) -> bool:
@@ -205,7 +210,8 @@ class EventTimeBarrier:
             ends = await self._ends(self._tps(ARBITER_INPUT[0]), deadline)
             if not await self._until(ARBITER_INPUT[1], ARBITER_INPUT[0], ends, deadline):
                 return False
-        return True
+        # then this worker's own index holds every fact those records name (the last ends read)
+        return scope != "request" or not self.projected or await self._until(PROJECTION, FACTS, ends, deadline)
 
 
 async def _bounded(aw: Awaitable[T], deadline: float) -> T:
@@ -213,4 +219,4 @@ async def _bounded(aw: Awaitable[T], deadline: float) -> T:
     return await asyncio.wait_for(aw, max(0.05, deadline - time.monotonic()))
 
 
-__all__ = ["EventTimeBarrier", "caught_up"]
+__all__ = ["PROJECTION", "EventTimeBarrier", "caught_up"]

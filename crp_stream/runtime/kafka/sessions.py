@@ -29,7 +29,7 @@ import faust
 from crp_stream.events.topics import FACTS, WINDOW_REQUESTS
 from crp_stream.fabric.repository import Repository
 from crp_stream.processors.base import AnyHandler
-from crp_stream.runtime.kafka.barrier import EventTimeBarrier
+from crp_stream.runtime.kafka.barrier import PROJECTION, EventTimeBarrier
 
 if TYPE_CHECKING:
     from crp_stream.runtime.kafka.worker import KafkaWorker
@@ -205,7 +205,9 @@ class WorkerBarrier:
         w = self.w
         if w.settings.barrier_wait <= 0 or not {"retrieval", "operator", "arbiter"} & set(w.groups):
             return
-        barrier = EventTimeBarrier(w.kafka, w.settings.topic, w.partitions, self.positions, w.settings.barrier_wait)
+        barrier = EventTimeBarrier(
+            w.kafka, w.settings.topic, w.partitions, self.positions, w.settings.barrier_wait, w.projection is not None
+        )
         await barrier.start()
         self.barrier = barrier
         if w.fabric.engine.dialect.name == "postgresql":
@@ -232,6 +234,8 @@ class WorkerBarrier:
         """Where ``group`` stands on ``base``: this worker's own position (outputs acknowledged) for the
         partitions it holds, else the offset committed in the fabric (another worker's)."""
         w = self.w
+        if group == PROJECTION and w.projection is not None:  # this worker's own vector index
+            return w.projection.position(parts)
         out = {p: w._committed[(group, base, p)] for p in parts if (group, base, p) in w._committed}
         rest = [p for p in parts if p not in out]
         if rest:

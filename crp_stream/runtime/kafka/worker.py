@@ -43,6 +43,7 @@ from crp_stream.runtime.kafka.delivery import (
 from crp_stream.runtime.kafka.groups import GROUPS, parse_groups
 from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
 from crp_stream.runtime.kafka.profiling import FabricThread
+from crp_stream.runtime.kafka.projection import VectorProjection, projects
 from crp_stream.runtime.kafka.security import bootstrap_servers, client_kwargs, faust_kwargs
 from crp_stream.runtime.kafka.sessions import WorkerBarrier
 from crp_stream.runtime.kafka.status import WorkerStatus
@@ -125,6 +126,7 @@ class KafkaWorker(WorkerStatus):
         # event-time barrier (barrier.py): retrieval records leave log order, so the committed offset
         # of a partition is its lowest record not yet applied (redelivery is deduplicated by id)
         self.rb = WorkerBarrier(self)
+        self.projection = VectorProjection(self) if projects(self) else None  # an edge: index per worker
 
     def journal_path(self) -> Path:
         """Beside an embedded index (one process per index); else per data dir and consumer group, so
@@ -433,6 +435,8 @@ class KafkaWorker(WorkerStatus):
     # lifecycle ------------------------------------------------------------------------------------
     async def start(self) -> None:
         self.partitions = await ensure_topics(self.settings)
+        if self.projection is not None:  # before any record: the index holds every committed fact
+            await self.projection.start()
         await self.rb.start()
         app = self.build_app()
         await app.start()
@@ -452,6 +456,8 @@ class KafkaWorker(WorkerStatus):
     async def stop(self) -> None:
         await self.broker.stop()
         await self.rb.stop()
+        if self.projection is not None:
+            await self.projection.stop()
         if self.app is not None:
             with contextlib.suppress(Exception):
                 await self.app.stop()
