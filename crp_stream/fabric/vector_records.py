@@ -15,7 +15,7 @@ from crp_stream.fabric.driver_sql import DriverSQL
 from crp_stream.fabric.vectors import Vector, VectorItem, normalise
 
 # (fact_id, status, expires_at epoch seconds or None, source): a point's payload as the fabric holds it
-FactPoint = tuple[str, str, float | None, str]
+FactPoint = tuple[str, str, float | None, str, str]  # fact id, status, expiry (s), source, tenant
 
 
 class VectorRecords(DriverSQL):
@@ -47,11 +47,11 @@ class VectorRecords(DriverSQL):
 
     def fact_points(self, fact_ids: Sequence[str] | None = None) -> list[FactPoint]:
         """The committed payload of the given facts (every fact when None), in fact id order."""
-        columns = ("fact_id", "status", "expires_at_us", "source")
+        columns = ("fact_id", "status", "expires_at_us", "source", "tenant")
         if fact_ids is None:
             c = t.facts.c
-            q = select(c.fact_id, c.status, c.expires_at_us, c.source).order_by(c.fact_id)
+            q = select(c.fact_id, c.status, c.expires_at_us, c.source, c.tenant).order_by(c.fact_id)
             rows: list[Any] = list(self.conn.execute(q))
         else:
             rows = self._select_in(columns, "facts", "fact_id", fact_ids, order=("fact_id",))
-        return [(str(f), str(s), None if e is None else e / 1e6, str(src)) for f, s, e, src in rows]
+        return [(str(f), str(s), None if e is None else e / 1e6, str(src), str(tn)) for f, s, e, src, tn in rows]

@@ -592,8 +592,8 @@ def test_fact_vectors_are_stored_once_as_the_index_holds_them_and_read_back_with
         assert stored["f1"].dtype == np.float32
         assert stored["f1"].tobytes() == normalise([3.0, 4.0]).tobytes()
         assert stored["f2"].tolist() == [0.0, 1.0]
-        assert repo.fact_points() == [("f1", "active", None, "s"), ("f2", "stale", 2.5, "t")]
-        assert repo.fact_points(["f2", "f9"]) == [("f2", "stale", 2.5, "t")]
+        assert repo.fact_points() == [("f1", "active", None, "s", "default"), ("f2", "stale", 2.5, "t", "default")]
+        assert repo.fact_points(["f2", "f9"]) == [("f2", "stale", 2.5, "t", "default")]
     db.downgrade(engine, "0007")
     assert "fact_vectors" not in inspect(engine).get_table_names()
     db.upgrade(engine)

@@ -36,7 +36,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from crp_stream.events.topics import FACTS
 from crp_stream.fabric.repository import Repository
 from crp_stream.fabric.vector_records import FactPoint
-from crp_stream.fabric.vectors import VectorItem
+from crp_stream.fabric.vectors import VectorItem, scope
 from crp_stream.runtime.kafka.barrier import PROJECTION
 from crp_stream.runtime.vector_guard import GuardedVectors
 
@@ -151,8 +151,8 @@ class VectorProjection:
                 lacking[0],
             )
         items = [
-            VectorItem(fid, stored[fid], status, expires_at, source)
-            for fid, status, expires_at, source in points
+            VectorItem(fid, stored[fid], status, expires_at, source, scope(tenant))
+            for fid, status, expires_at, source, tenant in points
             if fid in stored
         ]
         self._vectors().upsert_committed(items)
@@ -160,7 +160,7 @@ class VectorProjection:
 
     def _restatus(self, points: Sequence[FactPoint]) -> None:
         by_status: dict[str, list[str]] = {}
-        for fid, status, _e, _s in points:
+        for fid, status, *_ in points:
             by_status.setdefault(status, []).append(fid)
         for status, ids in sorted(by_status.items()):
             self._vectors().set_status_committed(ids, status)
