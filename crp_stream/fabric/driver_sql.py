@@ -3,7 +3,7 @@ per-batch reads and writes where SQLAlchemy's statement and row handling cost mo
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection
@@ -139,3 +139,18 @@ class DriverSQL:
                 cur.executemany(sql.replace("?", "%s"), rows)
         else:
             raw.executemany(sql, rows)  # type: ignore[union-attr]
+
+
+def copy_rows(
+    rows: Sequence[Mapping[str, Any]], cols: Sequence[str], whole: Sequence[int]
+) -> Iterator[tuple[Any, ...]]:
+    """``rows`` as COPY tuples in ``cols`` order. COPY parses its text as the column's type, where an
+    INSERT's parameter is cast: a float given for an integer column is rounded here as the server's
+    assignment cast would round it (half to even)."""
+    for r in rows:
+        values = [r[c] for c in cols]
+        for i in whole:
+            v = values[i]
+            if type(v) is float:
+                values[i] = round(v)
+        yield tuple(values)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any, cast
 
@@ -13,6 +13,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from crp_stream.core.tenants import DEFAULT_TENANT, tenant_name
 from crp_stream.fabric import tables as t
 from crp_stream.fabric.claim_index import ClaimIndex, as_stored
+from crp_stream.fabric.driver_sql import copy_rows
 from crp_stream.fabric.edge_records import EdgeRecords
 from crp_stream.fabric.forget_records import ForgetRecords
 from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
@@ -118,7 +119,7 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords, ForgetRecords, V
         if self._dialect == "postgresql" and len(rows) >= _COPY_FROM and all(r.keys() == names for r in rows):
             cols = [c.name for c in table.columns if c.name in names]
             whole = [i for i, c in enumerate(cols) if isinstance(table.c[c].type, Integer)]
-            return self._copy_insert_ignore(table.name, cols, keys, _copy_rows(rows, cols, whole))
+            return self._copy_insert_ignore(table.name, cols, keys, copy_rows(rows, cols, whole))
         mod = postgresql if self._dialect == "postgresql" else sqlite
         stmt = mod.insert(table).on_conflict_do_nothing(index_elements=list(keys))
         return int(self.conn.execute(stmt, list(rows)).rowcount)
@@ -485,18 +486,3 @@ class Repository(ProgressRecords, OperatorRecords, EdgeRecords, ForgetRecords, V
 
     def audit_exists(self, event_id: str) -> bool:
         return bool(self._select_where(("seq",), "audit_log", (("event_id", event_id),)))
-
-
-def _copy_rows(
-    rows: Sequence[Mapping[str, Any]], cols: Sequence[str], whole: Sequence[int]
-) -> Iterator[tuple[Any, ...]]:
-    """``rows`` as COPY tuples in ``cols`` order. COPY parses its text as the column's type, where an
-    INSERT's parameter is cast: a float given for an integer column is rounded here as the server's
-    assignment cast would round it (half to even)."""
-    for r in rows:
-        values = [r[c] for c in cols]
-        for i in whole:
-            v = values[i]
-            if type(v) is float:
-                values[i] = round(v)
-        yield tuple(values)

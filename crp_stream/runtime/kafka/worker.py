@@ -25,8 +25,6 @@ from urllib.parse import quote
 import faust
 
 from crp_stream.config import ConfigError, Settings
-from crp_stream.fabric import db
-from crp_stream.fabric.fabric import Fabric, open_vector_index
 from crp_stream.processors import all_handlers, tracing
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import IsolationNeeded, apply_record, internal_error_output
@@ -40,6 +38,7 @@ from crp_stream.runtime.kafka.delivery import (
     route,
     save_outbox,
 )
+from crp_stream.runtime.kafka.fabric_open import open_fabric
 from crp_stream.runtime.kafka.groups import GROUPS, parse_groups
 from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
 from crp_stream.runtime.kafka.profiling import FabricThread
@@ -50,28 +49,13 @@ from crp_stream.runtime.kafka.status import WorkerStatus
 from crp_stream.runtime.kafka.topics import ensure_topics
 from crp_stream.runtime.kafka.watch import BrokerWatch
 from crp_stream.runtime.transient import is_transient
-from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal, reconcile
+from crp_stream.runtime.vector_guard import VectorJournal, reconcile
 
 log = logging.getLogger("crp_stream.kafka")
 
 LOG_APPEND_TIME = 1
 
 Mount = tuple[str, Callable[["KafkaWorker"], Any]]  # (path prefix, ASGI app factory)
-PING_IDLE_S = 1.0  # a pooled connection idle longer is pinged at checkout; busy ones are not
-
-
-def open_fabric(settings: Settings, journal: VectorJournal) -> Fabric:
-    """The fabric, its vector index guarded by ``journal``; an endpoint embedder is probed now."""
-    engine = db.make_engine(settings.database, ping_idle_s=PING_IDLE_S)
-    fabric = Fabric(
-        settings,
-        engine=engine,
-        vectors=GuardedVectors(open_vector_index(settings.vectors), journal),
-        wrap=lambda v: GuardedVectors(v, journal),  # another model's store, after a reembed
-    )
-    if not fabric.embedder.requires_vectors:
-        _ = fabric.embedder.dim
-    return fabric
 
 
 class KafkaWorker(WorkerStatus):
