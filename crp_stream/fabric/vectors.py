@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, NoReturn, Self
+from typing import Any, Final, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -49,10 +49,12 @@ import numpy.typing as npt
 from crp_stream.core.tenants import DEFAULT_TENANT
 from crp_stream.fabric import ann_snapshot
 from crp_stream.fabric.ann import AnnCache
+from crp_stream.fabric.vector_checks import Vector as Vector
+from crp_stream.fabric.vector_checks import _reject as _reject
+from crp_stream.fabric.vector_checks import normalise as normalise
 
 log = logging.getLogger(__name__)
 
-Vector = npt.NDArray[np.float32]
 
 STATUSES: Final = frozenset({"active", "stale", "quarantined", "superseded", "expired"})
 DEFAULT_EXCLUDED: Final = ("quarantined", "expired", "superseded")
@@ -95,21 +97,6 @@ def scope(tenant: str | None) -> str | None:
     return None if tenant is None or tenant == DEFAULT_TENANT else tenant
 
 
-def normalise(vector: npt.ArrayLike, dim: int | None = None) -> Vector:
-    """Return ``vector`` as a unit-length float32 1-D array; reject NaN/inf, zero norm, wrong dimension."""
-    v = np.asarray(vector, dtype=np.float64)
-    if v.ndim != 1 or v.size == 0:
-        raise ValueError(f"vector must be 1-D and non-empty, got shape {v.shape}")
-    if dim is not None and v.shape[0] != dim:
-        raise ValueError(f"vector has dimension {v.shape[0]}, the index has {dim}")
-    if not np.all(np.isfinite(v)):
-        raise ValueError("vector contains NaN or inf")
-    norm = float(np.linalg.norm(v))
-    if norm == 0.0:
-        raise ValueError("vector has norm 0")
-    return (v / norm).astype(np.float32)
-
-
 def payload_of(item: VectorItem) -> dict[str, Any]:
     """The payload stored with a point; identical on every backend so results are congruent."""
     payload = {
@@ -132,15 +119,6 @@ def scanned_point(payload: dict[str, Any] | None, vector: Any) -> tuple[str, Vec
     exp = p.get(F_EXPIRES_AT)
     expires = None if exp is None else float(exp)
     return str(p[F_FACT_ID]), np.asarray(vector, dtype=np.float32), str(p[F_STATUS]), expires
-
-
-def _reject(fact_id: str, vector: npt.NDArray[np.float64], dim: int) -> NoReturn:
-    """Raise the precise reason why ``vector`` of ``fact_id`` cannot be indexed."""
-    try:
-        normalise(vector, dim)
-    except ValueError as exc:
-        raise ValueError(f"fact {fact_id!r}: {exc}") from None
-    raise ValueError(f"fact {fact_id!r}: vector norm is not finite")
 
 
 def _check_status(status: str) -> None:
