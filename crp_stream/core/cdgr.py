@@ -229,6 +229,13 @@ def bridge_values(
     return values, bridged
 
 
+def _present(ids: NDArray[np.int64], size: int) -> NDArray[np.int64]:
+    """``np.unique(ids)`` for ids below ``size``, by a mark per id rather than a sort."""
+    mark = np.zeros(size, dtype=bool)
+    mark[ids] = True
+    return np.flatnonzero(mark)
+
+
 def _lookup(ids: NDArray[np.int64], size: int) -> NDArray[np.int64]:
     """``pos[id]`` = index of ``id`` in ``ids``, -1 elsewhere: membership and position in O(1)."""
     pos = np.full(size, -1, dtype=np.int64)
@@ -280,21 +287,26 @@ def bridge_values_edges(
     unlinked = (~linked).astype(np.float64)
     np.fill_diagonal(unlinked, 0.0)
     # near[x, j]: weight of the edge x - anchor j, for every neighbour x of an anchor (0: none)
-    near_ids = np.unique(a_dst)
+    near_ids = _present(a_dst, size)
     near_at = _lookup(near_ids, size)
     near = np.zeros((near_ids.shape[0], m), dtype=np.float64)
     np.maximum.at(near, (near_at[a_dst], a_col), a_w)  # a pair with edges of several kinds: the strongest
-    uniq, inv = np.unique(cons, return_inverse=True)
+    uniq = _present(cons, size)
     con_at = _lookup(uniq, size)
+    inv = con_at[cons]
     # 2-edge paths connector - mid - anchor
     via = (near_at[s] >= 0) & (con_at[d] >= 0) & (s != d)
     e_con, e_mid, e_w = con_at[d[via]], near_at[s[via]], w[via]
     direct_at = near_at[uniq]
     has_direct = direct_at >= 0
     # which anchors each connector touches: a direct edge, or a path whose two edges are > 0
-    through = np.zeros((uniq.shape[0], near_ids.shape[0]), dtype=np.float32)
-    through[e_con[e_w > 0.0], e_mid[e_w > 0.0]] = 1.0
-    touched_u = (through @ (near > 0.0).astype(np.float32)) > 0.0
+    touched_u = np.zeros((uniq.shape[0], m), dtype=bool)
+    p_con, p_mid = e_con[e_w > 0.0], e_mid[e_w > 0.0]
+    if p_con.shape[0]:  # an OR over each connector's paths: sorted runs, no matrix product
+        by = np.argsort(p_con, kind="stable")
+        p_con, p_mid = p_con[by], p_mid[by]
+        runs = np.flatnonzero(np.r_[True, p_con[1:] != p_con[:-1]])
+        touched_u[p_con[runs]] = np.logical_or.reduceat((near > 0.0)[p_mid], runs, axis=0)
     touched_u[has_direct] |= near[direct_at[has_direct]] > 0.0
     own = col[cons] >= 0  # a connector is never its own anchor
     is_anchor = col[uniq] >= 0
@@ -326,9 +338,20 @@ def bridge_values_edges(
         ok = (n_touched >= 2) & (counts > 0)
         mean = np.divide((strength * touched).sum(axis=1), n_touched, out=np.zeros(stop - start), where=ok)
         values[start:stop] = np.where(ok, counts * mean, 0.0)
-        for row in np.flatnonzero(ok).tolist():
-            bridged[start + row] = np.flatnonzero((partners[row] > 0) & (touched[row] > 0)).tolist()
+        _bridged_columns(bridged, start, ok, (partners > 0) & (touched > 0))
     return values, bridged
+
+
+def _bridged_columns(bridged: list[list[int]], start: int, ok: NDArray[np.bool_], hit: NDArray[np.bool_]) -> None:
+    """``bridged[start + row]`` = the columns ``hit`` marks in each ``ok`` row, ascending: one
+    ``nonzero`` for the chunk, not one per row (hundreds of connectors bridge in a dense graph)."""
+    rows, cols = np.nonzero(hit & ok[:, None])
+    if rows.shape[0] == 0:
+        return
+    cuts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]]).tolist()
+    every = cols.tolist()
+    for row, lo, hi in zip(rows[cuts].tolist(), cuts, [*cuts[1:], len(every)], strict=True):
+        bridged[start + row] = every[lo:hi]
 
 
 def typed_bridge_values(
@@ -356,11 +379,17 @@ def typed_bridge_values(
     extra = np.zeros(values.shape[0], dtype=bool)
     if sim.all():
         return values, bridged, extra
-    typed, typed_bridged = bridge_values_edges(connectors, anchors, s, d, w, direct=sim)
-    extra = (values <= 0.0) & (typed > 0.0)
-    for i in np.flatnonzero(extra).tolist():
-        bridged[i] = typed_bridged[i]
-    return np.where(extra, typed, values), bridged, extra
+    # a connector's row depends on its own edges only: the extra paths are looked at for those the
+    # similarity graph leaves at zero
+    cons = np.asarray(connectors, dtype=np.int64).reshape(-1)
+    rest = np.flatnonzero(values <= 0.0)
+    typed, typed_bridged = bridge_values_edges(cons[rest], anchors, s, d, w, direct=sim)
+    hit = typed > 0.0
+    extra[rest[hit]] = True
+    values[rest[hit]] = typed[hit]
+    for i, k in zip(rest[hit].tolist(), np.flatnonzero(hit).tolist(), strict=True):
+        bridged[i] = typed_bridged[k]
+    return values, bridged, extra
 
 
 def connector_score(
