@@ -166,9 +166,10 @@ def choose(
     # until no unread one can displace the C-th admitted so far
     scored: dict[int, float] = {}
     bridge_of: dict[int, int] = {}
-    k = 0
+    k, width = 0, FETCH_PER_SLOT * slots
     while k < len(order):
-        batch = order[k : k + FETCH_PER_SLOT * slots]
+        batch = order[k : k + width]
+        width *= 2  # each round reads as many again: few rounds, each with its fixed cost
         k += len(batch)
         outside = [w.ids[p] for p in batch if w.ids[p] not in c.index]
         if outside:
