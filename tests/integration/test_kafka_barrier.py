@@ -158,3 +158,37 @@ def _json(value: dict[str, object]) -> bytes:
     import json
 
     return json.dumps(value, separators=(",", ":")).encode()
+
+
+def test_requests_of_many_sessions_released_together_share_one_transaction(tmp_path: Path) -> None:
+    """Thirty sessions' requests queued behind forty documents are released as the barrier is met:
+    each gets its own envelope, and they are applied in fewer fabric transactions than requests."""
+    prefix = unique_prefix("bb")
+    db = fresh_postgres_url()
+    kafka = Kafka(prefix)
+    w = WorkerProcess(tmp_path, prefix, db, env={"CRP_BARRIER_WAIT": "60"}).start()
+    try:
+        w.wait_ready()
+        kafka.tap(("crp.envelopes",))
+        sessions = [f"s{i:02d}" for i in range(30)]
+        requests = [{**_request(), "request_id": f"r-{s}", "session_id": s} for s in sessions]
+        java_produce(
+            [(kafka.physical("crp.documents"), str(d["source"]), _json(d)) for d in _fillers(40)]
+            + [(kafka.physical("crp.documents"), "vendor_docs", _json(_doc("d1", "1000")))]
+            + [(kafka.physical("crp.window.requests"), str(r["session_id"]), _json(r)) for r in requests]
+        )
+        got = [
+            r.json
+            for r in kafka.wait_for(
+                lambda rs: sum(r.topic == "crp.envelopes" for r in rs) >= len(sessions), what="30 envelopes"
+            )
+            if r.topic == "crp.envelopes"
+        ]
+        assert sorted(e["request_id"] for e in got) == sorted(f"r-{s}" for s in sessions)
+        for env in got:
+            assert "The upstream api rate limit is 1000 rps." in {f["text"] for f in env["facts"]}
+        transactions = w.metric("crp_fabric_thread_seconds_count", group="retrieval")
+        assert 1 <= transactions < len(sessions)
+    finally:
+        w.stop()
+        kafka.close()

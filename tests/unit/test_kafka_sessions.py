@@ -113,6 +113,24 @@ def test_the_committed_offset_is_the_lowest_record_not_yet_applied() -> None:
     assert rb.commit_to(slot, 5) == 6  # everything received is applied
 
 
+def test_a_batch_of_one_partition_commits_past_all_its_records_and_no_further() -> None:
+    """Records of several sessions applied together: the offset committed is the lowest one still
+    waiting outside the batch, as if they had been applied one by one."""
+    from types import SimpleNamespace
+
+    from crp_stream.runtime.kafka.sessions import WorkerBarrier
+
+    rb = WorkerBarrier(SimpleNamespace())  # type: ignore[arg-type]
+    slot = ("retrieval", "crp.window.requests", 0)
+    assert rb.commit_past(slot, [4, 7]) == 8  # not sequenced: past the highest
+    rb.inflight[slot] = {3, 4, 5, 6}
+    rb.received[slot] = 6
+    assert rb.commit_past(slot, [4, 6]) == 3  # 3 still waits
+    assert rb.commit_past(slot, [3, 4]) == 5  # 5 still waits
+    assert rb.commit_past(slot, [3, 4, 5, 6]) == 7  # everything received is applied
+    assert rb.commit_past(slot, [5, 6], floor=5) == 7  # 3 and 4, below the fabric's offset, were applied
+
+
 def test_records_redelivered_below_the_fabrics_offset_do_not_pull_it_back() -> None:
     """After a restart faust redelivers from its own (older) offset: 0 and 1 are below the fabric's
     offset 2 and queued (to be skipped); 2 applied first must commit 3, not 0."""

@@ -33,7 +33,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from crp_stream.processors.base import AnyHandler, Output, Record
@@ -60,6 +60,10 @@ class Pending:
     message: Any  # the faust message (the one-record path takes it on a fallback)
     record: Record
     commit_to: int  # the fabric offset to commit once the record is applied
+    lag_ms: int | None = None  # a window request's fabric lag at the barrier (None: met)
+
+    def committing(self, commit_to: int) -> Pending:
+        return replace(self, commit_to=commit_to)
 
 
 @dataclass
@@ -161,7 +165,7 @@ class BatchAgent:
                 (str(exc).splitlines() or [""])[0][:200],
             )
             for p in run:
-                await w.handle_message(h, p.message)
+                await w.handle_message(h, p.message, p.lag_ms)
             return
         w.last_error = None
         elapsed = time.perf_counter() - t0

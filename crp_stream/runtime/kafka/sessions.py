@@ -30,6 +30,7 @@ from crp_stream.events.topics import FACTS, WINDOW_REQUESTS
 from crp_stream.fabric.repository import Repository
 from crp_stream.processors.base import AnyHandler
 from crp_stream.runtime.kafka.barrier import PROJECTION, EventTimeBarrier
+from crp_stream.runtime.kafka.request_batch import RequestBatcher
 
 if TYPE_CHECKING:
     from crp_stream.runtime.kafka.worker import KafkaWorker
@@ -150,6 +151,7 @@ class WorkerBarrier:
         self.w = worker
         self.barrier: EventTimeBarrier | None = None
         self.sequencer: SessionSequencer | None = None
+        self.batcher: RequestBatcher | None = None
         # received, not yet acknowledged to faust, by slot and offset: faust commits the run of acked
         # offsets from the lowest it was given, whatever lies below it, so acks go out in offset order
         self.unacked: dict[tuple[str, str, int], dict[int, Any]] = {}
@@ -171,9 +173,14 @@ class WorkerBarrier:
         self.received[slot] = max(self.received.get(slot, -1), m.offset)
         self.unacked.setdefault(slot, {})[m.offset] = event
         if self.sequencer is None:
+            if w.batch_max > 1:
+                self.batcher = RequestBatcher(w, h, w.batch_max)
 
             async def process(ev: Any, lag: int | None) -> None:
-                await w.handle_message(h, ev.message, lag)
+                if self.batcher is not None:  # with the other sessions' records released meanwhile
+                    await self.batcher.submit(ev, lag)
+                else:
+                    await w.handle_message(h, ev.message, lag)
                 self.ack(h.group, ev)
 
             self.sequencer = SessionSequencer(w.settings.topic(WINDOW_REQUESTS), process, self.wait, self.crash)
@@ -307,6 +314,15 @@ class WorkerBarrier:
         rest = [o for o in inflight if o != offset and o >= floor]
         return max(min(rest) if rest else max(self.received.get(slot, offset), offset) + 1, floor)
 
+    def commit_past(self, slot: tuple[str, str, int], offsets: Sequence[int], floor: int = 0) -> int:
+        """``commit_to`` once all of ``offsets`` (a batch's records of one partition) are applied."""
+        applied = set(offsets)
+        inflight = self.inflight.get(slot)
+        if inflight is None:
+            return max(max(applied) + 1, floor)
+        rest = [o for o in inflight if o not in applied and o >= floor]
+        return max(min(rest) if rest else max(self.received.get(slot, -1), *applied) + 1, floor)
+
     def forget(self, topic: str, partition: int) -> None:
         base = self.w.settings.base_topic(topic)
         for slot in [s for s in {*self.inflight, *self.unacked} if s[1:] == (base, partition)]:
@@ -328,6 +344,8 @@ class WorkerBarrier:
     async def stop(self) -> None:
         if self.sequencer is not None:
             await self.sequencer.stop()
+        if self.batcher is not None:
+            await self.batcher.stop()
         if self.barrier is not None:
             with contextlib.suppress(Exception):
                 await self.barrier.stop()
