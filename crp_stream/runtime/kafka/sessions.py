@@ -39,6 +39,9 @@ log = logging.getLogger("crp_stream.kafka")
 
 #: How long the fabric offsets of another worker's groups, read for the barrier, are reused.
 POSITIONS_TTL_S = 0.05
+#: At most this many released records per transaction: a record's envelope waits for its whole batch, and
+#: a few records already share most of a transaction's fixed cost.
+REQUESTS_PER_BATCH = 16
 #: The groups the barrier waits for (``barrier.py``): their offsets are read together.
 BARRIER_GROUPS = ("arbiter", "ingest", "operator", "retrieval")
 
@@ -174,7 +177,7 @@ class WorkerBarrier:
         self.unacked.setdefault(slot, {})[m.offset] = event
         if self.sequencer is None:
             if w.batch_max > 1:
-                self.batcher = RequestBatcher(w, h, w.batch_max)
+                self.batcher = RequestBatcher(w, h, min(w.batch_max, REQUESTS_PER_BATCH))
 
             async def process(ev: Any, lag: int | None) -> None:
                 if self.batcher is not None:  # with the other sessions' records released meanwhile
