@@ -35,12 +35,18 @@ class Walk:
     depth: int
     ids: list[str]  # the reached facts that are not anchors, in fact-id order
     bridge: np.ndarray  # their bridge values (§2.4)
-    bridged: list[list[str]]  # the anchors each bridges (ids, sorted): where packing puts it (§2.6)
+    bridged_cols: list[list[int]]  # the anchors each bridges, as columns of ``anchors``
+    anchors: list[str]  # the anchor ids (sorted): ``bridged`` names them for the connectors admitted
     extra: np.ndarray  # it bridges only through structure edges (``cdgr.typed_bridge_values``)
     level: np.ndarray  # BFS level per local int of the walk's edge list
     local: np.ndarray  # local int of each of ``ids``
     edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # (src, dst, weight, kind), local ints
     names: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=str))  # ``ids`` as a unicode array
+
+    def bridged(self, at: int) -> list[str]:
+        """The anchors the reached fact at ``at`` bridges (ids, sorted): where packing puts it (§2.6).
+        Named only for the few admitted, not for every reached fact."""
+        return [self.anchors[j] for j in self.bridged_cols[at]]
 
     def positions(self, fact_ids: list[str]) -> np.ndarray:
         """The place of each fact id in ``ids``, -1 for an id outside it: a binary search of the sorted
@@ -109,7 +115,8 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], max_hops: int) -> Walk:
         depth=depth,
         ids=ids,
         bridge=values,
-        bridged=[[cols[j] for j in b] for b in bridged],
+        bridged_cols=bridged,
+        anchors=cols,
         extra=extra,
         level=level,
         local=local,
@@ -195,7 +202,7 @@ def choose(
     extra = [bool(w.extra[bridge_of[i]]) for i in cands]
     admitted = [cands[p] for p in cdgr.admit_connectors([scored[i] for i in cands], slots, extra)]
     sel.anchors = cdgr.refill_anchors(live, len(seeds), admitted, budget)
-    sel.connectors = [(i, w.bridged[bridge_of[i]], float(w.bridge[bridge_of[i]]), scored[i]) for i in admitted]
+    sel.connectors = [(i, w.bridged(bridge_of[i]), float(w.bridge[bridge_of[i]]), scored[i]) for i in admitted]
     # rank: the seeds in CDR order, then the connectors by score, then the anchors that took the
     # connector slots no connector filled (a consumer that cuts the envelope short keeps the seeds)
     ranked = seeds + admitted + sel.anchors[len(seeds) :]

@@ -149,7 +149,8 @@ def test_walk_positions_and_bridging_candidates_are_the_list_forms(seed: int) ->
         depth=2,
         ids=ball,
         bridge=bridge,
-        bridged=[[] for _ in ball],
+        bridged_cols=[[] for _ in ball],
+        anchors=[],
         extra=extra,
         level=np.zeros(0, dtype=np.int64),
         local=np.arange(len(ball), dtype=np.int64),
@@ -163,7 +164,7 @@ def test_walk_positions_and_bridging_candidates_are_the_list_forms(seed: int) ->
         key=lambda k: (bool(extra[k]), -bridge[k], k),
     )
     assert graph_select.bridging_candidates(w, exclude, taken) == want
-    empty = graph_select.Walk(0, [], bridge[:0], [], extra[:0], w.level, w.local[:0], w.edges)
+    empty = graph_select.Walk(0, [], bridge[:0], [], [], extra[:0], w.level, w.local[:0], w.edges)
     assert empty.positions(ids).tolist() == [-1] * len(ids)
 
 
