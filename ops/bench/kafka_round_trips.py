@@ -179,7 +179,7 @@ def measure(
             doc |= {"document_id": f"doc-{d}", "embedding_model": MODEL, "facts": rows}
             ts += 0.001
             m = Message("crp.documents", 0, d // 50, b"s", json.dumps(doc).encode(), ts)
-            ing._apply_sync(h, ing._record(m), None, m.offset + 1)
+            ing._apply_sync(h, ing.record(m), None, m.offset + 1)
         ing.fabric.close()
 
         ret = KafkaWorker(s, ("retrieval",))
@@ -211,7 +211,7 @@ def measure(
                 }
                 ts += 0.001
                 m = Message("crp.window.requests", 0, i, f"s{i}".encode(), json.dumps(req).encode(), ts)
-                record = ret._record(m)
+                record = ret.record(m)
                 trips.by_kind.clear()
                 trips.on = i >= 2
                 if i == 2 and not count:

@@ -81,7 +81,7 @@ class Harness:
             self.transactions += 1
             return real()
 
-        monkeypatch.setattr(self.worker, "_produce", produce)
+        monkeypatch.setattr(self.worker, "produce", produce)
         monkeypatch.setattr(self.worker.fabric, "unit_of_work", counted)
         self.agent = BatchAgent(self.worker, self.worker.handlers[0])
 

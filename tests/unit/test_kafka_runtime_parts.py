@@ -160,6 +160,7 @@ def test_a_rollback_whose_vector_reset_failed_is_reconciled_before_the_next_atte
     from sqlalchemy.exc import OperationalError
 
     from crp_stream.processors.base import Record
+    from crp_stream.runtime.kafka import executor as fabric_thread
     from crp_stream.runtime.kafka import worker as kafka
     from crp_stream.runtime.kafka.worker import KafkaWorker
 
@@ -180,7 +181,7 @@ def test_a_rollback_whose_vector_reset_failed_is_reconciled_before_the_next_atte
         return real_reconcile(*args)
 
     monkeypatch.setattr(kafka, "route", route)
-    monkeypatch.setattr(kafka, "reconcile", reconcile)
+    monkeypatch.setattr(fabric_thread, "reconcile", reconcile)  # what a rollback and a retry call
     doc = {
         "event_id": "d1",
         "source": "vendor",

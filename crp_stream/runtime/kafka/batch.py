@@ -1,6 +1,6 @@
 """The Kafka worker's batched path: what faust delivered in a burst, applied in one fabric transaction.
 
-Per record, the one-record path (``KafkaWorker._apply``) pays a transaction of its own: the fabric's
+Per record, the one-record path (``KafkaWorker.handle_message``) pays a transaction of its own: the fabric's
 offsets read, the outbox row, the offset row and the commit, each a PostgreSQL round trip, then a
 produce awaited before the next record. Here an agent of a batched group (ingest, arbiter) takes the
 records faust has already fetched, up to ``batch_max``, and applies them in one unit of work: one
@@ -16,7 +16,7 @@ What stays as on the one-record path (docs/kafka.md):
 - The outbox of an input partition holds the outputs of its records of the last batch until the
   broker acknowledged them; a crash in between loses nothing (the next owner produces it again).
 - Records the fabric already committed are skipped (offset check, then ``processed_events``).
-- Vector writes are journaled; a rolled-back batch's points are put back (``KafkaWorker._reconcile``).
+- Vector writes are journaled; a rolled-back batch's points are put back (``FabricExecutor.rolled_back``).
 - The arbiter's event-time barrier is waited for each record, in order, before the batch is applied
   (it waits on ingest's progress, never on the arbiter's own, so waiting ahead cannot deadlock).
 - Faust's Kafka offsets trail the fabric's: a record is acknowledged only after its outputs were.
@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import apply_each
 from crp_stream.runtime.kafka.delivery import Routed, outbox_key, route
-from crp_stream.runtime.vector_guard import reconcile
 
 if TYPE_CHECKING:
     from crp_stream.runtime.kafka.worker import KafkaWorker
@@ -130,17 +129,17 @@ class BatchAgent:
             keep.append(event)
             await w.rb.before(h.group, m)
             slot = (h.group, w.settings.base_topic(m.topic), m.partition)
-            if w._unclaimed(slot, m):
+            if w.ledger.unclaimed(slot, m.generation_id):
                 if any((p.record.topic, p.record.partition) == slot[1:] for p in run):
                     await self.flush(run)  # it came back in another generation: reload after the run
                     run = []
-                await w._claim_partition(h, slot[1], m.partition, m.generation_id)
-            if m.offset < w._committed[slot]:
+                await w.claim_partition(h, slot[1], m.partition, m.generation_id)
+            if m.offset < w.ledger.offset(slot):
                 w.metrics.skipped.labels(group=h.group, topic=slot[1]).inc()
                 continue
             if m.timestamp:
                 w.metrics.waited.labels(group=h.group).observe(max(0.0, time.time() - m.timestamp))
-            run.append(Pending(m, w._record(m), w.rb.commit_to(slot, m.offset, w._committed[slot])))
+            run.append(Pending(m, w.record(m), w.rb.commit_to(slot, m.offset, w.ledger.offset(slot))))
         await self.flush(run)
         return keep
 
@@ -150,9 +149,7 @@ class BatchAgent:
         w, h = self.w, self.h
         t0 = time.perf_counter()
         try:
-            done = await asyncio.get_running_loop().run_in_executor(
-                w._executor, w._fabric_thread.run, h.group, self.apply_sync, run
-            )
+            done = await w.executor.call(h.group, self.apply_sync, run)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # rolled back and reconciled: isolate the records
@@ -169,17 +166,15 @@ class BatchAgent:
             return
         w.last_error = None
         elapsed = time.perf_counter() - t0
-        if w._after_commit is not None and any(o is not None for o in done.outputs):
-            w._after_commit(done.routed)
+        if w.after_commit is not None and any(o is not None for o in done.outputs):
+            w.after_commit(done.routed)
         t1 = time.perf_counter()
-        await w._produce(done.routed)
+        await w.produce(done.routed)
         if done.routed:
             w.metrics.produced.observe(time.perf_counter() - t1)
         w.outboxes.acked(outbox_key(h.group, topic, partition) for topic, partition in done.slots)
-        for (topic, partition), to in done.commits.items():
-            slot = (h.group, topic, partition)
-            if slot in w._committed:  # else revoked meanwhile: claimed again from the fabric if it returns
-                w._committed[slot] = max(w._committed[slot], to)
+        for (topic, partition), to in done.commits.items():  # a slot revoked meanwhile is claimed again
+            w.ledger.advance((h.group, topic, partition), to)
         applied = sum(o is not None for o in done.outputs) or 1
         for p, outs in zip(run, done.outputs, strict=True):
             w.rb.applied((h.group, p.record.topic, p.record.partition), p.record.offset)
@@ -192,9 +187,7 @@ class BatchAgent:
     def apply_sync(self, run: Sequence[Pending]) -> Applied:
         """On the fabric thread: the whole run in one unit of work (see the module docstring)."""
         w, h = self.w, self.h
-        if w._unreconciled:  # a rolled-back attempt's vector writes first; while down, raises
-            reconcile(w.fabric, w.journal)
-            w._unreconciled = False
+        w.executor.before_apply()
         outputs: list[list[Output] | None] = []
         commits: dict[TP, int] = {}
         by_slot: dict[TP, list[Routed]] = {}
@@ -227,9 +220,9 @@ class BatchAgent:
                 for tp, to in commits.items():
                     w.outboxes.save(uow, outbox_key(h.group, *tp), by_slot.get(tp, []), (h.group, *tp, to))
         except BaseException:
-            w._reconcile()
+            w.executor.rolled_back()
             raise
-        w.journal.clear()
+        w.executor.committed()
         w.outboxes.committed({outbox_key(h.group, *tp): bool(by_slot.get(tp)) for tp in commits})
         return Applied(outputs, routed, sorted(commits), commits)
 

@@ -69,7 +69,7 @@ class VectorProjection:
         tps = [TopicPartition(w.settings.topic(FACTS), p) for p in range(w.partitions.get(FACTS, 0))]
         consumer.assign(tps)
         ends = await consumer.end_offsets(tps)  # before the database is read: it holds all below them
-        loaded = await w._retry(self.load, "vector projection: loading the facts")
+        loaded = await w.executor.retry(self.load, "vector projection: loading the facts")
         for tp in tps:
             consumer.seek(tp, ends[tp])
             self.positions[tp.partition] = ends[tp]
@@ -103,8 +103,8 @@ class VectorProjection:
             ids = sorted({bytes(r.key).decode("utf-8", "replace") for rs in got.values() for r in rs if r.key})
             try:
                 if ids:
-                    apply = functools.partial(w._fabric_thread.run, PROJECTION, self.apply, ids)
-                    await w._retry(apply, "vector projection")
+                    apply = functools.partial(w.executor.thread.run, PROJECTION, self.apply, ids)
+                    await w.executor.retry(apply, "vector projection")
             except Exception as exc:
                 w.rb.crash(exc)
                 return

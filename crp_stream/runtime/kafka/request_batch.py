@@ -69,18 +69,16 @@ class RequestBatcher(BatchAgent):
             released, key=lambda x: (x[0].message.topic, x[0].message.partition, x[0].message.offset)
         ):
             m = event.message
-            slot = (h.group, w.settings.base_topic(m.topic), m.partition)
-            if w._unclaimed(slot, m):
-                await w._claim_partition(h, slot[1], m.partition, m.generation_id)
-            if m.offset < w._committed[slot]:
+            slot = await w.claimed(h, m)
+            if m.offset < w.ledger.offset(slot):
                 w.metrics.skipped.labels(group=h.group, topic=slot[1]).inc()
                 w.rb.applied(slot, m.offset)
                 continue
             if m.timestamp:
                 w.metrics.waited.labels(group=h.group).observe(max(0.0, time.time() - m.timestamp))
-            run.append(Pending(m, w._record(m, lag), 0, lag))
+            run.append(Pending(m, w.record(m, lag), 0, lag))
         commits = {
-            tp: w.rb.commit_past((h.group, *tp), offsets, w._committed[(h.group, *tp)])
+            tp: w.rb.commit_past((h.group, *tp), offsets, w.ledger.offset((h.group, *tp)))
             for tp, offsets in _offsets_by_slot(run).items()
         }
         await self.flush([p.committing(commits[(p.record.topic, p.record.partition)]) for p in run])

@@ -246,7 +246,7 @@ class WorkerBarrier:
         w = self.w
         if group == PROJECTION and w.projection is not None:  # this worker's own vector index
             return w.projection.position(parts)
-        out = {p: w._committed[(group, base, p)] for p in parts if (group, base, p) in w._committed}
+        out = w.ledger.positions(group, base, parts)
         rest = [p for p in parts if p not in out]
         if rest:
             at, offsets = self._db_positions.get(group, (0.0, {}))
@@ -268,7 +268,7 @@ class WorkerBarrier:
                 with w.fabric.unit_of_work() as uow:
                     return dict(uow.repo.offsets(group))
 
-            offsets: dict[tuple[str, int], int] = await w._retry(read, f"barrier: offsets of {group}")
+            offsets: dict[tuple[str, int], int] = await w.executor.retry(read, f"barrier: offsets of {group}")
             self._db_positions[group] = (time.monotonic(), offsets)
             return offsets
         groups = sorted({*BARRIER_GROUPS, group})
@@ -277,8 +277,8 @@ class WorkerBarrier:
             with w.fabric.engine.connect() as conn:  # read only: rolled back on close
                 return Repository(conn).offsets_of(groups)
 
-        found: dict[str, dict[tuple[str, int], int]] = await w._retry(
-            read_all, "barrier: offsets", executor=self._reads
+        found: dict[str, dict[tuple[str, int], int]] = await w.executor.retry(
+            read_all, "barrier: offsets", pool=self._reads
         )
         now = time.monotonic()
         for g, offsets in found.items():

@@ -17,7 +17,6 @@ import logging
 import signal
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 from urllib.parse import quote
@@ -38,10 +37,11 @@ from crp_stream.runtime.kafka.delivery import (
     route,
     save_outbox,
 )
+from crp_stream.runtime.kafka.executor import FabricExecutor
 from crp_stream.runtime.kafka.fabric_open import open_fabric
 from crp_stream.runtime.kafka.groups import GROUPS, parse_groups
+from crp_stream.runtime.kafka.ledger import PartitionLedger
 from crp_stream.runtime.kafka.metrics import CONTENT_TYPE_LATEST, Metrics
-from crp_stream.runtime.kafka.profiling import FabricThread
 from crp_stream.runtime.kafka.projection import VectorProjection, projects
 from crp_stream.runtime.kafka.security import bootstrap_servers, client_kwargs, faust_kwargs
 from crp_stream.runtime.kafka.sessions import WorkerBarrier
@@ -92,20 +92,17 @@ class KafkaWorker(WorkerStatus):
         self.commit_interval_s = commit_interval_s
         self.batch_max = settings.kafka_batch_max if batch_max is None else batch_max  # 1: one per record
         self.metrics = Metrics("kafka")
-        self._fabric_thread = FabricThread(self.metrics)  # timed; CRP_PROFILE=path: under cProfile
         self.partitions: dict[str, int] = {}
         self.app: faust.App | None = None
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="crp-fabric")
-        self._generation: dict[tuple[str, str, int], int | None] = {}
-        self._committed: dict[tuple[str, str, int], int] = {}  # fabric offset, as loaded and advanced
+        self.executor = FabricExecutor(self.fabric, self.journal, self.metrics, self._transient)
+        self.ledger = PartitionLedger()
         self.outboxes = Outboxes()
         self._group_of: dict[str, str] = {settings.topic(t): h.group for h in self.handlers for t in h.topics}
         self._warned_ts: set[str] = set()
-        self._unreconciled = False  # a rollback's vector writes are not put back yet
         self.last_error: str | None = None
         self.started_at: float | None = None
         self.broker = BrokerWatch(self.kafka, on_change=lambda up: self.metrics.broker_reachable.set(int(up)))
-        self._after_commit = after_commit  # tests inject faults here (between commit and produce)
+        self.after_commit = after_commit  # tests inject faults here (between commit and produce)
         self.mounts = tuple(mounts)  # (path prefix, ASGI app factory) served on the web port (the console)
         # event-time barrier (barrier.py): retrieval records leave log order, so the committed offset
         # of a partition is its lowest record not yet applied (redelivery is deduplicated by id)
@@ -219,7 +216,10 @@ class KafkaWorker(WorkerStatus):
             await self._handle(h, m, lag_ms)
         self.rb.applied(slot, m.offset)
 
-    def _record(self, m: Any, lag_ms: int | None = None) -> Record:
+    def _transient(self, error: str) -> None:
+        self.last_error = error
+
+    def record(self, m: Any, lag_ms: int | None = None) -> Record:
         """The handlers' view of a faust message (the epoch is the broker's LogAppendTime)."""
         base = self.settings.base_topic(m.topic)
         if m.timestamp_type != LOG_APPEND_TIME and m.topic not in self._warned_ts:
@@ -231,33 +231,35 @@ class KafkaWorker(WorkerStatus):
             base, m.partition, m.offset, key, bytes(m.value or b""), ts_us, tuple(m.headers or ()), fabric_lag_ms=lag_ms
         )
 
-    def _unclaimed(self, slot: tuple[str, str, int], m: Any) -> bool:
-        """The partition is new to this worker, or came back in another generation."""
-        return self._generation.get(slot, -1) != m.generation_id or slot not in self._committed
+    async def claimed(self, h: AnyHandler, m: Any) -> tuple[str, str, int]:
+        """The slot of message ``m``, claimed first if the partition is new to this worker or came back
+        in another generation."""
+        slot = (h.group, self.settings.base_topic(m.topic), m.partition)
+        if self.ledger.unclaimed(slot, m.generation_id):
+            await self.claim_partition(h, slot[1], m.partition, m.generation_id)
+        return slot
 
     async def _handle(self, h: AnyHandler, m: Any, lag_ms: int | None) -> None:
-        record = self._record(m, lag_ms)
+        record = self.record(m, lag_ms)
         base = record.topic
-        slot = (h.group, base, m.partition)
-        if self._unclaimed(slot, m):
-            await self._claim_partition(h, base, m.partition, m.generation_id)
-        if record.offset < self._committed[slot]:
+        slot = await self.claimed(h, m)
+        if record.offset < self.ledger.offset(slot):
             self.metrics.skipped.labels(group=h.group, topic=base).inc()
             return
         if m.timestamp:
             self.metrics.waited.labels(group=h.group).observe(max(0.0, time.time() - m.timestamp))
         t0 = time.perf_counter()
-        commit_to = self.rb.commit_to(slot, record.offset, self._committed[slot])
+        commit_to = self.rb.commit_to(slot, record.offset, self.ledger.offset(slot))
         outputs, routed = await self._apply(h, record, commit_to)
         elapsed = time.perf_counter() - t0
-        if outputs is not None and self._after_commit is not None:
-            self._after_commit(routed)
+        if outputs is not None and self.after_commit is not None:
+            self.after_commit(routed)
         t1 = time.perf_counter()
-        await self._produce(routed)
+        await self.produce(routed)
         if routed:
             self.metrics.produced.observe(time.perf_counter() - t1)
         self.outboxes.acked([outbox_key(h.group, base, m.partition)])
-        self._committed[slot] = max(self._committed[slot], commit_to)
+        self.ledger.advance(slot, commit_to)
         if outputs is not None:
             self.metrics.observe(h.group, base, elapsed)
             self.metrics.record_outputs(base, outputs)
@@ -268,12 +270,9 @@ class KafkaWorker(WorkerStatus):
         """Revoked partitions are claimed again (offset and outbox reloaded) if they come back."""
         for tp in revoked or ():
             self.rb.forget(tp.topic, tp.partition)
-            base = self.settings.base_topic(tp.topic)
-            for slot in [s for s in self._committed if s[1:] == (base, tp.partition)]:
-                self._committed.pop(slot, None)
-                self._generation.pop(slot, None)
+            self.ledger.release(self.settings.base_topic(tp.topic), tp.partition)
 
-    async def _claim_partition(self, h: AnyHandler, base: str, partition: int, generation: int) -> None:
+    async def claim_partition(self, h: AnyHandler, base: str, partition: int, generation: int) -> None:
         """First record of a (re)assigned partition: load the fabric's offset, re-produce the outbox."""
         okey = outbox_key(h.group, base, partition)
 
@@ -281,7 +280,7 @@ class KafkaWorker(WorkerStatus):
             with self.fabric.unit_of_work() as uow:
                 return uow.repo.offsets(h.group).get((base, partition), 0), load_outbox(uow, okey)
 
-        committed, pending = await self._retry(load, f"{h.group}: loading {base}[{partition}]")
+        committed, pending = await self.executor.retry(load, f"{h.group}: loading {base}[{partition}]")
         if pending:
             log.info(
                 "%s: %s[%d] assigned; producing %d outputs of its outbox again (same crp-id)",
@@ -290,24 +289,9 @@ class KafkaWorker(WorkerStatus):
                 partition,
                 len(pending),
             )
-            await self._produce(pending)
+            await self.produce(pending)
             self.outboxes.reproduced(okey)
-        self._committed[(h.group, base, partition)] = committed
-        self._generation[(h.group, base, partition)] = generation
-
-    async def _retry(self, fn: Any, what: str, executor: ThreadPoolExecutor | None = None) -> Any:
-        loop = asyncio.get_running_loop()
-        delay = 0.05
-        while True:
-            try:
-                return await loop.run_in_executor(executor or self._executor, fn)
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                self.last_error = f"{what}: {type(exc).__name__}"
-                log.warning("%s: transient error, retrying in %.2fs: %s", what, delay, type(exc).__name__)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        self.ledger.claim((h.group, base, partition), committed, generation)
 
     async def _apply(
         self,
@@ -318,7 +302,6 @@ class KafkaWorker(WorkerStatus):
         """Apply with retries; ``(None, [])`` when the fabric had already committed the record.
         ``commit_to``: the offset committed with it (default: the next one)."""
         commit_to = record.offset + 1 if commit_to is None else commit_to
-        loop = asyncio.get_running_loop()
         attempt = 0
         delay = 0.05
         where = f"{h.group}: {record.topic}[{record.partition}]@{record.offset}"
@@ -326,8 +309,7 @@ class KafkaWorker(WorkerStatus):
         while True:
             attempt += 1
             try:
-                apply = functools.partial(self._apply_sync, h, record, None, commit_to, shelter)
-                result = await loop.run_in_executor(self._executor, self._fabric_thread.run, h.group, apply)
+                result = await self.executor.call(h.group, self._apply_sync, h, record, None, commit_to, shelter)
                 self.last_error = None
                 return result
             except IsolationNeeded as exc:  # rolled back; redone at once, in the savepoint
@@ -355,7 +337,7 @@ class KafkaWorker(WorkerStatus):
                     log.warning("%s: error (attempt %d): %s: %s", where, attempt, type(exc).__name__, exc)
                     continue
                 log.error("%s: dead-lettering after %d attempts: %s: %s", where, attempt, type(exc).__name__, exc)
-                done: tuple[list[Output] | None, list[Routed]] = await self._retry(
+                done: tuple[list[Output] | None, list[Routed]] = await self.executor.retry(
                     functools.partial(self._apply_sync, h, record, exc, commit_to), where
                 )
                 return done
@@ -369,9 +351,7 @@ class KafkaWorker(WorkerStatus):
         shelter: bool = True,
     ) -> tuple[list[Output] | None, list[Routed]]:
         okey = outbox_key(h.group, record.topic, record.partition)
-        if self._unreconciled:  # a rolled-back attempt's vector writes first; while down, raises: retried
-            reconcile(self.fabric, self.journal)
-            self._unreconciled = False
+        self.executor.before_apply()
         try:
             with self.fabric.unit_of_work() as uow:
                 # one round trip: the offset, the handler's meta reads and this partition's outbox row
@@ -388,24 +368,13 @@ class KafkaWorker(WorkerStatus):
                 routed = route(outs, uow, self.settings, self.partitions)
                 self.outboxes.save(uow, okey, routed, (h.group, record.topic, record.partition, commit_to))
         except BaseException:
-            self._reconcile()
+            self.executor.rolled_back()
             raise
-        self.journal.clear()
+        self.executor.committed()
         self.outboxes.committed({okey: bool(routed)})
         return outs, routed
 
-    def _reconcile(self) -> None:
-        """After a rollback: put the vector points the record wrote back to the committed state."""
-        try:
-            reconcile(self.fabric, self.journal)
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            # the database or the index is down: the next attempt, of any record, reconciles first
-            self._unreconciled = True
-            log.warning("vector index not reconciled yet (%s): done before the next attempt", type(exc).__name__)
-
-    async def _produce(self, routed: Sequence[Routed]) -> None:
+    async def produce(self, routed: Sequence[Routed]) -> None:
         """Send every output, then wait for all acknowledgements; retried until the broker takes them."""
         if not routed:
             return
@@ -446,11 +415,10 @@ class KafkaWorker(WorkerStatus):
             with contextlib.suppress(Exception):
                 await self.app.stop()
         try:
-            await asyncio.get_running_loop().run_in_executor(self._executor, self._clear_outboxes)
+            await self.executor.call("stop", self._clear_outboxes)
         except Exception as exc:  # harmless: the next owner re-produces them, with the same ids
             log.warning("could not clear the outboxes on shutdown: %s: %s", type(exc).__name__, exc)
-        self._executor.shutdown(wait=True)
-        self._fabric_thread.dump()
+        self.executor.shutdown()
         self.journal.close()
         self.fabric.close()
 
