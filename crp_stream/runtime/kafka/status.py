@@ -8,6 +8,7 @@ from typing import Any
 import faust
 
 from crp_stream.config import Settings
+from crp_stream.runtime.kafka.ledger import PartitionLedger
 from crp_stream.runtime.kafka.metrics import Metrics
 from crp_stream.runtime.kafka.watch import BrokerWatch
 
@@ -23,7 +24,7 @@ class WorkerStatus:
     last_error: str | None
     started_at: float | None
     _group_of: dict[str, str]
-    _committed: dict[tuple[str, str, int], int]
+    ledger: PartitionLedger
 
     @property
     def app_id(self) -> str:
@@ -45,7 +46,7 @@ class WorkerStatus:
             if group is None or self.app is None:
                 continue
             base = self.settings.base_topic(tp.topic)
-            position = self._committed.get((group, base, tp.partition))
+            position = self.ledger.positions(group, base, [tp.partition]).get(tp.partition)
             try:
                 high = self.app.consumer.highwater(tp)
             except Exception:
