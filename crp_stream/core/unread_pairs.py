@@ -102,7 +102,10 @@ def _repeated_value(span: str) -> bool:
 def _unread_substitution(a: str, b: str) -> bool:
     """One span swapped (``aligned_substitution``: a value of <= ``MAX_SPAN`` tokens a side, or one
     repeated) that the copied-statement rule declines, between near-copies sharing >=
-    ``MIN_SHARED_CONTENT`` content words besides it. Longer spans are reworded clauses, not values."""
+    ``MIN_SHARED_CONTENT`` content words besides it. Longer spans are reworded clauses, not values;
+    a negation besides the swap is a second edit."""
+    if _negations(a) % 2 != _negations(b) % 2:
+        return False
     sub = substitution.aligned_substitution(a, b)  # through the module: its memo
     if sub is None:
         sub = substitution.aligned_substitution(a, b, MAX_NAME)
@@ -133,7 +136,7 @@ def unread_pair(a: str, b: str) -> str | None:
     found no contradiction; the caller checks that the two sources differ. Symmetric."""
     if a == b:
         return None
-    if _unread_substitution(a, b):
+    if _unread_substitution(a, b) and _unread_substitution(b, a):  # the alignment read both ways
         return UNREAD_SUBSTITUTION
     return UNREAD_NEGATION if _unread_negation(a, b) else None
 
