@@ -11,9 +11,12 @@ API
 - ``authority(source_auth, recency, importance) -> NDArray`` (§2.3), broadcasting.
 - ``fact_authority(fact) -> float``: ``authority`` of one ``FactView``.
 - ``resolve_contradiction(a, b) -> Resolution`` (§2.3/§2.5).
+- ``resolve_pair(a, b, pattern) -> Resolution``: as ``resolve_contradiction``; an unread pair
+  (``core.unread_pairs``) always ties (§2.5).
 - ``same_claim_duplicates(facts, vecs, threshold=0.97) -> list[list[int]]``: partition into same-value groups.
 - ``detect_envelope_contradictions(facts, vecs, pair_threshold=0.85, inside=None) -> list[(i, j, pattern)]``
-  (§2.2); ``inside``: only pairs touching the first n facts (the envelope) against the rest.
+  (§2.2); ``inside``: only pairs touching the first n facts (the envelope) against the rest; with
+  the copies of another source the text rules cannot read (``core.unread_pairs``, patterns ``UNREAD_*``).
 - ``stale_statement_contest(demoted, live) -> bool`` (§2.5): a stale free-text statement
   against a weaker fresher one is a tie.
 - ``unresolved_conflict_note(a_text, b_text) -> str`` (§2.5).
@@ -33,7 +36,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from crp_stream.core import memo
+from crp_stream.core import memo, unread_pairs
 from crp_stream.core.authority import AUTHORITY_TIE_EPSILON, DEMOTED_STATUSES, Resolution, fact_authority
 from crp_stream.core.copied_statements import copied_statement_conflict
 from crp_stream.core.cosine_pairs import pairs_above
@@ -303,12 +306,19 @@ def resolve_contradiction(a: FactView, b: FactView) -> Resolution:
     return Resolution(a, b, False, aa, ab) if aa > ab else Resolution(b, a, False, ab, aa)
 
 
+def resolve_pair(a: FactView, b: FactView, pattern: str) -> Resolution:
+    """SPEC-027 §2.3/§2.5 for a detected pair: ``resolve_contradiction``, except that an unread
+    pair is never resolved by authority (``unread_pairs.unread_tie``)."""
+    return unread_pairs.unread_tie(a, b) if unread_pairs.is_unread(pattern) else resolve_contradiction(a, b)
+
+
 def _same_claim(a: FactView, b: FactView) -> bool:
     ka, kb, va, vb = _claim_key(a), _claim_key(b), _structured_value(a), _structured_value(b)
     if ka is not None and kb is not None and (ka != kb or (va is not None and vb is not None)):
         return ka == kb and va is not None and vb is not None and _structured_pattern(va, vb) is None
     equal_numbers = same_numbers(_claim_tokens(a.text).numbers, _claim_tokens(b.text).numbers)
-    return equal_numbers and _statement_conflict(a, b) is None
+    # an unread copy is no duplicate: collapsed, the copy could stand for the statement uncontested
+    return equal_numbers and _statement_conflict(a, b) is None and _pair_pattern(a, b) is None
 
 
 _KEY_FIELDS = itemgetter(1, 2, 3, 4, 5)  # FactView's text, subject, attribute, value, unit: the arguments below
@@ -417,8 +427,19 @@ def detect_envelope_contradictions(
         candidates.update((i, j) for x, i in enumerate(members) for j in members[x + 1 :])
     if inside is not None:
         candidates = {(i, j) for i, j in candidates if i < inside}
-    found = ((i, j, values_conflict(facts[i], facts[j])) for i, j in sorted(candidates))
+    found = ((i, j, _pair_pattern(facts[i], facts[j])) for i, j in sorted(candidates))
     return [(i, j, p) for i, j, p in found if p is not None]
+
+
+def _pair_pattern(a: FactView, b: FactView) -> str | None:
+    """``values_conflict``, else, for two free-text facts of different sources, an unread copy
+    (``core.unread_pairs``): contested, never arbitrated."""
+    found = values_conflict(a, b)
+    if found is not None or a.value is not None or b.value is not None:
+        return found
+    if not a.source or not b.source or a.source == b.source or (_claim_key(a) and _claim_key(b)):
+        return None
+    return unread_pairs.unread_pair(a.text, b.text)  # through the module: its memo
 
 
 def unresolved_conflict_note(a_text: str, b_text: str) -> str:
@@ -442,9 +463,10 @@ def arbitrate_contradictions(facts: Sequence[FactView], contradictions: Sequence
     """SPEC-027 §2.3–§2.5: resolve every detected pair; suppress every loser; NOTE each live tie.
 
     Winners follow one total order (non-demoted first, then authority), so the best fact of a chain
-    of conflicts is never suppressed. A tie whose facts both survive yields one NOTE (§2.5).
+    of conflicts is never suppressed. A tie (an unread pair always) whose facts both survive yields
+    one NOTE (§2.5).
     """
-    res = tuple((i, j, p, resolve_contradiction(facts[i], facts[j])) for i, j, p in contradictions)
+    res = tuple((i, j, p, resolve_pair(facts[i], facts[j], p)) for i, j, p in contradictions)
     lost = {(j if r.kept is facts[i] else i) for i, j, _, r in res if not r.tie}
     notes = tuple(
         unresolved_conflict_note(r.kept.text, r.suppressed.text)

@@ -370,7 +370,7 @@ def _arbitrate(uow: UnitOfWork, c: Candidates, sel: Selection, th: Thresholds, o
     promote: list[tuple[int, int]] = []  # (left-out fact, the selected fact it contests)
     for i, j, p in pairs:
         if j >= len(chosen):
-            r = conflicts.resolve_contradiction(views[i], views[j])
+            r = conflicts.resolve_pair(views[i], views[j], p)
             if r.tie or r.kept is views[j]:
                 inside.append((i, j, p))
                 promote.append((_rep(c, pool[j]), pool[i]))

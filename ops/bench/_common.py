@@ -175,7 +175,8 @@ class EmbeddingCache:
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         keys = np.array(sorted(self._rows, key=self._rows.__getitem__), dtype="S64")
-        tmp = self.path.with_suffix(".tmp.npz")
+        # one temporary file per process: two benches sharing the cache must not rename each other's
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp.npz")
         np.savez(tmp, keys=keys, vecs=self._vecs)
         tmp.replace(self.path)
 

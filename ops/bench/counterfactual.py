@@ -384,6 +384,7 @@ def run(
     cache = EmbeddingCache("arbiter-counterfactual")
     results: dict[tuple[str, str], Tally] = {}
     from crp_stream.core.conflicts import FactView, values_conflict
+    from crp_stream.core.unread_pairs import unread_pair
 
     for name in names:
         sets = [s for s in sets_of(name, datasets, n) if qids is None or s.qid in qids]
@@ -396,12 +397,16 @@ def run(
             for a, b in zip(da, db, strict=True)
             if a != b
         ]
-        read = sum(
-            1
+        declined = [
+            (a, b)
             for a, b in pairs
-            if values_conflict(FactView("t", a, source="official_docs"), FactView("p", b, source="community_notes"))
+            if not values_conflict(FactView("t", a, source="official_docs"), FactView("p", b, source="community_notes"))
+        ]
+        unread = sum(1 for a, b in declined if unread_pair(a, b))
+        print(
+            f"{name}: {len(pairs) - len(declined)}/{len(pairs)} swapped statement pairs read as contradictions "
+            f"(text rules alone), {unread} more contested as unread copies"
         )
-        print(f"{name}: {read}/{len(pairs)} swapped statement pairs read as contradictions (text rules alone)")
         for order in orders:
             tally = Tally()
             for s in sets:
@@ -435,12 +440,14 @@ def print_row(name: str, order: str, t: Tally) -> None:
         print(f"    uncontested: {f}")
 
 
-def different_facts(datasets: Path) -> tuple[int, int, int, list[str]]:
+def different_facts(datasets: Path) -> tuple[int, int, int, list[str], list[str]]:
     """Control: HotpotQA sentences of different articles, read as if each article were its own source
     (the harder case: the copy rule only applies across sources). Returns (pairs, pairs the text rules
-    read as contradictions, of which by the copy rule, examples)."""
+    read as contradictions, of which by the copy rule, examples, the pairs contested as unread copies
+    besides, ``core.unread_pairs``)."""
     from crp_stream.core.conflicts import FactView, values_conflict
-    from crp_stream.core.substitution import copied_statement_conflict
+    from crp_stream.core.copied_statements import copied_statement_conflict
+    from crp_stream.core.unread_pairs import unread_pair
 
     rows = [
         json.loads(line)
@@ -451,6 +458,7 @@ def different_facts(datasets: Path) -> tuple[int, int, int, list[str]]:
     ]
     pairs = flagged = by_copy = 0
     examples: list[str] = []
+    unread: list[str] = []
     for r in rows:
         facts = [
             FactView(f"{j}.{k}", s.strip(), source=f"article{j}")
@@ -463,10 +471,13 @@ def different_facts(datasets: Path) -> tuple[int, int, int, list[str]]:
                 if a.source == b.source:
                     continue
                 pairs += 1
-                if values_conflict(a, b):
+                if not values_conflict(a, b):
+                    if unread_pair(a.text, b.text):
+                        unread.append(f"{a.text[:70]!r} / {b.text[:70]!r}")
+                else:
                     flagged += 1
                     if copied_statement_conflict(a.text, b.text, same_source=False):
                         by_copy += 1
                         if len(examples) < 4:
                             examples.append(f"{a.text[:70]!r} / {b.text[:70]!r}")
-    return pairs, flagged, by_copy, examples
+    return pairs, flagged, by_copy, examples, unread

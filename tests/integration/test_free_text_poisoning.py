@@ -65,8 +65,10 @@ def run(tmp_path: Path, s: dict[str, Any], poison_offset_us: int, partitions: in
     }
     pipe.feed(inputs)
     verdicts = {a["audit_type"] for a in pipe.out("crp.audit")}
+    before = len(pipe.out("crp.audit"))
     pipe.feed([rec("crp.window.requests", request, max(i[2] for i in inputs) + DAY_US, key="s1")])
     [env] = pipe.out("crp.envelopes")
+    contests = [a for a in pipe.out("crp.audit")[before:] if a["audit_type"] in CONTESTS]
     audits = {a["audit_type"] for a in pipe.out("crp.audit")} - verdicts
     pipe.close()
     true = {t for d in s["true_docs"] for t in d}
@@ -78,6 +80,7 @@ def run(tmp_path: Path, s: dict[str, Any], poison_offset_us: int, partitions: in
         "contested": bool(env["notes"]) or bool(audits & CONTESTS),
         "notes": env["notes"],
         "unresolved_audit": "CONTRADICTION_UNRESOLVED" in audits,
+        "contests": sorted((a["audit_type"], a["details"]["pattern"]) for a in contests),
         "verdicts": verdicts,
         "served": sorted(t[:60] for t in served),
     }
@@ -111,23 +114,85 @@ def test_two_later_partitions_the_copy_is_never_served_uncontested(tmp_path: Pat
     assert any(r["false"] for r in results.values())  # the stale contest did happen somewhere
 
 
-def test_a_different_subject_in_the_same_phrasing_is_not_a_conflict(tmp_path: Path) -> None:
+DISTRACTORS = [
+    "Lyon is a city in France.",
+    "Paris hosted the 1900 Olympics.",
+    "The Rhone flows through Lyon.",
+    "Many people were born in 1950.",
+]
+NO_VERDICT = {"POISONING_CANDIDATE", "DRIFT_UNDETERMINED", "STALE_HIGH_TRUST"}
+
+
+def test_a_different_subject_in_a_short_common_phrasing_is_not_a_conflict(tmp_path: Path) -> None:
     s = {
         "qid": "born",
-        "query": "Who was born in 1950 in Lyon?",
-        "true_docs": [["Xavier Durand was born in 1950 in Lyon."]],
-        "poison_docs": [["Yann Morel was born in 1950 in Lyon."]],
-        "distractors": [
-            "Lyon is a city in France.",
-            "Paris hosted the 1900 Olympics.",
-            "The Rhone flows through Lyon.",
-            "Many people were born in 1950.",
-        ],
+        "query": "Who was born in 1950?",
+        "true_docs": [["Xavier Durand was born in 1950."]],
+        "poison_docs": [["Yann Morel was born in 1950."]],
+        "distractors": DISTRACTORS,
     }
     for offset in (-30 * DAY_US, 30 * DAY_US):
         r = run(tmp_path / str(offset), s, offset, 1)
         assert r["true"] and r["false"] and not r["contested"], r  # two facts, both served, no contest
-        assert not r["verdicts"] & {"POISONING_CANDIDATE", "DRIFT_UNDETERMINED", "STALE_HIGH_TRUST"}
+        assert not r["verdicts"] & NO_VERDICT
+
+
+def test_a_subject_swapped_over_a_short_remainder_is_contested_never_arbitrated(tmp_path: Path) -> None:
+    """Three content words shared ("born", "1950", "Lyon"): the text rules cannot tell a copy with its
+    subject swapped from a second fact (no claim, no verdict, nothing suppressed), so the envelope
+    serves both with the SPEC-027 §2.5 note (an unread pair, ``core.unread_pairs``)."""
+    s = {
+        "qid": "born-lyon",
+        "query": "Who was born in 1950 in Lyon?",
+        "true_docs": [["Xavier Durand was born in 1950 in Lyon."]],
+        "poison_docs": [["Yann Morel was born in 1950 in Lyon."]],
+        "distractors": DISTRACTORS,
+    }
+    for offset in (-30 * DAY_US, 30 * DAY_US):
+        r = run(tmp_path / str(offset), s, offset, 1)
+        assert r["true"] and r["false"], r  # both served
+        assert r["contests"] == [("CONTRADICTION_UNRESOLVED", "UNREAD_SUBSTITUTION")], r
+        assert len(r["notes"]) == 1 and "Yann Morel" in r["notes"][0] and "Xavier Durand" in r["notes"][0], r
+        assert not r["verdicts"] & NO_VERDICT
+
+
+@pytest.mark.parametrize(
+    ("true", "copy", "pattern"),
+    [
+        (
+            "Alyaksey Vasilewski( born 2 June 1993) is a Belarusian professional footballer.",
+            "Earl Buxton( born 2 June 1993) is a Belarusian professional footballer.",
+            "UNREAD_SUBSTITUTION",
+        ),
+        (
+            "Bradbury( March 23, 1886 – November 24, 1949)( born Ronald E.",
+            "Bradbury( March 26, 1886 – November 24, 1949)( born Ronald E.",
+            "UNREAD_SUBSTITUTION",
+        ),
+        (
+            "Oprah Winfrey cannot buy dozens of her staff Bugatti luxury cars.",
+            "Oprah Winfrey has the financial ability to buy dozens of Bugatti luxury cars for her staff.",
+            "UNREAD_NEGATION",
+        ),
+    ],
+)
+def test_an_unread_copy_from_a_low_trust_source_is_served_only_with_a_contest_note(
+    tmp_path: Path, true: str, copy: str, pattern: str
+) -> None:
+    """The held-out misses: a copy published later from one low-trust partition that the text rules
+    do not read. Whenever the copy is served, the trusted statement is served beside it with the note."""
+    s = {
+        "qid": "unread",
+        "query": copy,  # the copy's own wording: the envelope surely selects it
+        "true_docs": [[true]],
+        "poison_docs": [[copy]],
+        "distractors": DISTRACTORS,
+    }
+    r = run(tmp_path, s, 30 * DAY_US, 1)
+    assert r["false"] and r["true"], r
+    assert r["contests"] == [("CONTRADICTION_UNRESOLVED", pattern)], r
+    [note] = r["notes"]
+    assert note.startswith("NOTE: The following two facts conflict") and true in note and copy in note
 
 
 SEASON = "{} Iowa State Cyclones men's basketball team"
