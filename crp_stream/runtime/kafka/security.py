@@ -142,10 +142,10 @@ def _context(cafile: str | None, certfile: str | None, keyfile: str | None) -> s
 
 
 class _OAuthAuthenticator(OAuthAuthenticator):  # type: ignore[misc]
-    """OAUTHBEARER as RFC 7628 §3.2.3 has it: a broker that refuses the token answers with an error
-    challenge and fails the authentication only after the client's ``%x01`` reply. aiokafka's own
-    authenticator stops once the token is sent, so a refused token left the connection half
-    authenticated (every later request read as garbage) instead of raising ``SaslAuthenticationFailed``."""
+    """OAUTHBEARER as RFC 7628 has it: a broker that refuses the token answers with an error challenge
+    and fails the authentication only after the client's ``%x01`` reply. aiokafka's own authenticator
+    stops once the token is sent, so a refused token left the connection half authenticated (every
+    later request read as garbage) instead of raising ``SaslAuthenticationFailed``."""
 
     _acknowledged = False
 
