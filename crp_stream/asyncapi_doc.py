@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from crp_stream.events import EVENT_MODELS, TOPICS
-from crp_stream.events.topics import DEFAULT_PREFIX, DOCUMENTS, TELEMETRY
+from crp_stream.events.topics import DEADLETTER, DEFAULT_PREFIX, DOCUMENTS, TELEMETRY
 
 ASYNCAPI_VERSION = "3.0.0"
 CONTRACT_VERSION = "1.0.0"  # the event contract of schemas/v1
@@ -20,13 +20,13 @@ SCHEMA_FORMAT = "application/schema+json;version=draft-07"  # the JSON Schema di
 KAFKA_BINDING = "0.5.0"
 SIGNED_TOPICS = (DOCUMENTS, TELEMETRY)
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 The topics of crp-stream, an event-sourced stream processor for a living knowledge fabric (CRP SPEC-024,
 SPEC-025, SPEC-027). Every record is JSON (UTF-8) with a string key; every value carries `type`, the
 event's name (an input may omit it: the topic implies it). Topic names are defaults: `CRP_TOPIC_PREFIX`
 replaces `crp.`. The ingestion epoch of a fact is the record's log-append time (topics are created with
 `message.timestamp.type=LogAppendTime`); no payload field can set it. A record that does not validate
-goes to `crp.deadletter` with a reason naming the field. The field-level contract: docs/contract.md;
+goes to `{DEADLETTER}` with a reason naming the field. The field-level contract: docs/contract.md;
 the schemas: schemas/v1 (JSON Schema 2020-12, `$ref`'d here).
 """
 

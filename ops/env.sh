@@ -1,6 +1,7 @@
 # ops/env.sh: the addresses of the local test services (ops/postgres, ops/kafka, ops/qdrant) for the test suite.
 #   . ops/env.sh          exports CRP_TEST_POSTGRES_URL, CRP_TEST_KAFKA, CRP_TEST_KAFKA_SECURE (the client
-#                         settings file of `ops/kafka start --secure`), CRP_TEST_QDRANT (REST) and
+#                         settings file of `ops/kafka start --secure`; the other mechanisms' files are
+#                         beside it), CRP_TEST_QDRANT (REST) and
 #                         CRP_TEST_QDRANT_GRPC (the same server's gRPC port) into this shell
 #   ops/env.sh            prints them as export lines:  eval "$(ops/env.sh)"
 # Values already set in the environment win; the ports follow CRP_PG_PORT, CRP_KAFKA_PORT, CRP_QDRANT_PORT and

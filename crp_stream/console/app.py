@@ -21,6 +21,7 @@ from starlette.templating import Jinja2Templates
 
 from crp_stream.console.security import CSRF_COOKIE, CSRF_FIELD, TOKEN_FIELD, Guard
 from crp_stream.events import Command
+from crp_stream.events.topics import OPERATOR_COMMANDS
 from crp_stream.processors.base import rfc3339
 from crp_stream.runtime.console_port import CommandResult, ConsoleBackend
 
@@ -130,7 +131,7 @@ class Console:
                 request,
                 202,
                 "Published, not applied yet",
-                f"{command} {target_id} is on crp.operator.commands (command {result.command_id}) "
+                f"{command} {target_id} is on {OPERATOR_COMMANDS} (command {result.command_id}) "
                 "but no operator worker has applied it yet; reload the page later.",
             )
         log.info("console: %s %s by %s (command %s)", command, target_id, actor, result.command_id)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from crp_stream import events
+from crp_stream.config import Settings
 from crp_stream.core.ids import derive_id
 from crp_stream.events import topics
 from crp_stream.fabric.fabric import UnitOfWork
@@ -299,12 +300,16 @@ def _rejects_unwritten(handler: AnyHandler, event: events.Event, record: Record,
         raise
 
 
-def internal_error_output(handler: AnyHandler, record: Record, exc: BaseException) -> list[Output]:
-    """A record that keeps failing for a non-transient reason is dead-lettered, never retried forever."""
+def internal_error_output(handler: AnyHandler, record: Record, exc: BaseException, settings: Settings) -> list[Output]:
+    """A record that keeps failing for a non-transient reason is dead-lettered, never retried forever.
+    With tracing on, its dead letter and audit event carry the record's trace context like any output
+    (no span: the handler's failed)."""
     out = Emitter(cause=derive_id(handler.group, record_cause(record)))
     reason = f"internal error in {handler.group}: {type(exc).__name__}: {str(exc)[:200]}"
     _dead(out, record, reason)
-    return out.outputs
+    if not tracing.enabled(settings):
+        return out.outputs
+    return tracing.stamp([out.outputs], [record], None)[0]
 
 
 __all__ = [

@@ -28,13 +28,19 @@ pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 SAMPLE = Path(__file__).resolve().parents[2] / "ops" / "sample" / "sample.jsonl"
 
 
-def crp(args: list[str], prefix: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+def crp(
+    args: list[str], prefix: str, cwd: Path, mechanism: str = "scram-sha-512", **extra: str
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRP_") or k.startswith("CRP_TEST_")}
-    env.update(secure_env(), CRP_TOPIC_PREFIX=prefix, **extra)
+    listener = secure_env(mechanism)
+    env.update(listener, CRP_TOPIC_PREFIX=prefix, **extra)
     done = subprocess.run(
         [sys.executable, "-m", "crp_stream", *args], env=env, capture_output=True, text=True, timeout=180, cwd=cwd
     )
-    assert secure_env()["CRP_KAFKA_SASL_PASSWORD"] not in done.stdout + done.stderr
+    secrets = [listener[k] for k in ("CRP_KAFKA_SASL_PASSWORD",) if k in listener]
+    if "CRP_KAFKA_OAUTH_TOKEN_FILE" in listener:
+        secrets.append(Path(listener["CRP_KAFKA_OAUTH_TOKEN_FILE"]).read_text().strip())
+    assert not [s for s in secrets if s in done.stdout + done.stderr]
     return done
 
 
@@ -95,6 +101,19 @@ def test_topics_check_reports_what_breaks_the_rules_and_create_creates_the_rest(
     bad = [line for line in again.stdout.splitlines() if line.startswith(prefix) and not line.endswith(" ok")]
     assert [line.split()[0] for line in bad] == [prefix + "documents"], again.stdout
     assert "1 of 11 topics break the rules" in again.stdout
+
+
+@pytest.mark.parametrize("mechanism", ["scram-sha-256", "mtls", "oauthbearer"])
+def test_topics_create_and_check_over_each_mechanism(tmp_path: Path, mechanism: str) -> None:
+    """The CLI's admin client over SCRAM-SHA-256, a client certificate, an OAUTHBEARER token."""
+    prefix = unique_prefix("tm")
+    made = crp(["topics", "create", "--json"], prefix, tmp_path, mechanism)
+    assert made.returncode == 0, made.stderr
+    assert len(json.loads(made.stdout)["created"]) == 11
+    check = crp(["topics", "check"], prefix, tmp_path, mechanism)
+    assert check.returncode == 0, check.stdout + check.stderr
+    rows = [line for line in check.stdout.splitlines() if line.startswith(prefix)]
+    assert len(rows) == 11 and all(row.endswith(" ok") for row in rows), check.stdout
 
 
 @pytest.fixture(scope="module")

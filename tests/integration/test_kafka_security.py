@@ -1,9 +1,11 @@
-"""The Kafka runtime over the test broker's SASL_SSL listener (``ops/kafka start --secure``: SCRAM-SHA-512
-over TLS, the broker's certificate signed by a CA made on the spot).
+"""The Kafka runtime over the test broker's secure listeners (``ops/kafka start --secure``, the broker's
+certificate signed by a CA made on the spot): SASL_SSL with SCRAM-SHA-512 and SCRAM-SHA-256, SSL with
+a client certificate (mutual TLS), SASL_SSL with OAUTHBEARER.
 
-A worker runs end to end there (its only listener: the PLAINTEXT one is never named). A wrong
-password and an untrusted CA are configuration errors: one line, a non-zero exit, well within 60 s.
-A broker that is down is not: the worker waits for it, as on PLAINTEXT.
+A worker runs end to end over each (its only listener: the PLAINTEXT one is never named). A wrong
+password, an untrusted CA, a missing or foreign client certificate and a refused token are
+configuration errors: one line, a non-zero exit, well within 60 s. A broker that is down is not: the
+worker waits for it, as on PLAINTEXT.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.kafka import Kafka, WorkerProcess, free_port, unique_prefix
-from tests.support.kafka_secure import make_ca, secure_client, secure_env
+from tests.support.kafka_secure import MECHANISMS, make_ca, secure_client, secure_env, unsigned_token
 from tests.support.services import fresh_postgres_url, wait_until
 
 pytestmark = [pytest.mark.kafka]
@@ -26,11 +28,15 @@ WRONG_PASSWORD = "Wr0ng-Passw0rd-4711"
 
 
 @pytest.mark.postgres
-def test_worker_runs_end_to_end_over_sasl_ssl(tmp_path: Path) -> None:
-    env = secure_env()
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_worker_runs_end_to_end_over_each_mechanism(tmp_path: Path, mechanism: str) -> None:
+    env = secure_env(mechanism)
     prefix = unique_prefix("sec")
-    kafka = Kafka(prefix, client=secure_client())
+    kafka = Kafka(prefix, client=secure_client(mechanism))  # OAUTHBEARER: this client reads the token file
     settings = {k: v for k, v in env.items() if k != "CRP_BROKER"}  # the broker is the --broker flag
+    if mechanism == "oauthbearer":  # and the worker asks a command for it
+        token_file = settings.pop("CRP_KAFKA_OAUTH_TOKEN_FILE")
+        settings["CRP_KAFKA_OAUTH_TOKEN_COMMAND"] = f"cat {token_file}"
     worker = WorkerProcess(tmp_path, prefix, fresh_postgres_url(), broker=env["CRP_BROKER"], env=settings)
     worker.start()
     try:
@@ -76,14 +82,23 @@ def test_worker_runs_end_to_end_over_sasl_ssl(tmp_path: Path) -> None:
         kafka.close()
     log = worker.log_path.read_text(errors="replace")
     assert code == 0, worker.log_tail()
-    assert env["CRP_KAFKA_SASL_PASSWORD"] not in log
+    for secret in secrets(env):
+        assert secret not in log
     assert env["CRP_BROKER"].removeprefix("kafka://") in log  # the worker says which listener it used
 
 
-def run_worker(tmp_path: Path, **overrides: str) -> tuple[int, str, float]:
-    """``crp-stream worker`` as a process with the SASL_SSL settings and ``overrides``: (code, output, seconds)."""
+def secrets(env: dict[str, str]) -> list[str]:
+    """The password or the token of a listener's settings: never in an output."""
+    out = [env["CRP_KAFKA_SASL_PASSWORD"]] if "CRP_KAFKA_SASL_PASSWORD" in env else []
+    if "CRP_KAFKA_OAUTH_TOKEN_FILE" in env:
+        out.append(Path(env["CRP_KAFKA_OAUTH_TOKEN_FILE"]).read_text().strip())
+    return out
+
+
+def run_worker(tmp_path: Path, mechanism: str = "scram-sha-512", **overrides: str) -> tuple[int, str, float]:
+    """``crp-stream worker`` as a process with a listener's settings and ``overrides``: (code, output, seconds)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRP_") or k.startswith("CRP_TEST_")}
-    env.update(secure_env())
+    env.update(secure_env(mechanism))
     env.update(CRP_TOPIC_PREFIX=unique_prefix("secbad"), CRP_EMBEDDER="hashing", **overrides)
     t0 = time.monotonic()
     done = subprocess.run(
@@ -122,6 +137,45 @@ def test_untrusted_ca_is_a_configuration_error_within_60_s(tmp_path: Path) -> No
     assert secure_env()["CRP_KAFKA_SASL_PASSWORD"] not in output
 
 
+def test_scram_sha_256_credentials_are_refused_under_sha_512(tmp_path: Path) -> None:
+    """The SHA-256 user has no SHA-512 credentials: the mechanism, not only the password, is checked."""
+    env = secure_env("scram-sha-256")
+    code, output, seconds = run_worker(tmp_path, "scram-sha-256", CRP_KAFKA_SASL_MECHANISM="SCRAM-SHA-512")
+    assert code == 2 and seconds < 60, (code, seconds, output[-2000:])
+    assert_one_line(output, "refused authentication as 'crp256'", "SCRAM-SHA-512")
+    assert env["CRP_KAFKA_SASL_PASSWORD"] not in output
+
+
+def test_mtls_without_a_client_certificate_is_a_configuration_error_within_60_s(tmp_path: Path) -> None:
+    code, output, seconds = run_worker(tmp_path, "mtls", CRP_KAFKA_SSL_CERTFILE="", CRP_KAFKA_SSL_KEYFILE="")
+    assert code == 2 and seconds < 60, (code, seconds, output[-2000:])
+    assert_one_line(output, "requires a client certificate", "kafka_ssl_certfile", "kafka_ssl_keyfile")
+
+
+def test_mtls_with_a_foreign_client_certificate_is_a_configuration_error(tmp_path: Path) -> None:
+    foreign = make_ca(tmp_path / "foreign", "foreign-client")  # self-signed: no CA the broker trusts
+    code, output, seconds = run_worker(
+        tmp_path, "mtls", CRP_KAFKA_SSL_CERTFILE=str(foreign), CRP_KAFKA_SSL_KEYFILE=str(foreign.with_suffix(".key"))
+    )
+    assert code == 2 and seconds < 60, (code, seconds, output[-2000:])
+    assert_one_line(output, "refused the client certificate", str(foreign))
+
+
+@pytest.mark.parametrize("source", ["file", "command"])
+def test_a_refused_oauthbearer_token_is_a_configuration_error_within_60_s(tmp_path: Path, source: str) -> None:
+    now = int(time.time())
+    expired = unsigned_token(tmp_path / "expired.token", iat=now - 7200, exp=now - 3600)
+    given = (
+        {"CRP_KAFKA_OAUTH_TOKEN_FILE": str(expired)}
+        if source == "file"
+        else {"CRP_KAFKA_OAUTH_TOKEN_FILE": "", "CRP_KAFKA_OAUTH_TOKEN_COMMAND": f"cat {expired}"}
+    )
+    code, output, seconds = run_worker(tmp_path, "oauthbearer", **given)
+    assert code == 2 and seconds < 60, (code, seconds, output[-2000:])
+    assert_one_line(output, "refused the OAUTHBEARER token", "invalid_token", f"kafka_oauth_token_{source}")
+    assert expired.read_text() not in output
+
+
 def test_missing_ca_file_and_incomplete_settings_are_one_line(tmp_path: Path) -> None:
     code, output, _ = run_worker(tmp_path, CRP_KAFKA_SSL_CAFILE=str(tmp_path / "nope.pem"))
     assert code == 2
@@ -157,7 +211,7 @@ def test_a_secure_broker_that_is_down_is_waited_for(tmp_path: Path) -> None:
 @pytest.mark.heavy
 def test_ops_kafka_start_secure_prints_only_the_export_lines_a_client_needs(tmp_path: Path) -> None:
     """A private broker of this test's own (free ports, its own run dir): stdout is exactly the exports,
-    and a client configured from them alone gets in."""
+    and a client configured from them alone gets in; so does one from each mechanism's `secure-env`."""
     import asyncio
     import re
     import shlex
@@ -167,12 +221,14 @@ def test_ops_kafka_start_secure_prints_only_the_export_lines_a_client_needs(tmp_
     from tests.support.services import OPS
 
     secure_env()  # the suite's secure broker must be configured: fail, never skip
-    ports = [free_port() for _ in range(3)]
+    ports = [free_port() for _ in range(5)]
     env = {
         **os.environ,
         "CRP_KAFKA_PORT": str(ports[0]),
         "CRP_KAFKA_CONTROLLER_PORT": str(ports[1]),
         "CRP_KAFKA_SECURE_PORT": str(ports[2]),
+        "CRP_KAFKA_MTLS_PORT": str(ports[3]),
+        "CRP_KAFKA_OAUTH_PORT": str(ports[4]),
         "CRP_KAFKA_RUN": str(tmp_path / "kafka"),
         "CRP_PYTHON": sys.executable,
     }
@@ -200,5 +256,11 @@ def test_ops_kafka_start_secure_prints_only_the_export_lines_a_client_needs(tmp_
         again = ops("start", "--secure")  # already running: the same lines again
         assert again.returncode == 0 and again.stdout == first.stdout, again.stderr[-2000:]
         assert ops("secure-env").stdout == first.stdout
+        for mechanism, port in (("scram-sha-256", ports[2]), ("mtls", ports[3]), ("oauthbearer", ports[4])):
+            lines = ops("secure-env", mechanism).stdout.splitlines()
+            settings = dict(shlex.split(line)[1].split("=", 1) for line in lines)
+            assert settings["CRP_BROKER"] == f"kafka://127.0.0.1:{port}", (mechanism, settings)
+            assert asyncio.run(check_broker(load_settings({}, settings))) is None, mechanism
+        assert ops("secure-env", "kerberos").returncode == 2
     finally:
         ops("stop")

@@ -130,3 +130,26 @@ def test_with_tracing_off_no_header_is_added(tmp_path: Path, spans: InMemorySpan
         assert all(_trace_of(r) == (None, None) for r in caused)
         assert all(not r.headers for r in caused)
     assert spans.get_finished_spans() == ()
+
+
+@pytest.mark.parametrize("mode", ["on", "off"])
+def test_an_internal_errors_dead_letter_carries_the_inputs_trace(
+    tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record its handler fails on every attempt is dead-lettered (``internal error in ingest``); with
+    tracing on its dead letter and audit event carry the record's trace like any output, off: nothing."""
+    with Pipeline.fresh(tmp_path, embedder="hashing", tracing=mode) as p:
+        ingest = next(h for h in p.rt.handlers if h.group == "ingest")
+
+        def fail(*_args: Any, **_kwargs: Any) -> None:
+            raise RuntimeError("a bug this record triggers")
+
+        for name in ("handle", "handle_batch"):
+            if hasattr(ingest, name):
+                monkeypatch.setattr(ingest, name, fail)
+        dead = p.publish("crp.documents", "vendor_a", doc("d1", "vendor_a", TEXTS[0]), ts_us=T0, headers=_tp(DOC_TRACE))
+        assert {r.topic for r in dead} == {"crp.deadletter", "crp.audit"}, [r.topic for r in dead]
+        (letter,) = [r for r in dead if r.topic == "crp.deadletter"]
+        assert "internal error in ingest: RuntimeError: a bug this record triggers" in letter.value.decode()
+        wanted = (DOC_TRACE, "congo=t61rcWkgMzE") if mode == "on" else (None, None)
+        assert all(_trace_of(r) == wanted for r in dead), [(r.topic, r.headers) for r in dead]

@@ -145,3 +145,79 @@ def test_the_cli_prints_one_line_for_bad_kafka_settings(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         "crp-stream: CRP_KAFKA_SASL_MECHANISM: 'SCRAM' is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER"
     ]
+
+
+def _alert(reason: str) -> Exception:
+    """An aiokafka connection error caused by a TLS alert from the broker, as aiokafka raises it."""
+    from aiokafka.errors import KafkaConnectionError
+
+    tls = ssl.SSLError(1, f"[SSL: {reason}] ({reason.lower()})")
+    tls.reason = reason
+    try:
+        raise KafkaConnectionError("Connection at 127.0.0.1:9095 closed") from tls
+    except KafkaConnectionError as exc:
+        return exc
+
+
+def test_a_broker_refusing_our_client_certificate_is_named_so() -> None:
+    from crp_stream.runtime.kafka.security import _client_cert_refused
+
+    mtls = {**BROKER, "CRP_KAFKA_SECURITY_PROTOCOL": "SSL"}
+    without = load_settings({}, mtls)
+    line = _client_cert_refused(without, "h:1", _alert("SSLV3_ALERT_BAD_CERTIFICATE"))
+    assert line is not None and "requires a client certificate (bad certificate)" in line
+    assert "kafka_ssl_certfile and kafka_ssl_keyfile" in line
+    with_cert = load_settings({}, {**mtls, "CRP_KAFKA_SSL_CERTFILE": "/c.pem", "CRP_KAFKA_SSL_KEYFILE": "/c.key"})
+    line = _client_cert_refused(with_cert, "h:1", _alert("TLSV1_ALERT_UNKNOWN_CA"))
+    assert line is not None and "refused the client certificate /c.pem (unknown ca)" in line
+    # not about our certificate: a handshake cut short, or the broker's certificate failing our check
+    assert _client_cert_refused(without, "h:1", _alert("UNEXPECTED_EOF_WHILE_READING")) is None
+    assert _client_cert_refused(without, "h:1", _alert("CERTIFICATE_VERIFY_FAILED")) is None
+    assert _client_cert_refused(without, "h:1", ConnectionRefusedError()) is None
+
+
+def test_a_refused_oauthbearer_token_gets_the_rfc7628_reply() -> None:
+    """After the token, an empty answer is success (done); an error challenge gets one %x01, then done."""
+    from crp_stream.runtime.kafka.security import _OAuthAuthenticator
+
+    class Fixed(TokenProvider):
+        async def token(self) -> str:
+            return "tok.en."
+
+    async def exchange(answers: list[bytes]) -> list[bytes | None]:
+        auth = _OAuthAuthenticator(sasl_oauth_token_provider=Fixed(None, "x"))
+        sent, payload = [], None
+        for answer in [*answers, b""]:
+            step = await auth.step(payload)
+            sent.append(None if step is None else step[0])
+            if step is None:
+                break
+            payload = answer
+        return sent
+
+    accepted = asyncio.run(exchange([b""]))
+    assert accepted == [b"n,,\x01auth=Bearer tok.en.\x01\x01", None]
+    refused = asyncio.run(exchange([b'{"status":"invalid_token"}', b""]))
+    assert refused == [b"n,,\x01auth=Bearer tok.en.\x01\x01", b"\x01", None]
+
+
+def test_configuring_oauthbearer_installs_the_authenticator_on_every_connection(tmp_path: Path) -> None:
+    from aiokafka.conn import AIOKafkaConnection
+
+    from crp_stream.runtime.kafka.security import _OAuthAuthenticator
+
+    token = tmp_path / "token"
+    token.write_text("tok.en.")
+    env = {
+        **BROKER,
+        "CRP_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "CRP_KAFKA_SASL_MECHANISM": "OAUTHBEARER",
+        "CRP_KAFKA_OAUTH_TOKEN_FILE": str(token),
+    }
+    kwargs = client_kwargs(load_settings({}, env))
+
+    async def authenticator() -> object:  # a connection is made on a loop (never opened here)
+        args = {k: v for k, v in kwargs.items() if k != "bootstrap_servers"}
+        return AIOKafkaConnection("127.0.0.1", 9094, **args).authenticator_oauth()
+
+    assert isinstance(asyncio.run(authenticator()), _OAuthAuthenticator)

@@ -364,7 +364,7 @@ class EmbeddedRuntime:
                     type(exc).__name__,
                     exc,
                 )
-                self._append(internal_error_output(h, record, exc))
+                self._append(internal_error_output(h, record, exc, uow.settings))
                 self._offsets[(h.group, base)] = rec.offset + 1
                 uow.repo.commit_offset(h.group, base, 0, rec.offset + 1)
             self.log.sync()

@@ -54,7 +54,7 @@ class Metrics:
             "crp_records_processed", "Input records applied by a handler group", ["group", "topic"], registry=r
         )
         self.deadlettered = Counter(
-            "crp_records_deadlettered", "Input records sent to crp.deadletter", ["topic"], registry=r
+            "crp_records_deadlettered", f"Input records sent to {DEADLETTER}", ["topic"], registry=r
         )
         self.skipped = Counter(
             "crp_records_redelivered_skipped",

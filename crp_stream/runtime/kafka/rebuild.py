@@ -154,7 +154,11 @@ class _Replay:
                     reconcile(self.fabric, self.journal)
                     self.unreconciled = False
                 with self.fabric.unit_of_work() as uow:
-                    outs = apply_record(h, record, uow) if failed is None else internal_error_output(h, record, failed)
+                    outs = (
+                        apply_record(h, record, uow)
+                        if failed is None
+                        else internal_error_output(h, record, failed, uow.settings)
+                    )
                     uow.repo.commit_offset(h.group, record.topic, record.partition, record.offset + 1)
                 self.journal.clear()
                 self.handled += 1

@@ -26,7 +26,7 @@ import time
 from typing import Any
 
 from aiokafka.abc import AbstractTokenProvider
-from aiokafka.conn import create_conn
+from aiokafka.conn import AIOKafkaConnection, OAuthAuthenticator, create_conn
 from aiokafka.errors import (
     AuthenticationFailedError,
     IllegalSaslStateError,
@@ -44,6 +44,17 @@ AUTH_ERRORS = (
     AuthenticationFailedError,
     UnsupportedSaslMechanismError,
     IllegalSaslStateError,
+)
+# What a broker's TLS alert says when it refuses our client certificate (or its absence): mutual TLS
+CLIENT_CERT_ALERTS = (
+    "BAD_CERTIFICATE",
+    "CERTIFICATE_UNKNOWN",
+    "CERTIFICATE_REQUIRED",
+    "UNKNOWN_CA",
+    "CERTIFICATE_EXPIRED",
+    "CERTIFICATE_REVOKED",
+    "UNSUPPORTED_CERTIFICATE",
+    "ACCESS_DENIED",
 )
 TOKEN_COMMAND_TTL_S = 60.0  # a token command runs at most once a minute (each connection asks for a token)
 TOKEN_COMMAND_TIMEOUT_S = 30.0
@@ -71,6 +82,7 @@ def security_kwargs(settings: Settings) -> dict[str, Any]:
     if protocol.startswith("SASL_"):
         out["sasl_mechanism"] = settings.kafka_sasl_mechanism
         if settings.kafka_sasl_mechanism == "OAUTHBEARER":
+            _answer_oauth_error_challenges()
             out["sasl_oauth_token_provider"] = TokenProvider(
                 settings.kafka_oauth_token_file, settings.kafka_oauth_token_command
             )
@@ -127,6 +139,33 @@ def _context(cafile: str | None, certfile: str | None, keyfile: str | None) -> s
         files = ", ".join(f for f in (cafile, certfile, keyfile) if f)
         raise ConfigError(f"kafka_ssl_*: cannot load {files}: {exc.reason or exc}") from None
     return context
+
+
+class _OAuthAuthenticator(OAuthAuthenticator):  # type: ignore[misc]
+    """OAUTHBEARER as RFC 7628 has it: a broker that refuses the token answers with an error challenge
+    and fails the authentication only after the client's ``%x01`` reply. aiokafka's own authenticator
+    stops once the token is sent, so a refused token left the connection half authenticated (every
+    later request read as garbage) instead of raising ``SaslAuthenticationFailed``."""
+
+    _acknowledged = False
+
+    async def step(self, payload: bytes | None) -> tuple[bytes, bool] | None:
+        if self._token_sent and payload:  # the broker's error challenge (JSON) instead of an empty success
+            if self._acknowledged:
+                return None
+            self._acknowledged = True
+            return b"\x01", True
+        result: tuple[bytes, bool] | None = await super().step(payload)
+        return result
+
+
+def _oauth_authenticator(conn: AIOKafkaConnection) -> _OAuthAuthenticator:
+    return _OAuthAuthenticator(sasl_oauth_token_provider=conn._sasl_oauth_token_provider)
+
+
+def _answer_oauth_error_challenges() -> None:
+    """Every aiokafka connection (faust's included) authenticates OAUTHBEARER with ``_OAuthAuthenticator``."""
+    AIOKafkaConnection.authenticator_oauth = _oauth_authenticator
 
 
 class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]
@@ -193,6 +232,8 @@ async def check_broker(settings: Settings, timeout_s: float = 10.0) -> str | Non
                 f"check kafka_ssl_cafile (CRP_KAFKA_SSL_CAFILE) and that the broker's name is {host}"
             ) from None
         except ssl.SSLError as exc:
+            if refused := _client_cert_refused(settings, server, exc):
+                raise ConfigError(refused) from None
             if "EOF" in str(exc.reason or exc):  # the connection went away mid-handshake: retried
                 why = f"broker {server}: TLS handshake cut short"
                 continue
@@ -201,6 +242,8 @@ async def check_broker(settings: Settings, timeout_s: float = 10.0) -> str | Non
                 f"(kafka_security_protocol is {settings.kafka_security_protocol})"
             ) from None
         except (OSError, KafkaError, TimeoutError) as exc:
+            if refused := _client_cert_refused(settings, server, exc):  # TLS 1.3: the alert follows the handshake
+                raise ConfigError(refused) from None
             why = f"broker {server}: {type(exc).__name__}"
             if not isinstance(exc, ConnectionRefusedError):  # it listens, then drops us: the wrong protocol?
                 why += f" (if it is up: does this listener speak {settings.kafka_security_protocol}?)"
@@ -213,11 +256,37 @@ async def check_broker(settings: Settings, timeout_s: float = 10.0) -> str | Non
 
 def _auth_refused(settings: Settings, server: str, exc: BaseException) -> str:
     mechanism = settings.kafka_sasl_mechanism
-    who = "" if mechanism == "OAUTHBEARER" else f" as {settings.kafka_sasl_username!r}"
     detail = redaction.redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)[:200]
+    if mechanism == "OAUTHBEARER":
+        source = "kafka_oauth_token_file" if settings.kafka_oauth_token_file else "kafka_oauth_token_command"
+        return (
+            f"kafka: the broker {server} refused the OAUTHBEARER token ({detail}); "
+            f"check the token {source} gives (expired? the audience or scope the broker expects?)"
+        )
     return (
-        f"kafka: the broker {server} refused authentication{who} with {mechanism} ({detail}); "
-        "check kafka_sasl_username, kafka_sasl_password (CRP_KAFKA_SASL_PASSWORD) and kafka_sasl_mechanism"
+        f"kafka: the broker {server} refused authentication as {settings.kafka_sasl_username!r} with {mechanism} "
+        f"({detail}); check kafka_sasl_username, kafka_sasl_password (CRP_KAFKA_SASL_PASSWORD) and "
+        "kafka_sasl_mechanism"
+    )
+
+
+def _client_cert_refused(settings: Settings, server: str, exc: BaseException) -> str | None:
+    """Why the broker refused our client certificate, if a TLS alert from it says so; else None."""
+    seen: BaseException | None = exc
+    while seen is not None and not isinstance(seen, ssl.SSLError):
+        seen = seen.__cause__ or seen.__context__
+    reason = str(seen.reason or "") if isinstance(seen, ssl.SSLError) else ""
+    if "ALERT" not in reason or not any(alert in reason for alert in CLIENT_CERT_ALERTS):
+        return None
+    alert = reason.split("ALERT_", 1)[-1].lower().replace("_", " ")
+    if settings.kafka_ssl_certfile is None:
+        return (
+            f"kafka: TLS to {server}: the broker requires a client certificate ({alert}); set kafka_ssl_certfile "
+            "and kafka_ssl_keyfile (CRP_KAFKA_SSL_CERTFILE, CRP_KAFKA_SSL_KEYFILE)"
+        )
+    return (
+        f"kafka: TLS to {server}: the broker refused the client certificate {settings.kafka_ssl_certfile} "
+        f"({alert}); is it signed by a CA the broker trusts, and still valid?"
     )
 
 

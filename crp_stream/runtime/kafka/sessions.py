@@ -234,7 +234,7 @@ class WorkerBarrier:
             w.metrics.barrier_timeouts.inc()
             log.warning(
                 "%s stamped %d applied before the event-time barrier was met (lag %d ms)",
-                {"request": "window request", "command": "operator command"}.get(scope, "crp.facts record"),
+                {"request": "window request", "command": "operator command"}.get(scope, f"{FACTS} record"),
                 ts_ms,
                 lag,
             )

@@ -363,7 +363,7 @@ class KafkaWorker(WorkerStatus):
                 outs = (
                     apply_record(h, record, uow, unwritten=not shelter)
                     if failed is None
-                    else internal_error_output(h, record, failed)
+                    else internal_error_output(h, record, failed, uow.settings)
                 )
                 routed = route(outs, uow, self.settings, self.partitions)
                 self.outboxes.save(uow, okey, routed, (h.group, record.topic, record.partition, commit_to))
