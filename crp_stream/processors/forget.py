@@ -33,6 +33,7 @@ def forget(cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfW
     sources = sorted({str(r["source"]) for r in facts}) if kind != "document" else []
     counts = uow.repo.erase_facts(facts, tenant, sources)
     uow.vectors.delete(ids)
+    keys = uow.repo.destroy_sealing_keys(tenant, kind, target)  # sealed records on the log: unreadable now
     if uow.repo.claims is not None:
         uow.repo.claims.invalidate_facts([{"fact_id": r["fact_id"], "claim_key": r["claim_key"]} for r in facts])
     # every process's caches: the counters move (other workers reload), this one's are emptied
@@ -60,6 +61,7 @@ def forget(cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfW
             "refresh_requests": counts["refresh_requests"],
             "quarantine_candidates": counts["quarantine"],
             "vectors": len(ids),
+            "sealing_keys": keys,
             "actor": actor,
             "command_id": cmd.command_id,
         },
