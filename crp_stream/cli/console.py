@@ -12,6 +12,7 @@ import logging
 import os
 from typing import Any
 
+from crp_stream import redaction
 from crp_stream.cli.base import CliError, add_common, settings_of
 from crp_stream.core.tenants import tenant_tokens
 
@@ -26,6 +27,7 @@ def console_tokens() -> tuple[str | None, dict[str, str]]:
         tenants = tenant_tokens(os.environ.get(TENANT_TOKENS_ENV, ""))
     except ValueError as exc:
         raise CliError(f"{TENANT_TOKENS_ENV}: {exc}") from None
+    redaction.register(tenants)  # each token alone, not only the variable's whole value, is masked in every log line
     if token is not None and token in tenants:
         raise CliError(f"{TENANT_TOKENS_ENV}: a tenant token equals {TOKEN_ENV}")
     if token is None:

@@ -102,3 +102,18 @@ def audit_tenant(details: Mapping[str, object], owners: Mapping[str, str]) -> st
         if isinstance(v, str) and v in owners:
             return owners[v]
     return None
+
+
+def partition_trust(
+    tenant: str | None,
+    source: str,
+    by_tenant: Mapping[tuple[str, str], float],
+    by_source: Mapping[str, float],
+) -> float | None:
+    """Partition trust (the drift-vs-poisoning seed, "What Was Observed") per tenant (CONTRACT
+    "Tenants"): the trust configured for the ``(tenant, source)`` pair, else the source's own, else
+    None (the source type's default applies)."""
+    pair = (tenant_name(tenant), source)
+    if pair in by_tenant:
+        return by_tenant[pair]
+    return by_source.get(source)

@@ -290,5 +290,12 @@ class TenantRecords:
             q = q.where(f.tenant == tenant)
         return [(str(s), str(st), int(n)) for s, st, n in self.conn.execute(q)]
 
+    def source_trust_of(self, tenant: str) -> dict[str, float]:
+        """The trust a tenant's facts of each source carry (the source row's trust is the last
+        tenant's to write it)."""
+        f = t.facts.c
+        q = select(f.source, func.max(f.trust)).where(f.tenant == tenant).group_by(f.source)
+        return {str(s): float(tr) for s, tr in self.conn.execute(q)}
+
     def tenants(self) -> list[str]:
         return [str(x) for (x,) in self.conn.execute(select(t.facts.c.tenant).distinct().order_by(t.facts.c.tenant))]

@@ -33,7 +33,10 @@ def routes(console: Console) -> list[Route]:
         with backend.repo() as repo:
             counts = repo.fact_counts_of(tenant)
             names = {s for s, _st, _n in counts}
-            sources = {s["source"]: dict(s) for s in repo.sources() if s["source"] in names}
+            if tenant is None:
+                sources = {s["source"]: dict(s) for s in repo.sources() if s["source"] in names}
+            else:
+                sources = {s: {"trust": tr} for s, tr in repo.source_trust_of(tenant).items()}
             edges = repo.edge_count() if tenant is None else None
             tenants = repo.tenants() if tenant is None else [tenant]
         statuses = sorted({state for _s, state, _n in counts})
