@@ -117,3 +117,10 @@ def partition_trust(
     if pair in by_tenant:
         return by_tenant[pair]
     return by_source.get(source)
+
+
+def command_reaches(command_tenant: str | None, owner: str | None) -> bool:
+    """CONTRACT "Tenants": an operator command acts only on its own tenant's data. ``owner`` is the
+    tenant of the target (a refresh request's or a candidate's claim, a fact); a target whose owner
+    is unknown (no fact left) belongs to the default tenant."""
+    return tenant_name(command_tenant) == tenant_name(owner)

@@ -297,5 +297,11 @@ class TenantRecords:
         q = select(f.source, func.max(f.trust)).where(f.tenant == tenant).group_by(f.source)
         return {str(s): float(tr) for s, tr in self.conn.execute(q)}
 
+    def claim_tenant(self, claim_key: str) -> str | None:
+        """The tenant of a claim (of its facts), None when no fact of it is left."""
+        f = t.facts.c
+        row = self.conn.execute(select(f.tenant).where(f.claim_key == claim_key).limit(1)).first()
+        return None if row is None else str(row[0])
+
     def tenants(self) -> list[str]:
         return [str(x) for (x,) in self.conn.execute(select(t.facts.c.tenant).distinct().order_by(t.facts.c.tenant))]
