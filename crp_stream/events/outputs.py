@@ -72,7 +72,8 @@ class FactStatusChanged(OutputEvent):
 
     type: Literal["FactStatusChanged"] = "FactStatusChanged"
     fact_id: Id
-    status: FactStatus
+    # ``forgotten``: ``crp-stream forget`` removed the fact (every worker drops its point; no text here)
+    status: FactStatus | Literal["forgotten"]
     reason: Reason
     at: Time
     cause_id: Id | None = None
