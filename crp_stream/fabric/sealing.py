@@ -13,14 +13,15 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 from sqlalchemy import Connection, Engine, select, update
 
 from crp_stream.core.sealing import SEALED, join_text, key_forgotten, seal_key_id, sealing_scope, split_text
 from crp_stream.fabric import tables as t
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
 
 NONCE_BYTES = 12
 KEY_BITS = 256
@@ -30,13 +31,20 @@ class SealError(ValueError):
     """A sealed record that cannot be opened; the message names the field."""
 
 
+def _cipher(key: bytes) -> AESGCMSIV:
+    # imported on first use: a deployment that never seals does not load the library
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV
+
+    return AESGCMSIV(key)
+
+
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
 def encrypt(plain: bytes, key_id: str, key: bytes, nonce: bytes) -> dict[str, str]:
     """The ``sealed`` field for ``plain``: ``{"key", "nonce", "data"}``."""
-    data = AESGCMSIV(key).encrypt(nonce, plain, key_id.encode())
+    data = _cipher(key).encrypt(nonce, plain, key_id.encode())
     return {"key": key_id, "nonce": _b64(nonce), "data": _b64(data)}
 
 
@@ -44,8 +52,10 @@ def decrypt(sealed: Mapping[str, Any], key: bytes) -> bytes:
     key_id, nonce, data = sealed.get("key"), sealed.get("nonce"), sealed.get("data")
     if not isinstance(key_id, str) or not isinstance(nonce, str) or not isinstance(data, str):
         raise SealError("sealed: needs the strings key, nonce and data")
+    from cryptography.exceptions import InvalidTag
+
     try:
-        return AESGCMSIV(key).decrypt(
+        return _cipher(key).decrypt(
             base64.b64decode(nonce, validate=True), base64.b64decode(data, validate=True), key_id.encode()
         )
     except (ValueError, InvalidTag):
@@ -116,7 +126,7 @@ class Sealer:
                 if row.key is None:
                     raise SealError(f"the key of {source}/{document} (tenant {tenant}) was destroyed by forget")
                 return key_id, bytes(row.key)
-            key = AESGCMSIV.generate_key(KEY_BITS)
+            key = os.urandom(KEY_BITS // 8)
             conn.execute(
                 t.sealing_keys.insert().values(key_id=key_id, tenant=tenant, source=source, document=document, key=key)
             )
