@@ -15,6 +15,7 @@ from typing import Any
 
 from crp_stream.core.durations import parse_duration
 from crp_stream.core.recency import DEFAULT_TTL_SECONDS
+from crp_stream.core.tenants import is_tenant_name, partition_trust
 from crp_stream.events.topics import DEFAULT_PREFIX, INPUT_TOPICS
 
 SOURCE_TYPES = (
@@ -81,6 +82,8 @@ class Settings:
     max_record_bytes: int = 1024 * 1024
     max_facts_per_document: int = 1000
     trust: Mapping[str, float] = field(default_factory=dict)
+    # a (tenant, source) pair's own trust; without one the source's (``core.tenants.partition_trust``)
+    tenant_trust: Mapping[tuple[str, str], float] = field(default_factory=dict)
     ttl_by_type: Mapping[str, float | None] = field(default_factory=lambda: dict(DEFAULT_TTL_SECONDS))
     auto_quarantine: bool = False
     # Partition agreement counts only a source's records within this many seconds of its newest one
@@ -171,10 +174,12 @@ class Settings:
                 return base
         return DEFAULT_PREFIX + topic.removeprefix(self.topic_prefix)
 
-    def trust_for(self, source: str, source_type: str, claimed: float | None) -> float:
-        """Configured trust wins; a producer's claim may lower, never raise, its type's default."""
-        if source in self.trust:
-            return self.trust[source]
+    def trust_for(self, source: str, source_type: str, claimed: float | None, tenant: str | None = None) -> float:
+        """Configured trust wins (the tenant's for its source, else the source's); a producer's claim
+        may lower, never raise, its type's default."""
+        configured = partition_trust(tenant, source, self.tenant_trust, self.trust)
+        if configured is not None:
+            return configured
         default = DEFAULT_TRUST_BY_TYPE.get(source_type, 0.1)
         return default if claimed is None else min(claimed, default)
 
@@ -246,6 +251,27 @@ def parse_pairs(name: str, raw: str) -> dict[str, str]:
 
 def _trust_map(name: str, raw: Mapping[str, Any]) -> dict[str, float]:
     return {k: _float(f"{name}.{k}", v, 0.0, 1.0) for k, v in raw.items()}
+
+
+def _tenant_trust_map(name: str, raw: Any) -> dict[tuple[str, str], float]:
+    """``[tenant_trust.TENANT]`` tables of source = trust, or ``TENANT:SOURCE=trust,...`` (a tenant name
+    holds no ``:``, so the first one ends it; the source may hold any)."""
+    pairs: dict[tuple[str, str], Any] = {}
+    if isinstance(raw, Mapping):
+        for tenant, table in raw.items():
+            if not isinstance(table, Mapping):
+                raise ConfigError(f"{name}.{tenant}: expected a table of source = trust")
+            pairs.update({(str(tenant), str(src)): v for src, v in table.items()})
+    else:
+        for key, v in parse_pairs(name, str(raw)).items():
+            tenant, sep, src = key.partition(":")
+            if not sep or not src:
+                raise ConfigError(f"{name}: {key!r} is not TENANT:SOURCE")
+            pairs[(tenant, src)] = v
+    for tenant, _src in pairs:
+        if not is_tenant_name(tenant):
+            raise ConfigError(f"{name}: {tenant!r} is not a tenant name (letters, digits, '.', '_', '-')")
+    return {k: _float(f"{name}.{k[0]}:{k[1]}", v, 0.0, 1.0) for k, v in pairs.items()}
 
 
 def _ttl_map(name: str, raw: Mapping[str, Any], base: Mapping[str, float | None]) -> dict[str, float | None]:
@@ -385,6 +411,8 @@ def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
         elif key == "trust":
             raw = value if isinstance(value, Mapping) else parse_pairs(label, str(value))
             changes["trust"] = {**s.trust, **_trust_map(label, raw)}
+        elif key == "tenant_trust":
+            changes["tenant_trust"] = {**s.tenant_trust, **_tenant_trust_map(label, value)}
         elif key == "ttl":
             raw = value if isinstance(value, Mapping) else parse_pairs(label, str(value))
             changes["ttl_by_type"] = _ttl_map(label, raw, s.ttl_by_type)

@@ -14,6 +14,7 @@ from typing import IO, Any
 from crp_stream.cli import progress
 from crp_stream.cli.base import CliError, add_broker, add_common, read_text, settings_of
 from crp_stream.config import Settings
+from crp_stream.events import topics
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.fabric.models import REEMBED_TARGET_KEY
 from crp_stream.processors import HANDLER_GROUPS
@@ -30,6 +31,11 @@ def register(sub: Any) -> None:
     add_broker(pb)
     pb.add_argument("args", nargs="+", metavar="[TOPIC] FILE")
     pb.add_argument("--key", help="record key when publishing JSON values to a TOPIC")
+    pb.add_argument(
+        "--seal",
+        action="store_true",
+        help="seal the text of documents and observations with their own key in --database (forget destroys it)",
+    )
     pb.set_defaults(handler=publish)
 
     tl = sub.add_parser("tail", help="print a topic's records as replay-format lines")
@@ -88,9 +94,35 @@ def publish_records(ns: argparse.Namespace) -> list[Rec]:
     return out
 
 
+def sealed_records(settings: Settings, records: list[Rec]) -> list[Rec]:
+    """``publish --seal``: documents and observations sealed (docs/security.md "The log forgets")."""
+    from crp_stream.fabric import db
+    from crp_stream.fabric.sealing import Sealer, SealError
+
+    engine = db.make_engine(settings.database)
+    try:
+        db.upgrade(engine)
+        sealer, out = Sealer(engine), []
+        for n, (topic, key, raw, headers) in enumerate(records, 1):
+            if settings.base_topic(topic) in (topics.DOCUMENTS, topics.TELEMETRY):
+                try:
+                    value = json.loads(raw)
+                    if not isinstance(value, dict):
+                        raise SealError("not a JSON object")
+                    raw = json.dumps(sealer.seal(value), ensure_ascii=False).encode()
+                except (ValueError, SealError) as exc:
+                    raise CliError(f"--seal: record {n} on {topic}: {exc}") from None
+            out.append((topic, key, raw, headers))
+        return out
+    finally:
+        engine.dispose()
+
+
 def publish(ns: argparse.Namespace) -> int:
     settings = settings_of(ns)
     records = publish_records(ns)
+    if ns.seal:
+        records = sealed_records(settings, records)
     with progress.bar("publishing", total=len(records)) as bar:
         if settings.broker:
             from crp_stream.cli.kafka_log import produce_all

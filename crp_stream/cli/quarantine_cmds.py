@@ -9,6 +9,7 @@ from crp_stream.cli.audit_cmds import audit_json, audit_table
 from crp_stream.cli.base import CliError
 from crp_stream.cli.tables import (
     SHORT_ID,
+    command_tenant,
     done,
     fields,
     grid,
@@ -135,12 +136,13 @@ def quarantine_confirm(ns: argparse.Namespace, settings: Settings) -> int:
 
     with repo_view(settings) as repo:
         cand = find_candidate(repo, ns.id)
+        tenant = command_tenant(repo.claim_tenant(cand["claim_key"])) if cand is not None else None
     if cand is None:
         raise CliError(f"no quarantine candidate {ns.id!r} (see: crp-stream quarantine list)")
     if cand["status"] == "confirmed":
         raise CliError(f"quarantine candidate {cand['candidate_id']} is already confirmed by {cand['decided_by']}")
     cid = cand["candidate_id"]
-    publish_command(ns, settings, "confirm_quarantine", cid, cand["source"])
+    publish_command(ns, settings, "confirm_quarantine", cid, cand["source"], tenant)
     n = len(cand["payload"].get("fact_ids", []))
     done(
         ns,
@@ -155,6 +157,7 @@ def quarantine_release(ns: argparse.Namespace, settings: Settings) -> int:
     with repo_view(settings) as repo:
         cand = find_candidate(repo, ns.id)
         fact = None if cand else repo.facts_by_ids([ns.id]).get(ns.id)
+        owner = repo.claim_tenant(cand["claim_key"]) if cand is not None else fact["tenant"] if fact else None
     if cand is None and fact is None:
         raise CliError(f"no quarantine candidate or fact {ns.id!r} (see: crp-stream quarantine list)")
     if cand is not None:
@@ -166,7 +169,7 @@ def quarantine_release(ns: argparse.Namespace, settings: Settings) -> int:
         if fact["status"] != "quarantined":
             raise CliError(f"fact {ns.id} is not quarantined (status {fact['status']})")
         target, source, what = ns.id, fact["source"], f"fact {ns.id}"
-    publish_command(ns, settings, "release_quarantine", target, source)
+    publish_command(ns, settings, "release_quarantine", target, source, command_tenant(owner))
     done(
         ns,
         f"released {what} of {source}: its facts are active again, by {ns.actor}",

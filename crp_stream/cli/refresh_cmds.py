@@ -8,6 +8,7 @@ from typing import Any, get_args
 from crp_stream.cli.base import CliError
 from crp_stream.cli.tables import (
     SHORT_ID,
+    command_tenant,
     done,
     fields,
     grid,
@@ -126,13 +127,14 @@ def refresh_resolve(ns: argparse.Namespace, settings: Settings) -> int:
 
     with repo_view(settings) as repo:
         req = find_refresh(repo, ns.id)
+        tenant = command_tenant(repo.claim_tenant(req["claim_key"]))
     if req["status"] != "open":
         raise CliError(
             f"refresh request {req['request_id']} is already {req['status']}"
             f"{' by ' + req['resolved_by'] if req['resolved_by'] else ''}"
         )
     rid = req["request_id"]
-    publish_command(ns, settings, "resolve_refresh", rid, req["source"])
+    publish_command(ns, settings, "resolve_refresh", rid, req["source"], tenant)
     p = req["payload"]
     done(
         ns,
@@ -154,13 +156,14 @@ def refresh_reject(ns: argparse.Namespace, settings: Settings) -> int:
 def refresh_decide(ns: argparse.Namespace, settings: Settings, command: Command, verb: str, status: str) -> int:
     with repo_view(settings) as repo:
         req = find_refresh(repo, ns.id)
+        tenant = command_tenant(repo.claim_tenant(req["claim_key"]))
     if req["status"] != "open":
         raise CliError(
             f"refresh request {req['request_id']} is already {req['status']}"
             f"{' by ' + req['resolved_by'] if req['resolved_by'] else ''}"
         )
     rid = req["request_id"]
-    publish_command(ns, settings, command, rid, req["source"])
+    publish_command(ns, settings, command, rid, req["source"], tenant)
     done(
         ns,
         f"{verb} refresh request {rid} ({req['source']}) by {ns.actor}",

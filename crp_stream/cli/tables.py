@@ -11,6 +11,7 @@ from typing import Any
 from crp_stream import events
 from crp_stream.cli.base import CliError
 from crp_stream.config import Settings
+from crp_stream.core.tenants import DEFAULT_TENANT
 from crp_stream.events import Command
 from crp_stream.events.topics import DEADLETTER, OPERATOR_COMMANDS
 from crp_stream.runtime.embedded import open_runtime
@@ -70,6 +71,11 @@ def print_json(obj: Any) -> None:
 def fields(pairs: Sequence[tuple[str, Any]]) -> str:
     width = max(len(k) for k, _ in pairs)
     return "\n".join(f"{k.ljust(width)}  {'' if v is None else v}" for k, v in pairs)
+
+
+def command_tenant(owner: str | None) -> str | None:
+    """The ``tenant`` field of a command about a target of ``owner``: omitted for the default tenant."""
+    return None if owner is None or owner == DEFAULT_TENANT else owner
 
 
 def publish_command(

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
-import os
 from typing import Any
 
 from crp_stream.cli.base import CliError, add_broker, add_common, settings_of
@@ -52,10 +50,9 @@ def run(ns: argparse.Namespace) -> int:
 
 
 def _console(worker: Any) -> Any:
+    from crp_stream.cli.console import console_tokens
     from crp_stream.console import create_app
     from crp_stream.runtime.kafka.console import KafkaConsoleBackend
 
-    token = os.environ.get("CRP_CONSOLE_TOKEN") or None
-    if token is None:
-        logging.getLogger("crp_stream.console").warning("CRP_CONSOLE_TOKEN is not set: the console is read-only")
-    return create_app(KafkaConsoleBackend(worker), token=token)
+    token, tenants = console_tokens()
+    return create_app(KafkaConsoleBackend(worker), token=token, tenant_tokens=tenants)

@@ -19,13 +19,17 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.templating import Jinja2Templates
 
-from crp_stream.console.security import CSRF_COOKIE, CSRF_FIELD, TOKEN_FIELD, Guard
+from crp_stream.console.security import CSRF_COOKIE, CSRF_FIELD, SESSION_COOKIE, TOKEN_FIELD, Denied, Guard
+from crp_stream.core.tenants import ALL_TENANTS, DEFAULT_TENANT, view_tenant
 from crp_stream.events import Command
 from crp_stream.events.topics import OPERATOR_COMMANDS
 from crp_stream.processors.base import rfc3339
 from crp_stream.runtime.console_port import CommandResult, ConsoleBackend
 
 log = logging.getLogger("crp_stream.console")
+# a write's target once checked: the command's key, and the tenant whose data it touches
+Target = tuple[str, str]
+Problem = tuple[int, str, str]
 STATIC = Path(__file__).resolve().parent / "static"
 CONTENT_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 NAV = (
@@ -47,9 +51,9 @@ def when(us: int | None) -> str:
 
 
 class Console:
-    def __init__(self, backend: ConsoleBackend, token: str | None) -> None:
+    def __init__(self, backend: ConsoleBackend, token: str | None, tenant_tokens: dict[str, str] | None = None) -> None:
         self.backend = backend
-        self.guard = Guard(token)
+        self.guard = Guard(token, tenant_tokens)
         env = Environment(
             loader=PackageLoader("crp_stream.console", "templates"),
             autoescape=select_autoescape(default=True, default_for_string=True),
@@ -62,6 +66,34 @@ class Console:
         """Backend calls block (SQLite, the embedded runtime): run them off the event loop."""
         return await run_in_threadpool(fn, *args, **kwargs)
 
+    def scope(self, request: Request) -> str | None:
+        """Who reads: ``ALL_TENANTS`` (the operator token, or anyone when no tenant token is
+        configured), a tenant, or None (a token is needed: ``Authorization: Bearer`` or ``/login``)."""
+        auth = request.headers.get("authorization", "")
+        if auth[:7].lower() == "bearer ":
+            return self.guard.scope_of(auth[7:].strip())
+        signed_in = self.guard.scope_of_session(request.cookies.get(SESSION_COOKIE))
+        if signed_in is not None:
+            return signed_in
+        return None if self.guard.scoped else ALL_TENANTS
+
+    def viewing(self, request: Request) -> tuple[str | None, Response | None]:
+        """``(tenant, None)``: the tenant this page shows (None: every tenant); or ``(None, the
+        response)`` when the reader may not see it."""
+        scope = self.scope(request)
+        if scope is None:
+            return None, self.page(
+                request, "login.html", http_status=401, next=request.url.path.removeprefix(root(request))
+            )
+        try:
+            tenant = view_tenant(scope, request.query_params.get("tenant"))
+        except PermissionError as exc:
+            return None, self.error(request, 403, "Not allowed", str(exc))
+        except ValueError as exc:
+            return None, self.error(request, 400, "Bad filter", str(exc))
+        request.state.scope, request.state.tenant = scope, tenant
+        return tenant, None
+
     def page(self, request: Request, name: str, http_status: int = 200, **context: Any) -> Response:
         nonce = request.cookies.get(CSRF_COOKIE) or self.guard.new_nonce()
         prefix = root(request)
@@ -71,6 +103,9 @@ class Console:
             path=request.url.path.removeprefix(prefix),
             csrf=self.guard.csrf_for(nonce),
             writes_enabled=self.guard.writes_enabled,
+            scope=getattr(request.state, "scope", None),
+            tenant=getattr(request.state, "tenant", None),
+            all_tenants=ALL_TENANTS,
         )
         resp = self.templates.TemplateResponse(request, name, context, status_code=http_status)
         if request.cookies.get(CSRF_COOKIE) != nonce:
@@ -86,32 +121,27 @@ class Console:
         *,
         action: str,
         target_id: str,
-        check: Callable[[], Awaitable[Any]],
+        check: Callable[[str | None], Awaitable[tuple[Target | None, Problem | None]]],
         command: Command,
         done_url: str,
     ) -> Response:
-        """The one write path: CSRF, token, actor, target known and open, then publish the command.
+        """The one write path: CSRF, token, actor, target known, open and of the token's tenant, then
+        publish the command (with the target's tenant).
 
-        ``check`` returns ``(key, None)`` when the command applies, ``(None, (status, title, message))``
-        otherwise; nothing is published unless every check passed."""
+        ``check(tenant)`` returns ``((key, tenant), None)`` when the command applies to a target of
+        ``tenant`` (None: any tenant), ``(None, (status, title, message))`` otherwise; a target of
+        another tenant is not found. Nothing is published unless every check passed."""
         form = await request.form()
         field = form.get(CSRF_FIELD)
-        given = form.get(TOKEN_FIELD)
+        raw = form.get(TOKEN_FIELD)
+        given = raw if isinstance(raw, str) else None
         actor = str(form.get("actor") or "").strip()
         denied = self.guard.check_csrf(request.cookies.get(CSRF_COOKIE), field if isinstance(field, str) else None)
-        denied = denied or self.guard.check_token(given if isinstance(given, str) else None)
+        scope = self.guard.scope_of(given)
+        if denied is None and scope is None:
+            denied = self.guard.check_token(given)
         if denied is not None:
-            details = {
-                "action": action,
-                "target_id": target_id,
-                "status": denied.status,
-                "reason": denied.reason,
-                "actor": actor or None,
-                "client": request.client.host if request.client else None,
-            }
-            await self.call(self.backend.record_denied, details)
-            log.warning("console: refused %s %s: %s", action, target_id, denied.reason)
-            return self.error(request, denied.status, "Not allowed", denied.reason)
+            return await self._refused(request, action, target_id, actor, denied)
         if not actor:
             return self.error(
                 request,
@@ -119,11 +149,25 @@ class Console:
                 "Actor required",
                 "Say who decides: the actor is written into the audit event. Nothing was published.",
             )
-        key, problem = await check()
-        if problem is not None:
-            return self.error(request, *problem)
+        found, problem = await check(None if scope == ALL_TENANTS else scope)
+        if problem is not None and problem[0] == 403:  # another tenant's target: audited like a bad token
+            return await self._refused(request, action, target_id, actor, Denied(403, problem[2]))
+        if problem is not None or found is None:
+            return self.error(request, *(problem or (404, "Not found", "Nothing was published.")))
+        key, tenant = found
+        denied = self.guard.check_token(given, tenant)
+        if denied is not None:
+            return await self._refused(request, action, target_id, actor, denied)
         reason = str(form.get("reason") or "").strip() or None
-        result: CommandResult = await self.call(self.backend.publish_command, command, target_id, key, actor, reason)
+        result: CommandResult = await self.call(
+            self.backend.publish_command,
+            command,
+            target_id,
+            key,
+            actor,
+            reason,
+            tenant=None if tenant == DEFAULT_TENANT else tenant,
+        )
         if result.rejected:
             return self.error(request, 409, "Command rejected", f"{command} {target_id}: {result.rejected}")
         if result.pending:
@@ -137,11 +181,25 @@ class Console:
         log.info("console: %s %s by %s (command %s)", command, target_id, actor, result.command_id)
         return RedirectResponse(f"{root(request)}{done_url}?done={command}", status_code=303)
 
+    async def _refused(self, request: Request, action: str, target_id: str, actor: str, denied: Denied) -> Response:
+        details = {
+            "action": action,
+            "target_id": target_id,
+            "status": denied.status,
+            "reason": denied.reason,
+            "actor": actor or None,
+            "client": request.client.host if request.client else None,
+        }
+        await self.call(self.backend.record_denied, details)
+        log.warning("console: refused %s %s: %s", action, target_id, denied.reason)
+        return self.error(request, denied.status, "Not allowed", denied.reason)
 
-def create_app(backend: ConsoleBackend, *, token: str | None) -> Starlette:
-    from crp_stream.console.pages import audit, envelopes, fabric, quarantine, refresh
 
-    console = Console(backend, token)
+def create_app(backend: ConsoleBackend, *, token: str | None, tenant_tokens: dict[str, str] | None = None) -> Starlette:
+    """``tenant_tokens``: token -> tenant (``core.tenants.tenant_tokens`` of CRP_CONSOLE_TENANT_TOKENS)."""
+    from crp_stream.console.pages import audit, envelopes, fabric, login, quarantine, refresh
+
+    console = Console(backend, token, tenant_tokens)
 
     async def home(request: Request) -> Response:
         return RedirectResponse(f"{root(request)}/refresh", status_code=307)
@@ -159,7 +217,7 @@ def create_app(backend: ConsoleBackend, *, token: str | None) -> Starlette:
         )
 
     routes: list[BaseRoute] = [Route("/", home), Route("/static/{name}", static)]
-    for module in (refresh, quarantine, audit, envelopes, fabric):
+    for module in (login, refresh, quarantine, audit, envelopes, fabric):
         routes += module.routes(console)
     app = Starlette(routes=routes)
     app.state.console = console

@@ -98,7 +98,7 @@ class EmbeddedBackend:
     # --- writes -----------------------------------------------------------------------------------
 
     def publish_command(
-        self, command: Command, target_id: str, key: str, actor: str, reason: str | None
+        self, command: Command, target_id: str, key: str, actor: str, reason: str | None, tenant: str | None = None
     ) -> CommandResult:
         """Publish the operator command and process it; the handler's reason if it was rejected."""
         with self._lock:
@@ -107,9 +107,16 @@ class EmbeddedBackend:
                 dead = self.settings.topic(DEADLETTER)
                 ends = rt.log.end_offsets()
                 position = str(ends.get(self.settings.topic(OPERATOR_COMMANDS), 0))
-                command_id = derive_id("operator-console", command, target_id, actor, reason or "", position)
+                command_id = derive_id(
+                    "operator-console", command, target_id, actor, reason or "", position, *([tenant] if tenant else [])
+                )
                 cmd = events.OperatorCommand(
-                    command_id=command_id, command=command, target_id=target_id, actor=actor, reason=reason
+                    command_id=command_id,
+                    command=command,
+                    target_id=target_id,
+                    actor=actor,
+                    reason=reason,
+                    tenant=tenant,
                 )
                 rt.publish(OPERATOR_COMMANDS, key, events.encode(cmd))
                 rt.run_until_idle()

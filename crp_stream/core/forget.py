@@ -8,7 +8,7 @@ document of the tenant, of any source; a document without ``document_id`` is nam
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from crp_stream.core.tenants import tenant_name
@@ -51,3 +51,36 @@ def forgotten_needles(fact_ids: Iterable[str], texts: Iterable[str]) -> list[byt
         out.add(json.dumps(text)[1:-1].encode())
         out.add(json.dumps(text, ensure_ascii=False)[1:-1].encode())
     return sorted(n for n in out if n)
+
+
+def forget_of(value: Any) -> tuple[str, str, str | None] | None:
+    """CONTRACT "forget": ``(tenant, kind, target)`` of an operator command's decoded JSON when it is a
+    well-formed ``forget``, else None (the operator handler gives such a command its reason)."""
+    if not isinstance(value, dict) or value.get("command") != "forget":
+        return None
+    raw_tenant, target_id = value.get("tenant"), value.get("target_id")
+    if not isinstance(target_id, str) or (raw_tenant is not None and not isinstance(raw_tenant, str)):
+        return None
+    try:
+        kind, name = forget_target(target_id)
+    except ValueError:
+        return None
+    return tenant_name(raw_tenant), kind, name
+
+
+def replay_keeps(values: Sequence[tuple[bool, Any]]) -> list[bool]:
+    """CONTRACT "forget": which records of a log, in replay order, a rebuild applies. ``values`` holds
+    ``(is_input, decoded JSON)`` per record: a document or telemetry input that a later ``forget``
+    names is left out (a forgotten input never enters the fabric again, not even until its command
+    is replayed); everything else is kept."""
+    keeps = [True] * len(values)
+    later: list[tuple[str, str, str | None]] = []
+    for i in range(len(values) - 1, -1, -1):
+        is_input, value = values[i]
+        if not is_input:
+            f = forget_of(value)
+            if f is not None:
+                later.append(f)
+        elif later and isinstance(value, dict):
+            keeps[i] = not any(forgets_input(value, *f) for f in later)
+    return keeps

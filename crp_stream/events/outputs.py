@@ -53,7 +53,7 @@ class FactRecorded(OutputEvent):
     epoch: Time
     modified_at: Time
     ttl: Ttl
-    text: Text
+    text: Text | None = None  # omitted when ``sealed`` carries it
     importance: Fraction
     subject: Label | None = None
     attribute: Label | None = None
@@ -62,6 +62,9 @@ class FactRecorded(OutputEvent):
     status: FactStatus
     origin_event_id: Id
     tenant: Tenant | None = None  # omitted for the default tenant
+    # the text of a fact from a sealed input under its document's key, ``KEY_ID:NONCE:DATA`` (base64;
+    # one string, so the changelog's records stay objects of scalars; docs/security.md "The log forgets")
+    sealed: Annotated[str, Field(min_length=1, max_length=4 * TEXT_MAX)] | None = None
 
 
 class FactStatusChanged(OutputEvent):
@@ -69,7 +72,8 @@ class FactStatusChanged(OutputEvent):
 
     type: Literal["FactStatusChanged"] = "FactStatusChanged"
     fact_id: Id
-    status: FactStatus
+    # ``forgotten``: ``crp-stream forget`` removed the fact (every worker drops its point; no text here)
+    status: FactStatus | Literal["forgotten"]
     reason: Reason
     at: Time
     cause_id: Id | None = None

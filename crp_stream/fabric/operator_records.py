@@ -8,8 +8,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import Connection, Table, select, update
+from sqlalchemy import Connection, Table, func, select, update
 
+from crp_stream.core.tenants import DEFAULT_TENANT
 from crp_stream.fabric import tables as t
 from crp_stream.fabric.claim_index import CLAIMS_GENERATION
 from crp_stream.fabric.driver_sql import DriverSQL
@@ -265,3 +266,42 @@ class OperatorRecords(DriverSQL):
             self._claims_written()
             if self.claims is not None:
                 self.claims.claim_key_set(fact_ids, claim_key)
+
+
+class TenantRecords:
+    """Which tenant owns what the console shows: claims by their facts (claims never cross tenants),
+    sessions by their state. Console reads only; not a hot path."""
+
+    conn: Connection
+
+    def tenant_owners(self) -> dict[str, str]:
+        f = t.facts.c
+        q = select(f.claim_key, f.tenant).where(f.claim_key.is_not(None)).distinct()
+        out = {str(k): str(tenant) for k, tenant in self.conn.execute(q)}
+        for sid, state in self.conn.execute(select(t.sessions.c.session_id, t.sessions.c.state)):
+            out[str(sid)] = str(json.loads(state).get("tenant", DEFAULT_TENANT))
+        return out
+
+    def fact_counts_of(self, tenant: str | None) -> list[tuple[str, str, int]]:
+        """(source, status, facts) of one tenant (every tenant: None)."""
+        f = t.facts.c
+        q = select(f.source, f.status, func.count()).group_by(f.source, f.status).order_by(f.source, f.status)
+        if tenant is not None:
+            q = q.where(f.tenant == tenant)
+        return [(str(s), str(st), int(n)) for s, st, n in self.conn.execute(q)]
+
+    def source_trust_of(self, tenant: str) -> dict[str, float]:
+        """The trust a tenant's facts of each source carry (the source row's trust is the last
+        tenant's to write it)."""
+        f = t.facts.c
+        q = select(f.source, func.max(f.trust)).where(f.tenant == tenant).group_by(f.source)
+        return {str(s): float(tr) for s, tr in self.conn.execute(q)}
+
+    def claim_tenant(self, claim_key: str) -> str | None:
+        """The tenant of a claim (of its facts), None when no fact of it is left."""
+        f = t.facts.c
+        row = self.conn.execute(select(f.tenant).where(f.claim_key == claim_key).limit(1)).first()
+        return None if row is None else str(row[0])
+
+    def tenants(self) -> list[str]:
+        return [str(x) for (x,) in self.conn.execute(select(t.facts.c.tenant).distinct().order_by(t.facts.c.tenant))]

@@ -17,9 +17,10 @@ from crp_stream.fabric.driver_sql import copy_rows
 from crp_stream.fabric.edge_records import EdgeRecords
 from crp_stream.fabric.forget_records import ForgetRecords
 from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
-from crp_stream.fabric.operator_records import OperatorRecords, canonical_json
+from crp_stream.fabric.operator_records import OperatorRecords, TenantRecords, canonical_json
 from crp_stream.fabric.progress_records import ProgressRecords
 from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
+from crp_stream.fabric.sealing import SealingRecords
 from crp_stream.fabric.vector_records import VectorRecords
 
 _FACT_COLUMNS = t.column_names(t.facts)
@@ -37,7 +38,9 @@ _MARK_COLUMNS = ("consumer", "event_id", "content_hash", "topic", "offset")
 _MARK_INSERT = 'INSERT INTO processed_events (consumer, event_id, content_hash, topic, "offset") VALUES '
 
 
-class Repository(ProgressRecords, OperatorRecords, EdgeRecords, ForgetRecords, VectorRecords):
+class Repository(
+    ProgressRecords, OperatorRecords, EdgeRecords, ForgetRecords, VectorRecords, SealingRecords, TenantRecords
+):
     def __init__(self, conn: Connection, claims: ClaimIndex | None = None, fixed: dict[str, str] | None = None):
         self.conn = conn
         # meta values fixed at the fabric's first write (the model, its dimension, the embedding

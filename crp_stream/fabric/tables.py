@@ -202,3 +202,17 @@ meta = Table(
     Column("key", String(64), primary_key=True),
     Column("value", Text, nullable=False),
 )
+
+# ``sealed`` input records (docs/security.md "The log forgets"): one key per (tenant, source, document).
+# ``forget`` destroys a key by setting it to NULL; the row stays, so a record sealed with a destroyed
+# key is known as forgotten rather than as sealed with a key nobody issued.
+sealing_keys = Table(
+    "sealing_keys",
+    metadata,
+    Column("key_id", ID, primary_key=True),
+    Column("tenant", String(64), nullable=False),
+    Column("source", String(256), nullable=False),
+    Column("document", String(256), nullable=False),
+    Column("key", LargeBinary, nullable=True),
+    Index("ix_sealing_keys_scope", "tenant", "source", "document"),
+)

@@ -19,6 +19,7 @@ from crp_stream.events import topics
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors import tracing
 from crp_stream.processors.base import AnyHandler, BatchItem, Emitter, Output, Record, rfc3339
+from crp_stream.processors.sealed import open_sealed
 
 log = logging.getLogger(__name__)
 
@@ -229,9 +230,12 @@ def _decode(
         _dead(out, record, "a string holds a NUL character (\\u0000), which the fabric cannot store")
         return out, None, None, False
     try:
+        opened = open_sealed(record.topic, value, uow)
+        if opened is None:  # sealed under a key ``forget`` destroyed: forgotten, nothing to do
+            return out, None, None, False
         event = events.decode_input(
             record.topic,
-            record.value,
+            opened,
             max_bytes=uow.settings.max_record_bytes,
             max_facts=uow.settings.max_facts_per_document,
         )

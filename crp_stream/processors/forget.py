@@ -14,6 +14,7 @@ from crp_stream.core.forget import forget_target, forgotten_needles
 from crp_stream.core.ids import derive_id
 from crp_stream.core.tenants import tenant_name
 from crp_stream.events import Rejected
+from crp_stream.events.topics import FACTS
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.forget_records import Forgotten
 from crp_stream.fabric.graph import GRAPH_GENERATION
@@ -33,6 +34,7 @@ def forget(cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfW
     sources = sorted({str(r["source"]) for r in facts}) if kind != "document" else []
     counts = uow.repo.erase_facts(facts, tenant, sources)
     uow.vectors.delete(ids)
+    keys = uow.repo.destroy_sealing_keys(tenant, kind, target)  # sealed records on the log: unreadable now
     if uow.repo.claims is not None:
         uow.repo.claims.invalidate_facts([{"fact_id": r["fact_id"], "claim_key": r["claim_key"]} for r in facts])
     # every process's caches: the counters move (other workers reload), this one's are emptied
@@ -42,6 +44,17 @@ def forget(cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfW
     uow.fabric.graph.clear()
     uow.fabric.facts.clear()
     needles = forgotten_needles(ids, [str(r["text"]) for r in facts])
+    # the changelog says so, by id only: every worker's own vector index drops the points
+    # (runtime/kafka/projection.py), and a consumer of crp.facts learns the fact is gone
+    for fid in ids:
+        change = events.FactStatusChanged(
+            fact_id=fid,
+            status="forgotten",
+            reason="forgotten by operator command",
+            at=record.at,
+            cause_id=cmd.command_id,
+        )
+        out.emit(FACTS, fid, events.encode(change))
     uow.forgotten.append(Forgotten(tenant, kind, target, needles, record.topic, record.offset))
     audit(
         uow,
@@ -60,6 +73,7 @@ def forget(cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfW
             "refresh_requests": counts["refresh_requests"],
             "quarantine_candidates": counts["quarantine"],
             "vectors": len(ids),
+            "sealing_keys": keys,
             "actor": actor,
             "command_id": cmd.command_id,
         },

@@ -33,6 +33,7 @@ from crp_stream.processors.ingest_plan import (
     texts_to_embed,
 )
 from crp_stream.processors.provenance import audit_unproven
+from crp_stream.processors.sealed import sealing_of
 from crp_stream.processors.similarity import write_similarity_edges
 
 log = logging.getLogger(__name__)
@@ -230,6 +231,7 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
             return
         at = item.record.at
         modified = us_to_dt(p.modified_us)
+        seal = sealing_of(p.event, uow)
         for d in p.fresh:
             fact = events.FactRecorded(
                 fact_id=d.fact_id,
@@ -239,7 +241,8 @@ class IngestHandler(Handler[events.DocumentPublished | events.TelemetryObserved]
                 epoch=at,
                 modified_at=modified,
                 ttl=d.ttl_text,
-                text=d.text,
+                text=None if seal else d.text,
+                sealed=seal(d.fact_id, d.text) if seal else None,
                 importance=d.importance,
                 subject=d.subject,
                 attribute=d.attribute,

@@ -89,7 +89,7 @@ def plan(event: events.DocumentPublished | events.TelemetryObserved, record: Rec
     trust = (
         admission.trust
         if admission.trust is not None
-        else uow.settings.trust_for(event.source, source_type, event.trust)
+        else uow.settings.trust_for(event.source, source_type, event.trust, event.tenant)
     )
     _given_vectors(event, drafts, uow)
     return Plan(event, record, admission, kind, source_type, document_id, modified_us, trust, drafts)

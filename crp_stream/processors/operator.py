@@ -17,12 +17,22 @@ from typing import Any
 
 from crp_stream import events
 from crp_stream.core.ids import derive_id
+from crp_stream.core.tenants import command_reaches
 from crp_stream.events import AuditType, Rejected
 from crp_stream.events.topics import OPERATOR_COMMANDS
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import Emitter, Handler, Record
 from crp_stream.processors.effects import audit, change_status, quarantine_candidate
 from crp_stream.processors.forget import forget
+
+
+def _reaches(cmd: events.OperatorCommand, uow: UnitOfWork, claim_key: str) -> bool:
+    """A command acts on its own tenant's requests and candidates only (``core.tenants.command_reaches``)."""
+    return command_reaches(cmd.tenant, uow.repo.claim_tenant(claim_key))
+
+
+def _in(cmd: events.OperatorCommand) -> str:
+    return "" if cmd.tenant is None else f" in tenant {cmd.tenant}"
 
 
 def _by(row: Mapping[str, Any], field: str) -> str:
@@ -55,8 +65,8 @@ class OperatorHandler(Handler[events.OperatorCommand]):
         self, cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfWork, out: Emitter
     ) -> None:
         req = uow.repo.refresh_request(cmd.target_id)
-        if req is None:
-            raise Rejected(f"target_id: no refresh request {cmd.target_id!r}")
+        if req is None or not _reaches(cmd, uow, req["claim_key"]):
+            raise Rejected(f"target_id: no refresh request {cmd.target_id!r}{_in(cmd)}")
         if req["status"] != "open":
             raise Rejected(
                 f"target_id: refresh request {cmd.target_id!r} is already {req['status']}{_by(req, 'resolved_by')}"
@@ -90,8 +100,8 @@ class OperatorHandler(Handler[events.OperatorCommand]):
         self, cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfWork, out: Emitter
     ) -> None:
         req = uow.repo.refresh_request(cmd.target_id)
-        if req is None:
-            raise Rejected(f"target_id: no refresh request {cmd.target_id!r}")
+        if req is None or not _reaches(cmd, uow, req["claim_key"]):
+            raise Rejected(f"target_id: no refresh request {cmd.target_id!r}{_in(cmd)}")
         if req["status"] != "open":
             raise Rejected(
                 f"target_id: refresh request {cmd.target_id!r} is already {req['status']}{_by(req, 'resolved_by')}"
@@ -135,8 +145,8 @@ class OperatorHandler(Handler[events.OperatorCommand]):
 
     def _confirm(self, cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         cand = uow.repo.candidate(cmd.target_id)
-        if cand is None:
-            raise Rejected(f"target_id: no quarantine candidate {cmd.target_id!r}")
+        if cand is None or not _reaches(cmd, uow, cand["claim_key"]):
+            raise Rejected(f"target_id: no quarantine candidate {cmd.target_id!r}{_in(cmd)}")
         if cand["status"] == "confirmed":
             raise Rejected(
                 f"target_id: quarantine candidate {cmd.target_id!r} is already confirmed{_by(cand, 'decided_by')}"
@@ -155,6 +165,8 @@ class OperatorHandler(Handler[events.OperatorCommand]):
 
     def _release(self, cmd: events.OperatorCommand, actor: str, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         cand = uow.repo.candidate(cmd.target_id)
+        if cand is not None and not _reaches(cmd, uow, cand["claim_key"]):
+            cand = None  # another tenant's: as if there were none
         if cand is not None:
             if cand["status"] == "released":
                 raise Rejected(
@@ -165,8 +177,8 @@ class OperatorHandler(Handler[events.OperatorCommand]):
             uow.repo.decide_candidate(cmd.target_id, "released", record.ts_us, actor)
         else:
             fact = uow.repo.facts_by_ids([cmd.target_id]).get(cmd.target_id)
-            if fact is None:
-                raise Rejected(f"target_id: no quarantine candidate or fact {cmd.target_id!r}")
+            if fact is None or not command_reaches(cmd.tenant, fact["tenant"]):
+                raise Rejected(f"target_id: no quarantine candidate or fact {cmd.target_id!r}{_in(cmd)}")
             if fact["status"] != "quarantined":
                 raise Rejected(f"target_id: fact {cmd.target_id!r} is not quarantined (status {fact['status']})")
             fact_ids = [cmd.target_id]

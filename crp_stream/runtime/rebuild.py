@@ -66,15 +66,23 @@ def saved_rows(engine: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 
 def drop_projections(engine: Any, meta_rows: list[dict[str, Any]], settings: Settings) -> None:
-    """Every table dropped and created again (consumer offsets included), the kept ``meta`` rows back."""
+    """Every table dropped and created again (consumer offsets included), the kept ``meta`` rows and
+    the sealing keys back."""
     log.info(
         "rebuild: dropping the projections (database %s, vectors %s)", engine.url.render_as_string(), settings.vectors
     )
+    # the keys of sealed records are no projection: the log cannot derive them, and without them
+    # every sealed record would read as forgotten
+    with engine.connect() as conn:
+        names = inspect(engine).get_table_names()
+        keys = [dict(r._mapping) for r in conn.execute(select(t.sealing_keys))] if "sealing_keys" in names else []
     db.downgrade(engine)
     db.upgrade(engine)
     with engine.begin() as conn:
         for row in meta_rows:
             conn.execute(t.meta.insert().values(**row))
+        if keys:
+            conn.execute(t.sealing_keys.insert(), keys)
 
 
 def snapshot(engine: Any, settings: Settings) -> dict[str, Any]:

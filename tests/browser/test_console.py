@@ -276,3 +276,35 @@ def test_the_audit_tail_shows_new_events_without_a_reload(server: tuple[str, Pat
     cs.wait_for("the new audit row", lambda: len(all_css(driver, "#audit-rows tr[data-seq]")) == before + 1)
     assert driver.execute_script("return window.__marker") == 1
     assert "tail-probe" in all_css(driver, "#audit-rows tr[data-seq]")[-1].get_attribute("innerHTML")
+
+
+def test_forget_a_document_from_the_fabric_page_after_a_confirmation(
+    server: tuple[str, Path], driver: Any, data: Path
+) -> None:
+    """Last: it removes the sample's community thread. The button shows a preview (counts, never text);
+    only the confirmation with its box ticked publishes the operator command."""
+    from selenium.webdriver.support.ui import Select
+
+    url, _log = server
+    thread = [f for f in cs.topic_values(data, "crp.facts") if f.get("origin_event_id") == "sample-community-rate"]
+    texts = [f["text"] for f in thread]
+    assert texts
+    driver.get(url + "/fabric")
+    assert all_css(driver, '#facts tr[data-source="community_notes"]')
+    Select(by_css(driver, "#forget select[name=kind]")).select_by_value("document")
+    by_css(driver, "#forget input[name=name]").send_keys("rate-limit-thread")
+    by_css(driver, "#forget button[type=submit]").click()
+    cs.wait_for("the preview", lambda: all_css(driver, "#forget-preview"))
+    preview = by_css(driver, "#forget-preview").text
+    assert re.search(r"removes \d+ fact", preview) and all(t not in driver.page_source for t in texts)
+    by_css(driver, "#forget-confirm input[name=confirm]").click()
+    submit(driver, "forget-confirm", "dpo", TOKEN, reason="erasure request")
+    cs.wait_for("the fabric page", lambda: all_css(driver, "#done"))
+    # the embedded log forgot too: of the thread's facts only their "forgotten" status changes are left (ids only)
+    left = [f for f in cs.topic_values(data, "crp.facts") if f.get("fact_id") in {t["fact_id"] for t in thread}]
+    assert sorted((f["type"], f["status"]) for f in left) == [("FactStatusChanged", "forgotten")] * len(thread)
+    assert all(t not in str(left) for t in texts)
+    [cmd] = [c for c in cs.topic_values(data, "crp.operator.commands") if c["command"] == "forget"]
+    assert (cmd["target_id"], cmd["actor"]) == ("document:rate-limit-thread", "dpo")
+    [event] = [a for a in cs.topic_values(data, "crp.audit") if a["audit_type"] == "FACTS_FORGOTTEN"]
+    assert event["details"]["facts"] == len(thread) and all(t not in str(event) for t in texts)

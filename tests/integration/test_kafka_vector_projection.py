@@ -117,3 +117,40 @@ def test_a_worker_started_after_facts_exist_loads_them_and_follows_the_other_wor
     serve.stop()
     with EdgeVectorIndex(env.tmp / "vectors-serve") as own:
         assert own.count() == 4  # every fact, each once
+
+
+def test_a_forget_applied_by_one_worker_leaves_no_point_in_the_others_index(env: SimpleNamespace) -> None:
+    """The forget is applied by the worker of the operator group; the serving worker's own index drops
+    the points through the ``forgotten`` status changes on crp.facts, and its envelopes never carry them."""
+    k = env.kafka
+    ops = WorkerProcess(env.tmp, env.prefix, env.db, name="ops", groups="ingest,operator").start()
+    serve = WorkerProcess(env.tmp, env.prefix, env.db, name="serve", groups="arbiter,retrieval").start()
+    env.workers += [ops, serve]
+    ops.wait_ready()
+    serve.wait_ready()
+    k.tap(("crp.facts", "crp.envelopes"))
+    k.produce("crp.documents", "vendor_docs", document("etcd-v1", "etcd-ports", "etcd", 2379))
+    k.produce("crp.documents", "vendor_docs", document("consul-v1", "consul-ports", "consul", 8500))
+    recs = k.wait_for(
+        lambda rs: sum(1 for r in rs if r.topic == "crp.facts" and r.json.get("type") == "FactRecorded") == 2,
+        what="the two facts",
+    )
+    etcd, consul = fact_of(recs, "etcd-v1"), fact_of(recs, "consul-v1")
+    k.produce("crp.window.requests", "s-proj-1", request(1, ["etcd", "consul"]))
+    assert {etcd, consul} <= served(k, 1)
+
+    command = {"command_id": "forget-etcd", "command": "forget", "target_id": "document:etcd-ports", "actor": "dpo"}
+    k.produce("crp.operator.commands", "vendor_docs", command)
+    k.wait_for(
+        lambda rs: any(r.topic == "crp.facts" and r.json.get("status") == "forgotten" for r in rs),
+        what="the forgotten status change",
+    )
+    k.produce("crp.window.requests", "s-proj-2", request(2, ["etcd", "consul"]))
+    facts = served(k, 2)
+    assert consul in facts and etcd not in facts
+    assert serve.metric("crp_barrier_timeouts_total") == 0, serve.log_tail()
+    ops.stop()
+    serve.stop()
+    for name in ("serve", "ops"):
+        with EdgeVectorIndex(env.tmp / f"vectors-{name}") as own:
+            assert own.get_vectors([etcd, consul]).keys() == {consul}, name

@@ -10,12 +10,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from crp_stream.console.app import Console
+from crp_stream.core.tenants import audit_tenant
 from crp_stream.events import AuditType
 from crp_stream.events.common import parse_time
 from crp_stream.processors.base import dt_to_us
 
 AUDIT_TYPES: tuple[str, ...] = get_args(AuditType)
 PAGE = 200
+TENANT_SCAN = 5  # pages of rows read to fill one page of a tenant's events
 
 
 class FilterError(ValueError):
@@ -54,16 +56,24 @@ def filters(request: Request) -> dict[str, Any]:
 def routes(console: Console) -> list[Route]:
     backend = console.backend
 
-    def load(f: dict[str, Any], after: int) -> list[dict[str, Any]]:
+    def load(f: dict[str, Any], after: int, tenant: str | None) -> list[dict[str, Any]]:
         with backend.repo() as repo:
-            return [dict(a) for a in repo.audit_query(**f, after_seq=after, limit=PAGE)]
+            if tenant is None:
+                return [dict(a) for a in repo.audit_query(**f, after_seq=after, limit=PAGE)]
+            owners = repo.tenant_owners()
+            rows = repo.audit_query(**f, after_seq=after, limit=PAGE * TENANT_SCAN)
+        # a tenant's reader sees only the events about its own data (``core.tenants.audit_tenant``)
+        return [dict(a) for a in rows if audit_tenant(a["details"], owners) == tenant][:PAGE]
 
     async def index(request: Request) -> Response:
+        tenant, stop = console.viewing(request)
+        if stop is not None:
+            return stop
         try:
             f = filters(request)
         except FilterError as exc:
             return console.error(request, 400, "Bad filter", str(exc))
-        rows = await console.call(load, f, 0)
+        rows = await console.call(load, f, 0, tenant)
         last = rows[-1]["seq"] if rows else 0
         return console.page(
             request,
@@ -77,12 +87,15 @@ def routes(console: Console) -> list[Route]:
         )
 
     async def tail(request: Request) -> Response:
+        tenant, stop = console.viewing(request)
+        if stop is not None:
+            return stop
         try:
             f = filters(request)
             after = int(request.query_params.get("after", "0"))
         except (FilterError, ValueError) as exc:
             return console.error(request, 400, "Bad filter", str(exc))
-        rows = await console.call(load, f, after)
+        rows = await console.call(load, f, after, tenant)
         last = rows[-1]["seq"] if rows else after
         return console.page(request, "audit_rows.html", rows=rows, tail_query=_tail_query(request, last))
 
@@ -92,5 +105,5 @@ def routes(console: Console) -> list[Route]:
 def _tail_query(request: Request, last: int) -> str:
     from urllib.parse import urlencode
 
-    keep = {k: v for k, v in request.query_params.items() if k in ("type", "key", "since", "until") and v}
+    keep = {k: v for k, v in request.query_params.items() if k in ("type", "key", "since", "until", "tenant") and v}
     return urlencode({**keep, "after": last})

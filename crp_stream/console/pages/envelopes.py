@@ -12,6 +12,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from crp_stream.console.app import Console
+from crp_stream.core.tenants import DEFAULT_TENANT
 from crp_stream.events.topics import ENVELOPES, WINDOW_REPORTS
 
 FACT_FIELDS = (
@@ -71,11 +72,24 @@ def window_view(
 def routes(console: Console) -> list[Route]:
     backend = console.backend
 
-    def sessions() -> list[tuple[str, int]]:
-        counts = Counter(r.key for r in backend.records(ENVELOPES, limit=100_000) if r.key)
+    def owners(tenant: str | None) -> dict[str, str]:
+        if tenant is None:
+            return {}
+        with backend.repo() as repo:
+            return repo.tenant_owners()
+
+    def sessions(tenant: str | None) -> list[tuple[str, int]]:
+        of = owners(tenant)
+        counts = Counter(
+            r.key
+            for r in backend.records(ENVELOPES, limit=100_000)
+            if r.key and (tenant is None or of.get(r.key, DEFAULT_TENANT) == tenant)
+        )
         return sorted(counts.items())
 
-    def load(session_id: str) -> dict[str, Any] | None:
+    def load(session_id: str, tenant: str | None) -> dict[str, Any] | None:
+        if tenant is not None and owners(tenant).get(session_id, DEFAULT_TENANT) != tenant:
+            return None  # another tenant's session: not found
         recs = backend.records(ENVELOPES, key=session_id)
         if not recs:
             return None
@@ -109,11 +123,17 @@ def routes(console: Console) -> list[Route]:
         return {"session_id": session_id, "windows": windows, "summary": summary}
 
     async def index(request: Request) -> Response:
-        return console.page(request, "envelopes.html", sessions=await console.call(sessions))
+        tenant, stop = console.viewing(request)
+        if stop is not None:
+            return stop
+        return console.page(request, "envelopes.html", sessions=await console.call(sessions, tenant))
 
     async def show(request: Request) -> Response:
+        tenant, stop = console.viewing(request)
+        if stop is not None:
+            return stop
         sid = request.path_params["session_id"]
-        found = await console.call(load, sid)
+        found = await console.call(load, sid, tenant)
         if found is None:
             return console.error(request, 404, "No such session", f"No envelope was assembled for session {sid!r}.")
         return console.page(request, "envelope_session.html", **found)

@@ -8,8 +8,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from crp_stream.console.app import Console
+from crp_stream.console.app import Console, Problem, Target
 from crp_stream.console.evidence import partitions, timeline_svg
+from crp_stream.core.tenants import DEFAULT_TENANT
 from crp_stream.events import Command
 
 STATUSES = ("open", "resolved", "rejected", "all")
@@ -31,18 +32,28 @@ def history(repo: Any, claim_key: str, ids: set[str]) -> list[dict[str, Any]]:
     ]
 
 
+def owner(owners: dict[str, str], claim_key: str) -> str:
+    """The tenant of a claim's request or candidate: the tenant of the claim's facts."""
+    return owners.get(claim_key, DEFAULT_TENANT)
+
+
 def routes(console: Console) -> list[Route]:
     backend = console.backend
 
-    def load_list(status: str) -> list[dict[str, Any]]:
+    def load_list(status: str, tenant: str | None) -> list[dict[str, Any]]:
         with backend.repo() as repo:
-            return [dict(r) for r in repo.refresh_requests(None if status == "all" else status)]
+            rows = repo.refresh_requests(None if status == "all" else status)
+            owners = repo.tenant_owners() if tenant is not None else {}
+        return [dict(r) for r in rows if tenant is None or owner(owners, r["claim_key"]) == tenant]
 
-    def load_one(request_id: str) -> dict[str, Any] | None:
+    def load_one(request_id: str, tenant: str | None) -> dict[str, Any] | None:
         with backend.repo() as repo:
             req = repo.refresh_request(request_id)
             if req is None:
                 return None
+            of = owner(repo.tenant_owners(), req["claim_key"])
+            if tenant is not None and of != tenant:
+                return None  # another tenant's: not found, as if it did not exist
             facts = repo.facts_for_claim(req["claim_key"])
             past = history(repo, req["claim_key"], {request_id})
             acks = [
@@ -50,18 +61,24 @@ def routes(console: Console) -> list[Route]:
                 for a in past
                 if a["audit_type"] == "REFRESH_ACKNOWLEDGED" and a["details"].get("request_id") == request_id
             ]
-            return {"req": dict(req), "parts": partitions(facts), "history": past, "acks": acks}
+            return {"req": dict(req), "parts": partitions(facts), "history": past, "acks": acks, "owner": of}
 
     async def index(request: Request) -> Response:
+        tenant, stop = console.viewing(request)
+        if stop is not None:
+            return stop
         status = request.query_params.get("status", "open")
         if status not in STATUSES:
             return console.error(request, 400, "Bad filter", f"status must be one of {', '.join(STATUSES)}")
-        rows = await console.call(load_list, status)
+        rows = await console.call(load_list, status, tenant)
         return console.page(request, "refresh_list.html", rows=rows, status=status, statuses=STATUSES)
 
     async def show(request: Request) -> Response:
+        tenant, stop = console.viewing(request)
+        if stop is not None:
+            return stop
         rid = request.path_params["request_id"]
-        found = await console.call(load_one, rid)
+        found = await console.call(load_one, rid, tenant)
         if found is None:
             return console.error(request, 404, "No such refresh request", f"There is no refresh request {rid!r}.")
         return console.page(
@@ -77,8 +94,8 @@ def routes(console: Console) -> list[Route]:
         if decision not in DECISIONS:
             return console.error(request, 404, "No such action", f"{decision!r} is not resolve, acknowledge or reject.")
 
-        async def check() -> tuple[str | None, tuple[int, str, str] | None]:
-            found = await console.call(load_one, rid)
+        async def check(tenant: str | None) -> tuple[Target | None, Problem | None]:
+            found = await console.call(load_one, rid, tenant)
             if found is None:
                 return None, (
                     404,
@@ -93,7 +110,7 @@ def routes(console: Console) -> list[Route]:
                     f"Refresh request {rid} is already {req['status']}"
                     f"{' by ' + req['resolved_by'] if req['resolved_by'] else ''}; nothing was published.",
                 )
-            return str(req["source"]), None
+            return (str(req["source"]), str(found["owner"])), None
 
         return await console.act(
             request,

@@ -142,12 +142,14 @@ class KafkaConsoleBackend:
             await producer.stop()
 
     def publish_command(
-        self, command: Command, target_id: str, key: str, actor: str, reason: str | None
+        self, command: Command, target_id: str, key: str, actor: str, reason: str | None, tenant: str | None = None
     ) -> CommandResult:
         nonce = f"{time.time_ns()}"  # two identical decisions are two commands; the id says when
-        command_id = derive_id("operator-console", command, target_id, actor, reason or "", nonce)
+        command_id = derive_id(
+            "operator-console", command, target_id, actor, reason or "", nonce, *([tenant] if tenant else [])
+        )
         cmd = events.OperatorCommand(
-            command_id=command_id, command=command, target_id=target_id, actor=actor, reason=reason
+            command_id=command_id, command=command, target_id=target_id, actor=actor, reason=reason, tenant=tenant
         )
         meta = self._on_loop(lambda: self._send(OPERATOR_COMMANDS, key, events.encode(cmd), []))
         deadline = time.monotonic() + WAIT_S

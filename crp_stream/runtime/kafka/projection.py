@@ -12,6 +12,7 @@ An ``edge:`` index is one process's. Where the fabric stores each fact's vector 
   member of the workers' group: each worker sees every fact). For each fetched run it applies the
   committed state of the facts named: the vector of a fact it lacks, the current status of the rest.
   The database, not the record, gives the status, so a record applied late never undoes a newer one;
+  a fact named there that the database no longer holds was forgotten: its point is deleted;
 - the ingest worker that writes a fact upserts it itself first: the projection finds it and writes its
   status only (idempotent);
 - its position on each partition (the next offset to apply) is what the event-time barrier waits on
@@ -131,6 +132,12 @@ class VectorProjection:
         held = self._vectors().get_vectors([p[0] for p in points])
         self._upsert([p for p in points if p[0] not in held])
         self._restatus([p for p in points if p[0] in held])
+        # named on crp.facts (after their commit) but gone from the database: forgotten. The point
+        # goes from this worker's index too (a vector is no text, but a forgotten fact leaves no trace)
+        committed = {p[0] for p in points}
+        gone = list(self._vectors().get_vectors([f for f in fact_ids if f not in committed]))
+        if gone:
+            self._vectors().delete(gone)
 
     def _vectors(self) -> GuardedVectors:
         vectors = self.w.fabric.vectors

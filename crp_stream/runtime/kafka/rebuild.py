@@ -18,6 +18,7 @@ topic prefix is a member of its consumer group.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import tempfile
 import time
@@ -31,7 +32,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from sqlalchemy import inspect
 
 from crp_stream.config import ConfigError, Settings
+from crp_stream.core.forget import replay_keeps
 from crp_stream.events import ALL_TOPICS, INPUT_TOPICS
+from crp_stream.events.topics import DOCUMENTS, OPERATOR_COMMANDS, TELEMETRY
 from crp_stream.fabric import db
 from crp_stream.fabric.fabric import Fabric, open_vector_index
 from crp_stream.processors import all_handlers
@@ -261,6 +264,7 @@ async def read_topics(settings: Settings) -> Topics:
         await consumer.stop()
     rank = {t: i for i, t in enumerate(INPUT_TOPICS)}
     inputs = sorted((m for m in read if m.topic in rank), key=lambda m: (m.ts_ms, rank[m.topic], m.partition, m.offset))
+    inputs = without_forgotten(inputs)
     known: dict[str, dict[str, Msg]] = {}
     for m in sorted((m for m in read if m.topic not in rank), key=lambda m: (m.partition, m.offset)):
         if m.record_id is not None:
@@ -269,6 +273,28 @@ async def read_topics(settings: Settings) -> Topics:
     for tp in parts:
         counts[names[tp.topic]] = counts.get(names[tp.topic], 0) + 1
     return Topics(inputs, known, {(names[tp.topic], tp.partition): e for tp, e in ends.items()}, counts)
+
+
+def without_forgotten(inputs: list[Msg]) -> list[Msg]:
+    """The inputs a later ``forget`` names are not replayed (``core.forget.replay_keeps``): plain
+    records that the broker still holds stay out of the fabric, even before their command comes."""
+    wanted = {DOCUMENTS, TELEMETRY}
+    decoded = [
+        (m.topic in wanted, _json(m.value) if m.topic in wanted or m.topic == OPERATOR_COMMANDS else None)
+        for m in inputs
+    ]
+    keeps = replay_keeps(decoded)
+    dropped = len(inputs) - sum(keeps)
+    if dropped:
+        log.info("rebuild: %d forgotten input records left out", dropped)
+    return [m for m, keep in zip(inputs, keeps, strict=True) if keep]
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
 
 
 async def _refuse_if_workers_run(settings: Settings) -> None:
