@@ -45,6 +45,7 @@ def _words(text: str) -> frozenset[str]:
 
 
 _NEGATORS = _words("not no never n't none nobody nothing nowhere neither")
+NEGATORS = _NEGATORS  # the negators polarity counts, for the rules that count them the same way
 # Polarity-neutral words dropped before comparing: auxiliaries, modals, determiners, polarity adverbs,
 # and the impersonal frame of "you can't X" / "it is possible to X".
 _NEUTRAL = _words(

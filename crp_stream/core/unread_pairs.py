@@ -68,7 +68,6 @@ _STOP = _words(
     "still anymore yes either also possible possibly able capable not no never n't none nobody nothing "
     "neither nor true there while which who whom whose than then so but if when"
 )
-_NEGATORS = _words("not no never n't none nobody nothing nowhere neither")
 
 
 @memo.text_memo()
@@ -87,7 +86,7 @@ def _names(text: str) -> frozenset[str]:
 
 def _negations(text: str) -> int:
     """Negators in a statement, "cannot" and "isn't" included (``substitution._tokens`` splits them)."""
-    return sum(t in _NEGATORS for t in substitution._tokens(text)[0])
+    return sum(t in polarity.NEGATORS for t in substitution._tokens(text)[0])
 
 
 def _repeated_value(span: str) -> bool:

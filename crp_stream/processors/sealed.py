@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
+from crp_stream import events
 from crp_stream.core.sealing import SEALED, seal_key_id, sealing_scope
 from crp_stream.events import Rejected, topics
 from crp_stream.fabric.fabric import UnitOfWork
@@ -44,7 +45,9 @@ def open_sealed(topic: str, raw: bytes, uow: UnitOfWork) -> bytes | None:
     return json.dumps(opened, ensure_ascii=False).encode()
 
 
-def sealing_of(event: object, uow: UnitOfWork) -> Callable[[str, str], str] | None:
+def sealing_of(
+    event: events.DocumentPublished | events.TelemetryObserved, uow: UnitOfWork
+) -> Callable[[str, str], str] | None:
     """For an input that came sealed: how ingest seals each fact's text on ``crp.facts`` (its
     document's key, a nonce derived from the fact id, so a replay writes the same bytes)."""
     mark = getattr(event, SEALED, None)

@@ -311,11 +311,7 @@ class WorkerBarrier:
         below it, redelivered after a restart and still queued, was applied already (it will be
         skipped): it must not pull the fabric's offset back below records applied since (that left
         the crash test's worker with nothing to do while its fabric offset said otherwise)."""
-        inflight = self.inflight.get(slot)
-        if inflight is None:
-            return max(offset + 1, floor)
-        rest = [o for o in inflight if o != offset and o >= floor]
-        return max(min(rest) if rest else max(self.received.get(slot, offset), offset) + 1, floor)
+        return self.commit_past(slot, [offset], floor)
 
     def commit_past(self, slot: tuple[str, str, int], offsets: Sequence[int], floor: int = 0) -> int:
         """``commit_to`` once all of ``offsets`` (a batch's records of one partition) are applied."""
