@@ -48,7 +48,7 @@ import numpy.typing as npt
 
 from crp_stream.core.tenants import DEFAULT_TENANT
 from crp_stream.fabric import ann_snapshot
-from crp_stream.fabric.ann import AnnCache
+from crp_stream.fabric.ann import EXPANSION_EDGES, EXPANSION_SEARCH, AnnCache
 from crp_stream.fabric.vector_checks import Vector as Vector
 from crp_stream.fabric.vector_checks import _reject as _reject
 from crp_stream.fabric.vector_checks import normalise as normalise
@@ -252,12 +252,19 @@ class VectorIndex(ABC):
         raise NotImplementedError
 
     def _candidates(
-        self, queries: Vector, limit: int, where: Constraint, min_score: float | None
+        self,
+        queries: Vector,
+        limit: int,
+        where: Constraint,
+        min_score: float | None,
+        effort: int = EXPANSION_SEARCH,
     ) -> list[list[tuple[str, float]]]:
         """``_query_many``, through the ANN cache when there is one and it can answer."""
         ann = self.ann() if where.tenant is None and not self.has_tenants() else None
         if ann is not None:
-            found = ann.search(queries, limit, where.exclude_statuses, where.alive_at, min_score, where.exclude_id)
+            found = ann.search(
+                queries, limit, where.exclude_statuses, where.alive_at, min_score, where.exclude_id, effort
+            )
             if found is not None:
                 return found
         return self._query_many(queries, limit, where, min_score)
@@ -437,7 +444,7 @@ class VectorIndex(ABC):
     ) -> list[tuple[str, float]]:
         """Top-k (fact_id, cosine >= min_score) of any status but quarantined, for similarity edges."""
         where = Constraint(exclude_statuses=("quarantined",), exclude_id=exclude_id, tenant=scope(tenant))
-        return [h for h in self._top_k(query, k, where, min_score) if h[1] >= min_score]
+        return [h for h in self._top_k(query, k, where, min_score, EXPANSION_EDGES) if h[1] >= min_score]
 
     def neighbours_many(
         self,
@@ -460,7 +467,8 @@ class VectorIndex(ABC):
         where = Constraint(exclude_statuses=("quarantined",), tenant=scope(tenant))
         limit = k + 1 + _TIE_MARGIN
         out: list[list[tuple[str, float]]] = []
-        for q, ex, raw in zip(matrix, excluded, self._candidates(matrix, limit, where, min_score), strict=True):
+        hits = self._candidates(matrix, limit, where, min_score, EXPANSION_EDGES)
+        for q, ex, raw in zip(matrix, excluded, hits, strict=True):
             ranked = [h for h in rank(raw) if h[0] != ex and h[1] >= min_score]
             if len(raw) < limit or (len(ranked) > k and ranked[-1][1] < ranked[k - 1][1]):
                 out.append(ranked[:k])
@@ -469,7 +477,12 @@ class VectorIndex(ABC):
         return out
 
     def _top_k(
-        self, query: npt.ArrayLike, k: int, where: Constraint, min_score: float | None
+        self,
+        query: npt.ArrayLike,
+        k: int,
+        where: Constraint,
+        min_score: float | None,
+        effort: int = EXPANSION_SEARCH,
     ) -> list[tuple[str, float]]:
         dim = self.dim
         if k <= 0 or dim is None:
@@ -477,7 +490,7 @@ class VectorIndex(ABC):
         q = normalise(query, dim)
         limit = k + _TIE_MARGIN
         while True:
-            ranked = rank(self._candidates(q.reshape(1, -1), limit, where, min_score)[0])
+            ranked = rank(self._candidates(q.reshape(1, -1), limit, where, min_score, effort)[0])
             # Complete when the engine ran out, or the k-th score beats the lowest fetched one:
             # then nothing left unfetched can tie with the k-th hit.
             if len(ranked) < limit or ranked[-1][1] < ranked[k - 1][1]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import faiss
 import numpy as np
 import pytest
 
+from crp_stream.fabric import ann as ann_module
 from crp_stream.fabric.ann import AnnCache
 from crp_stream.fabric.vectors import VectorItem
 from crp_stream.fabric.vectors_edge import EdgeVectorIndex
@@ -199,3 +201,37 @@ def test_one_call_of_more_queries_than_it_keeps_answers_every_one() -> None:
     assert many is not None and len(many) == 400
     assert [row[0][0] for row in many] == [f"f{i:05d}" for i in range(400)]
     assert many == [ann.search(v[None, :], 5, ("quarantined",), NOW, None)[0] for v in vecs[:400]]  # type: ignore[index]
+
+
+def test_a_large_add_runs_in_the_background_and_the_next_read_waits_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    vecs = clustered(600, seed=4)
+
+    def build() -> AnnCache:
+        ann = AnnCache(32)
+        ann.add([f"a{i:04d}" for i in range(300)], vecs[:300], ["active"] * 300, [None] * 300)
+        ann.add([f"a{i:04d}" for i in range(300, 600)], vecs[300:], ["active"] * 300, [None] * 300)
+        return ann
+
+    one = build()
+    assert one._adding is not None  # the second add is still the graph's to take
+    hits = one.search(vecs[450:451], 5, ("quarantined",), None, None)
+    assert one._adding is None and one.index.ntotal == 600
+    assert hits is not None and hits[0][0][0] == "a0450"
+    # the same graph, byte for byte, as the same adds made in the caller's thread
+    monkeypatch.setattr(ann_module, "_BACKGROUND_ADD", 10**9)
+    two = build()
+    assert two._adding is None
+    assert bytes(faiss.serialize_index(one.index)) == bytes(faiss.serialize_index(two.index))
+
+
+def test_an_error_of_a_background_add_reaches_the_next_reader() -> None:
+    ann = AnnCache(32)
+
+    class Broken:
+        def add(self, _points: np.ndarray) -> None:
+            raise MemoryError("no room for the graph")
+
+    ann._add_in_background(Broken(), clustered(2))  # type: ignore[arg-type]
+    with pytest.raises(MemoryError, match="no room"):
+        ann.settle()
+    ann.settle()  # reported once
