@@ -1,9 +1,9 @@
 """The Kafka runtime over the test broker's secure listeners (``ops/kafka start --secure``, the broker's
-certificate signed by a CA made on the spot): SASL_SSL with SCRAM-SHA-512 and SCRAM-SHA-256, SSL with
-a client certificate (mutual TLS), SASL_SSL with OAUTHBEARER.
+certificate signed by a CA made on the spot): SASL_SSL with SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN, SSL
+with a client certificate (mutual TLS), SASL_SSL with OAUTHBEARER.
 
 A worker runs end to end over each (its only listener: the PLAINTEXT one is never named). A wrong
-password, an untrusted CA, a missing or foreign client certificate and a refused token are
+password (SCRAM or PLAIN), an untrusted CA, a missing or foreign client certificate and a refused token are
 configuration errors: one line, a non-zero exit, well within 60 s. A broker that is down is not: the
 worker waits for it, as on PLAINTEXT.
 """
@@ -126,6 +126,14 @@ def test_wrong_password_is_a_configuration_error_within_60_s(tmp_path: Path) -> 
     code, output, seconds = run_worker(tmp_path, CRP_KAFKA_SASL_PASSWORD=WRONG_PASSWORD)
     assert code == 2 and seconds < 60, (code, seconds, output[-2000:])
     assert_one_line(output, "refused authentication as 'crp'", "SCRAM-SHA-512", "kafka_sasl_password")
+    assert WRONG_PASSWORD not in output and real not in output
+
+
+def test_a_wrong_plain_password_is_a_configuration_error_within_60_s(tmp_path: Path) -> None:
+    real = secure_env("plain")["CRP_KAFKA_SASL_PASSWORD"]
+    code, output, seconds = run_worker(tmp_path, "plain", CRP_KAFKA_SASL_PASSWORD=WRONG_PASSWORD)
+    assert code == 2 and seconds < 60, (code, seconds, output[-2000:])
+    assert_one_line(output, "refused authentication as 'crpplain'", "PLAIN", "kafka_sasl_password")
     assert WRONG_PASSWORD not in output and real not in output
 
 
@@ -256,7 +264,8 @@ def test_ops_kafka_start_secure_prints_only_the_export_lines_a_client_needs(tmp_
         again = ops("start", "--secure")  # already running: the same lines again
         assert again.returncode == 0 and again.stdout == first.stdout, again.stderr[-2000:]
         assert ops("secure-env").stdout == first.stdout
-        for mechanism, port in (("scram-sha-256", ports[2]), ("mtls", ports[3]), ("oauthbearer", ports[4])):
+        listeners = (("scram-sha-256", ports[2]), ("plain", ports[2]), ("mtls", ports[3]), ("oauthbearer", ports[4]))
+        for mechanism, port in listeners:
             lines = ops("secure-env", mechanism).stdout.splitlines()
             settings = dict(shlex.split(line)[1].split("=", 1) for line in lines)
             assert settings["CRP_BROKER"] == f"kafka://127.0.0.1:{port}", (mechanism, settings)
