@@ -273,3 +273,86 @@ def test_ops_kafka_start_secure_prints_only_the_export_lines_a_client_needs(tmp_
         assert ops("secure-env", "kerberos").returncode == 2
     finally:
         ops("stop")
+
+
+TOKEN_SCRIPT = (
+    "import base64, json, sys, time\n"
+    "open(sys.argv[1], 'a').write('x')\n"
+    "now = int(time.time())\n"
+    "claims = json.dumps({'sub': 'crp', 'iat': now, 'exp': now + int(sys.argv[2])}).encode()\n"
+    "print('eyJhbGciOiJub25lIn0.' + base64.urlsafe_b64encode(claims).decode().rstrip('=') + '.')\n"
+)
+
+
+def short_lived_tokens(tmp_path: Path, lifetime_s: int) -> tuple[dict[str, str], Path]:
+    """The OAUTHBEARER listener's settings with a command that prints a fresh token valid ``lifetime_s``
+    seconds at each run, and the file its runs are counted in (one ``x`` a run)."""
+    script, calls = tmp_path / "token.py", tmp_path / "calls"
+    script.write_text(TOKEN_SCRIPT)
+    calls.write_text("")
+    env = {k: v for k, v in secure_env("oauthbearer").items() if k != "CRP_KAFKA_OAUTH_TOKEN_FILE"}
+    env["CRP_KAFKA_OAUTH_TOKEN_COMMAND"] = f"{sys.executable} {script} {calls} {lifetime_s}"
+    return env, calls
+
+
+def test_a_new_connection_after_the_commands_token_expired_gets_a_fresh_one(tmp_path: Path) -> None:
+    """One client's connections share its token provider: the second, made after the first token
+    expired (well inside the command's minute), must not reuse it; the broker checks ``exp``."""
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from crp_stream.config import load_settings
+    from crp_stream.runtime.kafka.security import client_kwargs
+
+    env, calls = short_lived_tokens(tmp_path, 8)
+    kwargs = client_kwargs(load_settings({}, env))
+
+    async def connect() -> None:
+        admin = AIOKafkaAdminClient(request_timeout_ms=10000, **kwargs)
+        await admin.start()
+        try:
+            assert (await admin.describe_cluster())["brokers"]
+        finally:
+            await admin.close()
+
+    asyncio.run(connect())
+    time.sleep(9.0)  # the first token has expired
+    asyncio.run(connect())
+    assert calls.read_text().count("x") >= 2
+
+
+@pytest.mark.postgres
+def test_a_worker_keeps_working_after_its_token_expires(tmp_path: Path) -> None:
+    """Kafka (and the test broker) does not re-authenticate a connection (connections.max.reauth.ms is 0):
+    the worker's connections outlive the token; whatever it connects anew asks the command again."""
+    env, calls = short_lived_tokens(tmp_path, 10)
+    prefix = unique_prefix("secexp")
+    kafka = Kafka(prefix, client=secure_client("oauthbearer"))
+    settings = {k: v for k, v in env.items() if k != "CRP_BROKER"}
+    worker = WorkerProcess(tmp_path, prefix, fresh_postgres_url(), broker=env["CRP_BROKER"], env=settings)
+    worker.start()
+    try:
+        worker.wait_ready()
+        kafka.tap()
+        time.sleep(12.0)  # every token printed so far has expired
+        kafka.produce(
+            "crp.documents",
+            "vendor_docs",
+            {
+                "event_id": "exp-doc-1",
+                "source": "vendor_docs",
+                "source_type": "official",
+                "text": "The etcd client port is 2379.",
+            },
+        )
+        kafka.wait_for(
+            lambda rs: any(r.topic == "crp.facts" and r.json.get("origin_event_id") == "exp-doc-1" for r in rs),
+            what="the document's fact, after the worker's token expired",
+        )
+        assert worker.alive() and worker.health()["status"] == "ok", worker.log_tail()  # type: ignore[index]
+    finally:
+        code = worker.stop()
+        kafka.close()
+    assert code == 0, worker.log_tail()
+    assert calls.read_text().count("x") >= 1
