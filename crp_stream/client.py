@@ -16,19 +16,24 @@ asyncio code. Inputs are validated as the workers validate them (``ValueError`` 
 before anything is produced. ``request_window`` produces a ``WindowRequested`` and returns that
 request's envelope (``EnvelopeAssembled``: ``.facts``, each with ``.text``, and ``.headers``), or raises
 ``RequestRejected`` with the worker's reason, or ``TimeoutError``. ``audit()`` iterates the audit events
-of ``crp.audit``. The transport (aiokafka, the security settings) is ``crp_stream/runtime/kafka``.
+of ``crp.audit``. ``seal=True`` on a publish encrypts the text under the document's own key in the
+workers' database (``database=`` / ``CRP_DATABASE_URL``), so ``forget`` leaves only ciphertext on the
+broker (docs/security.md "The log forgets"). The transport (aiokafka, the security settings) is
+``crp_stream/runtime/kafka``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 import threading
 import time
 from collections.abc import AsyncGenerator, Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from crp_stream import events
 from crp_stream.config import ConfigError, Settings, load_settings
@@ -38,6 +43,9 @@ from crp_stream.events.topics import AUDIT, DOCUMENTS, TELEMETRY, WINDOW_REPORTS
 from crp_stream.processors import tracing
 from crp_stream.runtime.kafka.replies import ReplyListener
 from crp_stream.runtime.kafka.transport import Transport
+
+if TYPE_CHECKING:
+    from crp_stream.fabric.sealing import Sealer
 
 Envelope = events.EnvelopeAssembled
 AuditEvent = events.AuditRecorded
@@ -63,6 +71,8 @@ class Published:
 
 def _settings(settings: Settings | None, flags: Mapping[str, Any]) -> Settings:
     s = settings if settings is not None else load_settings(dict(flags))
+    if settings is not None and flags.get("database"):  # given beside the settings: it wins, as a flag would
+        s = dataclasses.replace(s, database_url=str(flags["database"]))
     if not s.broker:
         raise ConfigError("broker: set CRP_BROKER=kafka://HOST:PORT (or broker= / the TOML file's broker)")
     return s
@@ -82,11 +92,19 @@ def _sub_queries(query_text: str, given: Sequence[str | Mapping[str, Any]] | Non
 
 
 class AsyncClient:
-    def __init__(self, settings: Settings | None = None, *, broker: str | None = None, config: str | None = None):
-        self.settings = _settings(settings, {"broker": broker, "config": config})
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        broker: str | None = None,
+        config: str | None = None,
+        database: str | None = None,
+    ):
+        self.settings = _settings(settings, {"broker": broker, "config": config, "database": database})
         self._transport = Transport(self.settings, "crp-client")
         self._replies = ReplyListener(self._transport)
         self._started = False
+        self._sealer: Sealer | None = None
 
     async def start(self, connect_s: float = 30.0) -> AsyncClient:
         if not self._started:
@@ -98,12 +116,36 @@ class AsyncClient:
         await self._replies.stop()
         await self._transport.close()
         self._started = False
+        if self._sealer is not None:
+            self._sealer.engine.dispose()
+            self._sealer = None
 
     async def __aenter__(self) -> AsyncClient:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    async def _sealed(self, topic: str, data: dict[str, Any], what: str) -> bytes:
+        """``data`` validated, then its text sealed under its document's key (made on first use)."""
+        _checked(topic, data, what)  # the plain record must be valid: the worker validates what it opens
+        if not self.settings.database_url:
+            raise ConfigError(f"{what}: seal needs the workers' database: database= or CRP_DATABASE_URL")
+        return await asyncio.to_thread(self._seal_now, data, what)
+
+    def _seal_now(self, data: dict[str, Any], what: str) -> bytes:
+        # the key store is the workers' database (a blocking driver: run in a thread)
+        from crp_stream.fabric import db
+        from crp_stream.fabric.sealing import Sealer, SealError
+
+        if self._sealer is None:
+            engine = db.make_engine(self.settings.database)
+            db.upgrade(engine)  # the keys' table, as ``publish --seal`` makes sure of
+            self._sealer = Sealer(engine)
+        try:
+            return json.dumps(self._sealer.seal(data), ensure_ascii=False).encode()
+        except SealError as exc:
+            raise ValueError(f"{what}: {exc}") from None
 
     async def _produce(self, topic: str, key: str, value: bytes, event_id: str, signing_key: str | None) -> Published:
         await self.start()
@@ -124,10 +166,12 @@ class AsyncClient:
         title: str | None = None,
         modified_at: datetime | str | None = None,
         signing_key: str | None = None,
+        seal: bool = False,
         **fields: Any,
     ) -> Published:
         """A document on ``crp.documents``: its ``text`` (split into sentence facts) or its ``facts``.
-        ``signing_key``: the source's key, to sign the exact bytes sent (docs/security.md)."""
+        ``signing_key``: the source's key, to sign the exact bytes sent (docs/security.md). ``seal``:
+        its title, section and texts encrypted under the document's own key (``forget`` destroys it)."""
         data: dict[str, Any] = {"source": source, "source_type": source_type, **fields}
         for name, value in (("text", text), ("facts", facts and [dict(f) for f in facts]), ("title", title)):
             if value is not None:
@@ -136,7 +180,11 @@ class AsyncClient:
             data["modified_at"] = modified_at if isinstance(modified_at, str) else modified_at.isoformat()
         data["document_id"] = document_id or derive_id("client-document", source, text or "", repr(facts))
         data["event_id"] = event_id or derive_id("client-event", data["document_id"], str(time.time_ns()))
-        raw = _checked(DOCUMENTS, data, "publish_document")
+        raw = (
+            await self._sealed(DOCUMENTS, data, "publish_document")
+            if seal
+            else _checked(DOCUMENTS, data, "publish_document")
+        )
         return await self._produce(DOCUMENTS, source, raw, data["event_id"], signing_key)
 
     async def publish_telemetry(
@@ -150,16 +198,22 @@ class AsyncClient:
         unit: str | None = None,
         event_id: str | None = None,
         signing_key: str | None = None,
+        seal: bool = False,
         **fields: Any,
     ) -> Published:
-        """One observation on ``crp.telemetry`` (``observed_at`` defaults to now)."""
+        """One observation on ``crp.telemetry`` (``observed_at`` defaults to now). ``seal``: its ``text``
+        encrypted under the observation's own key; subject, attribute and value stay readable."""
         at = observed_at or datetime.now(UTC)
         data: dict[str, Any] = {"source": source, "subject": subject, "attribute": attribute, "value": value, **fields}
         data["observed_at"] = at if isinstance(at, str) else at.isoformat()
         if unit is not None:
             data["unit"] = unit
         data["event_id"] = event_id or derive_id("client-telemetry", source, subject, attribute, str(time.time_ns()))
-        raw = _checked(TELEMETRY, data, "publish_telemetry")
+        raw = (
+            await self._sealed(TELEMETRY, data, "publish_telemetry")
+            if seal
+            else _checked(TELEMETRY, data, "publish_telemetry")
+        )
         return await self._produce(TELEMETRY, source, raw, data["event_id"], signing_key)
 
     async def request_window(
@@ -246,8 +300,15 @@ class AsyncClient:
 class Client:
     """``AsyncClient`` for synchronous code: the same methods, each waiting for its result."""
 
-    def __init__(self, settings: Settings | None = None, *, broker: str | None = None, config: str | None = None):
-        self._async = AsyncClient(settings, broker=broker, config=config)
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        broker: str | None = None,
+        config: str | None = None,
+        database: str | None = None,
+    ):
+        self._async = AsyncClient(settings, broker=broker, config=config, database=database)
         self.settings = self._async.settings
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="crp-client", daemon=True)

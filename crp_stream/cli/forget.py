@@ -1,6 +1,7 @@
 """``crp-stream forget --tenant T (--document ID | --source S | --all) --actor A``: remove a tenant's
 document, source or every fact for good (an operator command ``forget``; docs/security.md
-"Forgetting"). On the embedded log the records that carried the text are removed too."""
+"Forgetting"). On the embedded log the records that carried the text are removed too. ``--vacuum``:
+then ``VACUUM FULL`` the tables forget touched, on PostgreSQL, whose dead row versions keep the text."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ def register(sub: Any) -> None:
     what.add_argument("--all", action="store_true", help="every fact of the tenant")
     p.add_argument("--actor", required=True, help="who decides (written into the audit event)")
     p.add_argument("--reason", help="why (written into the audit event)")
+    p.add_argument(
+        "--vacuum",
+        action="store_true",
+        help="then VACUUM FULL the tables forget touched (PostgreSQL; locks each while it is rewritten)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(handler=run)
 
@@ -43,9 +49,19 @@ def run(ns: argparse.Namespace) -> int:
         found = repo.audit("FACTS_FORGOTTEN", limit=1)
     counts = found[-1]["details"] if found else {}
     n = counts.get("facts", 0)
-    done(
-        ns,
-        f"forgot {n} fact(s) of tenant {ns.tenant} ({target}) by {ns.actor}",
-        {"command": "forget", "tenant": ns.tenant, "target": target, "actor": ns.actor, **counts},
-    )
+    line = f"forgot {n} fact(s) of tenant {ns.tenant} ({target}) by {ns.actor}"
+    extra: dict[str, Any] = {}
+    if ns.vacuum:
+        from crp_stream.fabric import db
+
+        try:
+            extra["vacuumed"] = vacuumed = db.vacuum_full(settings.database)
+        except db.VacuumError as exc:
+            raise CliError(f"--vacuum: {exc} (the forget itself was applied)") from None
+        line += (
+            f"; VACUUM FULL of {len(vacuumed)} tables"
+            if vacuumed
+            else "; --vacuum: nothing to do on SQLite (deleted rows are overwritten as they go)"
+        )
+    done(ns, line, {"command": "forget", "tenant": ns.tenant, "target": target, "actor": ns.actor, **counts, **extra})
     return 0

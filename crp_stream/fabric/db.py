@@ -11,7 +11,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DisconnectionError
+from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
 
 from crp_stream.config import ConfigError
 
@@ -110,6 +110,51 @@ def scrub(engine: Engine) -> None:
     if engine.dialect.name == "sqlite":
         with engine.connect() as conn:
             conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+# What ``forget`` deletes from or updates: erase_facts' tables, the destroyed sealing keys, the
+# generation counters and (Kafka) the outboxes in ``meta``
+FORGET_TABLES = (
+    "facts",
+    "edges",
+    "documents",
+    "claims",
+    "refresh_requests",
+    "quarantine_candidates",
+    "sources",
+    "sealing_keys",
+    "meta",
+)
+
+
+class VacuumError(Exception):
+    """``vacuum_full`` could not rewrite a table; the message names it."""
+
+
+def vacuum_full(url: str, tables: tuple[str, ...] = FORGET_TABLES) -> list[str]:
+    """After ``forget`` on PostgreSQL: ``VACUUM FULL`` each table (its TOAST table and indexes with it),
+    so the dead row versions that still hold forgotten text leave the files; the tables vacuumed.
+    Each holds an ACCESS EXCLUSIVE lock while it is rewritten. SQLite needs none of it
+    (``secure_delete`` overwrites a row as it is deleted, ``scrub`` empties the WAL): []."""
+    engine = make_engine(url)
+    done: list[str] = []
+    try:
+        if engine.dialect.name != "postgresql":
+            return done
+        present = set(inspect(engine).get_table_names())
+        # VACUUM cannot run inside a transaction block
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            for name in tables:
+                if name in present:
+                    try:
+                        conn.exec_driver_sql(f'VACUUM (FULL) "{name}"')  # our own table names, never input
+                    except DBAPIError as exc:  # not the owner, a lock or statement timeout: say which table
+                        first = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+                        raise VacuumError(f"VACUUM FULL {name}: {first}") from None
+                    done.append(name)
+        return done
+    finally:
+        engine.dispose()
 
 
 def alembic_config(engine: Engine) -> Config:

@@ -1,6 +1,7 @@
 """``crp_stream.client`` on the real broker's SASL_SSL listener with a real worker: publish a document
 and telemetry, ask for a window and get its typed envelope, a rejected request, a window report,
-the audit events; the async client; bad input and bad credentials before anything is produced."""
+the audit events; the async client; bad input and bad credentials before anything is produced; a
+sealed document and observation whose text the broker's files never hold, served all the same."""
 
 from __future__ import annotations
 
@@ -18,12 +19,16 @@ import pytest
 from crp_stream.client import AsyncClient, Client, Envelope, RequestRejected
 from crp_stream.config import ConfigError, load_settings
 from crp_stream.runtime.kafka.topics import create_topics
-from tests.support.kafka import WorkerProcess, unique_prefix
-from tests.support.kafka_secure import secure_env
+from tests.integration.test_kafka_sealed_forget import files_holding
+from tests.support.kafka import Kafka, WorkerProcess, unique_prefix
+from tests.support.kafka_secure import secure_client, secure_env
 from tests.support.services import fresh_postgres_url
 
 pytestmark = [pytest.mark.kafka, pytest.mark.postgres]
 README = Path(__file__).resolve().parents[2] / "README.md"
+SEALED_SENTENCE = "The vault door code of building Tamarack is 90210."
+SEALED_OBSERVATION = "Sensor Juniper-7 reported the vault door open at night."
+PLAIN_SENTENCE = "The lobby of building Tamarack opens at 7 am."
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +158,48 @@ def test_the_readmes_first_script_runs_as_written(deployment: SimpleNamespace, t
     assert any("billing API rate limit is 250 rps" in line for line in lines), done.stdout
     assert any(line.startswith("in-progress ") for line in lines), done.stdout  # status and coverage
     assert deployment.env["CRP_KAFKA_SASL_PASSWORD"] not in done.stdout + done.stderr
+
+
+def test_sealed_publishes_leave_no_plaintext_on_the_broker_and_are_served(deployment: SimpleNamespace) -> None:
+    prefix = deployment.prefix
+    with Client(load_settings({}, deployment.env), database=deployment.worker.database) as crp:
+        doc = crp.publish_document("facilities", SEALED_SENTENCE, document_id="vault-codes", title="Vault", seal=True)
+        obs = crp.publish_telemetry("door_sensors", "vault door", "state", "open", text=SEALED_OBSERVATION, seal=True)
+        plain = crp.publish_document("facilities", PLAIN_SENTENCE, document_id="lobby-hours")  # the control
+        envelope = crp.request_window(
+            "client-sealed",
+            "What is the vault door code of building Tamarack?",
+            sub_queries=["vault door code of building Tamarack"],
+            timeout=60,
+        )
+        sensed = crp.request_window(
+            "client-sealed-2", "Which sensor reported the vault door open at night?", sub_queries=["sensor Juniper-7"]
+        )
+    texts = [f.text for f in envelope.facts]
+    assert SEALED_SENTENCE in texts, texts  # the worker opened it: served in plaintext to the LLM
+    assert SEALED_OBSERVATION in [f.text for f in sensed.facts], sensed.facts
+    # the records as the broker holds them: ciphertext where the text was
+    tap = Kafka(prefix, client=secure_client())
+    try:
+        tap.tap(("crp.documents", "crp.telemetry", "crp.facts"))
+        ours = {doc.event_id, obs.event_id, plain.event_id}
+        tap.wait_for(
+            lambda rs: {r.json.get("origin_event_id") for r in rs if r.topic == "crp.facts"} >= ours,
+            what="the facts of the three inputs",
+        )
+        raw = b"".join(r.value for r in tap.snapshot())
+    finally:
+        tap.close()
+    assert b"vault-codes" in raw and b"vault door code" not in raw and b"Juniper" not in raw
+    # and in the broker's own partition files (the control proves the search reads them)
+    topics = [f"{prefix}{t}-" for t in ("documents", "telemetry", "facts")]
+    assert files_holding(PLAIN_SENTENCE.encode(), topics)
+    assert files_holding(b"vault door code", topics) == [] and files_holding(b"Juniper-7", topics) == []
+
+
+def test_seal_without_the_workers_database_is_refused_before_anything_is_produced(
+    deployment: SimpleNamespace,
+) -> None:
+    settings = load_settings({}, {k: v for k, v in deployment.env.items() if k != "CRP_DATABASE_URL"})
+    with Client(settings) as crp, pytest.raises(ConfigError, match="seal needs the workers' database"):
+        crp.publish_document("facilities", SEALED_SENTENCE, seal=True)

@@ -1,9 +1,9 @@
 """The Kafka runtime over the test broker's secure listeners (``ops/kafka start --secure``, the broker's
-certificate signed by a CA made on the spot): SASL_SSL with SCRAM-SHA-512 and SCRAM-SHA-256, SSL with
-a client certificate (mutual TLS), SASL_SSL with OAUTHBEARER.
+certificate signed by a CA made on the spot): SASL_SSL with SCRAM-SHA-512, SCRAM-SHA-256 and PLAIN, SSL
+with a client certificate (mutual TLS), SASL_SSL with OAUTHBEARER.
 
 A worker runs end to end over each (its only listener: the PLAINTEXT one is never named). A wrong
-password, an untrusted CA, a missing or foreign client certificate and a refused token are
+password (SCRAM or PLAIN), an untrusted CA, a missing or foreign client certificate and a refused token are
 configuration errors: one line, a non-zero exit, well within 60 s. A broker that is down is not: the
 worker waits for it, as on PLAINTEXT.
 """
@@ -126,6 +126,14 @@ def test_wrong_password_is_a_configuration_error_within_60_s(tmp_path: Path) -> 
     code, output, seconds = run_worker(tmp_path, CRP_KAFKA_SASL_PASSWORD=WRONG_PASSWORD)
     assert code == 2 and seconds < 60, (code, seconds, output[-2000:])
     assert_one_line(output, "refused authentication as 'crp'", "SCRAM-SHA-512", "kafka_sasl_password")
+    assert WRONG_PASSWORD not in output and real not in output
+
+
+def test_a_wrong_plain_password_is_a_configuration_error_within_60_s(tmp_path: Path) -> None:
+    real = secure_env("plain")["CRP_KAFKA_SASL_PASSWORD"]
+    code, output, seconds = run_worker(tmp_path, "plain", CRP_KAFKA_SASL_PASSWORD=WRONG_PASSWORD)
+    assert code == 2 and seconds < 60, (code, seconds, output[-2000:])
+    assert_one_line(output, "refused authentication as 'crpplain'", "PLAIN", "kafka_sasl_password")
     assert WRONG_PASSWORD not in output and real not in output
 
 
@@ -256,7 +264,8 @@ def test_ops_kafka_start_secure_prints_only_the_export_lines_a_client_needs(tmp_
         again = ops("start", "--secure")  # already running: the same lines again
         assert again.returncode == 0 and again.stdout == first.stdout, again.stderr[-2000:]
         assert ops("secure-env").stdout == first.stdout
-        for mechanism, port in (("scram-sha-256", ports[2]), ("mtls", ports[3]), ("oauthbearer", ports[4])):
+        listeners = (("scram-sha-256", ports[2]), ("plain", ports[2]), ("mtls", ports[3]), ("oauthbearer", ports[4]))
+        for mechanism, port in listeners:
             lines = ops("secure-env", mechanism).stdout.splitlines()
             settings = dict(shlex.split(line)[1].split("=", 1) for line in lines)
             assert settings["CRP_BROKER"] == f"kafka://127.0.0.1:{port}", (mechanism, settings)
@@ -264,3 +273,86 @@ def test_ops_kafka_start_secure_prints_only_the_export_lines_a_client_needs(tmp_
         assert ops("secure-env", "kerberos").returncode == 2
     finally:
         ops("stop")
+
+
+TOKEN_SCRIPT = (
+    "import base64, json, sys, time\n"
+    "open(sys.argv[1], 'a').write('x')\n"
+    "now = int(time.time())\n"
+    "claims = json.dumps({'sub': 'crp', 'iat': now, 'exp': now + int(sys.argv[2])}).encode()\n"
+    "print('eyJhbGciOiJub25lIn0.' + base64.urlsafe_b64encode(claims).decode().rstrip('=') + '.')\n"
+)
+
+
+def short_lived_tokens(tmp_path: Path, lifetime_s: int) -> tuple[dict[str, str], Path]:
+    """The OAUTHBEARER listener's settings with a command that prints a fresh token valid ``lifetime_s``
+    seconds at each run, and the file its runs are counted in (one ``x`` a run)."""
+    script, calls = tmp_path / "token.py", tmp_path / "calls"
+    script.write_text(TOKEN_SCRIPT)
+    calls.write_text("")
+    env = {k: v for k, v in secure_env("oauthbearer").items() if k != "CRP_KAFKA_OAUTH_TOKEN_FILE"}
+    env["CRP_KAFKA_OAUTH_TOKEN_COMMAND"] = f"{sys.executable} {script} {calls} {lifetime_s}"
+    return env, calls
+
+
+def test_a_new_connection_after_the_commands_token_expired_gets_a_fresh_one(tmp_path: Path) -> None:
+    """One client's connections share its token provider: the second, made after the first token
+    expired (well inside the command's minute), must not reuse it; the broker checks ``exp``."""
+    import asyncio
+
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from crp_stream.config import load_settings
+    from crp_stream.runtime.kafka.security import client_kwargs
+
+    env, calls = short_lived_tokens(tmp_path, 8)
+    kwargs = client_kwargs(load_settings({}, env))
+
+    async def connect() -> None:
+        admin = AIOKafkaAdminClient(request_timeout_ms=10000, **kwargs)
+        await admin.start()
+        try:
+            assert (await admin.describe_cluster())["brokers"]
+        finally:
+            await admin.close()
+
+    asyncio.run(connect())
+    time.sleep(9.0)  # the first token has expired
+    asyncio.run(connect())
+    assert calls.read_text().count("x") >= 2
+
+
+@pytest.mark.postgres
+def test_a_worker_keeps_working_after_its_token_expires(tmp_path: Path) -> None:
+    """Kafka (and the test broker) does not re-authenticate a connection (connections.max.reauth.ms is 0):
+    the worker's connections outlive the token; whatever it connects anew asks the command again."""
+    env, calls = short_lived_tokens(tmp_path, 10)
+    prefix = unique_prefix("secexp")
+    kafka = Kafka(prefix, client=secure_client("oauthbearer"))
+    settings = {k: v for k, v in env.items() if k != "CRP_BROKER"}
+    worker = WorkerProcess(tmp_path, prefix, fresh_postgres_url(), broker=env["CRP_BROKER"], env=settings)
+    worker.start()
+    try:
+        worker.wait_ready()
+        kafka.tap()
+        time.sleep(12.0)  # every token printed so far has expired
+        kafka.produce(
+            "crp.documents",
+            "vendor_docs",
+            {
+                "event_id": "exp-doc-1",
+                "source": "vendor_docs",
+                "source_type": "official",
+                "text": "The etcd client port is 2379.",
+            },
+        )
+        kafka.wait_for(
+            lambda rs: any(r.topic == "crp.facts" and r.json.get("origin_event_id") == "exp-doc-1" for r in rs),
+            what="the document's fact, after the worker's token expired",
+        )
+        assert worker.alive() and worker.health()["status"] == "ok", worker.log_tail()  # type: ignore[index]
+    finally:
+        code = worker.stop()
+        kafka.close()
+    assert code == 0, worker.log_tail()
+    assert calls.read_text().count("x") >= 1

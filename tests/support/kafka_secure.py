@@ -2,7 +2,8 @@
 files ``ops/kafka`` wrote beside ``CRP_TEST_KAFKA_SECURE`` (exported by ``ops/env.sh``). Missing: the test FAILS.
 
 Mechanisms (each a file in the same directory): ``scram-sha-512`` (``client.env``, the user ``crp``),
-``scram-sha-256`` (the user ``crp256``) on the SASL_SSL listener; ``mtls`` (SSL with a client certificate);
+``scram-sha-256`` (the user ``crp256``) and ``plain`` (the user ``crpplain``) on the SASL_SSL listener;
+``mtls`` (SSL with a client certificate);
 ``oauthbearer`` (SASL_SSL with an unsigned token the test-only validator accepts).
 """
 
@@ -21,8 +22,14 @@ from crp_stream.config import load_settings
 from crp_stream.runtime.kafka.security import client_kwargs
 from tests.support.services import require_env
 
-MECHANISMS = ("scram-sha-512", "scram-sha-256", "mtls", "oauthbearer")
-PROTOCOL = {"scram-sha-512": "SASL_SSL", "scram-sha-256": "SASL_SSL", "mtls": "SSL", "oauthbearer": "SASL_SSL"}
+MECHANISMS = ("scram-sha-512", "scram-sha-256", "plain", "mtls", "oauthbearer")
+PROTOCOL = {
+    "scram-sha-512": "SASL_SSL",
+    "scram-sha-256": "SASL_SSL",
+    "plain": "SASL_SSL",
+    "mtls": "SSL",
+    "oauthbearer": "SASL_SSL",
+}
 
 
 def secure_env(mechanism: str = "scram-sha-512") -> dict[str, str]:

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import ssl
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import faust
@@ -221,3 +224,31 @@ def test_configuring_oauthbearer_installs_the_authenticator_on_every_connection(
         return AIOKafkaConnection("127.0.0.1", 9094, **args).authenticator_oauth()
 
     assert isinstance(asyncio.run(authenticator()), _OAuthAuthenticator)
+
+
+def test_a_token_command_runs_again_before_the_token_it_printed_expires(tmp_path: Path) -> None:
+    from crp_stream.runtime.kafka.security import token_expires_in
+
+    def jwt(claims: dict[str, object]) -> str:
+        part = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+        return f"eyJhbGciOiJub25lIn0.{part}."
+
+    assert token_expires_in("eyJ.not-base64!.sig") is None and token_expires_in("opaque-token") is None
+    assert token_expires_in(jwt({"sub": "crp"})) is None
+    left = token_expires_in(jwt({"exp": time.time() + 100}))
+    assert left is not None and 95 < left <= 100
+    calls = tmp_path / "calls"
+    script = tmp_path / "token.py"  # a fresh token valid for `lifetime` seconds at each run, counted
+    script.write_text(
+        "import base64, json, sys, time\n"
+        "open(sys.argv[1], 'a').write('x')\n"
+        "claims = json.dumps({'exp': time.time() + float(sys.argv[2])}).encode()\n"
+        "print('eyJhbGciOiJub25lIn0.' + base64.urlsafe_b64encode(claims).decode().rstrip('=') + '.')\n"
+    )
+    long_lived = TokenProvider(None, f"{sys.executable} {script} {calls} 3600")
+    first = asyncio.run(long_lived.token())
+    assert asyncio.run(long_lived.token()) == first and calls.read_text() == "x"  # kept: the minute
+    calls.write_text("")
+    short_lived = TokenProvider(None, f"{sys.executable} {script} {calls} 4")  # inside the margin
+    assert asyncio.run(short_lived.token()) != asyncio.run(short_lived.token())
+    assert calls.read_text() == "xx"

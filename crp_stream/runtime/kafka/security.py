@@ -17,8 +17,10 @@ waiting forever. Secrets never appear in a message (only setting names, the user
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import functools
+import json
 import os
 import shlex
 import ssl
@@ -57,6 +59,7 @@ CLIENT_CERT_ALERTS = (
     "ACCESS_DENIED",
 )
 TOKEN_COMMAND_TTL_S = 60.0  # a token command runs at most once a minute (each connection asks for a token)
+TOKEN_EXPIRY_MARGIN_S = 5.0  # ... and again this long before the token it printed expires
 TOKEN_COMMAND_TIMEOUT_S = 30.0
 
 
@@ -168,13 +171,26 @@ def _answer_oauth_error_challenges() -> None:
     AIOKafkaConnection.authenticator_oauth = _oauth_authenticator
 
 
+def token_expires_in(token: str) -> float | None:
+    """Seconds until a JWT's ``exp`` claim, read without verifying it (only to know when to ask for a
+    new one; the broker verifies); None for a token without one."""
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+        return float(claims["exp"]) - time.time()
+    except (ValueError, KeyError, TypeError):  # not base64, not JSON, no or a bad exp
+        return None
+
+
 class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]
     """OAUTHBEARER: the token from a file (read at every connection, so a sidecar may rotate it) or
-    printed by a command (run again after a minute)."""
+    printed by a command (run again after a minute, or sooner when the token's ``exp`` is nearer)."""
 
     def __init__(self, path: str | None, command: str | None):
         self.path, self.command = path, command
-        self._cached: tuple[float, str] | None = None
+        self._cached: tuple[float, str] | None = None  # (monotonic time to run the command again, token)
 
     async def token(self) -> str:
         if self.path is not None:
@@ -184,10 +200,14 @@ class TokenProvider(AbstractTokenProvider):  # type: ignore[misc]
             except OSError as exc:
                 raise ConfigError(f"kafka_oauth_token_file: {self.path}: {exc.strerror}") from None
             return self._checked(value, f"kafka_oauth_token_file: {self.path} is empty")
-        if self._cached is not None and time.monotonic() - self._cached[0] < TOKEN_COMMAND_TTL_S:
+        if self._cached is not None and time.monotonic() < self._cached[0]:
             return self._cached[1]
         value = await self._run()
-        self._cached = (time.monotonic(), value)
+        keep = TOKEN_COMMAND_TTL_S
+        left = token_expires_in(value)
+        if left is not None:  # a connection made after the token expired would be refused with it
+            keep = min(keep, max(0.0, left - TOKEN_EXPIRY_MARGIN_S))
+        self._cached = (time.monotonic() + keep, value)
         return value
 
     async def _run(self) -> str:
@@ -298,4 +318,5 @@ __all__ = [
     "faust_kwargs",
     "security_kwargs",
     "ssl_context",
+    "token_expires_in",
 ]
