@@ -110,21 +110,37 @@ _CHUNK = 4096  # pairs scored at once (two float64 matrices of _CHUNK x dim)
 def _within(unit: np.ndarray, owner: Sequence[int], k: int, floor: float) -> tuple[np.ndarray, np.ndarray]:
     """Candidate pairs ``(a, b)`` among the batch's facts: for each new fact ``a`` its at most ``k``
     best (a screen; ties at the k-th kept) among those it may see, the facts of its own document and
-    of the documents before it."""
+    of the documents before it. Owners ascend, so what a document's facts see is a prefix of the
+    batch: each document's rows are screened against that prefix only (half the products and
+    partitions of the whole square), and only rows with more than ``k`` candidates are partitioned."""
     n = unit.shape[0]
     empty = np.zeros(0, dtype=np.int64)
     if n < 2:
         return empty, empty
-    sims = unit @ unit.T
     doc = np.asarray(owner, dtype=np.int64)
-    seen = doc[None, :] <= doc[:, None]
-    np.fill_diagonal(seen, False)
-    sims[~seen | (sims < floor)] = -np.inf
-    if n > k:
-        kth = np.partition(sims, n - k, axis=1)[:, n - k]
-        sims[sims < kth[:, None]] = -np.inf
-    a, b = np.nonzero(sims > -np.inf)
-    return a.astype(np.int64), b.astype(np.int64)
+    starts = np.flatnonzero(np.r_[True, doc[1:] != doc[:-1]])
+    ends = np.r_[starts[1:], n]
+    out_a: list[np.ndarray] = []
+    out_b: list[np.ndarray] = []
+    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+        if hi < 2:
+            continue
+        sims = unit[lo:hi] @ unit[:hi].T
+        sims[np.arange(hi - lo), np.arange(lo, hi)] = -np.inf  # a fact is not its own neighbour
+        sims[sims < floor] = -np.inf
+        if hi > k:
+            crowded = np.flatnonzero(np.count_nonzero(sims > -np.inf, axis=1) > k)
+            if crowded.shape[0]:
+                part = sims[crowded]
+                kth = np.partition(part, hi - k, axis=1)[:, hi - k]
+                part[part < kth[:, None]] = -np.inf
+                sims[crowded] = part
+        a, b = np.nonzero(sims > -np.inf)
+        out_a.append(a.astype(np.int64) + lo)
+        out_b.append(b.astype(np.int64))
+    if not out_a:
+        return empty, empty
+    return np.concatenate(out_a), np.concatenate(out_b)
 
 
 __all__ = ["batch_neighbours", "tenant_neighbours"]
