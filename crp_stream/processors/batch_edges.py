@@ -111,8 +111,9 @@ def _within(unit: np.ndarray, owner: Sequence[int], k: int, floor: float) -> tup
     """Candidate pairs ``(a, b)`` among the batch's facts: for each new fact ``a`` its at most ``k``
     best (a screen; ties at the k-th kept) among those it may see, the facts of its own document and
     of the documents before it. Owners ascend, so what a document's facts see is a prefix of the
-    batch: each document's rows are screened against that prefix only (half the products and
-    partitions of the whole square), and only rows with more than ``k`` candidates are partitioned."""
+    batch: each document's rows are screened against that prefix only (half the partitions of the
+    whole square), and only rows with more than ``k`` candidates are partitioned. The products come
+    from one matrix product of the batch (small products per document cost more than the square)."""
     n = unit.shape[0]
     empty = np.zeros(0, dtype=np.int64)
     if n < 2:
@@ -122,10 +123,11 @@ def _within(unit: np.ndarray, owner: Sequence[int], k: int, floor: float) -> tup
     ends = np.r_[starts[1:], n]
     out_a: list[np.ndarray] = []
     out_b: list[np.ndarray] = []
+    square = unit @ unit.T
     for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
         if hi < 2:
             continue
-        sims = unit[lo:hi] @ unit[:hi].T
+        sims = square[lo:hi, :hi].copy()
         sims[np.arange(hi - lo), np.arange(lo, hi)] = -np.inf  # a fact is not its own neighbour
         sims[sims < floor] = -np.inf
         if hi > k:
