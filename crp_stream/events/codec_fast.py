@@ -132,13 +132,16 @@ def _convert(kind: str, sub: _Plan | None, v: Any) -> Any:
             parse_duration(v)
         except ValueError:
             raise _Refused from None
-    elif kind == "tenant":
-        if _TENANT.fullmatch(v) is None:
-            raise _Refused
-    elif kind == "scalar":
-        if (type(v) is str and len(v) > VALUE_MAX) or (type(v) is int and not -_INT_MAX < v < _INT_MAX):
-            raise _Refused
+    elif (kind == "tenant" and _TENANT.fullmatch(v) is None) or (kind == "scalar" and not _scalar_ok(v)):
+        raise _Refused
     return v
+
+
+def _scalar_ok(v: str | int | float) -> bool:
+    """``common.Scalar``'s bounds (floats from msgspec are finite)."""
+    if type(v) is str:
+        return len(v) <= VALUE_MAX
+    return type(v) is not int or -_INT_MAX < v < _INT_MAX
 
 
 _MODELS: dict[type[structs.Base], type[Part]] = {
@@ -207,7 +210,7 @@ def decode_fast(model: type[EventModel], raw: bytes, max_bytes: int, max_facts: 
     try:
         s = decoder.decode(raw)
         event: EventModel = _PLANS[type(s)].build(s)
-    except (msgspec.MsgspecError, ValueError, _Refused):  # ValueError: bytes that are not UTF-8
+    except (msgspec.MsgspecError, ValueError, RecursionError, _Refused):  # ValueError: not UTF-8
         return None
     rule = _RULES.get(type(event))
     return event if rule is None or rule(event, max_facts) else None

@@ -52,53 +52,53 @@ class Base(Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True)
 
 
 class FactInput(Base, kw_only=True):
-    fact_id: Id | None | UnsetType = UNSET
+    fact_id: Id | UnsetType | None = UNSET
     text: Text
     importance: Fraction | UnsetType = UNSET
-    subject: Label | None | UnsetType = UNSET
-    attribute: Label | None | UnsetType = UNSET
-    value: Scalar | None | UnsetType = UNSET
-    unit: Label | None | UnsetType = UNSET
-    embedding: Vector | None | UnsetType = UNSET
-    ttl: Ttl | None | UnsetType = UNSET
+    subject: Label | UnsetType | None = UNSET
+    attribute: Label | UnsetType | None = UNSET
+    value: Scalar | UnsetType | None = UNSET
+    unit: Label | UnsetType | None = UNSET
+    embedding: Vector | UnsetType | None = UNSET
+    ttl: Ttl | UnsetType | None = UNSET
 
 
 class DocumentPublished(Base, kw_only=True):
     type: Literal["DocumentPublished"] | UnsetType = UNSET
     event_id: Id
     source: Id
-    tenant: Tenant | None | UnsetType = UNSET
+    tenant: Tenant | UnsetType | None = UNSET
     source_type: SourceType
-    trust: Fraction | None | UnsetType = UNSET
-    document_id: Id | None | UnsetType = UNSET
-    title: Label | None | UnsetType = UNSET
-    section: Label | None | UnsetType = UNSET
-    modified_at: Time | None | UnsetType = UNSET
-    ttl: Ttl | None | UnsetType = UNSET
-    embedding_model: Id | None | UnsetType = UNSET
-    facts: list[FactInput] | None | UnsetType = UNSET  # count checked after (``max_facts`` is per decode)
-    text: Text | None | UnsetType = UNSET
+    trust: Fraction | UnsetType | None = UNSET
+    document_id: Id | UnsetType | None = UNSET
+    title: Label | UnsetType | None = UNSET
+    section: Label | UnsetType | None = UNSET
+    modified_at: Time | UnsetType | None = UNSET
+    ttl: Ttl | UnsetType | None = UNSET
+    embedding_model: Id | UnsetType | None = UNSET
+    facts: list[FactInput] | UnsetType | None = UNSET  # count checked after (``max_facts`` is per decode)
+    text: Text | UnsetType | None = UNSET
 
 
 class TelemetryObserved(Base, kw_only=True):
     type: Literal["TelemetryObserved"] | UnsetType = UNSET
     event_id: Id
-    tenant: Tenant | None | UnsetType = UNSET
+    tenant: Tenant | UnsetType | None = UNSET
     source: Id
-    trust: Fraction | None | UnsetType = UNSET
+    trust: Fraction | UnsetType | None = UNSET
     observed_at: Time
     subject: Label
     attribute: Label
     value: Scalar
-    unit: Label | None | UnsetType = UNSET
-    text: Text | None | UnsetType = UNSET
-    embedding: Vector | None | UnsetType = UNSET
-    embedding_model: Id | None | UnsetType = UNSET
+    unit: Label | UnsetType | None = UNSET
+    text: Text | UnsetType | None = UNSET
+    embedding: Vector | UnsetType | None = UNSET
+    embedding_model: Id | UnsetType | None = UNSET
 
 
 class QuerySpec(Base, kw_only=True):
     text: Text
-    embedding: Vector | None | UnsetType = UNSET
+    embedding: Vector | UnsetType | None = UNSET
 
 
 ExpectedWords = Annotated[int, Meta(ge=1, le=10_000_000)] | Annotated[list[Label], Meta(max_length=LIST_MAX)]
@@ -107,62 +107,62 @@ ExpectedWords = Annotated[int, Meta(ge=1, le=10_000_000)] | Annotated[list[Label
 class SubQuery(Base, kw_only=True):
     id: Id
     text: Text
-    label: Label | None | UnsetType = UNSET
-    embedding: Vector | None | UnsetType = UNSET
-    expected_words: ExpectedWords | None | UnsetType = UNSET
+    label: Label | UnsetType | None = UNSET
+    embedding: Vector | UnsetType | None = UNSET
+    expected_words: ExpectedWords | UnsetType | None = UNSET
 
 
 class Policy(Base, kw_only=True):
     graph_retrieval: OnOff | UnsetType = UNSET
     max_hops: Annotated[int, Meta(ge=1, le=3)] | UnsetType = UNSET
     connector_budget: Annotated[float, Meta(ge=0.0, le=0.5)] | UnsetType = UNSET
-    min_relevance: Fraction | None | UnsetType = UNSET
+    min_relevance: Fraction | UnsetType | None = UNSET
 
 
 class WindowRequested(Base, kw_only=True):
     type: Literal["WindowRequested"] | UnsetType = UNSET
     request_id: Id
-    tenant: Tenant | None | UnsetType = UNSET
+    tenant: Tenant | UnsetType | None = UNSET
     session_id: Id
     window: Annotated[int, Meta(ge=1, le=MAX_WINDOW)]
     query: QuerySpec
-    sub_queries: Annotated[list[SubQuery], Meta(max_length=MAX_SUB_QUERIES)] | None | UnsetType = UNSET
+    sub_queries: Annotated[list[SubQuery], Meta(max_length=MAX_SUB_QUERIES)] | UnsetType | None = UNSET
     fact_budget: Annotated[int, Meta(ge=1, le=1000)] | UnsetType = UNSET
     max_windows: Annotated[int, Meta(ge=1, le=20)] | UnsetType = UNSET
     fanout: Annotated[int, Meta(ge=1, le=16)] | UnsetType = UNSET
     policy: Policy | UnsetType = UNSET
-    embedding_model: Id | None | UnsetType = UNSET
+    embedding_model: Id | UnsetType | None = UNSET
 
 
 class Addressed(Base, kw_only=True):
     id: Id
-    depth: Fraction | None | UnsetType = UNSET
-    words: Annotated[int, Meta(ge=0, le=10_000_000)] | None | UnsetType = UNSET
-    text: Text | None | UnsetType = UNSET
-    embedding: Vector | None | UnsetType = UNSET
+    depth: Fraction | UnsetType | None = UNSET
+    words: Annotated[int, Meta(ge=0, le=10_000_000)] | UnsetType | None = UNSET
+    text: Text | UnsetType | None = UNSET
+    embedding: Vector | UnsetType | None = UNSET
 
 
 class WindowReported(Base, kw_only=True):
     type: Literal["WindowReported"] | UnsetType = UNSET
     session_id: Id
-    tenant: Tenant | None | UnsetType = UNSET
+    tenant: Tenant | UnsetType | None = UNSET
     window: Annotated[int, Meta(ge=1, le=MAX_WINDOW)]
-    branch: Annotated[int, Meta(ge=0, le=15)] | None | UnsetType = UNSET
+    branch: Annotated[int, Meta(ge=0, le=15)] | UnsetType | None = UNSET
     addressed: Annotated[list[Addressed], Meta(max_length=LIST_MAX)]
     output_text: Annotated[str, Meta(max_length=OUTPUT_TEXT_MAX)]
     completeness: Fraction
-    safety_budget: Fraction | None | UnsetType = UNSET
-    embedding_model: Id | None | UnsetType = UNSET
+    safety_budget: Fraction | UnsetType | None = UNSET
+    embedding_model: Id | UnsetType | None = UNSET
 
 
 class OperatorCommand(Base, kw_only=True):
     type: Literal["OperatorCommand"] | UnsetType = UNSET
     command_id: Id
-    tenant: Tenant | None | UnsetType = UNSET
+    tenant: Tenant | UnsetType | None = UNSET
     command: Command
     target_id: Id
     actor: Id
-    reason: Reason | None | UnsetType = UNSET
+    reason: Reason | UnsetType | None = UNSET
 
 
 # --- the changelog (crp.facts): ``type`` is required and picks the Struct ------------------------
@@ -176,16 +176,16 @@ class FactRecorded(Base, kw_only=True, tag_field="type", tag="FactRecorded"):
     epoch: Time
     modified_at: Time
     ttl: Ttl
-    text: Text | None | UnsetType = UNSET
+    text: Text | UnsetType | None = UNSET
     importance: Fraction
-    subject: Label | None | UnsetType = UNSET
-    attribute: Label | None | UnsetType = UNSET
-    value: Scalar | None | UnsetType = UNSET
-    unit: Label | None | UnsetType = UNSET
+    subject: Label | UnsetType | None = UNSET
+    attribute: Label | UnsetType | None = UNSET
+    value: Scalar | UnsetType | None = UNSET
+    unit: Label | UnsetType | None = UNSET
     status: FactStatus
     origin_event_id: Id
-    tenant: Tenant | None | UnsetType = UNSET
-    sealed: Annotated[str, Meta(min_length=1, max_length=4 * TEXT_MAX)] | None | UnsetType = UNSET
+    tenant: Tenant | UnsetType | None = UNSET
+    sealed: Annotated[str, Meta(min_length=1, max_length=4 * TEXT_MAX)] | UnsetType | None = UNSET
 
 
 class FactStatusChanged(Base, kw_only=True, tag_field="type", tag="FactStatusChanged"):
@@ -193,7 +193,7 @@ class FactStatusChanged(Base, kw_only=True, tag_field="type", tag="FactStatusCha
     status: FactStatus | Literal["forgotten"]
     reason: Reason
     at: Time
-    cause_id: Id | None | UnsetType = UNSET
+    cause_id: Id | UnsetType | None = UNSET
 
 
 Changelog = FactRecorded | FactStatusChanged
