@@ -69,11 +69,9 @@ def batch_neighbours(
     stored32 = m.astype(np.float32)  # what the index will hold
     unit = stored32.astype(np.float64)
     pool = index.neighbours_many(stored32, k + _MARGIN, threshold - _SLACK, ids, tenant)
-    names = sorted({f for found in pool for f, _w in found})
-    vectors = index.stored_vectors(names)
-    names = [f for f in names if f in vectors]
+    names, stored = index.stored_matrix(sorted({f for found in pool for f, _w in found}))
     place = {f: i for i, f in enumerate(names)}
-    old = np.stack([np.asarray(vectors[f], dtype=np.float64) for f in names]) if names else np.zeros((0, unit.shape[1]))
+    old = stored.astype(np.float64).reshape(-1, unit.shape[1])
     # candidate pairs: (new fact, candidate row) with rows 0..len(names) the fabric's, then the batch's
     pa = [a for a, found in enumerate(pool) for f, _w in found if f in place]
     pb = [place[f] for found in pool for f, _w in found if f in place]
