@@ -34,7 +34,8 @@ EXPANSION_EDGES: Final = 64
 _STATUS_CODES: Final = {"active": 0, "stale": 1, "quarantined": 2, "superseded": 3, "expired": 4}
 _REPLACED: Final = 255  # a slot whose fact was written again under a newer slot (HNSW keeps no deletes)
 _GROW: Final = 1024
-_KEPT_MAX: Final = 256
+KEPT_MAX: Final = 256  # results kept (``kept``): a micro-batch of requests probes at most this many
+_KEPT_MAX: Final = KEPT_MAX
 # a search of this many queries (an ingest batch's k-NN) runs on every core; a request's few, on one
 _PARALLEL_QUERIES: Final = 32  # queries whose results are kept (~150 hits each)
 # an add of at least this many points runs on a thread of its own (faiss releases the GIL), while the
@@ -123,6 +124,11 @@ class AnnCache:
             i for i, (f, e) in enumerate(zip(slots, expires, strict=True)) if f is not None and e is not None
         ]
         return ann
+
+    @property
+    def expiring(self) -> bool:
+        """Whether a point expires: only then do kept results depend on the time searched at."""
+        return bool(self._expiring)
 
     def slot_names(self) -> list[str | None]:
         """Per slot, its fact id, or None where the point was replaced (what ``adopt`` takes back)."""

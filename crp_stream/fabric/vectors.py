@@ -148,6 +148,8 @@ class VectorIndex(ABC):
     _ann_saved = 0  # the cache's ``added`` when it was last saved or read back
 
     _ids_max: int = 100_000  # point -> fact id entries a backend may keep (``bound_ids``)
+    # exact hits of a micro-batch's probes, searched together ahead of its requests (``vector_ahead``)
+    ahead: dict[tuple[Any, ...], list[tuple[str, float]]] | None = None
 
     def bound_ids(self, max_ids: int) -> None:
         """Keep at most about ``max_ids`` point -> fact id entries (a per-process cache; a miss reads
@@ -267,7 +269,17 @@ class VectorIndex(ABC):
             )
             if found is not None:
                 return found
+        ahead = self.ahead
+        if ahead is not None:
+            keys = [(q.tobytes(), limit, where, min_score) for q in queries]
+            if all(k in ahead for k in keys):
+                return [list(ahead[k]) for k in keys]
         return self._query_many(queries, limit, where, min_score)
+
+    def expires_between(self, lo: float, hi: float) -> bool:
+        """Whether a point expires in (``lo``, ``hi``]: if none does, a search alive at any time in
+        [``lo``, ``hi``] finds the same hits. A backend that cannot tell says True."""
+        return True
 
     # ---- backend hooks ------------------------------------------------------------------------------
 
