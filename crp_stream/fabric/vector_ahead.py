@@ -10,7 +10,7 @@ point expires between the first and the last of them (then each time searches ap
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -43,24 +43,22 @@ def search_ahead(index: VectorIndex, batch: Sequence[Probes], exclude_statuses: 
         exact = batch
     else:
         exact = [p for p in batch if scope(p.tenant) is not None]
-        groups: dict[tuple[int, float | None], list[Probes]] = {}
-        for p in shared:  # without expiring points the cache keeps results whatever the time
-            groups.setdefault((p.k, p.now if ann.expiring else None), []).append(p)
-        for (k, _when), part in groups.items():
-            rows = _rows(part, dim)
-            if ann.search_slots(np.stack(list(rows.values())), k + _TIE_MARGIN, excluded, part[0].now, None) is None:
-                exact.extend(part)  # the cache cannot answer: the requests search exactly
+        by_k: dict[int, list[Probes]] = {}
+        for p in shared:
+            by_k.setdefault(p.k, []).append(p)
+        for k, group in by_k.items():
+            for part in _same_hits(group, ann.expires_between):
+                units = [normalise(q, dim) for p in part for q in p.vectors]
+                at = [p.now for p in part for _q in p.vectors]  # each kept for its own request's time
+                if ann.search_slots(np.stack(units), k + _TIE_MARGIN, excluded, part[-1].now, None, at=at) is None:
+                    exact.extend(part)  # the cache cannot answer: the requests search exactly
     ahead: dict[tuple[object, ...], list[tuple[str, float]]] = dict(index.ahead or {})
     by_scope: dict[tuple[int, str | None], list[Probes]] = {}
     for p in exact:
         by_scope.setdefault((p.k, scope(p.tenant)), []).append(p)
     for (k, tenant), part in by_scope.items():
         limit = k + _TIE_MARGIN
-        times = sorted({p.now for p in part})
-        if len(times) > 1 and index.expires_between(times[0], times[-1]):
-            runs = [[p for p in part if p.now == t] for t in times]
-        else:
-            runs = [part]
+        runs = _same_hits(part, index.expires_between)
         for run in runs:
             rows = _rows(run, dim)
             where = Constraint(exclude_statuses=excluded, alive_at=float(run[-1].now), tenant=tenant)
@@ -70,6 +68,15 @@ def search_ahead(index: VectorIndex, batch: Sequence[Probes], exclude_statuses: 
                 for key in _rows([p], dim):
                     ahead[(key, limit, own, None)] = found[key]
     index.ahead = ahead
+
+
+def _same_hits(batch: list[Probes], expires_between: Callable[[float, float], bool]) -> list[list[Probes]]:
+    """``batch`` in runs whose searches find the same hits whatever their times: all of it unless a
+    point expires between its first and last time, else one run per time (in time order)."""
+    times = sorted({p.now for p in batch})
+    if len(times) == 1 or not expires_between(times[0], times[-1]):
+        return [sorted(batch, key=lambda p: p.now)]
+    return [[p for p in batch if p.now == t] for t in times]
 
 
 def forget(index: VectorIndex) -> None:

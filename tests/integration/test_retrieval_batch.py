@@ -83,18 +83,18 @@ def test_a_batch_of_requests_gives_the_bytes_of_one_by_one(
 ) -> None:
     kw: dict[str, Any] = {"ann_min_points": 10} if ann else {}
     calls: list[str] = []
-    query_many, search_slots = EdgeVectorIndex._query_many, AnnCache.search_slots
+    query_many, search = EdgeVectorIndex._query_many, AnnCache._search
 
     def counted_query(self: Any, *a: Any, **k: Any) -> Any:
         calls.append("exact")
         return query_many(self, *a, **k)
 
-    def counted_slots(self: Any, *a: Any, **k: Any) -> Any:
+    def counted_search(self: Any, *a: Any, **k: Any) -> Any:
         calls.append("ann")
-        return search_slots(self, *a, **k)
+        return search(self, *a, **k)
 
     monkeypatch.setattr(EdgeVectorIndex, "_query_many", counted_query)
-    monkeypatch.setattr(AnnCache, "search_slots", counted_slots)
+    monkeypatch.setattr(AnnCache, "_search", counted_search)
     one = _serve(tmp_path / "one", batched=False, **kw)
     searched_one, calls[:] = len(calls), []
     many = _serve(tmp_path / "many", batched=True, **kw)
