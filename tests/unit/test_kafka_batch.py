@@ -295,7 +295,7 @@ def test_retrieval_batches_give_exactly_the_outputs_of_one_record_per_transactio
         assert [t for t, *_ in want].count("crp.envelopes") == 4
         assert [t for t, *_ in want].count("crp.deadletter") == 1
         assert got == want
-        assert batched.transactions == 1 < single.transactions
+        assert batched.transactions < single.transactions  # partitions claimed, then one batch
     finally:
         asyncio.run(batched.worker.stop())
         asyncio.run(single.worker.stop())
