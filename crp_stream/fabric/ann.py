@@ -34,7 +34,8 @@ EXPANSION_EDGES: Final = 64
 _STATUS_CODES: Final = {"active": 0, "stale": 1, "quarantined": 2, "superseded": 3, "expired": 4}
 _REPLACED: Final = 255  # a slot whose fact was written again under a newer slot (HNSW keeps no deletes)
 _GROW: Final = 1024
-_KEPT_MAX: Final = 256
+KEPT_MAX: Final = 256  # results kept (``kept``): a micro-batch of requests probes at most this many
+_KEPT_MAX: Final = KEPT_MAX
 # a search of this many queries (an ingest batch's k-NN) runs on every core; a request's few, on one
 _PARALLEL_QUERIES: Final = 32  # queries whose results are kept (~150 hits each)
 # an add of at least this many points runs on a thread of its own (faiss releases the GIL), while the
@@ -123,6 +124,18 @@ class AnnCache:
             i for i, (f, e) in enumerate(zip(slots, expires, strict=True)) if f is not None and e is not None
         ]
         return ann
+
+    @property
+    def expiring(self) -> bool:
+        """Whether a point expires: only then do kept results depend on the time searched at."""
+        return bool(self._expiring)
+
+    def expires_between(self, lo: float, hi: float) -> bool:
+        """Whether a point expires in [lo, hi] (a search alive at any time between finds the same)."""
+        if not self._expiring:
+            return False
+        ends = self._expires[np.asarray(self._expiring, dtype=np.int64)]
+        return bool(((ends >= lo) & (ends <= hi)).any())
 
     def slot_names(self) -> list[str | None]:
         """Per slot, its fact id, or None where the point was replaced (what ``adopt`` takes back)."""
@@ -240,8 +253,11 @@ class AnnCache:
         min_score: float | None,
         exclude_id: str | None = None,
         effort: int = EXPANSION_SEARCH,
+        at: Sequence[float] | None = None,
     ) -> list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] | None:
-        """``search`` as arrays: per query the slots (``names``) and float64 cosines of its hits."""
+        """``search`` as arrays: per query the slots (``names``) and float64 cosines of its hits.
+        ``at``: per query, the time its hits are kept for, instead of ``alive_at`` (the caller
+        vouches that no point expires between the two: ``expires_between``)."""
         n = len(self._fact)
         fraction = self.alive_fraction(excluded, alive_at)
         if n == 0 or fraction < 0.5:
@@ -252,7 +268,11 @@ class AnnCache:
         q = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         # ``alive_at`` only matters through expiring points: without any, the same results whatever it is
         when = alive_at if self._expiring else None
-        keys = [(row.tobytes(), limit, tuple(excluded), when, min_score, exclude_id, effort) for row in q]
+        times = [when] * q.shape[0] if at is None or not self._expiring else list(at)
+        keys = [
+            (row.tobytes(), limit, tuple(excluded), t, min_score, exclude_id, effort)
+            for row, t in zip(q, times, strict=True)
+        ]
         kept = self.kept
         todo = [i for i, k in enumerate(keys) if k not in kept]
         if not todo:

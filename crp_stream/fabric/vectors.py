@@ -37,7 +37,6 @@ import logging
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
@@ -46,12 +45,21 @@ from typing import Any, Final, Self
 import numpy as np
 import numpy.typing as npt
 
-from crp_stream.core.tenants import DEFAULT_TENANT
 from crp_stream.fabric import ann_snapshot
 from crp_stream.fabric.ann import EXPANSION_EDGES, EXPANSION_SEARCH, AnnCache
 from crp_stream.fabric.vector_checks import Vector as Vector
 from crp_stream.fabric.vector_checks import _reject as _reject
 from crp_stream.fabric.vector_checks import normalise as normalise
+from crp_stream.fabric.vector_payload import F_EXPIRES_AT as F_EXPIRES_AT
+from crp_stream.fabric.vector_payload import F_FACT_ID as F_FACT_ID
+from crp_stream.fabric.vector_payload import F_SOURCE as F_SOURCE
+from crp_stream.fabric.vector_payload import F_STATUS as F_STATUS
+from crp_stream.fabric.vector_payload import F_TENANT as F_TENANT
+from crp_stream.fabric.vector_payload import Constraint as Constraint
+from crp_stream.fabric.vector_payload import VectorItem as VectorItem
+from crp_stream.fabric.vector_payload import payload_of as payload_of
+from crp_stream.fabric.vector_payload import scanned_point as scanned_point
+from crp_stream.fabric.vector_payload import scope as scope
 
 log = logging.getLogger(__name__)
 
@@ -61,64 +69,6 @@ DEFAULT_EXCLUDED: Final = ("quarantined", "expired", "superseded")
 SCORE_DECIMALS: Final = 6
 # Extra hits fetched beyond k so that a tie at the k-th place can be seen and broken by fact_id.
 _TIE_MARGIN: Final = 8
-
-# Payload field names, shared by the backends (payload indexes are created on the filter fields).
-F_FACT_ID: Final = "fact_id"
-F_STATUS: Final = "status"
-F_EXPIRES_AT: Final = "expires_at"
-F_SOURCE: Final = "source"
-F_TENANT: Final = "tenant"
-
-
-@dataclass(frozen=True, slots=True)
-class VectorItem:
-    """One fact's vector and the payload the filters need."""
-
-    fact_id: str
-    vector: npt.ArrayLike
-    status: str = "active"
-    expires_at: float | None = None  # epoch seconds; None = never expires
-    source: str = ""
-    tenant: str | None = None  # None: the default tenant
-
-
-@dataclass(frozen=True, slots=True)
-class Constraint:
-    """A backend-neutral filter: each backend translates it into its own filter type."""
-
-    exclude_statuses: tuple[str, ...] = ()
-    alive_at: float | None = None  # drop points whose expires_at <= alive_at (null never expires)
-    exclude_id: str | None = None
-    tenant: str | None = None  # the points of this tenant only; None: the default tenant's
-
-
-def scope(tenant: str | None) -> str | None:
-    """The tenant as the payload and filters spell it: None for the default tenant."""
-    return None if tenant is None or tenant == DEFAULT_TENANT else tenant
-
-
-def payload_of(item: VectorItem) -> dict[str, Any]:
-    """The payload stored with a point; identical on every backend so results are congruent."""
-    payload = {
-        F_FACT_ID: item.fact_id,
-        F_STATUS: item.status,
-        F_EXPIRES_AT: None if item.expires_at is None else float(item.expires_at),
-        F_SOURCE: item.source,
-    }
-    tenant = scope(item.tenant)
-    if tenant is not None:
-        payload[F_TENANT] = tenant
-    return payload
-
-
-def scanned_point(payload: dict[str, Any] | None, vector: Any) -> tuple[str, Vector, str, float | None] | None:
-    """A backend's stored point as ``_scan`` yields it, or None when it is not one of ours."""
-    p = payload or {}
-    if F_FACT_ID not in p or not isinstance(vector, list):
-        return None
-    exp = p.get(F_EXPIRES_AT)
-    expires = None if exp is None else float(exp)
-    return str(p[F_FACT_ID]), np.asarray(vector, dtype=np.float32), str(p[F_STATUS]), expires
 
 
 def _check_status(status: str) -> None:
@@ -148,6 +98,8 @@ class VectorIndex(ABC):
     _ann_saved = 0  # the cache's ``added`` when it was last saved or read back
 
     _ids_max: int = 100_000  # point -> fact id entries a backend may keep (``bound_ids``)
+    # exact hits of a micro-batch's probes, searched together ahead of its requests (``vector_ahead``)
+    ahead: dict[tuple[Any, ...], list[tuple[str, float]]] | None = None
 
     def bound_ids(self, max_ids: int) -> None:
         """Keep at most about ``max_ids`` point -> fact id entries (a per-process cache; a miss reads
@@ -272,7 +224,17 @@ class VectorIndex(ABC):
             )
             if found is not None:
                 return found
+        ahead = self.ahead
+        if ahead is not None:
+            keys = [(q.tobytes(), limit, where, min_score) for q in queries]
+            if all(k in ahead for k in keys):
+                return [list(ahead[k]) for k in keys]
         return self._query_many(queries, limit, where, min_score)
+
+    def expires_between(self, lo: float, hi: float) -> bool:
+        """Whether a point expires in (``lo``, ``hi``]: if none does, a search alive at any time in
+        [``lo``, ``hi``] finds the same hits. A backend that cannot tell says True."""
+        return True
 
     # ---- backend hooks ------------------------------------------------------------------------------
 

@@ -225,6 +225,20 @@ class EdgeVectorIndex(VectorIndex):
                     fact_of[_point_key(record.id)] = str(record.payload[F_FACT_ID])
         return [(fact_of[i], float(s)) for i, s in scored if i in fact_of]
 
+    def _expires(self, lo: float, hi: float) -> bool:
+        """Whether a point expires in [lo, hi] (whether any does is kept until a write)."""
+        shard = self._live()
+        if self._expiring is None:
+            expiring = qe.Filter(must=[qe.FieldCondition(F_EXPIRES_AT, range=qe.RangeFloat(gte=-math.inf))])
+            self._expiring = shard.count(qe.CountRequest(filter=expiring, exact=True)) > 0
+        if not self._expiring or (lo == -math.inf and hi == math.inf):
+            return bool(self._expiring)
+        between = qe.Filter(must=[qe.FieldCondition(F_EXPIRES_AT, range=qe.RangeFloat(gte=lo, lte=hi))])
+        return bool(shard.count(qe.CountRequest(filter=between, exact=True)) > 0)
+
+    def expires_between(self, lo: float, hi: float) -> bool:
+        return self._dim is not None and self._expires(lo, hi)
+
     def _query(self, query: Vector, limit: int, where: Constraint, min_score: float | None) -> list[tuple[str, float]]:
         return self._query_many(query.reshape(1, -1), limit, where, min_score)[0]
 
@@ -233,11 +247,8 @@ class EdgeVectorIndex(VectorIndex):
     ) -> list[list[tuple[str, float]]]:
         # query_batch shares one pass over the segments: ~4x cheaper per query than query() at 20k points.
         shard = self._live()
-        if self._expiring is None:
-            expiring = qe.Filter(must=[qe.FieldCondition(F_EXPIRES_AT, range=qe.RangeFloat(gte=-math.inf))])
-            self._expiring = shard.count(qe.CountRequest(filter=expiring, exact=True)) > 0
         # Without expiries, ``alive_at`` (now) excludes nothing: the same results whatever its value.
-        same = where if self._expiring else replace(where, alive_at=None)
+        same = where if self._expires(-math.inf, math.inf) else replace(where, alive_at=None)
         keys = [(q.tobytes(), limit, same, min_score) for q in queries]
         found: list[list[tuple[str, float]] | None] = [self._results.get(k) for k in keys]
         todo = [i for i, hit in enumerate(found) if hit is None]

@@ -294,6 +294,12 @@ class QdrantVectorIndex(VectorIndex):
         )
         return [(str(p.payload[F_FACT_ID]), float(p.score)) for p in response.points if p.payload]
 
+    def expires_between(self, lo: float, hi: float) -> bool:
+        if self.dim is None:
+            return False
+        between = models.Filter(must=[models.FieldCondition(key=F_EXPIRES_AT, range=models.Range(gte=lo, lte=hi))])
+        return self._live().count(self._collection, count_filter=between, exact=True).count > 0
+
     def _query_many(
         self, queries: Vector, limit: int, where: Constraint, min_score: float | None
     ) -> list[list[tuple[str, float]]]:

@@ -122,7 +122,7 @@ def gather(
     pull is gated by the sub-query that pulls). Only open sub-queries pull (the score is unchanged);
     an addressed one still vouches that its facts belong to the task.
     """
-    k = max(4 * budget, 50)
+    k = top_k(budget)
     now_s = now_us / 1e6
     vec = {id(s): vec_from_json(s.embedding) for s in [*residual, *(task or [])]}  # each state decoded once
     probes = [query_vec] + [vec[id(s)] for s in residual]
@@ -166,6 +166,11 @@ def gather(
     )
     _extend(c, batch, v64)
     return c
+
+
+def top_k(budget: int) -> int:
+    """How many hits each probe of a window with this fact budget searches for."""
+    return max(4 * budget, 50)
 
 
 def _fetch(uow: UnitOfWork, fact_ids: list[str], dim: int, now_us: int) -> Batch:

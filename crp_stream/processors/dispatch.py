@@ -172,8 +172,9 @@ def _apply_batch(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork
             break
         decoded.append(d)
     keys = [d[2] for d in decoded if d[2] is not None and d[3]]
-    if len(keys) > 1:
-        uow.repo.prefetch_processed(handler.group, keys)
+    sessions = [s for d in decoded if d[1] is not None for s in handler.session_ids(d[1])]
+    if len(keys) > 1 or (keys and sessions):  # a window's session read with the ids, in one statement
+        uow.repo.prefetch_processed(handler.group, keys, sessions)
     items: list[BatchItem[events.Event]] = []
     marks: list[tuple[str, bool, str]] = []  # per item: idempotency key, tracked, content hash
     place: list[int] = []  # per item: its record's index

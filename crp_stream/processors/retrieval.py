@@ -7,6 +7,8 @@ the session's Coverage Set, Residual Set, n-gram blacklist and window count (SPE
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,12 +19,14 @@ from crp_stream.core.tenants import tenant_name
 from crp_stream.events import Rejected
 from crp_stream.events.envelope_bytes import envelope_bytes
 from crp_stream.events.topics import ENVELOPES, WINDOW_REPORTS, WINDOW_REQUESTS
+from crp_stream.fabric.ann import KEPT_MAX
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.graph import GRAPH_GENERATION
+from crp_stream.fabric.models import ModelView
 from crp_stream.fabric.repository import FACTS_GENERATION
-from crp_stream.processors import assembly, envelope, fan_in
+from crp_stream.processors import assembly, envelope, fan_in, retrieval_ahead
 from crp_stream.processors import branches as branches_mod
-from crp_stream.processors.base import Emitter, Handler, Record
+from crp_stream.processors.base import BatchItem, Emitter, Handler, Record
 from crp_stream.processors.envelope import ONBOARDING_HINT
 from crp_stream.processors.session import (
     CoverageEntry,
@@ -35,6 +39,32 @@ from crp_stream.processors.session import (
 
 log = logging.getLogger(__name__)
 
+_Event = events.WindowRequested | events.WindowReported
+
+
+@dataclass
+class RequestPlan:
+    """A window request checked, its session read (or started) and its question embedded: what is
+    left cannot reject it."""
+
+    ev: events.WindowRequested
+    record: Record
+    state: SessionState
+    qvec: np.ndarray
+    model: ModelView | None  # the retired model the session still reads (``_use_session_model``)
+
+
+@dataclass
+class ReportPlan:
+    """A window report checked, with the vectors of what it addressed."""
+
+    ev: events.WindowReported
+    record: Record
+    state: SessionState
+    win: WindowState
+    vecs: list[np.ndarray | None]
+    model: ModelView | None
+
 
 class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
     group = "retrieval"
@@ -42,17 +72,67 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
     meta_keys = ("embedding_model", "embedding_dim", FACTS_GENERATION, GRAPH_GENERATION)
     rejects_before_writes = True  # every check precedes the envelope's audit rows and the session write
 
-    def handle(
-        self, event: events.WindowRequested | events.WindowReported, record: Record, uow: UnitOfWork, out: Emitter
-    ) -> None:
+    batch_native = True  # a micro-batch of requests searches its probes together (``retrieval_ahead``)
+
+    def handle(self, event: _Event, record: Record, uow: UnitOfWork, out: Emitter) -> None:
         uow.fabric.follow(uow.repo)  # a reembed switched the active model: taken up without a restart
         try:
-            if isinstance(event, events.WindowRequested):
-                self._request(event, record, uow, out)
-            else:
-                self._report(event, record, uow, out)
+            plan = self._plan(event, record, uow)
+            uow.model = plan.model
+            self._apply(plan, uow, out)
         finally:
             uow.model = None  # the unit of work serves the batch's other records too
+
+    def handle_batch(self, items: Sequence[BatchItem[_Event]], uow: UnitOfWork) -> int:
+        """Every record of the batch is checked first, then the requests' probes are searched in one
+        call and their candidates read from the fact cache at once, then each record is served in
+        order, exactly as alone. The batch ends before a second record of a session it holds (that
+        window must see what the first one wrote), before a rejected record (its dead letter then
+        stands after what the records before it caused) and before its probes outgrow the ANN
+        cache's kept results."""
+        uow.fabric.follow(uow.repo)
+        plans: list[RequestPlan | ReportPlan] = []
+        sessions: set[str] = set()
+        probes = 0
+        for n, item in enumerate(items):
+            if item.event.session_id in sessions:
+                break
+            try:
+                plan = self._plan(item.event, item.record, uow)
+            except Rejected as exc:
+                if n:
+                    break
+                item.reject(exc)
+                return 1
+            finally:
+                uow.model = None
+            if isinstance(plan, RequestPlan):
+                probes += 1 + len(plan.state.residual)
+                if n and probes > KEPT_MAX:
+                    break
+            sessions.add(item.event.session_id)
+            plans.append(plan)
+        with retrieval_ahead.searched(uow, [p for p in plans if isinstance(p, RequestPlan)]):
+            for item, plan in zip(items, plans, strict=False):
+                uow.model = plan.model
+                try:
+                    self._apply(plan, uow, item.out)
+                except Rejected as exc:  # every check precedes the writes (``rejects_before_writes``)
+                    raise RuntimeError(f"retrieval rejected a checked record: {exc.reason}") from exc
+                finally:
+                    uow.model = None
+        return len(plans)
+
+    def _plan(self, event: _Event, record: Record, uow: UnitOfWork) -> RequestPlan | ReportPlan:
+        if isinstance(event, events.WindowRequested):
+            return self._plan_request(event, record, uow)
+        return self._plan_report(event, record, uow)
+
+    def _apply(self, plan: RequestPlan | ReportPlan, uow: UnitOfWork, out: Emitter) -> None:
+        if isinstance(plan, RequestPlan):
+            self._serve(plan, uow, out)
+        else:
+            self._apply_report(plan, uow, out)
 
     @staticmethod
     def _use_session_model(uow: UnitOfWork, state: SessionState) -> None:
@@ -109,7 +189,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         return [v for v in out if v is not None]
 
     # requests ---------------------------------------------------------------------------------
-    def _request(self, ev: events.WindowRequested, record: Record, uow: UnitOfWork, out: Emitter) -> None:
+    def _plan_request(self, ev: events.WindowRequested, record: Record, uow: UnitOfWork) -> RequestPlan:
         row = uow.repo.get_session(ev.session_id)
         if uow.repo.get_meta("embedding_model") is None:
             raise Rejected("the fabric holds no facts yet: nothing to retrieve (publish documents first)")
@@ -125,6 +205,10 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             self._check_next_window(ev, state)
             self._use_session_model(uow, state)
         qvec = self._vectors(uow, [ev.query.text], [ev.query.embedding], ["query.embedding"], ev.embedding_model)[0]
+        return RequestPlan(ev, record, state, qvec, uow.model)
+
+    def _serve(self, plan: RequestPlan, uow: UnitOfWork, out: Emitter) -> None:
+        ev, record, state, qvec = plan.ev, plan.record, plan.state, plan.qvec
         th = uow.thresholds()
         min_rel = ev.policy.min_relevance if ev.policy.min_relevance is not None else th.min_relevance
         residual = state.residual_states()
@@ -277,7 +361,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         )
 
     # reports ----------------------------------------------------------------------------------
-    def _report(self, ev: events.WindowReported, record: Record, uow: UnitOfWork, out: Emitter) -> None:
+    def _plan_report(self, ev: events.WindowReported, record: Record, uow: UnitOfWork) -> ReportPlan:
         row = uow.repo.get_session(ev.session_id)
         if row is None:
             raise Rejected(f"session_id: {ev.session_id!r} is unknown (no window was requested)")
@@ -291,9 +375,8 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             raise Rejected(f"branch: window {ev.window} fanned out to {win.branches} branches; got branch {ev.branch}")
         if win.branches == 1 and ev.branch not in (None, 0):
             raise Rejected(f"branch: window {ev.window} has no branch {ev.branch}")
-        branch = ev.branch or 0
-        if branch in win.reported:
-            raise Rejected(f"window: window {ev.window} branch {branch} was already reported")
+        if (ev.branch or 0) in win.reported:
+            raise Rejected(f"window: window {ev.window} branch {ev.branch or 0} was already reported")
         unknown = [a.id for a in ev.addressed if state.sub_query(a.id) is None]
         if unknown:
             raise Rejected(f"addressed: unknown sub-query id {unknown[0]!r}")
@@ -317,6 +400,10 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             raise Rejected(
                 exc.reason, "COVERAGE_UPDATE_REJECTED", {"session_id": ev.session_id, "window": ev.window}
             ) from None
+        return ReportPlan(ev, record, state, win, vecs, uow.model)
+
+    def _apply_report(self, plan: ReportPlan, uow: UnitOfWork, out: Emitter) -> None:
+        ev, record, state, win, vecs = plan.ev, plan.record, plan.state, plan.win, plan.vecs
         held = []
         for a, v in zip(ev.addressed, vecs, strict=True):
             sq = state.sub_query(a.id)
@@ -324,6 +411,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             emb = vec_to_json(v) if v is not None else sq.embedding
             depth = exits.report_depth(a.depth, a.words, sq.expected_words)
             held.append(vars(CoverageEntry(id=a.id, embedding=emb, depth=depth, window=ev.window, branch=ev.branch)))
+        branch = ev.branch or 0
         win.pending[str(branch)] = {
             "coverage": held,
             "addressed": [a.id for a in ev.addressed],

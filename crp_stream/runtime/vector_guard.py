@@ -138,6 +138,9 @@ class GuardedVectors(VectorIndex):
     ) -> list[list[tuple[str, float]]]:
         return _guarded("query", self.inner._query_many)(queries, limit, where, min_score)  # type: ignore[no-any-return]
 
+    def expires_between(self, lo: float, hi: float) -> bool:
+        return _guarded("count", self.inner.expires_between)(lo, hi)  # type: ignore[no-any-return]
+
     def get_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
         return _guarded("get_vectors", self.inner.get_vectors)(fact_ids)  # type: ignore[no-any-return]
 

@@ -495,3 +495,34 @@ def test_edge_keeps_query_results_until_a_write(tmp_path: Path) -> None:
     assert ids(idx.search(unit(1, 0.5, 0), 2, NOW + 10)) == ["a", "c"]  # an expiry: now matters again
     assert len(calls) == 4
     idx.close()
+
+
+# ---- a micro-batch's probes searched ahead (fabric/vector_ahead.py) -----------------------------------
+
+
+@pytest.mark.parametrize("expiring", [False, True], ids=["no-expiry", "expiry-between"])
+def test_searched_ahead_the_answers_are_the_engines(index: VectorIndex, expiring: bool) -> None:
+    from crp_stream.fabric import vector_ahead
+
+    rng = np.random.default_rng(3)
+    points = [item(f"f{i:03d}", *rng.normal(size=8)) for i in range(120)]
+    points.append(item("soon", *rng.normal(size=8), expires_at=NOW + 5 if expiring else None))
+    index.upsert(points)
+    batch = [
+        vector_ahead.Probes([rng.normal(size=8) for _ in range(3)], 10, NOW + t, None) for t in (0.0, 1.0, 9.0, 9.5)
+    ]
+    alone = [index.search_union(p.vectors, p.k, p.now) for p in batch]
+    calls: list[int] = []
+    query_many = index._query_many
+
+    def counted(queries: np.ndarray, *a: object) -> list[list[tuple[str, float]]]:
+        calls.append(len(queries))
+        return query_many(queries, *a)  # type: ignore[arg-type]
+
+    index._query_many = counted  # type: ignore[method-assign]
+    vector_ahead.search_ahead(index, batch, ("quarantined", "expired", "superseded"))
+    ahead = len(calls)
+    assert [index.search_union(p.vectors, p.k, p.now) for p in batch] == alone
+    assert len(calls) == ahead  # every request answered from what was searched ahead
+    vector_ahead.forget(index)
+    assert index.ahead is None

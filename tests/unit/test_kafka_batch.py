@@ -18,6 +18,7 @@ from crp_stream.config import Settings
 from crp_stream.events.topics import ALL_TOPICS
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors.base import BatchItem
+from crp_stream.processors.retrieval import RetrievalHandler
 from crp_stream.runtime.kafka.batch import BatchAgent
 from crp_stream.runtime.kafka.delivery import Routed, load_outbox, outbox_key
 from crp_stream.runtime.kafka.worker import KafkaWorker
@@ -236,3 +237,65 @@ def test_a_batch_waits_for_more_records_only_with_a_linger(linger: float, want: 
         return agent.batches
 
     assert asyncio.run(scenario()) == want
+
+
+def window_events(start: float) -> list[Event]:
+    """Window requests and a report of three sessions on one partition, one broker millisecond apart:
+    s1's report and second window follow its first in the same burst, s9's window is rejected."""
+
+    def request(session: str, window: int, **extra: Any) -> bytes:
+        body = {"request_id": f"{session}-{window}", "session_id": session, "window": window, **extra}
+        return json.dumps({"query": {"text": "which port does the service listen on?"}, **body}).encode()
+
+    subs = {"sub_queries": [{"id": "a", "text": "the port"}, {"id": "b", "text": "the service"}]}
+    report = {"session_id": "s1", "window": 1, "addressed": [{"id": "a", "depth": 0.9}], "output_text": "8000"}
+    report["completeness"] = 0.5
+    values = [
+        ("crp.window.requests", "s1", request("s1", 1, **subs)),
+        ("crp.window.requests", "s2", request("s2", 1, **subs)),
+        ("crp.window.requests", "s9", request("s9", 2)),
+        ("crp.window.reports", "s1", json.dumps(report).encode()),
+        ("crp.window.requests", "s1", request("s1", 2)),
+        ("crp.window.requests", "s3", request("s3", 1, **subs)),
+    ]
+    offsets: dict[str, int] = {}
+    out = []
+    for i, (topic, key, value) in enumerate(values):
+        offsets[topic] = offsets.get(topic, -1) + 1
+        out.append(Event(Message(topic, 0, offsets[topic], key.encode(), value, start + i / 1000)))
+    return out
+
+
+def test_retrieval_batches_give_exactly_the_outputs_of_one_record_per_transaction(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the event-time barrier the retrieval group batches what the consumer delivers: two
+    windows of one session and a rejected request in the burst, the same bytes as one by one."""
+    other = f"sqlite:///{tmp_path / 'one.sqlite'}" if database_url.startswith("sqlite") else fresh_postgres_url()
+    (tmp_path / "one").mkdir()
+    batched, single = Harness(tmp_path, database_url, monkeypatch), Harness(tmp_path / "one", other, monkeypatch)
+    try:
+        for h in (batched, single):
+            h.process(events([(0, 0, "d0"), (1, 0, "d1"), (0, 1, "d2")]))
+            h.worker.handlers.append(retrieval := RetrievalHandler())
+            retrieval.bind(h.worker.fabric)
+            h.produced.clear()
+            h.transactions = 0
+        burst = window_events(1_700_000_100.0)
+        asyncio.run(BatchAgent(batched.worker, batched.worker.handlers[-1]).process(burst))
+        handler = single.worker.handlers[-1]
+
+        async def one_by_one() -> None:
+            for ev in burst:
+                await single.worker.handle_message(handler, ev.message)
+
+        asyncio.run(one_by_one())
+        got = [(r.topic, r.partition, r.key, r.value, r.record_id) for r in batched.produced]
+        want = [(r.topic, r.partition, r.key, r.value, r.record_id) for r in single.produced]
+        assert [t for t, *_ in want].count("crp.envelopes") == 4
+        assert [t for t, *_ in want].count("crp.deadletter") == 1
+        assert got == want
+        assert batched.transactions < single.transactions  # partitions claimed, then one batch
+    finally:
+        asyncio.run(batched.worker.stop())
+        asyncio.run(single.worker.stop())

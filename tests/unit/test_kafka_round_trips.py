@@ -73,18 +73,20 @@ def test_a_rejection_before_any_write_needs_no_savepoint(worker: KafkaWorker, ca
 def test_a_rejection_after_a_write_is_redone_in_a_savepoint(
     worker: KafkaWorker, write: str, caplog: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A handler that breaks its word (``rejects_before_writes``): the attempt fails, and the
-    record is applied again in the savepoint, which undoes the write before the rejection."""
+    """A handler on the one-record path (here retrieval without its batch path) that breaks its word
+    (``rejects_before_writes``): the attempt fails, and the record is applied again in the
+    savepoint, which undoes the write before the rejection."""
     h = worker.handlers[0]
+    monkeypatch.setattr(h, "batch_native", False)
 
-    def writes_then_rejects(ev: Any, record: Record, uow: Any, out: Any) -> None:
+    def writes_then_rejects(ev: Any, record: Record, uow: Any) -> None:
         if write == "buffered":
             uow.repo.put_session(ev.session_id, "m", 1, 5, {"partial": True}, 1)
         else:
             uow.repo.append_audit("partial-write", "EVENT_REJECTED", 1, "k", {})
         raise Rejected("rejected after a write")
 
-    monkeypatch.setattr(h, "_request", writes_then_rejects)
+    monkeypatch.setattr(h, "_plan", writes_then_rejects)
     with caplog.at_level(logging.WARNING, "crp_stream.kafka"):
         outs, _ = asyncio.run(worker._apply(h, request(0, "s2", 1)))
     assert "applying it again in a savepoint" in caplog.text

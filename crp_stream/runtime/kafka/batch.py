@@ -45,9 +45,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("crp_stream.kafka")
 
-# Arbiter and ingest carry the volume (a crp.facts record per fact) and never wait on a session;
-# retrieval keeps its per-session sequencer, the operator its per-command barrier.
-BATCHED_GROUPS = ("ingest", "arbiter")
+# Arbiter and ingest carry the volume (a crp.facts record per fact). Retrieval batches here only
+# without the event-time barrier (else its session sequencer releases batches, request_batch.py): a
+# partition's run is applied in order, the handler ending a batch before a session's second record.
+# The operator keeps its per-command barrier.
+BATCHED_GROUPS = ("ingest", "arbiter", "retrieval")
 # records per batch unless the worker says otherwise (``kafka_batch_max``)
 BATCH_MAX = 256
 
