@@ -4,11 +4,13 @@
 setup:            ## .venv with crp-stream[test] (idempotent)
 	ops/setup
 
-lint: setup       ## ruff format --check, ruff check, mypy --strict, lint-imports (what CI runs before the tests)
+lint: setup       ## ruff format --check, ruff check, mypy --strict, lint-imports, core coverage >= 95% by the unit tests (what CI runs before the tests)
 	.venv/bin/ruff format --check crp_stream tests ops migrations
 	.venv/bin/ruff check crp_stream tests ops migrations
 	.venv/bin/mypy
 	.venv/bin/lint-imports --no-logo
+	.venv/bin/coverage run --data-file=.coverage.core --source=crp_stream/core -m pytest -q -x -p no:cacheprovider tests/unit -m "not postgres and not kafka and not qdrant and not heavy"
+	.venv/bin/coverage report --data-file=.coverage.core --fail-under=95 --skip-covered
 
 format: setup     ## apply ruff's formatting and safe fixes
 	.venv/bin/ruff format crp_stream tests ops migrations

@@ -415,15 +415,19 @@ def admit_connectors(scores: ArrayLike, slots: int, extra: ArrayLike | None = No
     """SPEC-025 §2.5/§2.6: ``top_C_by_bridge_value(connectors)``, ranked by the §2.5 score.
 
     The positions of the (at most ``slots``) highest-scoring connectors, best first, ties by position
-    (callers pass candidates in fact-id order). A connector scoring zero (no bridge value) "still
+    (callers pass candidates in fact-id order). Scores are compared to 9 decimals: two connectors
+    equal by the rule (a symmetric chain) tie however the last bits of their floats fell. A connector scoring zero (no bridge value) "still
     scores zero and stays out", however many slots are free. Connectors marked ``extra`` (they bridge
     only through structure edges, ``typed_bridge_values``) come after every other one.
     """
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
     x = np.zeros(s.shape[0], dtype=bool) if extra is None else np.asarray(extra, dtype=bool).reshape(-1)
     live = np.flatnonzero(s > 0.0)
-    order = live[np.lexsort((live, -s[live], x[live]))]
+    order = live[np.lexsort((live, -np.round(s[live], _TIE_DECIMALS), x[live]))]
     return [int(i) for i in order[: max(slots, 0)]]
+
+
+_TIE_DECIMALS = 9
 
 
 def refill_anchors(cdr_order: Sequence[int], seeds: int, admitted: Iterable[int], budget: int) -> list[int]:

@@ -294,3 +294,15 @@ def test_typed_edge_lists_equal_the_mapping_rule_with_a_direct_graph() -> None:
         )
         assert values.tolist() == pytest.approx(want.tolist(), abs=1e-12)
         assert [[cols[j] for j in b] for b in bridged] == want_bridged
+
+
+def test_connectors_equal_by_the_rule_tie_by_position_whatever_their_last_bits() -> None:
+    from crp_stream.core.cdgr import admit_connectors
+
+    # 0.7 x 0.4 computed two ways: 0.27999999999999997 and 0.28 (a symmetric chain's two connectors)
+    noisy = [0.7 * 0.4, 0.28, 0.1]
+    assert noisy[0] != noisy[1]
+    assert admit_connectors(noisy, 3) == [0, 1, 2]
+    assert admit_connectors([noisy[1], noisy[0], 0.1], 3) == [0, 1, 2]
+    assert admit_connectors([0.2800001, 0.28, 0.1], 3) == [0, 1, 2]  # a real difference still ranks
+    assert admit_connectors([0.28, 0.2800001, 0.1], 3) == [1, 0, 2]
