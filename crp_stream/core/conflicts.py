@@ -17,6 +17,9 @@ API
 - ``detect_envelope_contradictions(facts, vecs, pair_threshold=0.85, inside=None) -> list[(i, j, pattern)]``
   (§2.2); ``inside``: only pairs touching the first n facts (the envelope) against the rest; with
   the copies of another source the text rules cannot read (``core.unread_pairs``, patterns ``UNREAD_*``).
+- ``pair_pattern(a, b) -> str | None``: what ``detect_envelope_contradictions`` reads for one pair:
+  ``values_conflict``, then between two sources a reworded contradiction (``core.reworded``) or an
+  unread copy.
 - ``stale_statement_contest(demoted, live) -> bool`` (§2.5): a stale free-text statement
   against a weaker fresher one is a tie.
 - ``unresolved_conflict_note(a_text, b_text) -> str`` (§2.5).
@@ -36,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from crp_stream.core import memo, unread_pairs
+from crp_stream.core import memo, reworded, unread_pairs
 from crp_stream.core.authority import AUTHORITY_TIE_EPSILON, DEMOTED_STATUSES, Resolution, fact_authority
 from crp_stream.core.copied_statements import copied_statement_conflict
 from crp_stream.core.cosine_pairs import pairs_above
@@ -432,14 +435,22 @@ def detect_envelope_contradictions(
 
 
 def _pair_pattern(a: FactView, b: FactView) -> str | None:
-    """``values_conflict``, else, for two free-text facts of different sources, an unread copy
+    """``values_conflict``, else, for two free-text facts of different sources, a reworded
+    contradiction (``core.reworded``: arbitrated as any other), else an unread copy
     (``core.unread_pairs``): contested, never arbitrated."""
     found = values_conflict(a, b)
     if found is not None or a.value is not None or b.value is not None:
         return found
     if not a.source or not b.source or a.source == b.source or (_claim_key(a) and _claim_key(b)):
         return None
-    return unread_pairs.unread_pair(a.text, b.text)  # through the module: its memo
+    # through the modules: their memos
+    return reworded.reworded_conflict(a.text, b.text) or unread_pairs.unread_pair(a.text, b.text)
+
+
+def pair_pattern(a: FactView, b: FactView) -> str | None:
+    """SPEC-027 §2.2/§2.5: the pattern the envelope reads for two facts (``values_conflict``, then
+    between two free-text facts of different sources a reworded contradiction or an unread copy)."""
+    return _pair_pattern(a, b)
 
 
 def unresolved_conflict_note(a_text: str, b_text: str) -> str:

@@ -440,13 +440,15 @@ def print_row(name: str, order: str, t: Tally) -> None:
         print(f"    uncontested: {f}")
 
 
-def different_facts(datasets: Path) -> tuple[int, int, int, list[str], list[str]]:
+def different_facts(datasets: Path) -> tuple[int, int, int, list[str], list[str], list[str]]:
     """Control: HotpotQA sentences of different articles, read as if each article were its own source
     (the harder case: the copy rule only applies across sources). Returns (pairs, pairs the text rules
     read as contradictions, of which by the copy rule, examples, the pairs contested as unread copies
-    besides, ``core.unread_pairs``)."""
+    besides, ``core.unread_pairs``, the pairs read as reworded contradictions besides,
+    ``core.reworded``)."""
     from crp_stream.core.conflicts import FactView, values_conflict
     from crp_stream.core.copied_statements import copied_statement_conflict
+    from crp_stream.core.reworded import reworded_conflict
     from crp_stream.core.unread_pairs import unread_pair
 
     rows = [
@@ -459,6 +461,7 @@ def different_facts(datasets: Path) -> tuple[int, int, int, list[str], list[str]
     pairs = flagged = by_copy = 0
     examples: list[str] = []
     unread: list[str] = []
+    reworded: list[str] = []
     for r in rows:
         facts = [
             FactView(f"{j}.{k}", s.strip(), source=f"article{j}")
@@ -472,7 +475,9 @@ def different_facts(datasets: Path) -> tuple[int, int, int, list[str], list[str]
                     continue
                 pairs += 1
                 if not values_conflict(a, b):
-                    if unread_pair(a.text, b.text):
+                    if reworded_conflict(a.text, b.text):
+                        reworded.append(f"{a.text[:70]!r} / {b.text[:70]!r}")
+                    elif unread_pair(a.text, b.text):
                         unread.append(f"{a.text[:70]!r} / {b.text[:70]!r}")
                 else:
                     flagged += 1
@@ -480,4 +485,4 @@ def different_facts(datasets: Path) -> tuple[int, int, int, list[str], list[str]
                         by_copy += 1
                         if len(examples) < 4:
                             examples.append(f"{a.text[:70]!r} / {b.text[:70]!r}")
-    return pairs, flagged, by_copy, examples, unread
+    return pairs, flagged, by_copy, examples, unread, reworded
