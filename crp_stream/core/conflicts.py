@@ -51,6 +51,9 @@ ENTITY_SUBSTITUTED = "ENTITY_SUBSTITUTED"
 NEGATION_FLIP = "NEGATION_FLIP"
 
 DEFAULT_PAIR_THRESHOLD = 0.85
+#: Token-set Jaccard from which two facts of different sources are checked whatever their cosine: a
+#: reworded copy ("None of X are" / "At least one of X is") shares less than a swapped name does.
+REWORDED_COPY = 0.4
 DEFAULT_DUPLICATE_THRESHOLD = 0.97
 #: Statuses that lose any contradiction against a fact not in this set, whatever the trust.
 
@@ -413,14 +416,16 @@ def detect_envelope_contradictions(
     """SPEC-027 §2.2: pairs ``(i, j, pattern)``, i < j, of selected facts that contradict each other.
 
     A pair is checked when cosine > pair_threshold (0.85) or, whatever the cosine, when both facts
-    carry the same (subject, attribute) or come from different sources and share most of their
-    words (``near_copy_pairs``); it is reported when ``values_conflict`` finds a pattern.
+    carry the same (subject, attribute) or come from different sources and share many of their
+    words (``near_copy_pairs``, token-set Jaccard >= ``REWORDED_COPY``); it is reported when
+    ``pair_pattern`` finds one.
     With ``inside`` = n, facts from index n on are candidates outside the envelope: only their pairs
     with the first n are checked (a copy the envelope left out is still found). ``gram``, ``norms``: as
     for ``same_claim_duplicates`` (with ``inside``, ``gram`` may hold only the first n rows).
     """
     candidates = pairs_above(vecs, len(facts), pair_threshold, strict=True, gram=gram, norms=norms, first=inside)
-    candidates |= near_copy_pairs(list(map(_TEXT_OF, facts)), list(map(_SOURCE_OF, facts)), inside)
+    texts, sources = list(map(_TEXT_OF, facts)), list(map(_SOURCE_OF, facts))
+    candidates |= near_copy_pairs(texts, sources, inside, REWORDED_COPY)
     by_key: dict[tuple[str, str] | None, list[int]] = {}
     for i, f in enumerate(facts):
         if f.subject and f.attribute:  # else no key (``_claim_key``): most facts are free text

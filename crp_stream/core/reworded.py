@@ -23,6 +23,7 @@ templated sentence is another fact. ``reworded_conflict`` is the pattern of the 
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 from crp_stream.core import memo, substitution
 from crp_stream.core.copied_statements import copied_statement_conflict
@@ -131,7 +132,7 @@ def _compounds(tokens: tuple[str, ...]) -> dict[str, tuple[str, str] | None]:
             out["".join(parts)] = (parts[0], parts[1])
         elif _ALPHA.fullmatch(t):
             out.setdefault(t, None)
-    for x, y in zip(tokens, tokens[1:], strict=False):
+    for x, y in pairwise(tokens):
         if len(x) >= _MIN_PART and len(y) >= _MIN_PART and _ALPHA.fullmatch(x) and _ALPHA.fullmatch(y):
             out.setdefault(x + y, (x, y))
     return out
@@ -184,7 +185,7 @@ def two_span_swap(a: str, b: str) -> str | None:
         return None  # a negator among the changes: a polarity question
     # one list of values ("red, white, and blue"): separate slots are a template's ("a 27–5 overall
     # record and an 11–3 conference record"), two facts as often as not
-    if any(not _LIST_JOINS.issuperset(la[p[2] : q[1]]) for p, q in zip(changed, changed[1:], strict=False)):
+    if any(not _LIST_JOINS.issuperset(la[p[2] : q[1]]) for p, q in pairwise(changed)):
         return None
     if sorted(t for x, _ in spans for t in x) == sorted(t for _, y in spans for t in y):
         return None  # the same words moved: no new value

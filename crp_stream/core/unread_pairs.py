@@ -58,10 +58,6 @@ MIN_CONTENT_OVERLAP = 0.6
 CLAUSE_OVERLAP = 0.5
 CLAUSE_SHARED = 4
 _NEG_PREFIXES = ("un", "im", "in", "ir", "il", "non", "dis")
-# Verbs of an asymmetric relation, as stems (``polarity.stem``): "A outnumber B" / "B outnumber A".
-_RELATIONAL = frozenset(
-    map(polarity.stem, "precedes predates outlives beats defeats outnumbers outclasses exceeds surpasses".split())
-)
 
 
 def _words(text: str) -> frozenset[str]:
@@ -79,6 +75,10 @@ _STOP = _words(
     "neither nor true there while which who whom whose than then so but if when"
 )
 STOP_WORDS = _STOP  # the same words for the reworded-statement rules (``core.reworded``)
+# Verbs of an asymmetric relation, as stems (``polarity.stem``): "A outnumber B" / "B outnumber A".
+_RELATIONAL = frozenset(
+    map(polarity.stem, _words("precedes predates outlives beats defeats outnumbers outclasses exceeds surpasses"))
+)
 
 
 @memo.text_memo()
@@ -214,9 +214,9 @@ def unread_tie(a: FactView, b: FactView) -> Resolution:
 
 
 __all__ = [
-    "MIN_CONTENT_OVERLAP",
     "CLAUSE_OVERLAP",
     "CLAUSE_SHARED",
+    "MIN_CONTENT_OVERLAP",
     "MIN_SHARED_CONTENT",
     "STOP_WORDS",
     "UNREAD_NEGATION",

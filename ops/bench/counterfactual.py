@@ -384,6 +384,7 @@ def run(
     cache = EmbeddingCache("arbiter-counterfactual")
     results: dict[tuple[str, str], Tally] = {}
     from crp_stream.core.conflicts import FactView, values_conflict
+    from crp_stream.core.reworded import reworded_conflict
     from crp_stream.core.unread_pairs import unread_pair
 
     for name in names:
@@ -402,10 +403,11 @@ def run(
             for a, b in pairs
             if not values_conflict(FactView("t", a, source="official_docs"), FactView("p", b, source="community_notes"))
         ]
-        unread = sum(1 for a, b in declined if unread_pair(a, b))
+        reworded = [(a, b) for a, b in declined if reworded_conflict(a, b)]
+        unread = sum(1 for a, b in declined if (a, b) not in reworded and unread_pair(a, b))
         print(
             f"{name}: {len(pairs) - len(declined)}/{len(pairs)} swapped statement pairs read as contradictions "
-            f"(text rules alone), {unread} more contested as unread copies"
+            f"(text rules alone), {len(reworded)} more read as reworded, {unread} more contested as unread copies"
         )
         for order in orders:
             tally = Tally()

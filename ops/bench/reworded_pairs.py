@@ -4,8 +4,9 @@ Every ConflictQA claim / negated claim pair (``memory_answer`` / ``counter_answe
 PoisonedRAG adversarial passage against the same passage with the correct answer
 (``counterfactual.poisonedrag``), each side from its own source, as the envelope reads them
 (``conflicts.pair_pattern``). A pair is *read* when a contradiction pattern is found (arbitrated),
-*contested* when an unread pattern is (served with the SPEC-027 §2.5 note), and *neither* otherwise: the poison is then served uncontested if
-both meet in one envelope. Text rules only: no fabric, no embedder, a few seconds.
+*contested* when an unread pattern is (served with the SPEC-027 §2.5 note), and *neither*
+otherwise: the poison is then served uncontested if both meet in one envelope. Text rules only: no
+fabric, no embedder, a few seconds.
 
     .venv/bin/python -m ops.bench.reworded_pairs [--show neither|contested|all]
 """
