@@ -417,7 +417,8 @@ def detect_envelope_contradictions(
 
     A pair is checked when cosine > pair_threshold (0.85) or, whatever the cosine, when both facts
     carry the same (subject, attribute) or come from different sources and share many of their
-    words (``near_copy_pairs``, token-set Jaccard >= ``REWORDED_COPY``); it is reported when
+    words (``near_copy_pairs``, token-set Jaccard >= ``REWORDED_COPY``) or are one short statement
+    (``reworded.short_statement_pairs``); it is reported when
     ``pair_pattern`` finds one.
     With ``inside`` = n, facts from index n on are candidates outside the envelope: only their pairs
     with the first n are checked (a copy the envelope left out is still found). ``gram``, ``norms``: as
@@ -426,6 +427,7 @@ def detect_envelope_contradictions(
     candidates = pairs_above(vecs, len(facts), pair_threshold, strict=True, gram=gram, norms=norms, first=inside)
     texts, sources = list(map(_TEXT_OF, facts)), list(map(_SOURCE_OF, facts))
     candidates |= near_copy_pairs(texts, sources, inside, REWORDED_COPY)
+    candidates |= reworded.short_statement_pairs(texts, sources, inside)
     by_key: dict[tuple[str, str] | None, list[int]] = {}
     for i, f in enumerate(facts):
         if f.subject and f.attribute:  # else no key (``_claim_key``): most facts are free text
@@ -452,10 +454,7 @@ def _pair_pattern(a: FactView, b: FactView) -> str | None:
     return reworded.reworded_conflict(a.text, b.text) or unread_pairs.unread_pair(a.text, b.text)
 
 
-def pair_pattern(a: FactView, b: FactView) -> str | None:
-    """SPEC-027 §2.2/§2.5: the pattern the envelope reads for two facts (``values_conflict``, then
-    between two free-text facts of different sources a reworded contradiction or an unread copy)."""
-    return _pair_pattern(a, b)
+pair_pattern = _pair_pattern  # the envelope's reading of one pair, for the benches and tests
 
 
 def unresolved_conflict_note(a_text: str, b_text: str) -> str:

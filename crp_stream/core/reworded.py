@@ -23,6 +23,7 @@ templated sentence is another fact. ``reworded_conflict`` is the pattern of the 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from itertools import pairwise
 
 from crp_stream.core import memo, substitution
@@ -197,6 +198,36 @@ def two_span_swap(a: str, b: str) -> str | None:
 
 
 @memo.text_memo()
+def _short_key(text: str) -> str | None:
+    """A short statement's content stems run together ("Cranes cannot slam dunk" and "Crane can
+    slamdunk": "cranslamdunk"), or None past ``SHORT_STATEMENT``'s upper bound plus one (a compound
+    written in two words counts two)."""
+    content = _content(_tokens(text))
+    return "".join(content) if SHORT_STATEMENT[0] <= len(content) <= SHORT_STATEMENT[1] + 1 else None
+
+
+def short_statement_pairs(
+    texts: Sequence[str], sources: Sequence[str], inside: int | None = None
+) -> set[tuple[int, int]]:
+    """Pairs i < j (i < ``inside``) of short statements from different sources with the same content
+    words, spelling variants aside: candidates for ``short_statement_negation``, which share too few
+    tokens for the near-copy screen ("Water has viscosity" / "Water does not have viscosity")."""
+    limit = len(texts) if inside is None else min(inside, len(texts))
+    by_key: dict[str, list[int]] = {}
+    for k, text in enumerate(texts):
+        key = _short_key(text) if sources[k] else None
+        if key is not None:
+            by_key.setdefault(key, []).append(k)
+    return {
+        (i, j)
+        for group in by_key.values()
+        for x, i in enumerate(group)
+        for j in group[x + 1 :]
+        if i < limit and sources[i] != sources[j]
+    }
+
+
+@memo.text_memo()
 def reworded_conflict(a: str, b: str) -> str | None:
     """SPEC-027 §2.2 between two sources, where ``conflicts.values_conflict`` found nothing: the
     pattern of the first rule that reads the pair, spelling variants merged first (the copied-statement
@@ -220,6 +251,7 @@ __all__ = [
     "quantifier_negation",
     "reworded_conflict",
     "short_statement_negation",
+    "short_statement_pairs",
     "spelling_variants",
     "two_span_swap",
 ]

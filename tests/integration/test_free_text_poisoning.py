@@ -213,6 +213,7 @@ def test_an_unread_copy_from_a_low_trust_source_is_served_only_with_a_contest_no
             "At least one of the destinations of Japan Airlines is a former Axis Power.",
             "NEGATION_FLIP",
         ),
+        ("Water does not have viscosity.", "Water has viscosity.", "NEGATION_FLIP"),
         (
             "No mollusks are on the Chinese New Year calendar.",
             "There are mollusks on the Chinese New Year calendar.",
@@ -230,12 +231,12 @@ def test_an_unread_copy_from_a_low_trust_source_is_served_only_with_a_contest_no
 def test_a_reworded_copy_from_a_low_trust_source_is_read_and_the_trusted_statement_served(
     tmp_path: Path, true: str, copy: str, pattern: str
 ) -> None:
-    """Rewordings ``core.reworded`` reads (a quantifier, a list of values swapped at once): arbitrated
-    by authority in the envelope, the copy suppressed. (Short statements share too few words for the
-    near-copy screen: with the hashing embedder nothing pairs them; the unit tests read them.)"""
+    """Rewordings ``core.reworded`` reads (a quantifier, a short statement, a list of values swapped at
+    once): arbitrated by authority in the envelope, the copy suppressed. (A spelling variant: the
+    hashing embedder does not rank "Crane can slamdunk" for the query; the unit tests read it.)"""
     s = {
         "qid": "reworded",
-        "query": copy,
+        "query": f"{true} {copy}",  # both pass the relevance gate (the hashing embedder reads words)
         "true_docs": [[true]],
         "poison_docs": [[copy]],
         "distractors": DISTRACTORS,

@@ -22,6 +22,7 @@ from crp_stream.core.reworded import (
     quantifier_negation,
     reworded_conflict,
     short_statement_negation,
+    short_statement_pairs,
     spelling_variants,
     two_span_swap,
 )
@@ -112,6 +113,24 @@ def test_short_statement_negation_reads(a: str, b: str) -> None:
 @pytest.mark.parametrize(("a", "b"), NOT_SHORT)
 def test_short_statement_negation_declines(a: str, b: str) -> None:
     assert not short_statement_negation(a, b)
+
+
+def test_short_statements_pair_whatever_their_words_share() -> None:
+    texts = [
+        "Water has viscosity.",
+        "Cranes cannot slam dunk.",
+        "Water does not have viscosity.",
+        "Crane can slamdunk.",
+        "Water has no viscosity at sea level in winter.",  # not short
+        "Oil has viscosity.",
+    ]
+    sources = ["a", "a", "b", "b", "b", "b"]
+    assert short_statement_pairs(texts, sources) == {(0, 2), (1, 3)}
+    assert short_statement_pairs(texts, ["a"] * 6) == set()  # one source
+    assert short_statement_pairs(texts, sources, inside=1) == {(0, 2)}
+    facts = [FactView(f"f{k}", t, source=src) for k, (t, src) in enumerate(zip(texts, sources, strict=True))]
+    vecs = np.eye(6, dtype=np.float32)  # cosine 0: only the word screens pair them
+    assert detect_envelope_contradictions(facts, vecs) == [(0, 2, NEGATION_FLIP), (1, 3, NEGATION_FLIP)]
 
 
 SPELLINGS = [
