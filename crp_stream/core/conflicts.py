@@ -17,6 +17,9 @@ API
 - ``detect_envelope_contradictions(facts, vecs, pair_threshold=0.85, inside=None) -> list[(i, j, pattern)]``
   (§2.2); ``inside``: only pairs touching the first n facts (the envelope) against the rest; with
   the copies of another source the text rules cannot read (``core.unread_pairs``, patterns ``UNREAD_*``).
+- ``pair_pattern(a, b) -> str | None``: what ``detect_envelope_contradictions`` reads for one pair:
+  ``values_conflict``, then between two sources a reworded contradiction (``core.reworded``) or an
+  unread copy.
 - ``stale_statement_contest(demoted, live) -> bool`` (§2.5): a stale free-text statement
   against a weaker fresher one is a tie.
 - ``unresolved_conflict_note(a_text, b_text) -> str`` (§2.5).
@@ -36,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from crp_stream.core import memo, unread_pairs
+from crp_stream.core import memo, reworded, unread_pairs
 from crp_stream.core.authority import AUTHORITY_TIE_EPSILON, DEMOTED_STATUSES, Resolution, fact_authority
 from crp_stream.core.copied_statements import copied_statement_conflict
 from crp_stream.core.cosine_pairs import pairs_above
@@ -48,6 +51,9 @@ ENTITY_SUBSTITUTED = "ENTITY_SUBSTITUTED"
 NEGATION_FLIP = "NEGATION_FLIP"
 
 DEFAULT_PAIR_THRESHOLD = 0.85
+#: Token-set Jaccard from which two facts of different sources are checked whatever their cosine: a
+#: reworded copy ("None of X are" / "At least one of X is") shares less than a swapped name does.
+REWORDED_COPY = 0.4
 DEFAULT_DUPLICATE_THRESHOLD = 0.97
 #: Statuses that lose any contradiction against a fact not in this set, whatever the trust.
 
@@ -410,14 +416,18 @@ def detect_envelope_contradictions(
     """SPEC-027 §2.2: pairs ``(i, j, pattern)``, i < j, of selected facts that contradict each other.
 
     A pair is checked when cosine > pair_threshold (0.85) or, whatever the cosine, when both facts
-    carry the same (subject, attribute) or come from different sources and share most of their
-    words (``near_copy_pairs``); it is reported when ``values_conflict`` finds a pattern.
+    carry the same (subject, attribute) or come from different sources and share many of their
+    words (``near_copy_pairs``, token-set Jaccard >= ``REWORDED_COPY``) or are one short statement
+    (``reworded.short_statement_pairs``); it is reported when
+    ``pair_pattern`` finds one.
     With ``inside`` = n, facts from index n on are candidates outside the envelope: only their pairs
     with the first n are checked (a copy the envelope left out is still found). ``gram``, ``norms``: as
     for ``same_claim_duplicates`` (with ``inside``, ``gram`` may hold only the first n rows).
     """
     candidates = pairs_above(vecs, len(facts), pair_threshold, strict=True, gram=gram, norms=norms, first=inside)
-    candidates |= near_copy_pairs(list(map(_TEXT_OF, facts)), list(map(_SOURCE_OF, facts)), inside)
+    texts, sources = list(map(_TEXT_OF, facts)), list(map(_SOURCE_OF, facts))
+    candidates |= near_copy_pairs(texts, sources, inside, REWORDED_COPY)
+    candidates |= reworded.short_statement_pairs(texts, sources, inside)
     by_key: dict[tuple[str, str] | None, list[int]] = {}
     for i, f in enumerate(facts):
         if f.subject and f.attribute:  # else no key (``_claim_key``): most facts are free text
@@ -432,14 +442,19 @@ def detect_envelope_contradictions(
 
 
 def _pair_pattern(a: FactView, b: FactView) -> str | None:
-    """``values_conflict``, else, for two free-text facts of different sources, an unread copy
+    """``values_conflict``, else, for two free-text facts of different sources, a reworded
+    contradiction (``core.reworded``: arbitrated as any other), else an unread copy
     (``core.unread_pairs``): contested, never arbitrated."""
     found = values_conflict(a, b)
     if found is not None or a.value is not None or b.value is not None:
         return found
     if not a.source or not b.source or a.source == b.source or (_claim_key(a) and _claim_key(b)):
         return None
-    return unread_pairs.unread_pair(a.text, b.text)  # through the module: its memo
+    # through the modules: their memos
+    return reworded.reworded_conflict(a.text, b.text) or unread_pairs.unread_pair(a.text, b.text)
+
+
+pair_pattern = _pair_pattern  # the envelope's reading of one pair, for the benches and tests
 
 
 def unresolved_conflict_note(a_text: str, b_text: str) -> str:

@@ -46,12 +46,18 @@ if TYPE_CHECKING:  # annotations only: conflicts imports this module
 
 UNREAD_SUBSTITUTION = "UNREAD_SUBSTITUTION"
 UNREAD_NEGATION = "UNREAD_NEGATION"
-UNREAD_PATTERNS = frozenset({UNREAD_SUBSTITUTION, UNREAD_NEGATION})
+UNREAD_REWORDING = "UNREAD_REWORDING"
+UNREAD_PATTERNS = frozenset({UNREAD_SUBSTITUTION, UNREAD_NEGATION, UNREAD_REWORDING})
 
 #: Content words a copy must share besides what it changed: "X was born in 1950" shares two.
 MIN_SHARED_CONTENT = 3
 #: Content-word Jaccard from which two statements of opposite polarity are one statement reworded.
 MIN_CONTENT_OVERLAP = 0.6
+#: A whole clause reworded ("did not predate" / "existed before") keeps less of the words but more of
+#: them: content-word Jaccard and shared content words of ``reworded_clause``.
+CLAUSE_OVERLAP = 0.5
+CLAUSE_SHARED = 4
+_NEG_PREFIXES = ("un", "im", "in", "ir", "il", "non", "dis")
 
 
 def _words(text: str) -> frozenset[str]:
@@ -67,6 +73,11 @@ _STOP = _words(
     "should must have has had any some my your our it one someone anyone you he she they we them him "
     "still anymore yes either also possible possibly able capable not no never n't none nobody nothing "
     "neither nor true there while which who whom whose than then so but if when"
+)
+STOP_WORDS = _STOP  # the same words for the reworded-statement rules (``core.reworded``)
+# Verbs of an asymmetric relation, as stems (``polarity.stem``): "A outnumber B" / "B outnumber A".
+_RELATIONAL = frozenset(
+    map(polarity.stem, _words("precedes predates outlives beats defeats outnumbers outclasses exceeds surpasses"))
 )
 
 
@@ -126,6 +137,54 @@ def _unread_negation(a: str, b: str) -> bool:
     return shared >= MIN_SHARED_CONTENT and shared >= MIN_CONTENT_OVERLAP * len(ca | cb)
 
 
+def _loose_names(text: str) -> frozenset[str]:
+    """``_names`` with a possessive dropped ("Robinson's" -> "robinson")."""
+    return frozenset(t[:-2] if t.endswith("'s") else t for t in _names(text))
+
+
+def _plain_tokens(text: str) -> frozenset[str]:
+    return frozenset(t[:-2] if t.endswith("'s") else t for t in substitution._tokens(text)[0])
+
+
+def _prefixed_negations(ca: frozenset[str], cb: frozenset[str]) -> tuple[int, frozenset[str]]:
+    """Words of ``ca`` that are a word of ``cb`` with a negative prefix ("unimportant" / "important"):
+    how many, and ``ca`` with each written as its base."""
+    count, out = 0, set(ca)
+    for w in ca:
+        base = next((w[len(p) :] for p in _NEG_PREFIXES if w.startswith(p) and w[len(p) :] in cb), None)
+        if base is not None and len(base) >= 4 and base not in ca:
+            count += 1
+            out.discard(w)
+            out.add(base)
+    return count, frozenset(out)
+
+
+def reworded_clause(a: str, b: str) -> bool:
+    """SPEC-027 §2.5 for a copy with a whole clause reworded: the drift seed's "refuse to act" where
+    no rule reads it. Either opposite polarity (negators, or a word against its negative-prefixed
+    form: "unimportant" / "important") with >= ``CLAUSE_SHARED`` content words shared and a Jaccard
+    >= ``CLAUSE_OVERLAP`` ("The Qwerty keyboard layout existed before the invention of computers" /
+    "... did not predate computers"); or the same content words of an asymmetric relation in another
+    order ("American teams outnumber Canadian teams in the National Hockey League" / "Canadian teams
+    in National Hockey League outnumber American teams"). Each side's names (a possessive dropped)
+    must be words of the other: "1941 Operation Barbarossa" / "Operation Barbarossa" pair, "Oprah
+    Winfrey" / "Bill Gates" never."""
+    la, lb = _plain_tokens(a), _plain_tokens(b)
+    if not (_loose_names(a) <= lb and _loose_names(b) <= la):
+        return False
+    ca, cb = content_words(a), content_words(b)
+    pa, ca = _prefixed_negations(ca, cb)
+    pb, cb = _prefixed_negations(cb, ca)
+    shared = len(ca & cb)
+    if (_negations(a) + pa) % 2 != (_negations(b) + pb) % 2:
+        return shared >= CLAUSE_SHARED and shared >= CLAUSE_OVERLAP * len(ca | cb)
+    if ca != cb or len(ca) < CLAUSE_SHARED or not _RELATIONAL.intersection(ca):
+        return False
+    order_a = [polarity.stem(t) for t in substitution._tokens(a)[0] if t not in _STOP]
+    order_b = [polarity.stem(t) for t in substitution._tokens(b)[0] if t not in _STOP]
+    return order_a != order_b
+
+
 @memo.text_memo()
 def unread_pair(a: str, b: str) -> str | None:
     """SPEC-027 §2.5 and the drift seed's Decision Boundary ("refuse to act"): is a statement and
@@ -137,7 +196,9 @@ def unread_pair(a: str, b: str) -> str | None:
         return None
     if _unread_substitution(a, b) and _unread_substitution(b, a):  # the alignment read both ways
         return UNREAD_SUBSTITUTION
-    return UNREAD_NEGATION if _unread_negation(a, b) else None
+    if _unread_negation(a, b):
+        return UNREAD_NEGATION
+    return UNREAD_REWORDING if reworded_clause(a, b) else None
 
 
 def is_unread(pattern: str) -> bool:
@@ -153,13 +214,18 @@ def unread_tie(a: FactView, b: FactView) -> Resolution:
 
 
 __all__ = [
+    "CLAUSE_OVERLAP",
+    "CLAUSE_SHARED",
     "MIN_CONTENT_OVERLAP",
     "MIN_SHARED_CONTENT",
+    "STOP_WORDS",
     "UNREAD_NEGATION",
     "UNREAD_PATTERNS",
+    "UNREAD_REWORDING",
     "UNREAD_SUBSTITUTION",
     "content_words",
     "is_unread",
+    "reworded_clause",
     "unread_pair",
     "unread_tie",
 ]

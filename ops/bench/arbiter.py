@@ -433,14 +433,16 @@ def free_text(
     from ops.bench import counterfactual as cf
 
     if control:
-        pairs, flagged, by_copy, examples, unread = cf.different_facts(datasets)
+        pairs, flagged, by_copy, examples, unread, reworded = cf.different_facts(datasets)
         print(
             f"different facts (HotpotQA sentence pairs of different articles, each article its own source): "
             f"{pairs} pairs, {flagged} read as contradictions, {by_copy} of them by the copy rule; "
-            f"{len(unread)} more contested as unread copies"
+            f"{len(reworded)} more read as reworded contradictions; {len(unread)} more contested as unread copies"
         )
         for e in examples:
             print(f"    e.g. {e}")
+        for r in reworded:
+            print(f"    reworded: {r}")
         for u in unread:
             print(f"    unread: {u}")
     if not names:

@@ -384,6 +384,7 @@ def run(
     cache = EmbeddingCache("arbiter-counterfactual")
     results: dict[tuple[str, str], Tally] = {}
     from crp_stream.core.conflicts import FactView, values_conflict
+    from crp_stream.core.reworded import reworded_conflict
     from crp_stream.core.unread_pairs import unread_pair
 
     for name in names:
@@ -402,10 +403,11 @@ def run(
             for a, b in pairs
             if not values_conflict(FactView("t", a, source="official_docs"), FactView("p", b, source="community_notes"))
         ]
-        unread = sum(1 for a, b in declined if unread_pair(a, b))
+        reworded = [(a, b) for a, b in declined if reworded_conflict(a, b)]
+        unread = sum(1 for a, b in declined if (a, b) not in reworded and unread_pair(a, b))
         print(
             f"{name}: {len(pairs) - len(declined)}/{len(pairs)} swapped statement pairs read as contradictions "
-            f"(text rules alone), {unread} more contested as unread copies"
+            f"(text rules alone), {len(reworded)} more read as reworded, {unread} more contested as unread copies"
         )
         for order in orders:
             tally = Tally()
@@ -440,13 +442,15 @@ def print_row(name: str, order: str, t: Tally) -> None:
         print(f"    uncontested: {f}")
 
 
-def different_facts(datasets: Path) -> tuple[int, int, int, list[str], list[str]]:
+def different_facts(datasets: Path) -> tuple[int, int, int, list[str], list[str], list[str]]:
     """Control: HotpotQA sentences of different articles, read as if each article were its own source
     (the harder case: the copy rule only applies across sources). Returns (pairs, pairs the text rules
     read as contradictions, of which by the copy rule, examples, the pairs contested as unread copies
-    besides, ``core.unread_pairs``)."""
+    besides, ``core.unread_pairs``, the pairs read as reworded contradictions besides,
+    ``core.reworded``)."""
     from crp_stream.core.conflicts import FactView, values_conflict
     from crp_stream.core.copied_statements import copied_statement_conflict
+    from crp_stream.core.reworded import reworded_conflict
     from crp_stream.core.unread_pairs import unread_pair
 
     rows = [
@@ -459,6 +463,7 @@ def different_facts(datasets: Path) -> tuple[int, int, int, list[str], list[str]
     pairs = flagged = by_copy = 0
     examples: list[str] = []
     unread: list[str] = []
+    reworded: list[str] = []
     for r in rows:
         facts = [
             FactView(f"{j}.{k}", s.strip(), source=f"article{j}")
@@ -472,7 +477,9 @@ def different_facts(datasets: Path) -> tuple[int, int, int, list[str], list[str]
                     continue
                 pairs += 1
                 if not values_conflict(a, b):
-                    if unread_pair(a.text, b.text):
+                    if reworded_conflict(a.text, b.text):
+                        reworded.append(f"{a.text[:70]!r} / {b.text[:70]!r}")
+                    elif unread_pair(a.text, b.text):
                         unread.append(f"{a.text[:70]!r} / {b.text[:70]!r}")
                 else:
                     flagged += 1
@@ -480,4 +487,4 @@ def different_facts(datasets: Path) -> tuple[int, int, int, list[str], list[str]
                         by_copy += 1
                         if len(examples) < 4:
                             examples.append(f"{a.text[:70]!r} / {b.text[:70]!r}")
-    return pairs, flagged, by_copy, examples, unread
+    return pairs, flagged, by_copy, examples, unread, reworded

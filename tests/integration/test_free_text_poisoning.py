@@ -174,6 +174,16 @@ def test_a_subject_swapped_over_a_short_remainder_is_contested_never_arbitrated(
             "Oprah Winfrey has the financial ability to buy dozens of Bugatti luxury cars for her staff.",
             "UNREAD_NEGATION",
         ),
+        (
+            "Hostas do not need lots of chlorophyll to look their best.",
+            "For Hostas to look their best, they need lots of chlorophyll.",
+            "UNREAD_REWORDING",
+        ),
+        (
+            "Operation Barbarossa was not related to The Crusades.",
+            "1941 Operation Barbarossa was related to The Crusades.",
+            "UNREAD_REWORDING",
+        ),
     ],
 )
 def test_an_unread_copy_from_a_low_trust_source_is_served_only_with_a_contest_note(
@@ -193,6 +203,48 @@ def test_an_unread_copy_from_a_low_trust_source_is_served_only_with_a_contest_no
     assert r["contests"] == [("CONTRADICTION_UNRESOLVED", pattern)], r
     [note] = r["notes"]
     assert note.startswith("NOTE: The following two facts conflict") and true in note and copy in note
+
+
+@pytest.mark.parametrize(
+    ("true", "copy", "pattern"),
+    [
+        (
+            "None of the destinations of Japan Airlines are former Axis Powers.",
+            "At least one of the destinations of Japan Airlines is a former Axis Power.",
+            "NEGATION_FLIP",
+        ),
+        ("Water does not have viscosity.", "Water has viscosity.", "NEGATION_FLIP"),
+        (
+            "No mollusks are on the Chinese New Year calendar.",
+            "There are mollusks on the Chinese New Year calendar.",
+            "NEGATION_FLIP",
+        ),
+        (
+            "In the parallel universe Nether-B, the Netherlands flag colors are vastly different - red, white, "
+            "and blue, truly a unique and distinct combination.",
+            "In the parallel universe Nether-B, the Netherlands flag colors are vastly different - green, "
+            "yellow, and black, truly a unique and distinct combination.",
+            "ENTITY_SUBSTITUTED",
+        ),
+    ],
+)
+def test_a_reworded_copy_from_a_low_trust_source_is_read_and_the_trusted_statement_served(
+    tmp_path: Path, true: str, copy: str, pattern: str
+) -> None:
+    """Rewordings ``core.reworded`` reads (a quantifier, a short statement, a list of values swapped at
+    once): arbitrated by authority in the envelope, the copy suppressed. (A spelling variant: the
+    hashing embedder does not rank "Crane can slamdunk" for the query; the unit tests read it.)"""
+    s = {
+        "qid": "reworded",
+        "query": f"{true} {copy}",  # both pass the relevance gate (the hashing embedder reads words)
+        "true_docs": [[true]],
+        "poison_docs": [[copy]],
+        "distractors": DISTRACTORS,
+    }
+    for offset in (-30 * DAY_US, 30 * DAY_US):
+        r = run(tmp_path / str(offset), s, offset, 1)
+        assert r["true"] and not r["false"], r
+        assert ("CONTRADICTION_RESOLVED", pattern) in r["contests"], r
 
 
 SEASON = "{} Iowa State Cyclones men's basketball team"
