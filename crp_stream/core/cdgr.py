@@ -416,8 +416,9 @@ def admit_connectors(scores: ArrayLike, slots: int, extra: ArrayLike | None = No
 
     The positions of the (at most ``slots``) highest-scoring connectors, best first, ties by position
     (callers pass candidates in fact-id order). Scores are compared to 9 decimals: two connectors
-    equal by the rule (a symmetric chain) tie however the last bits of their floats fell. A connector scoring zero (no bridge value) "still
-    scores zero and stays out", however many slots are free. Connectors marked ``extra`` (they bridge
+    equal by the rule (a symmetric chain) tie however the last bits of their floats fell. A
+    connector scoring zero (no bridge value) "still scores zero and stays out", however many slots
+    are free. Connectors marked ``extra`` (they bridge
     only through structure edges, ``typed_bridge_values``) come after every other one.
     """
     s = np.asarray(scores, dtype=np.float64).reshape(-1)
