@@ -69,6 +69,7 @@ _SOURCE = attrgetter("source")
 _VALUE = attrgetter("value")
 _FACT_ID = attrgetter("fact_id")
 _STATUS = attrgetter("status")
+_ACTIVE_ONLY = frozenset({"active"})
 _new = tuple.__new__
 
 
@@ -211,7 +212,7 @@ def partition_views(records: Iterable[ClaimRecord]) -> tuple[PartitionView, ...]
     """
     ordered = sorted(records, key=_EPOCH_ORDER)
     ordered.sort(key=_SOURCE)
-    every_active = all(map("active".__eq__, map(_STATUS, ordered)))
+    every_active = set(map(_STATUS, ordered)) <= _ACTIVE_ONLY
     views = []
     for _source, group in groupby(ordered, _SOURCE):
         counted: Sequence[ClaimRecord] = list(group)
