@@ -10,6 +10,7 @@ from typing import Any, TypeAlias, cast
 from pydantic import ValidationError
 from pydantic_core import from_json
 
+from crp_stream.events.codec_fast import decode_fast, encode_fast
 from crp_stream.events.common import DEFAULT_MAX_FACTS, VALUE_MAX, described, json_kind, shown
 from crp_stream.events.common import Event as EventModel
 from crp_stream.events.inputs import (
@@ -28,7 +29,7 @@ from crp_stream.events.outputs import (
     QuarantineCandidate,
     RefreshRequested,
 )
-from crp_stream.events.reasons import container_fields, extras_nonfinite, nonfinite_path, one_line, reason_from
+from crp_stream.events.reasons import extras_nonfinite, nonfinite_path, one_line, reason_from
 from crp_stream.events.rejected import Rejected
 from crp_stream.events.topics import DEFAULT_PREFIX, topic_spec
 
@@ -188,53 +189,24 @@ def decode_input(
     may be omitted; on an output topic it is required.
     """
     spec = topic_spec(topic, prefix)
-    if spec is not None and spec.models[0] in _FAST:
-        event = _decode_fast(spec.models, raw, max_bytes)
+    if spec is not None:
+        event = decode_fast(spec.models[0], raw, max_bytes, max_facts)
         if event is not None:
-            return event
+            return cast(Event, event)
+    return decode_pydantic(topic, raw, max_bytes, max_facts=max_facts, prefix=prefix)
+
+
+def decode_pydantic(
+    topic: str,
+    raw: bytes,
+    max_bytes: int = MAX_RECORD_BYTES,
+    *,
+    max_facts: int = DEFAULT_MAX_FACTS,
+    prefix: str = DEFAULT_PREFIX,
+) -> Event:
+    """``decode_input`` through the pydantic models alone: the reference the fast path is tested
+    against, and the path of every record it does not take (so every reason is this one's)."""
     return validate_value(topic, parse_json(raw, max_bytes), max_facts=max_facts, prefix=prefix)
-
-
-# The changelog's own records (crp.facts: the arbiter reads one per fact) as the canonical encoder
-# writes them: validated from the bytes in one pydantic call, with the same strict models, instead of
-# a parse, a dict and a validation. The marker picks the model; a wrong pick fails its
-# ``type`` literal. Anything unusual takes the full path, which gives the value or the reason.
-_FAST: dict[type[EventModel], bytes] = {
-    FactRecorded: b'"type":"FactRecorded"',
-    FactStatusChanged: b'"type":"FactStatusChanged"',
-}
-
-
-def _decode_fast(models: tuple[type[EventModel], ...], raw: bytes, max_bytes: int) -> Event | None:
-    """``decode_input``'s event for ``raw``, or None: the full path decides (its reason, or its value).
-
-    Left to it: a record over the size limit; any ``\\u`` escape (lone surrogates, NUL); no canonical
-    ``type`` marker; anything pydantic refuses; with unknown or container fields, more brackets than
-    the nesting limit could need (so nesting is never too deep here) or a NaN or an infinity in an
-    unknown field (parsed here, refused with its path there)."""
-    # a backslash first (one memchr): most records hold none, and the two-byte search cost ~3.6k instructions
-    if len(raw) > max_bytes or (b"\\" in raw and b"\\u" in raw):
-        return None
-    for model in models:
-        marker = _FAST.get(model)
-        if marker is not None and marker in raw:
-            break
-    else:
-        return None
-    try:
-        event = model.model_validate_json(raw)  # no context: these models' validators read none (it cost ~5 µs)
-    except ValueError:  # pydantic's ValidationError, or a validator's own
-        return None
-    if "type" not in event.__pydantic_fields_set__:  # the property's set, without its call
-        return None
-    # nesting and a NaN can only sit in an unknown field or a container field (none in these models):
-    # without either the record validated as one object of scalars, one level deep whatever brackets
-    # its strings hold, so the two counts (~5.6k instructions a record) are left to that case
-    if (event.__pydantic_extra__ or container_fields(model)) and (
-        raw.count(b"{") + raw.count(b"[") > MAX_DEPTH or extras_nonfinite(event)
-    ):
-        return None
-    return cast(Event, event)
 
 
 # --- encoding ---------------------------------------------------------------------------------------
@@ -252,6 +224,13 @@ _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_asci
 def encode(event: EventModel) -> bytes:
     """Canonical JSON bytes: sorted keys, no spaces, UTF-8, floats as Python repr, unset optionals
     omitted. Equal events give byte-identical output (replay determinism)."""
+    raw = encode_fast(event)
+    return raw if raw is not None else encode_pydantic(event)
+
+
+def encode_pydantic(event: EventModel) -> bytes:
+    """``encode`` through pydantic's dump and the stdlib encoder: the reference, and the path of
+    values ``encode_fast`` leaves (a NaN or a surrogate fails here, as it always did)."""
     return _CANONICAL.encode(to_json_value(event)).encode("utf-8")
 
 

@@ -286,6 +286,29 @@ class PrecomputedEmbedder(Embedder):
                 raise EmbedderError(f"vector has {arr.shape[0]} dimensions; precomputed:{self.model_id} expects {want}")
         return unit
 
+    def validate_many(self, vectors: Sequence[Sequence[float] | np.ndarray]) -> list[np.ndarray]:
+        """``validate`` of each vector, the checks and the scaling done on the batch at once, with the
+        same floats (each row's norm is its own dot product, as ``np.linalg.norm`` takes a vector's).
+        Anything unusual goes through ``validate`` one by one, which names the first bad vector."""
+        want = self._dim
+        if (
+            len(vectors) < 2
+            or want is None
+            or not all(type(v) is list and len(v) == want for v in vectors)
+            or not all(_is_number_type(t) for t in set(map(type, itertools.chain.from_iterable(vectors))))
+        ):
+            return [self.validate(v) for v in vectors]
+        try:
+            m = np.array(vectors, dtype=np.float64)
+        except (OverflowError, ValueError):
+            return [self.validate(v) for v in vectors]
+        peak = np.max(np.abs(m), axis=1)
+        if not (np.isfinite(peak).all() and (peak > 0.0).all()):  # NaN, inf or all zeros: named one by one
+            return [self.validate(v) for v in vectors]
+        scaled = m / peak[:, None]
+        norm = np.sqrt(np.fromiter((row.dot(row) for row in scaled), dtype=np.float64, count=len(vectors)))
+        return list((scaled / norm[:, None]).astype(np.float32))
+
     @staticmethod
     def _as_array(vector: Sequence[float] | np.ndarray) -> np.ndarray:
         if isinstance(vector, np.ndarray):

@@ -208,15 +208,20 @@ class VectorIndex(ABC):
 
     def stored_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
         """``get_vectors``, served from the ANN cache for the facts it holds (the same floats)."""
+        found, matrix = self.stored_matrix(fact_ids)
+        return dict(zip(found, matrix, strict=True))
+
+    def stored_matrix(self, fact_ids: Sequence[str]) -> tuple[list[str], Vector]:
+        """``stored_vectors`` as (the ids found, one float32 row each): those the ANN cache holds in
+        the given order, then the backend's (no array per fact when the cache holds them all)."""
         ann = self._ann
-        if ann is None:
-            return self.get_vectors(fact_ids)
-        found, matrix = ann.vectors(fact_ids)
-        out = dict(zip(found, matrix, strict=True))
-        rest = [f for f in fact_ids if f not in out]
+        found, matrix = ann.vectors(fact_ids) if ann is not None else ([], np.zeros((0, self.dim or 0), np.float32))
+        held = set(found)
+        rest = self.get_vectors([f for f in fact_ids if f not in held]) if len(held) < len(fact_ids) else {}
         if rest:
-            out.update(self.get_vectors(rest))
-        return out
+            found = [*found, *rest]
+            matrix = np.concatenate([matrix.reshape(-1, self.dim or 0), np.stack(list(rest.values()))])
+        return found, matrix
 
     def _ann_reset(self) -> None:
         self._ann, self._ann_unknown = None, True

@@ -69,11 +69,9 @@ def batch_neighbours(
     stored32 = m.astype(np.float32)  # what the index will hold
     unit = stored32.astype(np.float64)
     pool = index.neighbours_many(stored32, k + _MARGIN, threshold - _SLACK, ids, tenant)
-    names = sorted({f for found in pool for f, _w in found})
-    vectors = index.stored_vectors(names)
-    names = [f for f in names if f in vectors]
+    names, stored = index.stored_matrix(sorted({f for found in pool for f, _w in found}))
     place = {f: i for i, f in enumerate(names)}
-    old = np.stack([np.asarray(vectors[f], dtype=np.float64) for f in names]) if names else np.zeros((0, unit.shape[1]))
+    old = stored.astype(np.float64).reshape(-1, unit.shape[1])
     # candidate pairs: (new fact, candidate row) with rows 0..len(names) the fabric's, then the batch's
     pa = [a for a, found in enumerate(pool) for f, _w in found if f in place]
     pb = [place[f] for found in pool for f, _w in found if f in place]
@@ -110,21 +108,39 @@ _CHUNK = 4096  # pairs scored at once (two float64 matrices of _CHUNK x dim)
 def _within(unit: np.ndarray, owner: Sequence[int], k: int, floor: float) -> tuple[np.ndarray, np.ndarray]:
     """Candidate pairs ``(a, b)`` among the batch's facts: for each new fact ``a`` its at most ``k``
     best (a screen; ties at the k-th kept) among those it may see, the facts of its own document and
-    of the documents before it."""
+    of the documents before it. Owners ascend, so what a document's facts see is a prefix of the
+    batch: each document's rows are screened against that prefix only (half the partitions of the
+    whole square), and only rows with more than ``k`` candidates are partitioned. The products come
+    from one matrix product of the batch (small products per document cost more than the square)."""
     n = unit.shape[0]
     empty = np.zeros(0, dtype=np.int64)
     if n < 2:
         return empty, empty
-    sims = unit @ unit.T
     doc = np.asarray(owner, dtype=np.int64)
-    seen = doc[None, :] <= doc[:, None]
-    np.fill_diagonal(seen, False)
-    sims[~seen | (sims < floor)] = -np.inf
-    if n > k:
-        kth = np.partition(sims, n - k, axis=1)[:, n - k]
-        sims[sims < kth[:, None]] = -np.inf
-    a, b = np.nonzero(sims > -np.inf)
-    return a.astype(np.int64), b.astype(np.int64)
+    starts = np.flatnonzero(np.r_[True, doc[1:] != doc[:-1]])
+    ends = np.r_[starts[1:], n]
+    out_a: list[np.ndarray] = []
+    out_b: list[np.ndarray] = []
+    square = unit @ unit.T
+    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+        if hi < 2:
+            continue
+        sims = square[lo:hi, :hi].copy()
+        sims[np.arange(hi - lo), np.arange(lo, hi)] = -np.inf  # a fact is not its own neighbour
+        sims[sims < floor] = -np.inf
+        if hi > k:
+            crowded = np.flatnonzero(np.count_nonzero(sims > -np.inf, axis=1) > k)
+            if crowded.shape[0]:
+                part = sims[crowded]
+                kth = np.partition(part, hi - k, axis=1)[:, hi - k]
+                part[part < kth[:, None]] = -np.inf
+                sims[crowded] = part
+        a, b = np.nonzero(sims > -np.inf)
+        out_a.append(a.astype(np.int64) + lo)
+        out_b.append(b.astype(np.int64))
+    if not out_a:
+        return empty, empty
+    return np.concatenate(out_a), np.concatenate(out_b)
 
 
 __all__ = ["batch_neighbours", "tenant_neighbours"]

@@ -192,6 +192,15 @@ def _given_vectors(
             field_ = "embedding" if telemetry else f"facts[{missing[0]}].embedding"
             raise Rejected(f"{field_}: required with --embedder precomputed:{emb.model_id}")
     validate: Any = getattr(emb, "validate", None)
+    many: Any = getattr(emb, "validate_many", None)
+    carried = [d for d in drafts if d.given is not None]
+    if many is not None and len(carried) > 1:
+        try:
+            for d, v in zip(carried, many([d.given for d in carried]), strict=True):
+                d.vector = v
+            return
+        except ValueError:
+            pass  # named below, with its fact's place
     for i, d in enumerate(drafts):
         if d.given is None:
             continue

@@ -435,3 +435,25 @@ def test_make_embedder_does_not_load_the_model(monkeypatch: pytest.MonkeyPatch) 
 
     monkeypatch.setattr(OnnxMiniLMEmbedder, "load", boom)
     assert make_embedder("default").model_id == DEFAULT_MODEL_ID
+
+
+def test_precomputed_vectors_checked_as_a_batch_are_the_same_floats_and_the_same_errors() -> None:
+    emb = PrecomputedEmbedder("bench-384", 384)
+    rng = np.random.default_rng(5)
+    for trial in range(60):
+        scale = 10.0 ** int(rng.integers(-30, 30))
+        vs = [[round(float(x), 6) * scale for x in rng.normal(size=384)] for _ in range(int(rng.integers(2, 20)))]
+        if trial % 5 == 0:
+            vs = [[int(x * 100) + 1 for x in rng.normal(size=384)] for _ in vs]  # ints are numbers too
+        one = [emb.validate(v) for v in vs]
+        assert [v.tobytes() for v in emb.validate_many(vs)] == [v.tobytes() for v in one]
+    good = [round(float(x), 6) for x in rng.normal(size=384)]
+    for bad, reason in (
+        (good[:383], "383 dimensions"),
+        ([math.nan, *good[1:]], r"vector\[0\] is NaN"),
+        ([True, *good[1:]], r"vector\[0\] is bool"),
+        ([0.0] * 384, "all zeros"),
+        ([10**400, *good[1:]], "too large"),
+    ):
+        with pytest.raises(EmbedderError, match=reason):
+            emb.validate_many([good, bad])
