@@ -27,7 +27,7 @@ _new = tuple.__new__
 class _SourceTally:
     """One source's speaking records (``counted_records``), grouped by value, and its cached view."""
 
-    __slots__ = ("ids", "last", "newest", "newest_active", "speaking", "stale", "total", "view")
+    __slots__ = ("best", "ids", "last", "newest", "newest_active", "speaking", "stale", "total", "view")
 
     def __init__(self) -> None:
         self.speaking: dict[str, list[ClaimRecord]] = {}  # value -> its speaking records, in order
@@ -38,6 +38,7 @@ class _SourceTally:
         self.last: tuple[float, str] | None = None  # the last record added, speaking or not
         self.total = 0
         self.view: PartitionView | None = None
+        self.best: str | None = None  # the majority value of the records added (None: to be found)
 
     def add(self, r: ClaimRecord) -> None:
         key = (r.epoch, r.fact_id)
@@ -54,11 +55,23 @@ class _SourceTally:
                     self._remove(self.stale.pop(0))
         else:  # stale: it speaks while no active record of its source is later (always, in order)
             self.stale.append(r)
-        self.speaking.setdefault(r.value, []).append(r)
-        insort(self.ids.setdefault(r.value, []), r.fact_id)
+        value = r.value
+        records = self.speaking.get(value)
+        if records is None:
+            records = self.speaking[value] = []
+            self.ids[value] = []
+        records.append(r)
+        insort(self.ids[value], r.fact_id)
         self.total += 1
         self.newest = r
         self.view = None
+        best = self.best
+        if best is not None and best != value:
+            # only this value's count and latest epoch moved, both in its favour: the majority is the
+            # one it was or this value (``_agreement``'s order: most records, latest, smallest value)
+            held = self.speaking[best]
+            if (-len(records), -r.epoch, value) < (-len(held), -held[-1].epoch, best):
+                self.best = value
 
     def _remove(self, r: ClaimRecord) -> None:
         records, ids = self.speaking[r.value], self.ids[r.value]
@@ -67,16 +80,19 @@ class _SourceTally:
         if not records:
             del self.speaking[r.value], self.ids[r.value]
         self.total -= 1
+        self.best = None
 
     def current(self) -> PartitionView | None:
         """``partition_agreement`` of the records added (None: none speaks)."""
         if self.view is None and self.newest is not None and self.total:
-            if len(self.speaking) == 1:  # one value (most partitions): the majority without a comparison
-                ((value, support),) = self.speaking.items()
-            else:
-                value, support = min(
-                    self.speaking.items(), key=lambda item: (-len(item[1]), -item[1][-1].epoch, item[0])
-                )
+            value = self.best
+            if value is None:
+                if len(self.speaking) == 1:  # one value (most partitions): the majority without a comparison
+                    value = next(iter(self.speaking))
+                else:
+                    value = min(self.speaking.items(), key=lambda item: (-len(item[1]), -item[1][-1].epoch, item[0]))[0]
+                self.best = value
+            support = self.speaking[value]
             newest, n, total = self.newest, len(support), self.total
             # the fields in order, by ``tuple.__new__``: a view is built per record, and the NamedTuple's
             # own ``__new__`` (a Python function taking them by name) cost ~1.5k instructions more

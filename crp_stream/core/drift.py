@@ -46,9 +46,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from itertools import compress, groupby
 from operator import attrgetter
 from typing import Literal, NamedTuple
 
+from crp_stream.core import memo as text_memos
 from crp_stream.core.ids import derive_id
 
 VerdictKind = Literal["CONSENSUS_OK", "STALE_HIGH_TRUST", "POISONING_CANDIDATE", "DRIFT_UNDETERMINED"]
@@ -62,6 +64,12 @@ DRIFT_UNDETERMINED: VerdictKind = "DRIFT_UNDETERMINED"
 COUNTED_STATUSES: frozenset[str] = frozenset({"active", "stale"})
 
 _RECORD_ORDER = attrgetter("source", "epoch", "fact_id")
+_EPOCH_ORDER = attrgetter("epoch", "fact_id")
+_SOURCE = attrgetter("source")
+_VALUE = attrgetter("value")
+_FACT_ID = attrgetter("fact_id")
+_STATUS = attrgetter("status")
+_ACTIVE_ONLY = frozenset({"active"})
 _new = tuple.__new__
 
 
@@ -168,38 +176,51 @@ def partition_agreement(records: Sequence[ClaimRecord]) -> PartitionView:
 
 def _agreement(counted: Sequence[ClaimRecord]) -> PartitionView:
     """``partition_agreement`` of one source's counted records, in ``counted_records`` order (epoch,
-    then fact id): a value's last record is its latest, the last record the newest."""
-    by_value: dict[str, list[ClaimRecord]] = {}
-    for r in counted:
-        by_value.setdefault(r.value, []).append(r)
-    value, support = min(by_value.items(), key=lambda item: (-len(item[1]), -item[1][-1].epoch, item[0]))
+    then fact id): a value's last record is its latest, the last record the newest. Tallied by C
+    built-ins (``list.count``, ``compress``): a claim's views are built per record."""
+    values = list(map(_VALUE, counted))
     newest = counted[-1]
-    return PartitionView(
-        source=newest.source,
-        trust=newest.trust,
-        value=value,
-        share=len(support) / len(counted),
-        support=len(support),
-        total=len(counted),
-        latest_epoch=support[-1].epoch,
-        newest_epoch=newest.epoch,
-        fact_ids=tuple(sorted(r.fact_id for r in support)),
+    n = len(values)
+    distinct = set(values)
+    if len(distinct) == 1:  # one value (most partitions): the majority without a comparison
+        value, support, latest = values[0], n, newest.epoch
+        ids = sorted(map(_FACT_ID, counted))
+    else:
+        best: tuple[int, float, str] | None = None
+        backwards = values[::-1]
+        for v in distinct:
+            key = (-values.count(v), -counted[n - 1 - backwards.index(v)].epoch, v)
+            if best is None or key < best:
+                best = key
+        assert best is not None
+        support, latest, value = -best[0], -best[1], best[2]
+        ids = sorted(compress(map(_FACT_ID, counted), map(value.__eq__, values)))
+    # the fields in order, by ``tuple.__new__`` (the NamedTuple's ``__new__`` is a Python function)
+    view: PartitionView = _new(
+        PartitionView,
+        (newest.source, newest.trust, value, support / n, support, n, latest, newest.epoch, tuple(ids)),
     )
+    return view
 
 
 def partition_views(records: Iterable[ClaimRecord]) -> tuple[PartitionView, ...]:
     """Drift seed, Scope (stores partitioned by provenance): one view per source, sorted by source.
 
-    Sources with no counted record are left out.
+    Sources with no counted record are left out. The records are ordered once (two stable sorts in C:
+    records in epoch order are already in order for the first) and split by source; the statuses are
+    filtered (``counted_records``) only when some record is not active.
     """
-    by_source: dict[str, list[ClaimRecord]] = {}
-    for r in records:
-        by_source.setdefault(r.source, []).append(r)
+    ordered = sorted(records, key=_EPOCH_ORDER)
+    ordered.sort(key=_SOURCE)
+    every_active = set(map(_STATUS, ordered)) <= _ACTIVE_ONLY
     views = []
-    for source in sorted(by_source):
-        counted = counted_records(by_source[source])
-        if counted:
-            views.append(_agreement(counted))
+    for _source, group in groupby(ordered, _SOURCE):
+        counted: Sequence[ClaimRecord] = list(group)
+        if not every_active:
+            counted = counted_records(counted)
+            if not counted:
+                continue
+        views.append(_agreement(counted))
     return tuple(views)
 
 
@@ -258,7 +279,9 @@ def arbitrate_divergence(
     return POISONING_CANDIDATE
 
 
+@text_memos.text_memo(0.1)
 def _iso(epoch: float) -> str:
+    """An epoch (s) as a reason's text, memoised: a claim's reasons repeat its partitions' epochs."""
     return datetime.fromtimestamp(epoch, tz=UTC).isoformat()
 
 

@@ -54,6 +54,14 @@ def verdict_kept(verdict: Verdict, before: Sequence[PartitionView], after: Seque
     ):
         return False
     high_source = verdict.high_trust_source
+    if len(before) == len(after):  # the same sources, as a rule (views are one per source, sorted)
+        prev: str | None = None
+        for x, y in zip(before, after, strict=True):
+            if (prev is not None and x.source <= prev) or (x is not y and x.source != y.source):
+                break
+            prev = x.source
+        else:
+            return _pairs_kept(verdict, before, after)
     old = {v.source: v for v in before}
     high = old.get(high_source)
     if high is None or high.value != verdict.high_trust_value or high.newest_epoch != verdict.high_trust_epoch:
@@ -76,3 +84,28 @@ def verdict_kept(verdict: Verdict, before: Sequence[PartitionView], after: Seque
         elif b.latest_epoch > ht_epoch and not a.latest_epoch > ht_epoch:  # STALE_HIGH_TRUST
             return False
     return not old  # a partition that stopped speaking: evaluated in full
+
+
+def _pairs_kept(verdict: Verdict, before: Sequence[PartitionView], after: Sequence[PartitionView]) -> bool:
+    """``verdict_kept`` for views of the same sources in the same order, compared pair by pair."""
+    high_source, high_value, ht_epoch = verdict.high_trust_source, verdict.high_trust_value, verdict.high_trust_epoch
+    high = next((b for b in before if b.source == high_source), None)
+    if high is None or high.value != high_value or high.newest_epoch != ht_epoch:
+        return False
+    high_trust, kind = high.trust, verdict.kind
+    for b, a in zip(before, after, strict=True):
+        if b is a or b == a:
+            continue
+        if a.source == high_source or not a.trust < high_trust:
+            return False
+        if a.value == high_value:
+            if b.value != high_value:
+                return False
+        elif b.value != a.value or kind == CONSENSUS_OK:
+            return False
+        elif kind == DRIFT_UNDETERMINED:
+            if (a.latest_epoch > ht_epoch) != (b.latest_epoch > ht_epoch):
+                return False
+        elif b.latest_epoch > ht_epoch and not a.latest_epoch > ht_epoch:  # STALE_HIGH_TRUST
+            return False
+    return True

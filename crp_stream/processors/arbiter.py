@@ -92,7 +92,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         if len(items) > 1:
             self.prepare([it.event for it in items], uow)
         for it in items:
-            self.handle(it.event, it.record, uow, it.out)
+            self._handle(it.event, it.record, uow, it.out)
         return len(items)
 
     def _preload(self, uow: UnitOfWork) -> None:
@@ -123,9 +123,16 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
     def handle(
         self, event: events.FactRecorded | events.FactStatusChanged, record: Record, uow: UnitOfWork, out: Emitter
     ) -> None:
+        if isinstance(event, _CHANGES):
+            self._preload(uow)
+            self._handle(event, record, uow, out)
+
+    def _handle(
+        self, event: events.FactRecorded | events.FactStatusChanged, record: Record, uow: UnitOfWork, out: Emitter
+    ) -> None:
+        """``handle`` after ``_preload`` (once per micro-batch: its reads hold for the transaction)."""
         if not isinstance(event, _CHANGES):
             return
-        self._preload(uow)
         # event time of the change: a new fact's epoch; a status change's time (the arbiter's own carry
         # the time of the evaluation that made them)
         as_of = dt_to_us(event.epoch if isinstance(event, events.FactRecorded) else event.at)
@@ -187,7 +194,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         verdict = choose_verdict(views, key, records)
         details = verdict_details(verdict, views)
         uow.repo.put_claim(key, verdict.kind, fingerprint, details, as_of)
-        subject, attribute = self._names(rows, text_claim)
+        subject, attribute = self._names(rows, text_claim, ordered=known is not None)
         ctx = _Ctx(uow, out, record, key, subject, attribute, verdict, fingerprint, details, rows, as_of)
         still_open = self._resolve_refreshes(ctx, views)
         if verdict.kind == STALE_HIGH_TRUST:
@@ -209,10 +216,12 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         return verdict
 
     @staticmethod
-    def _names(rows: Sequence[FactRow], text_claim: bool) -> tuple[str, str]:
+    def _names(rows: Sequence[FactRow], text_claim: bool, ordered: bool = False) -> tuple[str, str]:
+        """``ordered``: ``rows`` are in strictly increasing ``(epoch_us, fact_id)`` order (``known_views``
+        checks it), so the newest is the last."""
         if text_claim:
             return text_claims.claim_text(rows), "statement"
-        newest = max(rows, key=_NEWEST)  # a structured claim's rows are all named, as a rule
+        newest = rows[-1] if ordered else max(rows, key=_NEWEST)  # a structured claim's rows are all named
         if not (newest["subject"] and newest["attribute"]):
             newest = max([r for r in rows if r["subject"] and r["attribute"]], key=_NEWEST)
         return str(newest["subject"]), str(newest["attribute"])
