@@ -12,6 +12,8 @@ from crp_stream.fabric import db
 from crp_stream.runtime.transient import is_transient
 from tests.support.services import fresh_postgres_url
 
+pytestmark = pytest.mark.postgres
+
 
 def _drop_server_side(url: str) -> None:
     """Terminate every other backend of the database (a server restart, as the pool sees it)."""

@@ -23,6 +23,7 @@ from ops.bench.kafka_round_trips import measure
 from tests.support.services import fresh_postgres_url
 
 
+@pytest.mark.postgres
 def test_a_window_request_makes_at_most_six_round_trips() -> None:
     per, kinds, _cpu = measure(fresh_postgres_url(), 200, 6)
     # BEGIN, offset and meta, processed id and session, (titled leads not cached yet), the last
