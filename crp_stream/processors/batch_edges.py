@@ -71,7 +71,7 @@ def batch_neighbours(
     pool = index.neighbours_many(stored32, k + _MARGIN, threshold - _SLACK, ids, tenant)
     names, stored = index.stored_matrix(sorted({f for found in pool for f, _w in found}))
     place = {f: i for i, f in enumerate(names)}
-    old = stored.astype(np.float64).reshape(-1, unit.shape[1])
+    old = stored.reshape(-1, unit.shape[1])  # float32: each chunk of pairs is widened below, not all rows
     # candidate pairs: (new fact, candidate row) with rows 0..len(names) the fabric's, then the batch's
     pa = [a for a, found in enumerate(pool) for f, _w in found if f in place]
     pb = [place[f] for found in pool for f, _w in found if f in place]
@@ -80,11 +80,11 @@ def batch_neighbours(
     b_idx = np.concatenate([np.asarray(pb, dtype=np.int64), wb + len(names)])
     if a_idx.shape[0] == 0:
         return []
-    rows = np.concatenate([old, unit])
+    rows = np.concatenate([old, stored32])
     cos = np.empty(a_idx.shape[0], dtype=np.float64)
     for lo in range(0, a_idx.shape[0], _CHUNK):
         hi = min(lo + _CHUNK, a_idx.shape[0])
-        cos[lo:hi] = np.einsum("ij,ij->i", rows[b_idx[lo:hi]], unit[a_idx[lo:hi]])
+        cos[lo:hi] = np.einsum("ij,ij->i", rows[b_idx[lo:hi]].astype(np.float64), unit[a_idx[lo:hi]])
     cos = np.round(cos, SCORE_DECIMALS)
     keep = cos >= threshold
     a_idx, b_idx, cos = a_idx[keep], b_idx[keep], cos[keep]
