@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -26,6 +28,7 @@ from crp_stream.core.conflicts import (
     unresolved_conflict_note,
     values_conflict,
 )
+from tests.support.text_decisions import array, assert_decides_as_recorded
 
 
 def fv(fid: str, text: str = "", **kw: object) -> FactView:
@@ -420,7 +423,6 @@ def test_pairs_above_with_the_callers_norms_decides_as_without() -> None:
     float64 copy of every row: the same pairs, on float32 and float64 rows, pools in any order, pairs
     right at the threshold; the public screens give the same groups and contradictions."""
     from crp_stream.core.cosine_pairs import pairs_above as _pairs_above
-    from tests.support.text_rules_before import conflicts as old_conflicts
 
     rng = np.random.default_rng(12)
     for trial in range(40):
@@ -450,8 +452,7 @@ def test_pairs_above_with_the_callers_norms_decides_as_without() -> None:
         facts = [fv(str(i), f"Service {i % 5} limit is {i % 3} rps.") for i in range(m)]
         assert same_claim_duplicates(facts, sub, norms=all_norms[pool]) == same_claim_duplicates(facts, sub)
         inside = int(rng.integers(0, m + 1))
-        want_pairs = old_conflicts.detect_envelope_contradictions(facts, sub, inside=inside)  # before ``first``
-        assert detect_envelope_contradictions(facts, sub, inside=inside) == want_pairs
+        want_pairs = detect_envelope_contradictions(facts, sub, inside=inside)  # as recorded: below
         gram = sub.astype(np.float32) @ sub.astype(np.float32).T
         assert (
             detect_envelope_contradictions(facts, sub, inside=inside, gram=gram[:inside], norms=all_norms[pool])
@@ -465,36 +466,29 @@ def test_same_claim_duplicates_free_text_fast_path_groups_as_before() -> None:
     """The free-text shortcut (no subject, attribute or value anywhere and every normalised text
     distinct: no key bucket) groups as the rule did before it: free texts in case and whitespace
     variants, facts with a subject, an attribute or a falsy value (0, "", False), near-copies by cosine."""
-    from tests.support.text_rules_before import conflicts as old_conflicts
 
-    rng = np.random.default_rng(26)
-    texts = ["Port is 80.", "port  is 80.", "PORT is 80.", "Port is 8080.", "The cache holds 5 GB.", "Alpha beta."]
-    claims: list[dict[str, object]] = [
-        {},
-        {},
-        {},
-        {"subject": "svc", "attribute": "port", "value": 80},
-        {"subject": "svc"},
-        {"value": 0},
-        {"value": ""},
-        {"value": False},
-        {"subject": "svc", "attribute": "port"},
-    ]
-    for trial in range(200):
-        n = int(rng.integers(1, 12))
-        facts = [
-            fv(str(i), str(rng.choice(texts)) if trial % 3 else f"Fact {i} text.", **claims[int(rng.integers(0, 9))])
-            if trial % 4
-            else fv(str(i), str(texts[i % len(texts)]) + f" {i}")
-            for i in range(n)
-        ]
-        v = rng.standard_normal((n, 8))
-        v[n // 2 :] = v[: n - n // 2] + rng.choice([0.0, 0.01, 1.0]) * rng.standard_normal((n - n // 2, 8))
-        v /= np.linalg.norm(v, axis=1, keepdims=True)
-        assert same_claim_duplicates(facts, v) == old_conflicts.same_claim_duplicates(facts, v)
+    def decide(x: dict[str, Any]) -> list[list[int]]:
+        return same_claim_duplicates([FactView(**f) for f in x["facts"]], array(x["vecs"]))
+
+    assert assert_decides_as_recorded("same_claim_duplicates", decide) == 200
     # free texts equal only once normalised, far apart by cosine: the text bucket groups them
     facts = [fv("a", "Port is 80."), fv("b", "port  is 80."), fv("c", "Alpha beta.")]
     assert same_claim_duplicates(facts, np.eye(3)) == [[0, 1], [2]]
     # a falsy structured value is not free text: its value bucket groups it with its copy
     facts = [fv("a", "One.", subject="s", attribute="x", value=0), fv("b", "Two.", subject="s", attribute="x", value=0)]
     assert same_claim_duplicates(facts, np.eye(2)) == [[0, 1]]
+
+
+def test_envelope_contradictions_decide_as_recorded() -> None:
+    """``detect_envelope_contradictions`` on pools of near-copies (float32 and float64 rows, any
+    ``inside``) finds the recorded pairs, with and without the caller's gram rows and norms."""
+
+    def decide(x: dict[str, Any]) -> list[object]:
+        facts, v, inside = [FactView(**f) for f in x["facts"]], array(x["vecs"]), x["inside"]
+        got = detect_envelope_contradictions(facts, v, inside=inside)
+        gram = (v.astype(np.float32) @ v.astype(np.float32).T)[:inside]
+        norms = np.einsum("ij,ij->i", np.asarray(v, np.float64), np.asarray(v, np.float64))
+        assert detect_envelope_contradictions(facts, v, inside=inside, gram=gram, norms=norms) == got
+        return got
+
+    assert assert_decides_as_recorded("envelope", decide) == 40

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from crp_stream.core.conflicts import ENTITY_SUBSTITUTED, NEGATION_FLIP, NUMBER_CHANGED, FactView, values_conflict
 from crp_stream.core.copied_statements import admit_copies, copied_statement_conflict, slot_claim, uniqueness_predicate
 from crp_stream.core.sibling_titles import numbered_sibling_titles
 from crp_stream.core.substitution import aligned_substitution, near_copy_pairs
-from tests.support.text_rules_before.substitution import _tokens as _tokens_by_match  # the finditer form
+from tests.support.text_decisions import assert_decides_as_recorded
 
 NORWAY = "Norway collected 39 medals in 2018, the largest haul by any country in a single Winter Olympics."
 US = NORWAY.replace("Norway", "U.S.")
@@ -233,15 +230,9 @@ def test_reworded_statements_without_a_denial_are_not_flips() -> None:
         assert copied_statement_conflict(a, b, same_source=False) is None, (a, b)
 
 
-_PIECES = st.sampled_from(
-    ["a", "Z", "U.S.", "n't", "can't", "Won't", "cannot", "1", "2,5", "3.75", "10%", "²", "Σ", "é", "_", "-", ".",
-     ",", "'", "’", " ", "  ", "isn't", "e.g.", "x-ray", "(", ")", "İ", "ß"]
-)  # fmt: skip
-
-
-@settings(max_examples=600, deadline=None)
-@given(st.lists(_PIECES, max_size=30).map("".join) | st.text(max_size=40))
-def test_tokens_are_the_tokens_of_one_match_object_per_token(text: str) -> None:
+def test_tokens_are_the_tokens_of_one_match_object_per_token() -> None:
+    """The tokenizer splits as its finditer form did, on a seeded sample of joined pieces ("U.S.",
+    "n't", "2,5", "x-ray", "İ", ...) and arbitrary characters."""
     from crp_stream.core import substitution as sub
 
-    assert sub._tokens.__wrapped__(text) == _tokens_by_match(text)  # type: ignore[attr-defined]
+    assert assert_decides_as_recorded("tokens", lambda x: sub._tokens.__wrapped__(x["text"])) > 2_000  # type: ignore[attr-defined]
