@@ -10,6 +10,7 @@ Property-tested against the model in tests/unit/test_envelope_bytes.py.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, get_args
 
@@ -156,7 +157,7 @@ def _fact(f: object) -> dict[str, Any] | None:
     return out
 
 
-def direct_bytes(env: dict[str, Any]) -> bytes | None:
+def direct_bytes(env: Mapping[str, Any]) -> bytes | None:
     """``encode(EnvelopeAssembled(**env))`` when the model would keep every value as it is; else None."""
     if not env.keys() >= _ENV_REQUIRED or not env.keys() <= _ENV_FIELDS:
         return None  # an unknown field (a fanned-out branch's assignments) or a missing one
@@ -192,7 +193,7 @@ def direct_bytes(env: dict[str, Any]) -> bytes | None:
     return _CANONICAL.encode(out).encode("utf-8")
 
 
-def envelope_bytes(env: dict[str, Any]) -> bytes:
+def envelope_bytes(env: Mapping[str, Any]) -> bytes:
     """The canonical bytes of the envelope ``env`` (``EnvelopeAssembled``'s fields), as the model gives them."""
     raw = direct_bytes(env)
     return raw if raw is not None else encode(EnvelopeAssembled(**env))

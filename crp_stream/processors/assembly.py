@@ -9,15 +9,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import partial
 from operator import itemgetter
-from typing import Any
+from typing import NamedTuple, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from crp_stream.core import cdgr, cdr, conflicts, exits, near_copies, ngram, recency, sibling_titles
 from crp_stream.core.calibration import Thresholds
+from crp_stream.events import Policy
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.fact_cache import HEAD_FIELDS, Batch
+from crp_stream.fabric.rows import FactRow
 from crp_stream.processors import graph_select
+from crp_stream.processors.graph_select import Connector
 from crp_stream.processors.graph_walk import LoadedEdges
 from crp_stream.processors.session import SubQueryState, vec_from_json
 
@@ -33,40 +37,59 @@ _HEAD_SOURCE = itemgetter(HEAD_FIELDS.index("source"))
 _EXCLUDED = frozenset(EXCLUDED)
 _NEW_VIEW = partial(tuple.__new__, conflicts.FactView)
 
+Floats = npt.NDArray[np.float64]
+Ints = npt.NDArray[np.int64]
+# embeddings: float32 as stored; a probe decoded from a session's JSON may be float64
+Vectors = npt.NDArray[np.float32 | np.float64]
+WalkKey = tuple[tuple[str, ...], int]  # (seed ids, max_hops)
+
+
+class Resolved(NamedTuple):
+    """One arbitrated contradiction of a selection (SPEC-027 §2.2-§2.5), as fact ids."""
+
+    pair: tuple[str, str]  # the two representatives, in pair order
+    tie: bool
+    pattern: str
+    kept: str
+    suppressed: str
+    authority_kept: float
+    authority_suppressed: float
+    texts: tuple[str, str]  # the kept and the suppressed fact's texts
+
 
 @dataclass
 class Candidates:
     """The gathered candidate set, one row per fact, every signal as an aligned numpy array."""
 
     ids: list[str]
-    rows: list[dict[str, Any]]
-    vecs: np.ndarray
-    relevance: np.ndarray
-    pull: np.ndarray
-    novelty: np.ndarray
-    recency: np.ndarray
-    penalty: np.ndarray
-    score: np.ndarray
-    support: np.ndarray
+    rows: list[FactRow]
+    vecs: npt.NDArray[np.float32]
+    relevance: Floats
+    pull: Floats
+    novelty: Floats
+    recency: Floats
+    penalty: Floats
+    score: Floats
+    support: Ints
     views: list[conflicts.FactView]
     ctx: ScoringContext
     graph: LoadedEdges = field(default_factory=LoadedEdges)  # graph edges read so far
-    walks: dict[Any, Any] = field(default_factory=dict)  # graph_select.Walk per seed set
+    walks: dict[WalkKey, graph_select.Walk] = field(default_factory=dict)  # per seed set
     order: list[int] = field(default_factory=list)  # the CDR order select() ranks by
     twins: dict[int, int] = field(default_factory=dict)  # collapsed duplicate -> its representative
     titles: dict[str, str] = field(default_factory=dict)  # document titles of facts in a contradiction
-    gram: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))  # see ``screen``
-    importance: np.ndarray = field(default_factory=lambda: np.zeros(0))  # ``rows[i]["importance"]`` as floats
+    gram: npt.NDArray[np.float32] = field(default_factory=lambda: np.zeros((0, 0), np.float32))  # see ``screen``
+    importance: Floats = field(default_factory=lambda: np.zeros(0))  # ``rows[i]["importance"]`` as floats
     index: dict[str, int] = field(default_factory=dict)  # fact id -> its position in ``ids``
-    norms: np.ndarray = field(default_factory=lambda: np.zeros(0))  # rows' squared norms (``pairs_above``)
+    norms: Floats = field(default_factory=lambda: np.zeros(0))  # rows' squared norms (``pairs_above``)
 
 
 @dataclass(frozen=True)
 class ScoringContext:
-    query_vec: np.ndarray
-    residual_vecs: np.ndarray
-    coverage_vecs: np.ndarray
-    depth: np.ndarray
+    query_vec: Vectors
+    residual_vecs: Vectors
+    coverage_vecs: Vectors
+    depth: Floats
     now_s: float
     blacklist: frozenset[str]
     branch_scoped: bool = False
@@ -77,9 +100,9 @@ class ScoringContext:
 @dataclass
 class Selection:
     anchors: list[int]
-    connectors: list[tuple[int, list[str], float, float]]  # (candidate index, bridged ids, bridge, score)
+    connectors: list[Connector]
     suppressed: set[int] = field(default_factory=set)
-    resolutions: list[dict[str, Any]] = field(default_factory=list)
+    resolutions: list[Resolved] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     unresolved: int = 0
     hops: int = 0
@@ -92,17 +115,17 @@ class Selection:
     @property
     def detected(self) -> int:
         """Contradictions arbitrated (the ties among them only while both facts are in the envelope)."""
-        return sum(1 for r in self.resolutions if not r["tie"]) + self.unresolved
+        return sum(1 for r in self.resolutions if not r.tie) + self.unresolved
 
 
 def gather(
     uow: UnitOfWork,
-    query_vec: np.ndarray,
+    query_vec: Vectors,
     residual: list[SubQueryState],
     budget: int,
     now_us: int,
     min_relevance: float,
-    coverage: tuple[np.ndarray, np.ndarray],
+    coverage: tuple[Vectors, Floats],
     blacklist: frozenset[str],
     branch_scoped: bool = False,
     query_text: str = "",
@@ -202,7 +225,7 @@ def _sources(b: Batch) -> list[str]:
     return list(map(_HEAD_SOURCE, b.heads)) if b.heads is not None else list(map(_SOURCE, b.rows))
 
 
-def _take(b: Batch, keep: np.ndarray) -> Batch:
+def _take(b: Batch, keep: Ints) -> Batch:
     """The facts ``keep`` (positions, ascending) of a batch."""
     at = keep.tolist()
     status = [b.status[i] for i in at] if b.status is not None else None
@@ -212,7 +235,7 @@ def _take(b: Batch, keep: np.ndarray) -> Batch:
     return Batch(ids, rows, b.vecs[keep], b.cols.take(keep), status, heads, grams)
 
 
-def _extend(c: Candidates, b: Batch, v64: np.ndarray | None = None) -> None:
+def _extend(c: Candidates, b: Batch, v64: Floats | None = None) -> None:
     """Score the batch (SPEC-024 §7.1 with SPEC-027 §3.3) and append it to the candidate arrays.
     ``v64``: the batch's vectors as float64, if the caller has them."""
     ctx = c.ctx
@@ -235,7 +258,7 @@ def _extend(c: Candidates, b: Batch, v64: np.ndarray | None = None) -> None:
     score = cdr.cdr_score(cols.importance, sig.relevance, sig.residual_pull, sig.novelty, rec, pen)
     c.index.update(zip(ids, range(len(c.ids), len(c.ids) + len(ids)), strict=True))
     c.ids.extend(ids)
-    c.rows.extend(rows)
+    c.rows.extend(cast(list[FactRow], rows))  # the cache's rows are fact rows
     c.importance = np.concatenate([c.importance, cols.importance])
     c.vecs = np.vstack([c.vecs, vecs]) if c.vecs.size else vecs
     # once per candidate, for both screens' scale (row by row as ``core.conflicts`` computes it)
@@ -254,7 +277,7 @@ def _extend(c: Candidates, b: Batch, v64: np.ndarray | None = None) -> None:
     c.views.extend(map(_NEW_VIEW, map(tuple.__add__, map(_VIEW_HEAD, rows) if heads is None else heads, tails)))
 
 
-def screen(c: Candidates, idx: list[int] | None = None, first: int | None = None) -> np.ndarray:
+def screen(c: Candidates, idx: list[int] | None = None, first: int | None = None) -> npt.NDArray[np.float32]:
     """The float32 cosines of the candidates (of ``idx``; ``first``: only its first rows), the screen
     ``core.conflicts`` would compute for duplicates and contradictions alike: one product per request,
     extended as candidates join."""
@@ -300,7 +323,7 @@ def collapse_duplicates(c: Candidates) -> tuple[list[int], dict[int, list[int]]]
 
 
 def select(
-    uow: UnitOfWork, c: Candidates, eligible: list[int], budget: int, policy: Any, th: Thresholds, exclude: set[str]
+    uow: UnitOfWork, c: Candidates, eligible: list[int], budget: int, policy: Policy, th: Thresholds, exclude: set[str]
 ) -> Selection:
     """SPEC-025 §2 (anchors + connectors, ``graph_select``) and SPEC-027 §2 (arbitration, with refill).
 
@@ -386,16 +409,16 @@ def _arbitrate(uow: UnitOfWork, c: Candidates, sel: Selection, th: Thresholds, o
         a, b = _rep(c, pool[i]), _rep(c, pool[j])
         kept, gone = (a, b) if r.kept is views[i] else (b, a)
         sel.resolutions.append(
-            {
-                "pair": (c.ids[a], c.ids[b]),
-                "tie": r.tie,
-                "pattern": pattern,
-                "kept": c.ids[kept],
-                "suppressed": c.ids[gone],
-                "authority_kept": round(float(r.authority_kept), 6),
-                "authority_suppressed": round(float(r.authority_suppressed), 6),
-                "texts": (c.views[kept].text, c.views[gone].text),
-            }
+            Resolved(
+                pair=(c.ids[a], c.ids[b]),
+                tie=r.tie,
+                pattern=pattern,
+                kept=c.ids[kept],
+                suppressed=c.ids[gone],
+                authority_kept=round(float(r.authority_kept), 6),
+                authority_suppressed=round(float(r.authority_suppressed), 6),
+                texts=(c.views[kept].text, c.views[gone].text),
+            )
         )
     lost = {pool[i] for i in arb.suppressed} | {_rep(c, pool[i]) for i in arb.suppressed}
     sel.suppressed |= lost
@@ -436,17 +459,17 @@ def _rep(c: Candidates, i: int) -> int:
 def _tie_notes(c: Candidates, sel: Selection) -> None:
     """SPEC-027 §2.5: one NOTE per tied contradiction whose two facts both reach the envelope."""
     final = {c.ids[i] for i in sel.chosen()}
-    live = [r for r in sel.resolutions if not r["tie"] or set(r["pair"]) <= final]
+    live = [r for r in sel.resolutions if not r.tie or set(r.pair) <= final]
     sel.resolutions = live
-    sel.notes = [conflicts.unresolved_conflict_note(*r["texts"]) for r in live if r["tie"]]
+    sel.notes = [conflicts.unresolved_conflict_note(*r.texts) for r in live if r.tie]
     sel.unresolved = len(sel.notes)
 
 
 def _new_pair(sel: Selection, c: Candidates, a: int, b: int) -> bool:
     pair = {c.ids[a], c.ids[b]}
-    return not any(set(r["pair"]) == pair for r in sel.resolutions)
+    return not any(set(r.pair) == pair for r in sel.resolutions)
 
 
-def novelty_ratios(c: Candidates, idx: list[int], relevance_floor: float) -> np.ndarray:
+def novelty_ratios(c: Candidates, idx: list[int], relevance_floor: float) -> Floats:
     """SPEC-024 §6 Exit 3 / §8.1 per envelope fact: its CDR score over its query relevance."""
     return exits.novelty_ratio(c.score[idx], c.relevance[idx], relevance_floor)

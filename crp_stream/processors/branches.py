@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import SupportsFloat, TypedDict
 
 import numpy as np
 
+from crp_stream import events
 from crp_stream.core import fanout
+from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.processors import assembly
 
 
+class Assignment(TypedDict):
+    """A fact several branches wanted, and the branch it went to (SPEC-027 §1.6)."""
+
+    fact_id: str
+    branch: int
+    wanted_by: list[int]
+    score: float
+
+
 def select_branches(
-    uow: UnitOfWork, ev: Any, th: Any, branches: list[assembly.Candidates]
-) -> tuple[list[assembly.Selection], list[dict[str, Any]]]:
+    uow: UnitOfWork, ev: events.WindowRequested, th: Thresholds, branches: list[assembly.Candidates]
+) -> tuple[list[assembly.Selection], list[Assignment]]:
     """Select every branch's facts so that no fact is in two branches (SPEC-027 §1.3, §1.6).
 
     A candidate several branches retrieved belongs to the branch that scores it higher (its
@@ -54,12 +65,12 @@ def select_branches(
         for b in sorted(redo):
             sels[b] = pick(b)
     shared = [
-        {
-            "fact_id": f,
-            "branch": owners[f],
-            "wanted_by": sorted(wanted[f]),
-            "score": _r(score(branches[owners[f]], f)),
-        }
+        Assignment(
+            fact_id=f,
+            branch=owners[f],
+            wanted_by=sorted(wanted[f]),
+            score=_r(score(branches[owners[f]], f)),
+        )
         for f in sorted(owners)
         if len(wanted.get(f, ())) > 1
     ]
@@ -84,5 +95,5 @@ def shared_owners(branches: list[assembly.Candidates]) -> dict[str, int]:
     return {f: int(owner[col[f]]) for f in all_ids}
 
 
-def _r(x: Any) -> float:
+def _r(x: SupportsFloat) -> float:
     return round(float(x), 6)

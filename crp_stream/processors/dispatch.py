@@ -10,7 +10,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from crp_stream import events
 from crp_stream.config import Settings
@@ -140,12 +140,12 @@ def _apply_prefix(
     if handler.batch_native:
         return _apply_batch(handler, records, uow)
     decoded = [_decode(handler, record, uow) for record in records]
-    keys = [d[2] for d in decoded if d[2] is not None and d[3]]
-    sessions = [s for d in decoded if d[1] is not None for s in handler.session_ids(d[1])]
+    keys = [d.key for d in decoded if d.key is not None and d.tracked]
+    sessions = [s for d in decoded if d.event is not None for s in handler.session_ids(d.event)]
     if len(keys) > 1 or (keys and sessions):
         uow.repo.prefetch_processed(handler.group, keys, sessions)
     if len(records) > 1:
-        handler.prepare([d[1] for d in decoded if d[1] is not None], uow)
+        handler.prepare([d.event for d in decoded if d.event is not None], uow)
     outputs: list[list[Output]] = []
     for record, (out, event, key, tracked) in zip(records, decoded, strict=True):
         if event is not None and key is not None:
@@ -154,7 +154,21 @@ def _apply_prefix(
     return outputs, len(records)
 
 
-_Decoded = tuple[Emitter, "events.Event | None", "str | None", bool]
+class Decoded(NamedTuple):
+    """A record decoded at the edge; no event when it was dead-lettered."""
+
+    out: Emitter
+    event: events.Event | None
+    key: str | None  # its idempotency key
+    tracked: bool  # its key is checked against the records processed before
+
+
+class _Mark(NamedTuple):
+    """What marks a batch item processed once the batch is applied."""
+
+    key: str
+    tracked: bool
+    content_hash: str
 
 
 def _apply_batch(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork) -> tuple[list[list[Output]], int]:
@@ -165,18 +179,18 @@ def _apply_batch(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork
     (whether the first was applied or rejected decides what the repeat is): every dead letter and its
     audit row then stand where record-by-record processing puts them, after what the records before
     it caused."""
-    decoded: list[_Decoded] = []
+    decoded: list[Decoded] = []
     for i, record in enumerate(records):
         d = _decode(handler, record, uow, write_audit=i == 0)
-        if d[1] is None and i > 0:
+        if d.event is None and i > 0:
             break
         decoded.append(d)
-    keys = [d[2] for d in decoded if d[2] is not None and d[3]]
-    sessions = [s for d in decoded if d[1] is not None for s in handler.session_ids(d[1])]
+    keys = [d.key for d in decoded if d.key is not None and d.tracked]
+    sessions = [s for d in decoded if d.event is not None for s in handler.session_ids(d.event)]
     if len(keys) > 1 or (keys and sessions):  # a window's session read with the ids, in one statement
         uow.repo.prefetch_processed(handler.group, keys, sessions)
     items: list[BatchItem[events.Event]] = []
-    marks: list[tuple[str, bool, str]] = []  # per item: idempotency key, tracked, content hash
+    marks: list[_Mark] = []  # per item
     place: list[int] = []  # per item: its record's index
     batch_keys: set[str] = set()
     end = len(decoded)
@@ -197,7 +211,7 @@ def _apply_batch(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork
             continue
         batch_keys.add(key)
         items.append(BatchItem(event, record, out))
-        marks.append((key, tracked, content_hash))
+        marks.append(_Mark(key, tracked, content_hash))
         place.append(i)
     applied = handler.handle_batch(items, uow) if items else 0
     if applied < len(items):
@@ -209,7 +223,7 @@ def _apply_batch(handler: AnyHandler, records: Sequence[Record], uow: UnitOfWork
             _dead(item.out, item.record, exc.reason, exc.audit_type, exc.details, uow=uow)
         elif tracked:
             uow.repo.mark_processed(handler.group, key, content_hash, item.record.topic, item.record.offset)
-    return [d[0].outputs for d in decoded[:end]], end
+    return [d.out.outputs for d in decoded[:end]], end
 
 
 def _reused(key: str) -> str:
@@ -217,11 +231,9 @@ def _reused(key: str) -> str:
     return f"{name}: {value!r} was already used for different content; the first record wins"
 
 
-def _decode(
-    handler: AnyHandler, record: Record, uow: UnitOfWork, write_audit: bool = True
-) -> tuple[Emitter, events.Event | None, str | None, bool]:
-    """(emitter, event, idempotency key, tracked); no event when the record was dead-lettered (its
-    audit row written unless ``write_audit`` is false: the caller drops such a record's outputs)."""
+def _decode(handler: AnyHandler, record: Record, uow: UnitOfWork, write_audit: bool = True) -> Decoded:
+    """The record decoded; no event when it was dead-lettered (its audit row written unless
+    ``write_audit`` is false: the caller drops such a record's outputs)."""
     audit_to = uow if write_audit else None
     cause = record_cause(record)
     out = Emitter(cause_of=(handler.group, cause))
@@ -229,11 +241,11 @@ def _decode(
     value = record.value
     if b"\\" in value and b"u0000" in value and _NUL_ESCAPE.search(value):
         _dead(out, record, "a string holds a NUL character (\\u0000), which the fabric cannot store")
-        return out, None, None, False
+        return Decoded(out, None, None, False)
     try:
         opened = open_sealed(record.topic, value, uow)
         if opened is None:  # sealed under a key ``forget`` destroyed: forgotten, nothing to do
-            return out, None, None, False
+            return Decoded(out, None, None, False)
         event = events.decode_input(
             record.topic,
             opened,
@@ -242,13 +254,13 @@ def _decode(
         )
     except events.Rejected as exc:
         _dead(out, record, exc.reason, uow=audit_to)
-        return out, None, None, False
+        return Decoded(out, None, None, False)
     key = idempotency_key(event, record, cause)
     # Ids are checked for what producers send, since producers retry; our own changelog (crp.facts)
     # by its derived id alone: on Kafka a restarted worker produces its outbox again, and a copy at a
     # later offset must not run the arbiter again (on a newer fabric, under the copy's id).
     tracked = not key.startswith("record:") or record.topic not in events.INPUT_TOPICS
-    return out, event, key, tracked
+    return Decoded(out, event, key, tracked)
 
 
 def _apply_decoded(

@@ -16,16 +16,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from crp_stream.core import cdgr, graph_rank
+from crp_stream.events import Policy
 from crp_stream.fabric.fabric import UnitOfWork
 
+if TYPE_CHECKING:  # assembly imports this module
+    from crp_stream.processors.assembly import Candidates, Selection
+
 SIMILARITY = graph_rank.EDGE_KINDS.index("similarity")
+# (src, dst, weight, kind) of the walk's edges, as local ints
+Edges = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int8]]
 FETCH_PER_SLOT = 4  # reached facts outside the candidates, read per connector slot and round
+
+
+class Connector(NamedTuple):
+    """A connector admitted to the selection (SPEC-025 §2.5, §2.6)."""
+
+    candidate: int  # its index among the candidates
+    bridged: list[str]  # the anchors it bridges (ids, sorted)
+    bridge: float  # its bridge value
+    score: float  # its connector score
 
 
 @dataclass
@@ -34,21 +51,21 @@ class Walk:
 
     depth: int
     ids: list[str]  # the reached facts that are not anchors, in fact-id order
-    bridge: np.ndarray  # their bridge values (§2.4)
+    bridge: npt.NDArray[np.float64]  # their bridge values (§2.4)
     bridged_cols: list[list[int]]  # the anchors each bridges, as columns of ``anchors``
     anchors: list[str]  # the anchor ids (sorted): ``bridged`` names them for the connectors admitted
-    extra: np.ndarray  # it bridges only through structure edges (``cdgr.typed_bridge_values``)
-    level: np.ndarray  # BFS level per local int of the walk's edge list
-    local: np.ndarray  # local int of each of ``ids``
-    edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # (src, dst, weight, kind), local ints
-    names: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=str))  # ``ids`` as a unicode array
+    extra: npt.NDArray[np.bool_]  # it bridges only through structure edges (``cdgr.typed_bridge_values``)
+    level: npt.NDArray[np.int64]  # BFS level per local int of the walk's edge list
+    local: npt.NDArray[np.int64]  # local int of each of ``ids``
+    edges: Edges
+    names: npt.NDArray[np.str_] = field(default_factory=lambda: np.zeros(0, dtype=str))  # ``ids`` as a unicode array
 
     def bridged(self, at: int) -> list[str]:
         """The anchors the reached fact at ``at`` bridges (ids, sorted): where packing puts it (§2.6).
         Named only for the few admitted, not for every reached fact."""
         return [self.anchors[j] for j in self.bridged_cols[at]]
 
-    def positions(self, fact_ids: list[str]) -> np.ndarray:
+    def positions(self, fact_ids: list[str]) -> npt.NDArray[np.int64]:
         """The place of each fact id in ``ids``, -1 for an id outside it: a binary search of the sorted
         names in C (no dict lookup per id, no pass over the walk's thousands)."""
         n = self.names.shape[0]
@@ -80,7 +97,7 @@ class Walk:
         return graph_rank.EDGE_KINDS[int(ek[best])]
 
 
-def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], max_hops: int) -> Walk:
+def walk(uow: UnitOfWork, c: Candidates, seed_idx: list[int], max_hops: int) -> Walk:
     """SPEC-025 §2.3-§2.4: walk the typed graph from the anchors and score every reached fact's bridge.
 
     Edges are loaded for every fact below ``max_hops`` (the walk) and for the anchors' neighbours (a
@@ -125,7 +142,7 @@ def walk(uow: UnitOfWork, c: Any, seed_idx: list[int], max_hops: int) -> Walk:
     )
 
 
-def id_order(names: list[str] | np.ndarray) -> np.ndarray:
+def id_order(names: list[str] | npt.NDArray[np.str_]) -> npt.NDArray[np.int64]:
     """The permutation that sorts fact ids as ``sorted`` does: a fixed-width unicode array orders
     code points, as ``str`` comparison does, and the sort runs in C (the ball has thousands)."""
     if len(names) == 0:
@@ -145,14 +162,14 @@ def bridging_candidates(w: Walk, exclude: set[str], taken: set[str]) -> list[int
 
 def choose(
     uow: UnitOfWork,
-    c: Any,
-    sel: Any,
+    c: Candidates,
+    sel: Selection,
     live: list[int],
     n_anchor: int,
     budget: int,
-    policy: Any,
+    policy: Policy,
     exclude: set[str],
-    append_outside: Any,
+    append_outside: Callable[[UnitOfWork, Candidates, list[str]], None],
     min_connector_relevance: float = cdgr.MIN_CONNECTOR_RELEVANCE,
 ) -> None:
     """Fill ``sel`` (anchors, connectors, rank, via, hops) for the live CDR order ``live``."""
@@ -202,7 +219,7 @@ def choose(
     extra = [bool(w.extra[bridge_of[i]]) for i in cands]
     admitted = [cands[p] for p in cdgr.admit_connectors([scored[i] for i in cands], slots, extra)]
     sel.anchors = cdgr.refill_anchors(live, len(seeds), admitted, budget)
-    sel.connectors = [(i, w.bridged(bridge_of[i]), float(w.bridge[bridge_of[i]]), scored[i]) for i in admitted]
+    sel.connectors = [Connector(i, w.bridged(bridge_of[i]), float(w.bridge[bridge_of[i]]), scored[i]) for i in admitted]
     # rank: the seeds in CDR order, then the connectors by score, then the anchors that took the
     # connector slots no connector filled (a consumer that cuts the envelope short keeps the seeds)
     ranked = seeds + admitted + sel.anchors[len(seeds) :]
@@ -211,4 +228,4 @@ def choose(
     sel.via = {i: w.via(c.ids[i]) for i in admitted}
 
 
-__all__ = ["Walk", "bridging_candidates", "choose", "id_order", "walk"]
+__all__ = ["Connector", "Walk", "bridging_candidates", "choose", "id_order", "walk"]

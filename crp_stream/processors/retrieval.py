@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -27,7 +26,6 @@ from crp_stream.fabric.repository import FACTS_GENERATION
 from crp_stream.processors import assembly, envelope, fan_in, retrieval_ahead
 from crp_stream.processors import branches as branches_mod
 from crp_stream.processors.base import BatchItem, Emitter, Handler, Record
-from crp_stream.processors.envelope import ONBOARDING_HINT
 from crp_stream.processors.session import (
     CoverageEntry,
     SessionState,
@@ -50,7 +48,7 @@ class RequestPlan:
     ev: events.WindowRequested
     record: Record
     state: SessionState
-    qvec: np.ndarray
+    qvec: assembly.Vectors
     model: ModelView | None  # the retired model the session still reads (``_use_session_model``)
 
 
@@ -62,7 +60,7 @@ class ReportPlan:
     record: Record
     state: SessionState
     win: WindowState
-    vecs: list[np.ndarray | None]
+    vecs: list[assembly.Vectors | None]
     model: ModelView | None
 
 
@@ -156,7 +154,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
     # embeddings -------------------------------------------------------------------------------
     def _vectors(
         self, uow: UnitOfWork, texts: list[str], given: list[list[float] | None], fields: list[str], model: str | None
-    ) -> list[np.ndarray]:
+    ) -> list[assembly.Vectors]:
         emb = uow.embedder
         fabric_model = uow.model.model_id if uow.model else (uow.repo.get_meta("embedding_model") or emb.model_id)
         if model is not None and model != fabric_model:
@@ -164,7 +162,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         if emb.model_id != fabric_model:
             raise Rejected(f"embedder {emb.model_id!r} does not match the fabric's model {fabric_model!r}")
         dim = int((uow.model.dim if uow.model else uow.repo.get_meta("embedding_dim")) or emb.dim or 0)
-        out: list[np.ndarray | None] = []
+        out: list[assembly.Vectors | None] = []
         for g, f in zip(given, fields, strict=True):
             if g is None:
                 if emb.requires_vectors:
@@ -248,30 +246,11 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             fact_ids=[],
             min_relevance=float(min_rel),
         )
-        envs: list[dict[str, Any]] = []
-        ratios: list[np.ndarray] = []
-        for b, (cands, part, sel) in enumerate(zip(branches, partitions, sels, strict=True)):
-            env, r = envelope.build(
-                uow,
-                ev,
-                record,
-                out,
-                state,
-                cands,
-                sel,
-                part,
-                b if fanned else None,
-                fanout.coverage_partitions_header(groups) if fanned else None,
-                th.min_connector_relevance,
-            )
-            if fanned:
-                mine = {f["fact_id"] for f in env["facts"]}
-                env["assignments"] = [a for a in shared if a["fact_id"] in mine]
-            envs.append(env)
-            ratios.append(r)
+        floor = th.min_connector_relevance
+        packs = [envelope.pack(cands, sel, floor) for cands, sel in zip(branches, sels, strict=True)]
         # SPEC-024 §6, evaluated on this window's envelope(s): a previous window's exit would have
         # closed the session, so only Exit 3 (ckf-exhausted) can be reached here.
-        window_state.mean_ratio = exits.mean_novelty_ratio(np.concatenate(ratios))
+        window_state.mean_ratio = exits.mean_novelty_ratio(np.concatenate([p.ratios for p in packs]))
         status = exits.continuation_status(
             state.completeness,
             not state.residual,
@@ -281,6 +260,23 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             state.safety_budget,
         )
         serve = exits.serves_facts(status)
+        envs: list[envelope.Envelope] = []
+        for b, (cands, part, sel, packed) in enumerate(zip(branches, partitions, sels, packs, strict=True)):
+            env = envelope.build(
+                ev=ev,
+                state=state,
+                c=cands,
+                sel=sel,
+                packed=packed,
+                part=part,
+                branch=b if fanned else None,
+                partitions=fanout.coverage_partitions_header(groups) if fanned else None,
+                status=status,
+            )
+            if fanned:
+                mine = {f["fact_id"] for f in env["facts"]}
+                env["assignments"] = [a for a in shared if a["fact_id"] in mine]
+            envs.append(env)
         for b, (env, sel) in enumerate(zip(envs, sels, strict=True)):
             if serve:  # the conflicts of what is served are audited; nothing is served on exhaustion
                 envelope.audit_conflicts(uow, ev, record, out, sel, b if fanned else None)
@@ -288,7 +284,6 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
                 envelope.withhold(env, window_state.mean_ratio)
             window_state.fact_ids.append([f["fact_id"] for f in env["facts"]])
         for env in envs:
-            self._set_status(env, status, ev.policy.graph_retrieval)
             if record.fabric_lag_ms is not None:  # served before the inputs before it were all in
                 env["headers"]["CRP-Context-Fabric-Lag"] = record.fabric_lag_ms
             out.emit(ENVELOPES, ev.session_id, envelope_bytes(env))
@@ -299,7 +294,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
         self._save(uow, state, record)
 
     @staticmethod
-    def _check_next_window(ev: Any, state: SessionState) -> None:
+    def _check_next_window(ev: events.WindowRequested, state: SessionState) -> None:
         """The session accepts exactly the next window, and only while its loop runs (SPEC-024 §6) and
         once the previous window fanned in (SPEC-027 §1.6: its coverage is merged)."""
         sid = ev.session_id
@@ -320,16 +315,6 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
                 f"{prev.branches} branch reports arrived); request window {ev.window} after every branch "
                 "reported (SPEC-027 §1.6)"
             )
-
-    @staticmethod
-    def _set_status(env: dict[str, Any], status: str, graph: str) -> None:
-        h = env["headers"]
-        env["status"] = h["CRP-Context-Continuation-Status"] = status
-        h["CRP-Context-Mode"] = (
-            "ckf-exhausted" if status == exits.CKF_EXHAUSTED else ("cdgr" if graph == "on" else "cdr")
-        )
-        if status == exits.CKF_EXHAUSTED:
-            h["CRP-Onboarding-Hint"] = ONBOARDING_HINT
 
     def _new_session(self, ev: events.WindowRequested, uow: UnitOfWork) -> SessionState:
         subs = ev.sub_queries or []
@@ -384,7 +369,7 @@ class RetrievalHandler(Handler[events.WindowRequested | events.WindowReported]):
             given = [a.embedding for a in ev.addressed]
             texts = [a.text or state.sub_query(a.id).text for a in ev.addressed]  # type: ignore[union-attr]
             fields = [f"addressed[{i}].embedding" for i in range(len(ev.addressed))]
-            vecs: list[np.ndarray | None] = [None] * len(ev.addressed)
+            vecs: list[assembly.Vectors | None] = [None] * len(ev.addressed)
             need = [i for i, a in enumerate(ev.addressed) if a.embedding is not None or a.text is not None]
             if need or (ev.embedding_model and ev.embedding_model != state.embedding_model):
                 got = self._vectors(
