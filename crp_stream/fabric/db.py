@@ -116,6 +116,7 @@ def scrub(engine: Engine) -> None:
 # generation counters and (Kafka) the outboxes in ``meta``
 FORGET_TABLES = (
     "facts",
+    "fact_vectors",
     "edges",
     "documents",
     "claims",

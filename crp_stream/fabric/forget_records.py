@@ -1,6 +1,6 @@
 """Forgetting (``crp-stream forget``): a tenant's documents, a source or the whole tenant leave the
-fabric's tables: facts, edges, claims and what names them (refresh requests, quarantine candidates,
-document titles). Rows are deleted, never marked: the text must not survive in the database."""
+fabric's tables: facts, their stored vectors, edges, claims and what names them (refresh requests,
+quarantine candidates, document titles). Rows are deleted, never marked: the text must not survive in the database."""
 
 from __future__ import annotations
 
@@ -63,6 +63,7 @@ class ForgetRecords:
             counts["edges"] += self._delete(delete(t.edges).where(t.edges.c.src.in_(part) | t.edges.c.dst.in_(part)))
             counts["documents"] += self._delete(delete(t.documents).where(t.documents.c.lead_fact_id.in_(part)))
             counts["facts"] += self._delete(delete(t.facts).where(t.facts.c.fact_id.in_(part)))
+            self._delete(delete(t.fact_vectors).where(t.fact_vectors.c.fact_id.in_(part)))  # the workers' projection
         for source, doc in docs:
             d = t.documents.c
             counts["documents"] += self._delete(
