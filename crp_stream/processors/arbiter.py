@@ -101,7 +101,7 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
             uow.fabric.claims.preload(uow.repo)  # retries, unlike start-up: the store may be down then)
             self._preloaded = True
 
-    def prepare(self, events_: Sequence[Any], uow: UnitOfWork) -> None:
+    def prepare(self, events_: Sequence[events.FactRecorded | events.FactStatusChanged], uow: UnitOfWork) -> None:
         """A document's facts arrive as one run: their rows, their similarity edges and their
         neighbours' rows are read in one query each (text claims read all three per fact)."""
         self._read_facts([e.fact_id for e in events_ if isinstance(e, _CHANGES)], uow)

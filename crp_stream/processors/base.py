@@ -137,7 +137,7 @@ class Handler(ABC, Generic[E_contra]):
         statement (a window request reads its session right after that id)."""
         return ()
 
-    def prepare(self, events: Sequence[Any], uow: UnitOfWork) -> None:
+    def prepare(self, events: Sequence[E_contra], uow: UnitOfWork) -> None:
         """Called with the decoded events of a run before any of them is handled, in the same
         transaction: read ahead, in one query per table, what handling them will read (never write)."""
 
