@@ -14,6 +14,8 @@ API
 - ``title_key(title) -> str | None``: the name a text must contain to mention a document.
 - ``mention_spans(text, max_words=8) -> list[str]``: every word n-gram of a text (title lookup keys).
 - ``names_title(text, key) -> bool``: ``key`` occurs in ``text`` on word boundaries.
+- ``title_words(text) -> list[str]``: the words a fact is found by when a title it may name is new;
+  ``key_words(key)``: those of a title key.
 - ``walk_levels(seeds, src, dst, max_hops) -> (levels, depth)``: BFS level of every reached int
   (-1: not reached) and the depth actually walked (SPEC-025 §5.1).
 """
@@ -65,6 +67,33 @@ def mention_spans(text: str, max_words: int = MAX_TITLE_WORDS) -> list[str]:
 def names_title(text: str, key: str) -> bool:
     """True when ``text`` names the title ``key`` (``title_key`` form), as ``mention_spans`` reads it."""
     return key in set(mention_spans(text, max(len(key.split()), 1)))
+
+
+# words too common to find the facts that may name a title by (a title made of them only is looked for
+# by scanning the texts); what they are changes how fast, never what is found
+_COMMON_WORDS = frozenset(
+    ["about", "after", "also", "and", "are", "been", "before", "but", "for", "from", "had", "has", "have", "her", "his", "into", "its", "not", "one", "that", "the", "their", "then", "there", "they", "this", "was", "were", "which", "who", "with"]
+)
+MAX_WORD_CHARS = 64
+
+
+def title_words(text: str) -> list[str]:
+    """SPEC-025 §7 (mention edges, whichever came first): the words under which a fact is found when
+    a document titled by words of its text arrives later: its words as ``mention_spans`` reads them
+    (lowercased), sorted and unique, but for words under 3 characters, very common ones and words
+    over ``MAX_WORD_CHARS``."""
+    return _indexed({w.lower() for w in _WORD.findall(text)})
+
+
+def key_words(key: str) -> list[str]:
+    """The words of a title key (``title_key``) that ``title_words`` indexes. A text that
+    ``names_title`` the key holds each of them among its own lowercased words, so the facts found under
+    any one of them include every fact that names the key. Empty: the key is found by a scan."""
+    return _indexed(set(key.split(" ")))
+
+
+def _indexed(words: set[str]) -> list[str]:
+    return sorted(w for w in words if 3 <= len(w) <= MAX_WORD_CHARS and w not in _COMMON_WORDS)
 
 
 def walk_levels(seeds: ArrayLike, src: ArrayLike, dst: ArrayLike, max_hops: int) -> tuple[NDArray[np.int64], int]:

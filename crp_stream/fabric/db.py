@@ -117,6 +117,7 @@ def scrub(engine: Engine) -> None:
 FORGET_TABLES = (
     "facts",
     "fact_vectors",
+    "fact_words",
     "edges",
     "documents",
     "claims",

@@ -33,6 +33,9 @@ class ForgetRecords:
     def flush(self) -> None:
         raise NotImplementedError  # Repository's
 
+    def delete_fact_words(self, facts: Sequence[tuple[str, str]]) -> None:
+        raise NotImplementedError  # Repository's (``WordRecords``)
+
     def forgettable(self, tenant: str, kind: str, target: str | None) -> list[dict[str, Any]]:
         """The facts ``forget`` removes, ``(fact_id, source, document_id, claim_key, text)`` each: the
         tenant's document ``target`` (any source; a document without an id is named by its event
@@ -64,6 +67,7 @@ class ForgetRecords:
             counts["documents"] += self._delete(delete(t.documents).where(t.documents.c.lead_fact_id.in_(part)))
             counts["facts"] += self._delete(delete(t.facts).where(t.facts.c.fact_id.in_(part)))
             self._delete(delete(t.fact_vectors).where(t.fact_vectors.c.fact_id.in_(part)))  # the workers' projection
+        self.delete_fact_words([(str(r["fact_id"]), str(r["text"])) for r in facts])  # words of their text
         for source, doc in docs:
             d = t.documents.c
             counts["documents"] += self._delete(

@@ -45,6 +45,7 @@ class OperatorRecords(DriverSQL):
 
     conn: Connection
     _rows: dict[str, FactRow]  # ``Repository``'s fact rows of this transaction
+    _titles: dict[str, str | None]  # and the titles of facts read (``fact_titles``)
     _graph_synced: bool
 
     def _rows_changed(self, fact_ids: Iterable[str], column: str, value: str) -> None:
@@ -250,6 +251,7 @@ class OperatorRecords(DriverSQL):
                 yield
         except BaseException:
             self._rows.clear()  # it may hold rows the savepoint wrote
+            self._titles.clear()  # and titles of documents it wrote
             self._graph_synced = False  # and the graph cache edges it wrote
             self._sessions, self._session_writes = sessions, session_writes  # its buffered session rows
             self.claims_base = base

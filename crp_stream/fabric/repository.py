@@ -22,8 +22,13 @@ from crp_stream.fabric.progress_records import ProgressRecords
 from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
 from crp_stream.fabric.sealing import SealingRecords
 from crp_stream.fabric.vector_records import VectorRecords
+from crp_stream.fabric.word_records import WordRecords
 
 _FACT_COLUMNS = t.column_names(t.facts)
+# ``fact_titles``' join, as ``_select_in``'s table: the facts whose document has a title
+_TITLED_FACTS = (
+    "facts f JOIN documents d ON d.source = f.source AND d.document_id = f.document_id AND d.title IS NOT NULL"
+)
 # from this many rows, PostgreSQL inserts by COPY into a staging table (below it, a VALUES list is as quick)
 _COPY_FROM = 32
 
@@ -39,7 +44,14 @@ _MARK_INSERT = 'INSERT INTO processed_events (consumer, event_id, content_hash, 
 
 
 class Repository(
-    ProgressRecords, OperatorRecords, EdgeRecords, ForgetRecords, VectorRecords, SealingRecords, TenantRecords
+    ProgressRecords,
+    OperatorRecords,
+    EdgeRecords,
+    WordRecords,  # before ForgetRecords, which names its ``delete_fact_words``
+    ForgetRecords,
+    VectorRecords,
+    SealingRecords,
+    TenantRecords,
 ):
     def __init__(self, conn: Connection, claims: ClaimIndex | None = None, fixed: dict[str, str] | None = None):
         self.conn = conn
@@ -57,6 +69,7 @@ class Repository(
         # new fact and its neighbours right after ingest wrote them (dropped with a rolled-back savepoint)
         self._rows: dict[str, FactRow] = {}
         self._known: dict[tuple[str, str], str | None] = {}  # processed ids read ahead (``prefetch_processed``)
+        self._titles: dict[str, str | None] = {}  # ``fact_titles`` read in this transaction (None: untitled)
         # session rows read or written in this transaction (state as stored text), and the writes,
         # buffered until ``flush`` or the Kafka worker's last statement (``commit_offset_and_meta``)
         self._sessions: dict[str, tuple[Any, ...] | None] = {}
@@ -238,6 +251,7 @@ class Repository(
         if not all("tenant" in r for r in rows):  # the column's server default, also in the rows kept
             rows = [r if "tenant" in r else cast(FactRow, {**r, "tenant": DEFAULT_TENANT}) for r in rows]
         inserted = self._insert_ignore(t.facts, rows, ["fact_id"])
+        self.insert_fact_words(rows)
         if inserted == len(rows):  # every id was new: the rows are what the store now holds
             stored = [as_stored(r) for r in rows]  # shared with the claim index: both replace, never mutate
             for r in stored:
@@ -364,6 +378,7 @@ class Repository(
     ) -> str | None:
         """Record a document's title and lead fact; returns the title key it had before (None: new)."""
         key = {"source": source, "document_id": document_id}
+        self._titles.clear()  # a fact's title is its document's
         old = self._select_where(("title_key",), "documents", tuple(key.items()))
         values = {"title": title, "title_key": title_key, "section": section, "lead_fact_id": lead_fact_id}
         if old:
@@ -386,18 +401,17 @@ class Repository(
         return sorted((r[0], r[1], r[2], r[3]) for r in rows)
 
     def fact_titles(self, fact_ids: Sequence[str]) -> dict[str, str]:
-        """``{fact_id: title}`` of the given facts whose document has a title (numbered
-        series). Read only for the facts of a contradiction found, so rarely."""
+        """``{fact_id: title}`` of the given facts whose document has a title (numbered series). Kept
+        for the transaction (``_titles``; a document written drops them): the arbiter asks for a new
+        fact and its peers, and reads ahead every fact of a micro-batch with its neighbours at once."""
         ids = sorted(set(fact_ids))
-        if not ids:
-            return {}
-        f, d = t.facts.c, t.documents.c
-        q = (
-            select(f.fact_id, d.title)
-            .join(t.documents, (d.source == f.source) & (d.document_id == f.document_id))
-            .where(f.fact_id.in_(ids) & d.title.is_not(None))
-        )
-        return {str(r[0]): str(r[1]) for r in self.conn.execute(q)}
+        memo = self._titles
+        missing = [f for f in ids if f not in memo]
+        if missing:
+            found = self._select_in(("f.fact_id", "d.title"), _TITLED_FACTS, "f.fact_id", missing)
+            memo.update(dict.fromkeys(missing))
+            memo.update((str(r[0]), str(r[1])) for r in found)
+        return {f: title for f in ids if (title := memo[f]) is not None}
 
     def facts_containing(
         self, needle: str, limit: int, tenant: str | None = None

@@ -177,6 +177,16 @@ fact_vectors = Table(
     Column("vector", LargeBinary, nullable=False),
 )
 
+# The words of each fact's text (``core.graph_rank.title_words``): a document whose title is new to
+# the fabric finds the facts that name it under one word of the title, not by scanning every text.
+fact_words = Table(
+    "fact_words",
+    metadata,
+    Column("word", String(64), primary_key=True),
+    Column("fact_id", ID, primary_key=True),
+    sqlite_with_rowid=False,
+)
+
 processed_events = Table(
     "processed_events",
     metadata,

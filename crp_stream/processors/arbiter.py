@@ -119,6 +119,8 @@ class ArbiterHandler(Handler[events.FactRecorded | events.FactStatusChanged]):
         if text:
             neighbours = {n for nbs in text_claims.similar_many(uow, text).values() for n in nbs}
             uow.repo.facts_by_ids(neighbours, copies=False)  # only held for the run: no copies
+            if uow.repo.has_titles():  # a claim's peers are checked for numbered sibling titles
+                uow.repo.fact_titles([*text, *neighbours])
 
     def handle(
         self, event: events.FactRecorded | events.FactStatusChanged, record: Record, uow: UnitOfWork, out: Emitter

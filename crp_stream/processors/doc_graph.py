@@ -94,8 +94,8 @@ def _mentions(uow: UnitOfWork, d: DocumentFacts, leads: dict[str, list[tuple[str
         before = uow.repo.put_document(event.source, doc, title, key, section, lead)
         touched.add(lead)  # a document written moves the graph generation: caches of titles see it
         if key is not None and before != key:  # a title new to the fabric: facts that named it already
-            for fid, text, src, other_doc in uow.repo.facts_containing(key, MAX_NAMING_FACTS, event.tenant):
-                if (src, other_doc) != (event.source, doc) and graph_rank.names_title(text, key):
+            for fid, _text, src, other_doc in naming_facts(uow, key, event.tenant):
+                if (src, other_doc) != (event.source, doc):
                     mentions.append((fid, lead, STRUCTURE_WEIGHT))
     own = set(fact_ids)
     for fid in sorted(d.texts):
@@ -106,6 +106,25 @@ def _mentions(uow: UnitOfWork, d: DocumentFacts, leads: dict[str, list[tuple[str
         _write(uow, sorted(set(mentions)), "mention")
         touched |= {x for a, b, _w in mentions for x in (a, b)}
     return touched
+
+
+def naming_facts(uow: UnitOfWork, key: str, tenant: str | None) -> list[tuple[str, str, str, str | None]]:
+    """``(fact_id, text, source, document_id)`` of the tenant's active facts that name the title
+    ``key`` (``graph_rank.names_title``), by id, at most ``MAX_NAMING_FACTS``: read under the key's
+    rarest word (``fact_words``), or, when it has no word that is indexed or only very common ones, by
+    scanning the texts that contain it."""
+    words = graph_rank.key_words(key)
+    if words:
+        counts = uow.repo.word_counts(words, _WORD_CAP)
+        rarest = min(words, key=lambda w: (counts[w], w))
+        if counts[rarest] < _WORD_CAP:
+            found = uow.repo.facts_with_word(rarest, tenant)
+            return [r for r in found if graph_rank.names_title(r[1], key)][:MAX_NAMING_FACTS]
+    found = uow.repo.facts_containing(key, MAX_NAMING_FACTS, tenant)
+    return [r for r in found if graph_rank.names_title(r[1], key)]
+
+
+_WORD_CAP = 50_000  # facts read under one word at most; past it, the texts are scanned
 
 
 def _write(uow: UnitOfWork, edges: list[tuple[str, str, float]], kind: str) -> None:
