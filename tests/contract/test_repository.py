@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import DBAPIError
 
-from crp_stream.fabric import db, tables
-from crp_stream.fabric.repository import Repository
+from crp_stream.fabric.sql import db, tables
+from crp_stream.fabric.sql.repository import Repository
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_migrations_create_every_table_and_downgrade_removes_them(engine: Engine
 def test_migration_0004_adds_the_refresh_requests_claim_index(engine: Engine) -> None:
     """The arbiter reads a claim's refresh requests per changed verdict: the index ``tables.py``
     declares for it exists after the migrations, and downgrading 0004 removes only that one."""
-    from crp_stream.fabric import tables as t
+    from crp_stream.fabric.sql import tables as t
 
     def indexes(table: str) -> set[str]:
         return {str(ix["name"]) for ix in inspect(engine).get_indexes(table)}
@@ -95,7 +95,7 @@ def test_the_migrations_build_every_table_column_and_index_tables_py_declares(en
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from crp_stream.fabric import tables as t
+    from crp_stream.fabric.sql import tables as t
 
     kinds = {"add_table", "remove_table", "add_column", "remove_column", "add_index", "remove_index"}
     with engine.connect() as conn:
@@ -198,7 +198,7 @@ def test_ingest_per_document_reads_and_source_touch_on_the_driver_match_sqlalche
     document): the same values and types as the SQLAlchemy statements they replace."""
     from sqlalchemy import select
 
-    from crp_stream.fabric import tables as t
+    from crp_stream.fabric.sql import tables as t
 
     ids = [f"f{i:04d}" for i in range(1200)]  # more than one chunk of 500
     with engine.begin() as conn:
@@ -369,7 +369,7 @@ def test_audit_log_appends_in_order_and_ignores_a_repeated_id(engine: Engine) ->
 def test_audit_log_has_no_update_or_delete_path() -> None:
     import inspect as pyinspect
 
-    from crp_stream.fabric import repository
+    from crp_stream.fabric.sql import repository
 
     src = pyinspect.getsource(repository)
     assert "update(t.audit_log" not in src and "delete(t.audit_log" not in src
@@ -578,7 +578,7 @@ def test_fact_vectors_are_stored_once_as_the_index_holds_them_and_read_back_with
     payload of the facts as the fabric holds it."""
     import numpy as np
 
-    from crp_stream.fabric.vectors import VectorItem, normalise
+    from crp_stream.fabric.vectors.port import VectorItem, normalise
 
     with engine.begin() as conn:
         repo = Repository(conn)

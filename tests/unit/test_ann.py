@@ -1,4 +1,4 @@
-"""The in-process ANN cache (fabric/ann.py) behind the vector port: same answers as exact search where
+"""The in-process ANN cache (fabric/vectors/ann.py) behind the vector port: same answers as exact search where
 it can give them, the filters respected, and exact search when it cannot."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import faiss
 import numpy as np
 import pytest
 
-from crp_stream.fabric import ann as ann_module
-from crp_stream.fabric.ann import AnnCache
-from crp_stream.fabric.vectors import VectorItem
-from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+from crp_stream.fabric.vectors import ann as ann_module
+from crp_stream.fabric.vectors.ann import AnnCache
+from crp_stream.fabric.vectors.edge import EdgeVectorIndex
+from crp_stream.fabric.vectors.port import VectorItem
 
 NOW = 1_900_000_000.0
 

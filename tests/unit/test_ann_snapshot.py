@@ -1,4 +1,4 @@
-"""The ANN cache kept on disk (fabric/ann_snapshot.py): read back, it answers as the cache it was; a
+"""The ANN cache kept on disk (fabric/vectors/ann_snapshot.py): read back, it answers as the cache it was; a
 snapshot behind the store, torn or foreign never serves a point the store does not hold as it is."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crp_stream.fabric import ann_snapshot
-from crp_stream.fabric.ann import AnnCache
-from crp_stream.fabric.vectors import VectorItem
+from crp_stream.fabric.vectors import ann_snapshot
+from crp_stream.fabric.vectors.ann import AnnCache
+from crp_stream.fabric.vectors.port import VectorItem
 from tests.unit.test_ann import NOW, clustered
 
 EXCLUDED = ("quarantined", "expired", "superseded")

@@ -98,7 +98,7 @@ def test_no_code_path_updates_or_deletes_audit_rows() -> None:
 
 
 def test_repository_offers_no_audit_mutation() -> None:
-    from crp_stream.fabric.repository import Repository
+    from crp_stream.fabric.sql.repository import Repository
 
     names = [n for n in dir(Repository) if "audit" in n]
     assert names and all(n.startswith(("append_audit", "audit")) for n in names), names

@@ -1,4 +1,4 @@
-"""ClaimIndex: the arbiter's claims in memory, never ahead of the store (fabric/claim_index.py)."""
+"""ClaimIndex: the arbiter's claims in memory, never ahead of the store (fabric/caches/claim_index.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import Fabric
-from crp_stream.fabric.repository import Repository
-from crp_stream.fabric.rows import ClaimRow, FactRow
+from crp_stream.fabric.sql.repository import Repository
+from crp_stream.fabric.sql.rows import ClaimRow, FactRow
 from tests.contract.test_repository import fact as repository_fact
 
 
@@ -277,7 +277,7 @@ def test_cached_rows_are_plain_dicts_the_collector_leaves_alone(tmp_path: Path) 
     import gc
     import sys
 
-    from crp_stream.fabric.claim_index import as_stored
+    from crp_stream.fabric.caches.claim_index import as_stored
 
     row = as_stored(fact("a", epoch=5))  # type: ignore[arg-type]
     assert not gc.is_tracked(row)
@@ -299,7 +299,7 @@ def test_as_stored_takes_its_short_paths_with_the_same_result() -> None:
     """``as_stored``'s short paths (a row with every column in order; numbers already of the stored
     types) give what the plain rule gives: every column in table order, keyed by the table's own
     names, numbers cast to the driver's types; random rows of any shape."""
-    from crp_stream.fabric.claim_index import _CASTS, _COLUMNS, as_stored
+    from crp_stream.fabric.caches.claim_index import _CASTS, _COLUMNS, as_stored
 
     class Named(str):  # a str subclass key, as SQLAlchemy's ``quoted_name``
         pass

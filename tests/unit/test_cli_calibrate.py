@@ -14,7 +14,7 @@ import pytest
 from crp_stream import cli
 from crp_stream.config import Settings
 from crp_stream.core.calibration import Thresholds
-from crp_stream.fabric.embedders import CALIBRATED_THRESHOLDS, DEFAULT_MODEL_ID
+from crp_stream.fabric.embedders.port import CALIBRATED_THRESHOLDS, DEFAULT_MODEL_ID
 from crp_stream.fabric.fabric import thresholds_key
 from crp_stream.runtime.embedded import open_fabric
 from crp_stream.testing import replay as replay_records

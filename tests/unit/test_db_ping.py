@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
-from crp_stream.fabric import db
+from crp_stream.fabric.sql import db
 from crp_stream.runtime.transient import is_transient
 from tests.support.services import fresh_postgres_url
 

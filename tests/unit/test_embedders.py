@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from crp_stream.fabric import embedders as emb_mod
-from crp_stream.fabric.embedders import (
+from crp_stream.fabric.embedders import port as emb_mod
+from crp_stream.fabric.embedders.port import (
     CALIBRATED_THRESHOLDS,
     DEFAULT_MODEL_ID,
     SEED_THRESHOLDS,
@@ -355,7 +355,7 @@ def test_hashing_is_stable_across_processes() -> None:
     # Python's hash() is salted per process; the hashing embedder must not depend on it.
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); "
-        "from crp_stream.fabric.embedders import HashingEmbedder; "
+        "from crp_stream.fabric.embedders.port import HashingEmbedder; "
         "print(HashingEmbedder(64).embed(['rate limit of 100 requests per second'])[0].tobytes().hex())"
     )
     repo = str(Path(__file__).resolve().parents[2])

@@ -11,14 +11,14 @@ import pytest
 
 from crp_stream import redaction
 from crp_stream.config import ConfigError
-from crp_stream.fabric.embedders import EmbedderError, make_embedder
-from crp_stream.fabric.embedders_http import (
+from crp_stream.fabric.embedders.http import (
     EmbedderUnavailable,
     HttpOptions,
     OpenAIEmbedder,
     parse_openai_spec,
     retry_after_s,
 )
+from crp_stream.fabric.embedders.port import EmbedderError, make_embedder
 from crp_stream.runtime.transient import is_transient
 from crp_stream.testing import Pipeline
 from tests.support.embed_server import EmbedServer, default_model

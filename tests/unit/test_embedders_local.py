@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from crp_stream.config import ConfigError
-from crp_stream.fabric import embedders
-from crp_stream.fabric.embedders import EmbedderError, make_embedder
-from crp_stream.fabric.embedders_local import OnnxDirEmbedder
+from crp_stream.fabric.embedders import port as embedders
+from crp_stream.fabric.embedders.local import OnnxDirEmbedder
+from crp_stream.fabric.embedders.port import EmbedderError, make_embedder
 
 TEXTS = ["The billing API allows 1000 requests per second.", "Paris is the capital of France.", ""]
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from crp_stream.config import Settings
-from crp_stream.fabric.embedders import Embedder, HashingEmbedder
-from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
+from crp_stream.fabric.embedders.port import Embedder, HashingEmbedder
+from crp_stream.fabric.embedders.prefetch import EmbeddingPrefetch
 from crp_stream.runtime.embedded import LogRecord, open_runtime
 from crp_stream.runtime.embedded.log import Append
 
@@ -51,7 +51,7 @@ def test_announced_texts_are_embedded_ahead_and_served_in_any_order() -> None:
 
 
 def _run(tmp: Path, costly: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[tuple[str, bytes, int]], Embedder]:
-    from crp_stream.fabric import embedders
+    from crp_stream.fabric.embedders import port as embedders
 
     monkeypatch.setattr(embedders.OnnxMiniLMEmbedder, "costly", costly)
     rt = open_runtime(Settings(data_dir=tmp, embedder="default"), clock=lambda: T0 + 10**9)

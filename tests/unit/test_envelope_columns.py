@@ -15,9 +15,9 @@ from sqlalchemy import Engine
 
 from crp_stream.core import authority, conflicts, recency
 from crp_stream.core.drift import known_at
-from crp_stream.fabric import db
-from crp_stream.fabric.fact_cache import NEVER, FactCache
-from crp_stream.fabric.repository import Repository
+from crp_stream.fabric.caches.fact_cache import NEVER, FactCache
+from crp_stream.fabric.sql import db
+from crp_stream.fabric.sql.repository import Repository
 from crp_stream.processors import assembly, graph_select
 from tests.unit.test_fact_cache import Vectors, fact
 
@@ -150,7 +150,7 @@ def test_id_order_sorts_as_sorted_does(seed: int) -> None:
 @pytest.mark.parametrize("seed", [8, 9])
 def test_extend_scores_and_views_as_the_row_by_row_rules(seed: int) -> None:
     from crp_stream.core import cdr, ngram
-    from crp_stream.fabric.fact_cache import Batch, Columns, _numbers
+    from crp_stream.fabric.caches.fact_cache import Batch, Columns, _numbers
 
     rng = np.random.default_rng(seed)
     rows = random_rows(rng, 120)

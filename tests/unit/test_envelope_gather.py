@@ -13,12 +13,12 @@ import pytest
 from sqlalchemy import Engine
 
 from crp_stream.core import ngram
-from crp_stream.fabric import db
-from crp_stream.fabric.ann import top_slots
-from crp_stream.fabric.fact_cache import FactCache
-from crp_stream.fabric.repository import Repository
-from crp_stream.fabric.vectors import SCORE_DECIMALS, VectorItem, rank
-from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+from crp_stream.fabric.caches.fact_cache import FactCache
+from crp_stream.fabric.sql import db
+from crp_stream.fabric.sql.repository import Repository
+from crp_stream.fabric.vectors.ann import top_slots
+from crp_stream.fabric.vectors.edge import EdgeVectorIndex
+from crp_stream.fabric.vectors.port import SCORE_DECIMALS, VectorItem, rank
 from crp_stream.processors import graph_select
 from tests.unit.test_ann import NOW, clustered
 from tests.unit.test_fact_cache import Vectors, fact

@@ -1,4 +1,5 @@
-"""FactCache: fixed columns and vectors from memory, status and existence from the store (fabric/fact_cache.py)."""
+"""FactCache: fixed columns and vectors from memory, status and existence from the store
+(fabric/caches/fact_cache.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from hypothesis import strategies as st
 from sqlalchemy import Engine
 
 from crp_stream.config import Settings
-from crp_stream.fabric import db
-from crp_stream.fabric.fact_cache import FactCache, least_recent
-from crp_stream.fabric.repository import Repository
+from crp_stream.fabric.caches.fact_cache import FactCache, least_recent
+from crp_stream.fabric.sql import db
+from crp_stream.fabric.sql.repository import Repository
 
 
 def fact(fid: str, **kw: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""GraphCache: complete adjacency, batched loads, invalidation and bounds (crp_stream/fabric/graph.py)."""
+"""GraphCache: complete adjacency, batched loads, invalidation and bounds (crp_stream/fabric/caches/graph.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from sqlalchemy import Engine
 
 from crp_stream.core import cdgr
-from crp_stream.fabric import db
-from crp_stream.fabric.graph import GraphCache
-from crp_stream.fabric.repository import Repository
+from crp_stream.fabric.caches.graph import GraphCache
+from crp_stream.fabric.sql import db
+from crp_stream.fabric.sql.repository import Repository
 
 # a - b - c - d, plus a - e and b - e (a triangle a, b, e), and an isolated f.
 EDGES = [("a", "b", 0.9), ("b", "c", 0.8), ("c", "d", 0.7), ("a", "e", 0.6), ("b", "e", 0.65)]

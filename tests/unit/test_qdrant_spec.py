@@ -9,7 +9,7 @@ import pytest
 
 from crp_stream.config import ConfigError
 from crp_stream.fabric.fabric import open_vector_index
-from crp_stream.fabric.vectors_qdrant import DEFAULT_COLLECTION, QdrantVectorIndex, ServerSpec, version_note
+from crp_stream.fabric.vectors.qdrant import DEFAULT_COLLECTION, QdrantVectorIndex, ServerSpec, version_note
 from tests.support.services import free_port
 
 

@@ -10,8 +10,8 @@ from sqlalchemy import create_engine
 
 from crp_stream.core.forget import forget_of, replay_keeps
 from crp_stream.core.sealing import join_text, key_forgotten, seal_key_id, sealing_scope, split_text
-from crp_stream.fabric import db
 from crp_stream.fabric.sealing import Sealer, SealError, encrypt, fact_nonce, open_fact_text, open_value, seal_value
+from crp_stream.fabric.sql import db
 
 DOC = {
     "tenant": "acme",

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from crp_stream.core.edges import edges_past_k_ranked
-from crp_stream.fabric.graph import GraphCache
+from crp_stream.fabric.caches.graph import GraphCache
 from crp_stream.processors.similarity import _codes, _member, _past_k
 
 

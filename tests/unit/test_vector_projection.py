@@ -13,8 +13,8 @@ import pytest
 
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import Fabric
-from crp_stream.fabric.vectors import STATUSES, VectorItem
-from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+from crp_stream.fabric.vectors.edge import EdgeVectorIndex
+from crp_stream.fabric.vectors.port import STATUSES, VectorItem
 from crp_stream.runtime.kafka.projection import VectorProjection
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal
 from tests.contract.test_repository import fact

@@ -1,10 +1,10 @@
-"""fabric.vectors.rank: the port's deterministic order (-score, fact_id), ties included."""
+"""fabric.vectors.port.rank: the port's deterministic order (-score, fact_id), ties included."""
 
 from __future__ import annotations
 
 import random
 
-from crp_stream.fabric.vectors import SCORE_DECIMALS, rank
+from crp_stream.fabric.vectors.port import SCORE_DECIMALS, rank
 
 
 def test_rank_orders_by_rounded_score_then_id_as_the_single_key_sort() -> None:

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sequence
 from sqlalchemy import func, select
 
 from crp_stream.core.edges import edges_past_k
-from crp_stream.fabric import tables as t
-from crp_stream.fabric.driver_sql import DriverSQL
+from crp_stream.fabric.sql import tables as t
+from crp_stream.fabric.sql.driver import DriverSQL
 
 
 class EdgeRecords(DriverSQL):

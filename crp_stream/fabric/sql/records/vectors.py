@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 from sqlalchemy import select
 
-from crp_stream.fabric import tables as t
-from crp_stream.fabric.driver_sql import DriverSQL
-from crp_stream.fabric.vectors import Vector, VectorItem, normalise
+from crp_stream.fabric.sql import tables as t
+from crp_stream.fabric.sql.driver import DriverSQL
+from crp_stream.fabric.vectors.port import Vector, VectorItem, normalise
 
 # (fact_id, status, expires_at epoch seconds or None, source): a point's payload as the fabric holds it
 FactPoint = tuple[str, str, float | None, str, str]  # fact id, status, expiry (s), source, tenant

@@ -17,7 +17,7 @@ from crp_stream.config import ConfigError
 
 log = logging.getLogger(__name__)
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "migrations"
 
 
 def normalise_url(url: str) -> str:

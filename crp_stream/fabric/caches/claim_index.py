@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Float, Integer
 
-from crp_stream.fabric import tables as t
-from crp_stream.fabric.rows import ClaimRow, FactRow
+from crp_stream.fabric.sql import tables as t
+from crp_stream.fabric.sql.rows import ClaimRow, FactRow
 
 if TYPE_CHECKING:
-    from crp_stream.fabric.repository import Repository
+    from crp_stream.fabric.sql.repository import Repository
 
 CLAIMS_GENERATION = "claims_generation"
 # the Python type the driver returns for a column, None: as given (an inserted row is kept as read back)

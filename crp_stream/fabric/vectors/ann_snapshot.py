@@ -19,7 +19,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from crp_stream.fabric.ann import AnnCache, Vector, stored_vectors
+from crp_stream.fabric.vectors.ann import AnnCache, Vector, stored_vectors
 
 log = logging.getLogger(__name__)
 

@@ -393,7 +393,7 @@ def top_slots(
     names: Sequence[str],
     decimals: int,
 ) -> npt.NDArray[np.int64] | None:
-    """The slots of ``vectors.rank(hits)[:k]`` (scores rounded to ``decimals`` by Python's ``round``,
+    """The slots of ``vectors.port.rank(hits)[:k]`` (scores rounded to ``decimals`` by Python's ``round``,
     then ``(-score, fact_id)``), as a set, for ``limit`` hits fetched (``slots``, ``scores``); None
     where ``search_many`` would search again (the last fetched hit ties with the k-th).
 

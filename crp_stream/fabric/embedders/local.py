@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from crp_stream.config import ConfigError
-from crp_stream.fabric.embedders import Embedder, EmbedderError, OnnxMiniLMEmbedder, _check_texts, _normalise_rows
+from crp_stream.fabric.embedders.port import Embedder, EmbedderError, OnnxMiniLMEmbedder, _check_texts, _normalise_rows
 
 PROBE_TEXT = "dimension probe"
 ST_EXTRA_HINT = "pip install 'crp-stream[sentence-transformers]'"

@@ -15,8 +15,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, case, event, select, update
 
-from crp_stream.fabric import tables as t
-from crp_stream.fabric.driver_sql import DriverSQL
+from crp_stream.fabric.sql import tables as t
+from crp_stream.fabric.sql.driver import DriverSQL
 
 _ROLLBACKS = "crp_savepoint_rollbacks"
 

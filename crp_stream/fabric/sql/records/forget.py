@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, delete, select
 
 from crp_stream.core.tenants import scoped_key
-from crp_stream.fabric import tables as t
+from crp_stream.fabric.sql import tables as t
 
 _CHUNK = 500  # ids in one IN list
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from crp_stream.fabric.embedders import Embedder
+from crp_stream.fabric.embedders.port import Embedder
 
 
 class EmbeddingPrefetch(Embedder):

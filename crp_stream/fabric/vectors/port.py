@@ -1,7 +1,7 @@
 """The vector-index port: one abstract ``VectorIndex`` that every backend implements.
 
-Backends: ``vectors_edge.EdgeVectorIndex`` (embedded qdrant-edge, the default) and
-``vectors_qdrant.QdrantVectorIndex`` (a Qdrant server through qdrant-client, or its local mode in tests).
+Backends: ``edge.EdgeVectorIndex`` (embedded qdrant-edge, the default) and
+``qdrant.QdrantVectorIndex`` (a Qdrant server through qdrant-client, or its local mode in tests).
 
 Contract, shared by every backend (tests/contract/test_vectors.py runs them all through it):
 
@@ -45,21 +45,21 @@ from typing import Any, Final, Self
 import numpy as np
 import numpy.typing as npt
 
-from crp_stream.fabric import ann_snapshot
-from crp_stream.fabric.ann import EXPANSION_EDGES, EXPANSION_SEARCH, AnnCache
-from crp_stream.fabric.vector_checks import Vector as Vector
-from crp_stream.fabric.vector_checks import _reject as _reject
-from crp_stream.fabric.vector_checks import normalise as normalise
-from crp_stream.fabric.vector_payload import F_EXPIRES_AT as F_EXPIRES_AT
-from crp_stream.fabric.vector_payload import F_FACT_ID as F_FACT_ID
-from crp_stream.fabric.vector_payload import F_SOURCE as F_SOURCE
-from crp_stream.fabric.vector_payload import F_STATUS as F_STATUS
-from crp_stream.fabric.vector_payload import F_TENANT as F_TENANT
-from crp_stream.fabric.vector_payload import Constraint as Constraint
-from crp_stream.fabric.vector_payload import VectorItem as VectorItem
-from crp_stream.fabric.vector_payload import payload_of as payload_of
-from crp_stream.fabric.vector_payload import scanned_point as scanned_point
-from crp_stream.fabric.vector_payload import scope as scope
+from crp_stream.fabric.vectors import ann_snapshot
+from crp_stream.fabric.vectors.ann import EXPANSION_EDGES, EXPANSION_SEARCH, AnnCache
+from crp_stream.fabric.vectors.checks import Vector as Vector
+from crp_stream.fabric.vectors.checks import _reject as _reject
+from crp_stream.fabric.vectors.checks import normalise as normalise
+from crp_stream.fabric.vectors.payload import F_EXPIRES_AT as F_EXPIRES_AT
+from crp_stream.fabric.vectors.payload import F_FACT_ID as F_FACT_ID
+from crp_stream.fabric.vectors.payload import F_SOURCE as F_SOURCE
+from crp_stream.fabric.vectors.payload import F_STATUS as F_STATUS
+from crp_stream.fabric.vectors.payload import F_TENANT as F_TENANT
+from crp_stream.fabric.vectors.payload import Constraint as Constraint
+from crp_stream.fabric.vectors.payload import VectorItem as VectorItem
+from crp_stream.fabric.vectors.payload import payload_of as payload_of
+from crp_stream.fabric.vectors.payload import scanned_point as scanned_point
+from crp_stream.fabric.vectors.payload import scope as scope
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def rank(hits: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
 class VectorIndex(ABC):
     """Port: a filtered cosine top-k index of fact vectors. Not thread-safe; one writer."""
 
-    # The in-process ANN cache (fabric/ann.py): off until ``enable_ann``; built on the first search of
+    # The in-process ANN cache (fabric/vectors/ann.py): off until ``enable_ann``; built on the first search of
     # an index of at least ``_ann_min`` points, dropped (exact search) above ``_ann_max``.
     _ann: AnnCache | None = None
     _ann_min: int | None = None
@@ -98,7 +98,7 @@ class VectorIndex(ABC):
     _ann_saved = 0  # the cache's ``added`` when it was last saved or read back
 
     _ids_max: int = 100_000  # point -> fact id entries a backend may keep (``bound_ids``)
-    # exact hits of a micro-batch's probes, searched together ahead of its requests (``vector_ahead``)
+    # exact hits of a micro-batch's probes, searched together ahead of its requests (``ahead``)
     ahead: dict[tuple[Any, ...], list[tuple[str, float]]] | None = None
 
     def bound_ids(self, max_ids: int) -> None:

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import Connection, Table, func, select, update
 
 from crp_stream.core.tenants import DEFAULT_TENANT
-from crp_stream.fabric import tables as t
-from crp_stream.fabric.claim_index import CLAIMS_GENERATION
-from crp_stream.fabric.driver_sql import DriverSQL
-from crp_stream.fabric.rows import CandidateRow, ClaimRow, FactRow, RefreshRow
+from crp_stream.fabric.caches.claim_index import CLAIMS_GENERATION
+from crp_stream.fabric.sql import tables as t
+from crp_stream.fabric.sql.driver import DriverSQL
+from crp_stream.fabric.sql.rows import CandidateRow, ClaimRow, FactRow, RefreshRow
 
 if TYPE_CHECKING:
-    from crp_stream.fabric.claim_index import ClaimTxn
+    from crp_stream.fabric.caches.claim_index import ClaimTxn
 
 
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -7,7 +7,7 @@ call of the port, so a fabric opens while the server is down, and each failure r
 a transient error (``runtime/vector_guard.py``). ``location=":memory:"`` or ``path=DIR`` runs the very
 same adapter on qdrant-client's local mode; that is for tests only (it scans in Python and ignores
 payload indexes: ~0.4 s per filtered top-50 at 20k points), the embedded default is
-``vectors_edge.EdgeVectorIndex``.
+``edge.EdgeVectorIndex``.
 
 On a server the collection gets keyword/float payload indexes on the filter fields and queries use
 exact search by default (``exact=False`` switches to HNSW for very large collections, at the price of
@@ -27,7 +27,7 @@ import numpy as np
 from qdrant_client import QdrantClient, models
 
 from crp_stream.core.ids import point_id
-from crp_stream.fabric.vectors import (
+from crp_stream.fabric.vectors.port import (
     F_EXPIRES_AT,
     F_FACT_ID,
     F_SOURCE,

@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from crp_stream.core import ngram
-from crp_stream.fabric.repository import FACTS_GENERATION
+from crp_stream.fabric.sql.repository import FACTS_GENERATION
 
 # The columns assembly reads; ``status`` is filled in per call from the store.
 FIELDS = (

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from crp_stream.fabric.vectors import _TIE_MARGIN, Constraint, VectorIndex, normalise, scope
+from crp_stream.fabric.vectors.port import _TIE_MARGIN, Constraint, VectorIndex, normalise, scope
 
 
 class Probes(NamedTuple):

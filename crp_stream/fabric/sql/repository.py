@@ -11,17 +11,17 @@ from sqlalchemy import Connection, Integer, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from crp_stream.core.tenants import DEFAULT_TENANT, tenant_name
-from crp_stream.fabric import tables as t
-from crp_stream.fabric.claim_index import ClaimIndex, as_stored
-from crp_stream.fabric.driver_sql import copy_rows
-from crp_stream.fabric.edge_records import EdgeRecords
-from crp_stream.fabric.forget_records import ForgetRecords
-from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
-from crp_stream.fabric.operator_records import OperatorRecords, TenantRecords, canonical_json
-from crp_stream.fabric.progress_records import ProgressRecords
-from crp_stream.fabric.rows import AuditRow, FactRow, SessionRow, SourceRow
+from crp_stream.fabric.caches.claim_index import ClaimIndex, as_stored
+from crp_stream.fabric.caches.graph import GRAPH_GENERATION, GraphCache
 from crp_stream.fabric.sealing import SealingRecords
-from crp_stream.fabric.vector_records import VectorRecords
+from crp_stream.fabric.sql import tables as t
+from crp_stream.fabric.sql.driver import copy_rows
+from crp_stream.fabric.sql.records.edges import EdgeRecords
+from crp_stream.fabric.sql.records.forget import ForgetRecords
+from crp_stream.fabric.sql.records.operator import OperatorRecords, TenantRecords, canonical_json
+from crp_stream.fabric.sql.records.progress import ProgressRecords
+from crp_stream.fabric.sql.records.vectors import VectorRecords
+from crp_stream.fabric.sql.rows import AuditRow, FactRow, SessionRow, SourceRow
 
 _FACT_COLUMNS = t.column_names(t.facts)
 # from this many rows, PostgreSQL inserts by COPY into a staging table (below it, a VALUES list is as quick)

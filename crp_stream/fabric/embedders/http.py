@@ -32,7 +32,7 @@ import numpy as np
 
 from crp_stream import redaction
 from crp_stream.config import ConfigError
-from crp_stream.fabric.embedders import Embedder, EmbedderError, _check_texts, _normalise_rows
+from crp_stream.fabric.embedders.port import Embedder, EmbedderError, _check_texts, _normalise_rows
 
 API_KEY_ENV = "CRP_EMBEDDER_API_KEY"
 PROBE_TEXT = "dimension probe"

@@ -374,7 +374,7 @@ VALID_FORMS = (
 def make_embedder(name: str, http: Any = None) -> Embedder:
     """Parse ``--embedder NAME`` (env CRP_EMBEDDER). Raises EmbedderError with one line on a bad name.
 
-    ``http``: the ``embedders_http.HttpOptions`` of ``openai:`` (batch, concurrency, timeout, retries).
+    ``http``: the ``embedders.http.HttpOptions`` of ``openai:`` (batch, concurrency, timeout, retries).
     Nothing is loaded or contacted here; ``dim`` (or ``load()``) does that, at a runtime's start.
     """
     if not isinstance(name, str):
@@ -388,17 +388,17 @@ def make_embedder(name: str, http: Any = None) -> Embedder:
             raise EmbedderError(f"embedder {name!r}: precomputed needs a model id, e.g. precomputed:my-model")
         return PrecomputedEmbedder(model_id)
     if value.startswith("openai:"):
-        from crp_stream.fabric.embedders_http import OpenAIEmbedder, parse_openai_spec
+        from crp_stream.fabric.embedders.http import OpenAIEmbedder, parse_openai_spec
 
         return OpenAIEmbedder(*parse_openai_spec(value), options=http)
     if value.startswith("onnx:"):
-        from crp_stream.fabric.embedders_local import OnnxDirEmbedder
+        from crp_stream.fabric.embedders.local import OnnxDirEmbedder
 
         if not value.removeprefix("onnx:"):
             raise EmbedderError(f"embedder {name!r}: onnx needs a path, e.g. onnx:/models/bge-small")
         return OnnxDirEmbedder(value.removeprefix("onnx:"))
     if value.startswith("sentence-transformers:"):
-        from crp_stream.fabric.embedders_local import SentenceTransformersEmbedder
+        from crp_stream.fabric.embedders.local import SentenceTransformersEmbedder
 
         return SentenceTransformersEmbedder(value.removeprefix("sentence-transformers:"))
     if value == "hashing":

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from crp_stream.core.tenants import DEFAULT_TENANT
-from crp_stream.fabric.vector_checks import Vector
+from crp_stream.fabric.vectors.checks import Vector
 
 # Payload field names, shared by the backends (payload indexes are created on the filter fields).
 F_FACT_ID: Final = "fact_id"

@@ -32,7 +32,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from crp_stream.core.ids import point_id
-from crp_stream.fabric.vectors import (
+from crp_stream.fabric.vectors.port import (
     F_EXPIRES_AT,
     F_FACT_ID,
     F_SOURCE,
