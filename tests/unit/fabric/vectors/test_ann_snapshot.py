@@ -13,7 +13,7 @@ import pytest
 from crp_stream.fabric.vectors import ann_snapshot
 from crp_stream.fabric.vectors.ann import AnnCache
 from crp_stream.fabric.vectors.port import VectorItem
-from tests.unit.test_ann import NOW, clustered
+from tests.unit.fabric.vectors.test_ann import NOW, clustered
 
 EXCLUDED = ("quarantined", "expired", "superseded")
 

@@ -19,7 +19,7 @@ from crp_stream import events
 from crp_stream.config import Settings
 from crp_stream.testing import replay as replay_records
 
-ROOT = Path(__file__).resolve().parents[2] / "crp_stream"
+ROOT = Path(__file__).resolve().parents[4] / "crp_stream"
 SQL = re.compile(
     r"\b(UPDATE|DELETE\s+FROM|TRUNCATE(\s+TABLE)?|REPLACE\s+INTO|INSERT\s+OR\s+REPLACE\s+INTO)"
     r"\s+[\"'`\[]?audit_log\b",

@@ -20,8 +20,8 @@ from crp_stream.fabric.vectors.ann import top_slots
 from crp_stream.fabric.vectors.edge import EdgeVectorIndex
 from crp_stream.fabric.vectors.port import SCORE_DECIMALS, VectorItem, rank
 from crp_stream.processors import graph_select
-from tests.unit.test_ann import NOW, clustered
-from tests.unit.test_fact_cache import Vectors, fact
+from tests.unit.fabric.caches.test_fact_cache import Vectors, fact
+from tests.unit.fabric.vectors.test_ann import NOW, clustered
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -13,7 +13,7 @@ from crp_stream.core import graph_rank
 from crp_stream.fabric.caches.graph import GraphCache
 from crp_stream.processors import graph_select
 from crp_stream.processors.graph_walk import LoadedEdges
-from tests.unit.test_graph import SortedSource, _random_edges
+from tests.unit.fabric.caches.test_graph import SortedSource, _random_edges
 
 
 @pytest.mark.parametrize("seed", range(8))

@@ -13,7 +13,7 @@ import pytest
 from crp_stream.cli import main
 from crp_stream.cli.main import package_version
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_version_is_pyprojects_and_the_newest_changelog_entry() -> None:

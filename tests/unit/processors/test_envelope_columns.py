@@ -19,7 +19,7 @@ from crp_stream.fabric.caches.fact_cache import NEVER, FactCache
 from crp_stream.fabric.sql import db
 from crp_stream.fabric.sql.repository import Repository
 from crp_stream.processors import assembly, graph_select
-from tests.unit.test_fact_cache import Vectors, fact
+from tests.unit.fabric.caches.test_fact_cache import Vectors, fact
 
 SOURCE_TYPES = sorted(authority.SOURCE_AUTHORITY)
 

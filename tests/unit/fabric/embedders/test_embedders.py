@@ -358,7 +358,7 @@ def test_hashing_is_stable_across_processes() -> None:
         "from crp_stream.fabric.embedders.port import HashingEmbedder; "
         "print(HashingEmbedder(64).embed(['rate limit of 100 requests per second'])[0].tobytes().hex())"
     )
-    repo = str(Path(__file__).resolve().parents[2])
+    repo = str(Path(__file__).resolve().parents[4])
     outs = {
         subprocess.run(
             [sys.executable, "-c", code, repo],
