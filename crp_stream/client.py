@@ -135,8 +135,8 @@ class AsyncClient:
 
     def _seal_now(self, data: dict[str, Any], what: str) -> bytes:
         # the key store is the workers' database (a blocking driver: run in a thread)
-        from crp_stream.fabric import db
         from crp_stream.fabric.sealing import Sealer, SealError
+        from crp_stream.fabric.sql import db
 
         if self._sealer is None:
             engine = db.make_engine(self.settings.database)

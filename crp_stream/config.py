@@ -68,7 +68,7 @@ class Settings:
     broker: str | None = None  # None: the embedded log; kafka://host:port otherwise
     qdrant: str | None = None  # None: embedded qdrant-edge under data_dir; http(s)://... for a server
     embedder: str = "default"
-    # openai:BASE_URL#MODEL (fabric/embedders_http.py): texts a request, requests in flight, seconds a
+    # openai:BASE_URL#MODEL (fabric/embedders/http.py): texts a request, requests in flight, seconds a
     # request, retries of a 429 / 5xx / connection error (exponential backoff, Retry-After honoured)
     embedder_batch: int = 64
     embedder_concurrency: int = 4
@@ -107,12 +107,12 @@ class Settings:
     # many records; after its first record a batch waits at most batch_linger_ms for more (0: none)
     kafka_batch_max: int = 256
     batch_linger_ms: int = 0
-    # The in-process ANN cache (fabric/ann.py): candidates come from it once the index holds this many
+    # The in-process ANN cache (fabric/vectors/ann.py): candidates come from it once the index holds this many
     # points; above ann_max_points (memory: ~1.6 KB a point at 384-d) exact search serves again.
     ann_min_points: int = 20_000
     ann_max_points: int = 2_000_000
-    # the ANN cache kept beside the embedded vector store between runs (fabric/ann_snapshot.py): a restart reads the
-    # graph back and checks it against the store instead of building it (~20 min at 1M points)
+    # the ANN cache kept beside the embedded vector store between runs (fabric/vectors/ann_snapshot.py): a restart
+    # reads the graph back and checks it against the store instead of building it (~20 min at 1M points)
     ann_snapshot: bool = True
     # W3C trace context from each input to the records it causes, a span per handler batch
     # (processors/tracing.py): off | on (needs the otel extra) | auto (on when it is installed)

@@ -1,4 +1,4 @@
-"""Alembic environment: the target metadata is crp_stream.fabric.tables."""
+"""Alembic environment: the target metadata is crp_stream.fabric.sql.tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from crp_stream.fabric.tables import metadata
+from crp_stream.fabric.sql.tables import metadata
 
 config = context.config
 url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")

@@ -89,7 +89,7 @@ def calibrate_fabric(fabric: Any, sample: int, queries: Sequence[str] = (), *, s
 
     Raises ``ValueError`` (one line) when the fabric is empty or the queries cannot be embedded.
     """
-    from crp_stream.fabric.embedders import CALIBRATED_THRESHOLDS
+    from crp_stream.fabric.embedders.port import CALIBRATED_THRESHOLDS
     from crp_stream.fabric.fabric import MODEL_KEY, thresholds_key
 
     with fabric.unit_of_work() as uow:

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from crp_stream.cli.base import Parser, add_common, settings_of
-from crp_stream.fabric import db
+from crp_stream.fabric.sql import db
 
 
 def register(sub: Any) -> None:

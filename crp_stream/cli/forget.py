@@ -52,7 +52,7 @@ def run(ns: argparse.Namespace) -> int:
     line = f"forgot {n} fact(s) of tenant {ns.tenant} ({target}) by {ns.actor}"
     extra: dict[str, Any] = {}
     if ns.vacuum:
-        from crp_stream.fabric import db
+        from crp_stream.fabric.sql import db
 
         try:
             extra["vacuumed"] = vacuumed = db.vacuum_full(settings.database)

@@ -21,7 +21,7 @@ from crp_stream.cli.logcmds import format_thresholds
 from crp_stream.cli.tables import repo_view
 from crp_stream.config import Settings
 from crp_stream.events.topics import ALL_TOPICS
-from crp_stream.fabric.embedders import make_embedder
+from crp_stream.fabric.embedders.port import make_embedder
 from crp_stream.fabric.fabric import http_options, parse_stored_thresholds, threshold_sources, thresholds_key
 from crp_stream.processors import HANDLER_GROUPS
 from crp_stream.replay_format import Headers, format_line

@@ -96,8 +96,8 @@ def publish_records(ns: argparse.Namespace) -> list[Rec]:
 
 def sealed_records(settings: Settings, records: list[Rec]) -> list[Rec]:
     """``publish --seal``: documents and observations sealed (docs/security.md "The log forgets")."""
-    from crp_stream.fabric import db
     from crp_stream.fabric.sealing import Sealer, SealError
+    from crp_stream.fabric.sql import db
 
     engine = db.make_engine(settings.database)
     try:

@@ -28,7 +28,7 @@ from crp_stream.cli import (
 )
 from crp_stream.cli.base import CliError, Parser
 from crp_stream.config import ConfigError
-from crp_stream.fabric.embedders import EmbedderError
+from crp_stream.fabric.embedders.port import EmbedderError
 from crp_stream.replay_format import ReplayFormatError
 
 COMMANDS = (run, replay, logcmds, db, worker, topics, ops, calibrate, rebuild, reembed, sign, console, forget)

@@ -22,8 +22,8 @@ SHORT_ID = 12
 @contextmanager
 def repo_view(settings: Settings) -> Iterator[Any]:
     """A read-only view of the fabric's relational store (no embedder, no vector index)."""
-    from crp_stream.fabric import db
-    from crp_stream.fabric.repository import Repository
+    from crp_stream.fabric.sql import db
+    from crp_stream.fabric.sql.repository import Repository
 
     engine = db.make_engine(settings.database)
     try:

@@ -72,7 +72,39 @@ def names_title(text: str, key: str) -> bool:
 # words too common to find the facts that may name a title by (a title made of them only is looked for
 # by scanning the texts); what they are changes how fast, never what is found
 _COMMON_WORDS = frozenset(
-    ["about", "after", "also", "and", "are", "been", "before", "but", "for", "from", "had", "has", "have", "her", "his", "into", "its", "not", "one", "that", "the", "their", "then", "there", "they", "this", "was", "were", "which", "who", "with"]
+    {
+        "about",
+        "after",
+        "also",
+        "and",
+        "are",
+        "been",
+        "before",
+        "but",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "her",
+        "his",
+        "into",
+        "its",
+        "not",
+        "one",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "they",
+        "this",
+        "was",
+        "were",
+        "which",
+        "who",
+        "with",
+    }
 )
 MAX_WORD_CHARS = 64
 

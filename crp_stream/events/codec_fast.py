@@ -5,7 +5,7 @@ of ``structs``, checks in Python what they cannot say, and builds the pydantic e
 its validation (the same ``__dict__``, given-fields set and extras a validated one has). Anything it
 does not accept gives None, and the pydantic path decides: its value, or its dead-letter reason. So
 every reason is still pydantic's, and a record accepted here is one pydantic accepts with an equal
-value (tests/unit/test_codec_equivalence.py runs both on a corpus of good and hostile records).
+value (tests/unit/events/test_codec_equivalence.py runs both on a corpus of good and hostile records).
 
 ``encode_fast`` writes an event's canonical bytes from its fields with msgspec; None when a value is
 not plain JSON or a float is one msgspec writes in another form than Python (the stdlib encoder

@@ -3,7 +3,7 @@
 The arbiter emits an ``AuditRecorded`` and ``FactStatusChanged`` records for every changed verdict;
 building the model, dumping it and encoding the dump was most of their cost. ``audit_bytes`` and
 ``status_changed_bytes`` give exactly ``codec.encode`` of the model built from the same values
-(property-tested in tests/unit/test_events_direct.py), for values the model accepts as they are:
+(property-tested in tests/unit/events/test_events_direct.py), for values the model accepts as they are:
 ``*_direct`` says which (anything else: the caller builds the model, which refuses or converts).
 """
 

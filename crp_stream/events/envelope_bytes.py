@@ -4,7 +4,7 @@ Building ``EnvelopeAssembled`` from the assembled dict, dumping it and encoding 
 as much as scoring a window's candidates. ``direct_bytes`` gives exactly ``codec.encode`` of the model
 built from the same dict when every value is one the model keeps as it is (checked here, field by
 field); otherwise None, and ``envelope_bytes`` builds the model, which converts or refuses.
-Property-tested against the model in tests/unit/test_envelope_bytes.py.
+Property-tested against the model in tests/unit/events/test_envelope_bytes.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The topics of the contract (docs/contract.md): names, the events each carries, and their keys.
 
 The one place a topic's name is written: every other module imports it from here (a unit test,
-``tests/unit/test_topic_names.py``, fails on a topic name spelled out anywhere else in the package).
+``tests/unit/events/test_topic_names.py``, fails on a topic name spelled out anywhere else in the package).
 """
 
 from __future__ import annotations

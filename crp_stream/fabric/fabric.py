@@ -17,23 +17,23 @@ from sqlalchemy import Engine
 from crp_stream.config import ConfigError, Settings
 from crp_stream.core import memo
 from crp_stream.core.calibration import Thresholds
-from crp_stream.fabric import db
-from crp_stream.fabric.claim_index import ClaimIndex
-from crp_stream.fabric.embedders import CALIBRATED_THRESHOLDS, Embedder, make_embedder
-from crp_stream.fabric.embedders_http import HttpOptions
-from crp_stream.fabric.fact_cache import FactCache
-from crp_stream.fabric.forget_records import Forgotten
-from crp_stream.fabric.graph import GRAPH_GENERATION, GraphCache
+from crp_stream.fabric.caches.claim_index import ClaimIndex
+from crp_stream.fabric.caches.fact_cache import FactCache
+from crp_stream.fabric.caches.graph import GRAPH_GENERATION, GraphCache
+from crp_stream.fabric.embedders.http import HttpOptions
+from crp_stream.fabric.embedders.port import CALIBRATED_THRESHOLDS, Embedder, make_embedder
 from crp_stream.fabric.models import BASE_MODEL_KEY, ModelView, collection_spec, spec_key
-from crp_stream.fabric.repository import Repository
-from crp_stream.fabric.vectors import VectorIndex
+from crp_stream.fabric.sql import db
+from crp_stream.fabric.sql.records.forget import Forgotten
+from crp_stream.fabric.sql.repository import Repository
+from crp_stream.fabric.vectors.port import VectorIndex
 
 log = logging.getLogger(__name__)
 
 MODEL_KEY = "embedding_model"
 DIM_KEY = "embedding_dim"
 THRESHOLDS_PREFIX = "thresholds:"
-SERVER_SCHEMES = ("http://", "https://", "grpc://", "grpcs://")  # a Qdrant server (vectors_qdrant.ServerSpec)
+SERVER_SCHEMES = ("http://", "https://", "grpc://", "grpcs://")  # a Qdrant server (vectors.qdrant.ServerSpec)
 STORED_FIELDS = ("min_relevance", "edge_threshold", "contradiction_threshold", "min_connector_relevance")
 
 
@@ -86,18 +86,18 @@ def open_vector_index(spec: str) -> VectorIndex:
     """``edge:/path`` (embedded qdrant-edge), ``http(s)://host:6333`` or ``grpc(s)://host:6334`` (a
     Qdrant server over REST or gRPC, ``?collection=NAME``: docs/vector-stores.md), ``memory:``."""
     if spec.startswith("edge:"):
-        from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+        from crp_stream.fabric.vectors.edge import EdgeVectorIndex
 
         return EdgeVectorIndex(spec[len("edge:") :])
     if spec.startswith(SERVER_SCHEMES):
-        from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+        from crp_stream.fabric.vectors.qdrant import QdrantVectorIndex
 
         try:
             return QdrantVectorIndex(url=spec)
         except ValueError as exc:
             raise ConfigError(f"qdrant: {exc}") from None
     if spec in ("memory:", ":memory:"):
-        from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+        from crp_stream.fabric.vectors.qdrant import QdrantVectorIndex
 
         return QdrantVectorIndex(location=":memory:")
     raise ConfigError(f"qdrant: {spec!r} is not edge:PATH, http(s)://HOST:PORT, grpc(s)://HOST:PORT or memory:")
@@ -205,7 +205,7 @@ class Fabric:
         """The similarity thresholds in force, each from the first of these that sets it:
         explicit settings (CRP_MIN_RELEVANCE ...), the values ``crp-stream calibrate --store`` saved in
         this fabric (meta ``thresholds:<model>``), the shipped calibration of the model
-        (``embedders.CALIBRATED_THRESHOLDS``), the seeds' defaults. The stored values are read once
+        (``embedders.port.CALIBRATED_THRESHOLDS``), the seeds' defaults. The stored values are read once
         per Fabric (in ``repo``'s transaction if given) and cached: a running worker picks up a new
         ``calibrate --store`` when it restarts.
         """

@@ -15,14 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
-from crp_stream.fabric.embedders import Embedder
-from crp_stream.fabric.fact_cache import FactCache
-from crp_stream.fabric.vectors import VectorIndex
+from crp_stream.fabric.caches.fact_cache import FactCache
+from crp_stream.fabric.embedders.port import Embedder
+from crp_stream.fabric.vectors.port import VectorIndex
 
 SPEC_PREFIX = "embedder_spec:"  # + model id: the --embedder spec that builds that model
 BASE_MODEL_KEY = "vectors_base_model"  # the model whose vectors are in the configured collection
 REEMBED_TARGET_KEY = "reembed_target"  # the spec a reembed is building, until it switches
-DEFAULT_COLLECTION = "crp_facts"  # vectors_qdrant's
+DEFAULT_COLLECTION = "crp_facts"  # vectors.qdrant's
 
 
 def spec_key(model_id: str) -> str:

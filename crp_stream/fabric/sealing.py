@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine, select, update
 
 from crp_stream.core.sealing import SEALED, join_text, key_forgotten, seal_key_id, sealing_scope, split_text
-from crp_stream.fabric import tables as t
+from crp_stream.fabric.sql import tables as t
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCMSIV

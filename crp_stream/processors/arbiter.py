@@ -32,7 +32,7 @@ from crp_stream.core.tenants import scoped_claim_key
 from crp_stream.core.verdict_kept import verdict_kept
 from crp_stream.events.topics import FACTS, QUARANTINE_CANDIDATES, REFRESH_REQUESTS
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.fabric.rows import FactRow, RefreshRow
+from crp_stream.fabric.sql.rows import FactRow, RefreshRow
 from crp_stream.processors import effects, text_claims
 from crp_stream.processors.base import BatchItem, Emitter, Handler, Record, dt_to_us, us_to_dt
 from crp_stream.processors.claim_views import claim_records, current_records, known_views

@@ -8,7 +8,7 @@ facts were added. For a batch it is the union of two exact parts:
 - the batch itself: one matrix product, masked so that a fact sees the facts of its own document and
   of the documents before it in arrival order, never those after it.
 
-The K best of the union (score rounded to the port's 6 decimals, then fact id: ``vectors.rank``) are
+The K best of the union (score rounded to the port's 6 decimals, then fact id: ``vectors.port.rank``) are
 the K best of what the fact would have been offered record by record, every score computed the same
 way whichever part found the pair. Edge writing keeps every fact's
 K strongest of all edges ever proposed to it (``processors.similarity``), which is the top K of a
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from crp_stream.fabric.vectors import SCORE_DECIMALS, VectorIndex, VectorItem
+from crp_stream.fabric.vectors.port import SCORE_DECIMALS, VectorIndex, VectorItem
 
 # the engine's pool is taken a little wider than K and below the threshold: its own float32 scores
 # may rank or cut a pair differently from the float64 cosine that decides
@@ -88,7 +88,7 @@ def batch_neighbours(
     cos = np.round(cos, SCORE_DECIMALS)
     keep = cos >= threshold
     a_idx, b_idx, cos = a_idx[keep], b_idx[keep], cos[keep]
-    # per new fact: by score descending, then neighbour id (``vectors.rank``), the first K
+    # per new fact: by score descending, then neighbour id (``vectors.port.rank``), the first K
     every = names + ids
     order_of = np.empty(len(every), dtype=np.int64)
     order_of[sorted(range(len(every)), key=every.__getitem__)] = np.arange(len(every))

@@ -14,7 +14,7 @@ from crp_stream.core import memo as text_memos
 from crp_stream.core.agreement import PartitionState
 from crp_stream.core.claim_values import normalise_value
 from crp_stream.core.drift import COUNTED_STATUSES, ClaimRecord, PartitionView
-from crp_stream.fabric.rows import FactRow
+from crp_stream.fabric.sql.rows import FactRow
 from crp_stream.processors import text_claims
 
 _new = tuple.__new__

@@ -15,10 +15,10 @@ from crp_stream.core.ids import derive_id
 from crp_stream.core.tenants import tenant_name
 from crp_stream.events import Rejected
 from crp_stream.events.topics import FACTS
+from crp_stream.fabric.caches.graph import GRAPH_GENERATION
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.fabric.forget_records import Forgotten
-from crp_stream.fabric.graph import GRAPH_GENERATION
-from crp_stream.fabric.repository import FACTS_GENERATION
+from crp_stream.fabric.sql.records.forget import Forgotten
+from crp_stream.fabric.sql.repository import FACTS_GENERATION
 from crp_stream.processors.base import Emitter, Record
 from crp_stream.processors.effects import audit
 

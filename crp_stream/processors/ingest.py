@@ -15,10 +15,10 @@ from crp_stream import events
 from crp_stream.core.claim_values import claim_key
 from crp_stream.core.tenants import DEFAULT_TENANT, scoped_claim_key, scoped_key
 from crp_stream.events import Rejected, topics
-from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
+from crp_stream.fabric.embedders.prefetch import EmbeddingPrefetch
 from crp_stream.fabric.fabric import Fabric, UnitOfWork
-from crp_stream.fabric.rows import FactRow
-from crp_stream.fabric.vectors import VectorItem
+from crp_stream.fabric.sql.rows import FactRow
+from crp_stream.fabric.vectors.port import VectorItem
 from crp_stream.processors import doc_graph
 from crp_stream.processors.base import BatchItem, Emitter, Handler, Record, rfc3339, us_to_dt
 from crp_stream.processors.batch_edges import tenant_neighbours

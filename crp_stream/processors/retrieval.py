@@ -18,11 +18,11 @@ from crp_stream.core.tenants import tenant_name
 from crp_stream.events import Rejected
 from crp_stream.events.envelope_bytes import envelope_bytes
 from crp_stream.events.topics import ENVELOPES, WINDOW_REPORTS, WINDOW_REQUESTS
-from crp_stream.fabric.ann import KEPT_MAX
+from crp_stream.fabric.caches.graph import GRAPH_GENERATION
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.fabric.graph import GRAPH_GENERATION
 from crp_stream.fabric.models import ModelView
-from crp_stream.fabric.repository import FACTS_GENERATION
+from crp_stream.fabric.sql.repository import FACTS_GENERATION
+from crp_stream.fabric.vectors.ann import KEPT_MAX
 from crp_stream.processors import assembly, envelope, fan_in, retrieval_ahead
 from crp_stream.processors import branches as branches_mod
 from crp_stream.processors.base import BatchItem, Emitter, Handler, Record

@@ -1,7 +1,7 @@
 """What a micro-batch of window requests reads, read once for the batch before any is served.
 
 Every request's top-K probes (its question and its session's open sub-queries) are searched together
-(``fabric.vector_ahead``), and the facts they find are read into the fact cache in one call; each
+(``fabric.vectors.ahead``), and the facts they find are read into the fact cache in one call; each
 request then gathers its candidates as alone, from memory. Neither changes what a request finds:
 the same probes give the same hits, and the cache returns the rows the store holds.
 """
@@ -12,10 +12,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from crp_stream.fabric import vector_ahead
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.fabric.vector_ahead import Probes
-from crp_stream.fabric.vectors import VectorIndex
+from crp_stream.fabric.vectors import ahead as vector_ahead
+from crp_stream.fabric.vectors.ahead import Probes
+from crp_stream.fabric.vectors.port import VectorIndex
 from crp_stream.processors import assembly
 from crp_stream.processors.session import vec_from_json
 

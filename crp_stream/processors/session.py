@@ -16,7 +16,7 @@ import numpy as np
 
 from crp_stream.core import memo
 from crp_stream.core.tenants import DEFAULT_TENANT
-from crp_stream.fabric.rows import SessionRow
+from crp_stream.fabric.sql.rows import SessionRow
 
 Embedding = str | list[float]  # base64 of float32 little-endian; a float list in older states
 

@@ -18,8 +18,8 @@ import numpy.typing as npt
 
 from crp_stream.core.edges import edges_past_k_ranked
 from crp_stream.core.graph_rank import EDGE_KINDS
+from crp_stream.fabric.caches.graph import GraphCache
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.fabric.graph import GraphCache
 
 _SIMILARITY = EDGE_KINDS.index("similarity")
 

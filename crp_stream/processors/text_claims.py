@@ -21,7 +21,7 @@ from crp_stream.core.sibling_titles import numbered_sibling_titles
 from crp_stream.core.substitution import near_copy
 from crp_stream.core.tenants import scoped_id_parts
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.fabric.rows import FactRow
+from crp_stream.fabric.sql.rows import FactRow
 
 SIM_PREFIX = "sim:"
 _SIMILARITY = EDGE_KINDS.index("similarity")

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from crp_stream.config import Settings
 from crp_stream.events import Command
-from crp_stream.fabric.repository import Repository
+from crp_stream.fabric.sql.repository import Repository
 
 Headers = tuple[tuple[str, bytes], ...]
 

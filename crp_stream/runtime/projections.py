@@ -17,9 +17,9 @@ from typing import Any
 
 from sqlalchemy import inspect, select
 
-from crp_stream.fabric import tables as t
-from crp_stream.fabric.claim_index import CLAIMS_GENERATION
-from crp_stream.fabric.vectors import STATUSES
+from crp_stream.fabric.caches.claim_index import CLAIMS_GENERATION
+from crp_stream.fabric.sql import tables as t
+from crp_stream.fabric.vectors.port import STATUSES
 
 TABLE_ORDER: dict[str, tuple[str, ...]] = {
     "facts": ("fact_id",),

@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import inspect, select
 
 from crp_stream.config import Settings
-from crp_stream.fabric import db
-from crp_stream.fabric import tables as t
 from crp_stream.fabric.fabric import DIM_KEY, MODEL_KEY, THRESHOLDS_PREFIX, open_vector_index
 from crp_stream.fabric.models import BASE_MODEL_KEY, SPEC_PREFIX, collection_spec
+from crp_stream.fabric.sql import db
+from crp_stream.fabric.sql import tables as t
 from crp_stream.runtime import projections
 
 log = logging.getLogger("crp_stream.rebuild")

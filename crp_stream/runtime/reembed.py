@@ -19,14 +19,14 @@ from sqlalchemy import delete, select
 
 from crp_stream.config import ConfigError, Settings
 from crp_stream.core import reembed as rules
-from crp_stream.fabric import db
-from crp_stream.fabric import tables as t
-from crp_stream.fabric.embedders import Embedder, make_embedder
+from crp_stream.fabric.caches.graph import GRAPH_GENERATION
+from crp_stream.fabric.embedders.port import Embedder, make_embedder
 from crp_stream.fabric.fabric import DIM_KEY, MODEL_KEY, Fabric, http_options, open_vector_index
-from crp_stream.fabric.graph import GRAPH_GENERATION
 from crp_stream.fabric.models import BASE_MODEL_KEY, REEMBED_TARGET_KEY, SPEC_PREFIX, collection_spec, spec_key
-from crp_stream.fabric.repository import FACTS_GENERATION, Repository
-from crp_stream.fabric.vectors import VectorIndex, VectorItem
+from crp_stream.fabric.sql import db
+from crp_stream.fabric.sql import tables as t
+from crp_stream.fabric.sql.repository import FACTS_GENERATION, Repository
+from crp_stream.fabric.vectors.port import VectorIndex, VectorItem
 from crp_stream.processors.doc_graph import embedding_text
 
 log = logging.getLogger("crp_stream.reembed")

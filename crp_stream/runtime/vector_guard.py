@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from crp_stream.fabric.fabric import Fabric
-from crp_stream.fabric.vectors import Constraint, Vector, VectorIndex, VectorItem
+from crp_stream.fabric.vectors.port import Constraint, Vector, VectorIndex, VectorItem
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Revision ID: 0002
 Revises: 0001
 Create Date: 2026-11-30 08:40:00
 
-No code path updates or deletes audit rows (tests/unit/test_audit_append_only.py scans for
+No code path updates or deletes audit rows (tests/unit/fabric/sql/test_audit_append_only.py scans for
 one); these triggers make the database refuse it too, for any client with write access to the table.
 """
 from __future__ import annotations

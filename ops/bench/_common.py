@@ -26,8 +26,8 @@ import numpy as np
 
 from crp_stream import testing
 from crp_stream.config import Settings
-from crp_stream.fabric.embedders import DEFAULT_MODEL_ID
-from crp_stream.fabric.vectors import VectorItem
+from crp_stream.fabric.embedders.port import DEFAULT_MODEL_ID
+from crp_stream.fabric.vectors.port import VectorItem
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DATASETS = REPO.parent / "shared" / "datasets"
@@ -44,7 +44,7 @@ def server_collection(url: str, tag: str) -> str:
 
 
 def drop_collection(spec: str) -> None:
-    from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+    from crp_stream.fabric.vectors.qdrant import QdrantVectorIndex
 
     with QdrantVectorIndex(url=spec) as index:
         index.delete_all()
@@ -56,9 +56,9 @@ def copy_to_server(settings: Settings, spec: str) -> int:
     stay where they are, so the fabric is the same with its vectors on the server."""
     from sqlalchemy import text
 
-    from crp_stream.fabric.db import make_engine
-    from crp_stream.fabric.vectors_edge import EdgeVectorIndex
-    from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+    from crp_stream.fabric.sql.db import make_engine
+    from crp_stream.fabric.vectors.edge import EdgeVectorIndex
+    from crp_stream.fabric.vectors.qdrant import QdrantVectorIndex
 
     engine = make_engine(settings.database)
     with engine.connect() as conn:
@@ -156,7 +156,7 @@ class EmbeddingCache:
         todo = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in self._rows}.items())
         if todo:
             if self._embedder is None:
-                from crp_stream.fabric.embedders import OnnxMiniLMEmbedder
+                from crp_stream.fabric.embedders.port import OnnxMiniLMEmbedder
 
                 self._embedder = OnnxMiniLMEmbedder(batch_size=64)
             for start in range(0, len(todo), 2048):  # saved as it goes: an interrupted run keeps its work

@@ -1,4 +1,4 @@
-"""The in-process ANN cache (crp_stream/fabric/ann.py) against exact search, through the same vector port.
+"""The in-process ANN cache (crp_stream/fabric/vectors/ann.py) against exact search, through the same vector port.
 
 Recall@K of the ANN's filtered top-K against the exact top-K of the same qdrant-edge index, on real
 all-MiniLM-L6-v2 vectors (the 2WikiMultiHopQA corpus, as ``retrieval_quality`` embedded it; every
@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from crp_stream.fabric.ann import EXPANSION_EDGES
-from crp_stream.fabric.vectors import VectorItem
-from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+from crp_stream.fabric.vectors.ann import EXPANSION_EDGES
+from crp_stream.fabric.vectors.edge import EdgeVectorIndex
+from crp_stream.fabric.vectors.port import VectorItem
 from ops.bench._common import CACHE_DIR, percentile, scratch
 
 NOW = 1_900_000_000.0

@@ -319,7 +319,7 @@ EmbedFn = Callable[[Sequence[str]], np.ndarray]
 
 
 def _load_minilm_int8(threads: int | None) -> tuple[EmbedFn, int]:
-    from crp_stream.fabric.embedders import OnnxMiniLMEmbedder
+    from crp_stream.fabric.embedders.port import OnnxMiniLMEmbedder
 
     emb = OnnxMiniLMEmbedder(threads=threads)
     emb.load()
@@ -372,7 +372,7 @@ def _load_chapek(threads: int | None) -> tuple[EmbedFn, int]:
 
 
 def _load_hashing(threads: int | None) -> tuple[EmbedFn, int]:
-    from crp_stream.fabric.embedders import HashingEmbedder
+    from crp_stream.fabric.embedders.port import HashingEmbedder
 
     emb = HashingEmbedder(384)
     return emb.embed, emb.dim
@@ -641,7 +641,7 @@ def _q(x: np.ndarray) -> str:
 
 
 def calibrate(args: argparse.Namespace) -> None:
-    from crp_stream.fabric.embedders import SEED_THRESHOLDS, OnnxMiniLMEmbedder
+    from crp_stream.fabric.embedders.port import SEED_THRESHOLDS, OnnxMiniLMEmbedder
 
     emb = OnnxMiniLMEmbedder()
     rows = hotpot_rows(args.hotpot_questions)

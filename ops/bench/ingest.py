@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from crp_stream.config import Settings
-from crp_stream.fabric.vectors import VectorItem
+from crp_stream.fabric.vectors.port import VectorItem
 from crp_stream.runtime.embedded import open_fabric, open_runtime
 from crp_stream.runtime.embedded.log import Append
 from ops.bench._common import drop_collection, server_collection
@@ -195,7 +195,7 @@ def run_baseline(settings: Settings, vecs: np.ndarray) -> float:
 
 
 def embedder_batch(batch: int) -> tuple[str, float]:
-    from crp_stream.fabric.embedders import make_embedder
+    from crp_stream.fabric.embedders.port import make_embedder
 
     emb = make_embedder("default")
     texts = [f"Kubernetes networking sentence number {i} about pods, services and DNS." for i in range(batch)]
@@ -285,7 +285,7 @@ def main() -> None:
 
 
 def _reset_postgres(url: str) -> None:
-    from crp_stream.fabric import db
+    from crp_stream.fabric.sql import db
 
     eng = db.make_engine(url)
     db.downgrade(eng)

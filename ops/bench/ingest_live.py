@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from crp_stream.config import Settings
-from crp_stream.fabric.embedders import make_embedder
+from crp_stream.fabric.embedders.port import make_embedder
 from crp_stream.processors.doc_graph import embedding_text
 from crp_stream.runtime.embedded import open_runtime
 from crp_stream.runtime.embedded.log import Append

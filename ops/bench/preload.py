@@ -20,7 +20,7 @@ import numpy as np
 
 from crp_stream.core.ids import derive_id
 from crp_stream.fabric.fabric import Fabric
-from crp_stream.fabric.vectors import VectorItem
+from crp_stream.fabric.vectors.port import VectorItem
 from ops.bench._common import T0_US
 
 

@@ -64,13 +64,13 @@ import numpy as np
 from crp_stream import events
 from crp_stream.config import Settings
 from crp_stream.core import cdgr, graph_rank
+from crp_stream.fabric.caches.fact_cache import FactCache
+from crp_stream.fabric.caches.graph import GraphCache
 from crp_stream.fabric.fabric import Fabric
-from crp_stream.fabric.fact_cache import FactCache
-from crp_stream.fabric.graph import GraphCache
-from crp_stream.fabric.repository import Repository
-from crp_stream.fabric.vectors import VectorIndex
-from crp_stream.fabric.vectors_edge import EdgeVectorIndex
-from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+from crp_stream.fabric.sql.repository import Repository
+from crp_stream.fabric.vectors.edge import EdgeVectorIndex
+from crp_stream.fabric.vectors.port import VectorIndex
+from crp_stream.fabric.vectors.qdrant import QdrantVectorIndex
 from crp_stream.processors import assembly, envelope, graph_select, retrieval
 from crp_stream.processors.base import Record
 from crp_stream.processors.dispatch import apply_record
@@ -287,7 +287,7 @@ class Runner:
         return s.query + 0.01 * rng.standard_normal(s.query.shape[0]).astype(np.float32)
 
     def kept(self) -> list[dict[Any, Any]]:
-        """The index's kept query results: the exact path's (vectors_edge) and the ANN cache's."""
+        """The index's kept query results: the exact path's (vectors.edge) and the ANN cache's."""
         ann = getattr(self.fabric.vectors, "_ann", None)
         found = [getattr(self.fabric.vectors, "_results", None), getattr(ann, "kept", None)]
         return [k for k in found if k is not None]

@@ -205,7 +205,7 @@ def run_level(
 
 
 def flat_baseline(fabric: Fabric, pool: list[Session], budget: int) -> list[float]:
-    """The engine's top-K: the index's kept query results (vectors_edge) are dropped before each."""
+    """The engine's top-K: the index's kept query results (vectors.edge) are dropped before each."""
     out = []
     now = time.time()
     inner = getattr(fabric.vectors, "inner", fabric.vectors)  # the runtime wraps the index

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from crp_stream.fabric.vectors import VectorIndex, VectorItem
-from crp_stream.fabric.vectors_edge import EdgeVectorIndex
-from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+from crp_stream.fabric.vectors.edge import EdgeVectorIndex
+from crp_stream.fabric.vectors.port import VectorIndex, VectorItem
+from crp_stream.fabric.vectors.qdrant import QdrantVectorIndex
 
 NOW = 1_700_000_000.0
 STATUSES = ("stale", "quarantined", "superseded", "expired")

@@ -46,8 +46,8 @@ from typing import Any
 
 import pytest
 
-from crp_stream.fabric.vectors_edge import EdgeVectorIndex
-from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+from crp_stream.fabric.vectors.edge import EdgeVectorIndex
+from crp_stream.fabric.vectors.qdrant import QdrantVectorIndex
 from crp_stream.replay_format import read_replay
 from tests.support.congruence import (
     ARBITER_ORDER_SENSITIVE,

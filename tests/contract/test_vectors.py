@@ -16,16 +16,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crp_stream.fabric.vectors import VectorIndex, VectorItem, normalise
-from crp_stream.fabric.vectors_edge import EdgeVectorIndex
-from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+from crp_stream.fabric.vectors.edge import EdgeVectorIndex
+from crp_stream.fabric.vectors.port import VectorIndex, VectorItem, normalise
+from crp_stream.fabric.vectors.qdrant import QdrantVectorIndex
 from tests.support.qdrant import drop, fresh_spec
 
 Opener = Callable[[], VectorIndex]
 
 
 def _with_ann(idx: VectorIndex) -> VectorIndex:
-    idx.enable_ann(1, 1_000_000)  # every search through the in-process HNSW cache (fabric/ann.py)
+    idx.enable_ann(1, 1_000_000)  # every search through the in-process HNSW cache (fabric/vectors/ann.py)
     return idx
 
 
@@ -387,9 +387,9 @@ def test_second_open_of_the_same_edge_storage_is_refused(tmp_path: Path) -> None
 _CRASH_WRITER = """
 import os, sys
 import numpy as np
-from crp_stream.fabric.vectors import VectorItem
-from crp_stream.fabric.vectors_edge import EdgeVectorIndex
-from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+from crp_stream.fabric.vectors.port import VectorItem
+from crp_stream.fabric.vectors.edge import EdgeVectorIndex
+from crp_stream.fabric.vectors.qdrant import QdrantVectorIndex
 backend, where = sys.argv[1], sys.argv[2]
 if backend == "edge":
     idx = EdgeVectorIndex(where + "/edge")
@@ -497,12 +497,12 @@ def test_edge_keeps_query_results_until_a_write(tmp_path: Path) -> None:
     idx.close()
 
 
-# ---- a micro-batch's probes searched ahead (fabric/vector_ahead.py) -----------------------------------
+# ---- a micro-batch's probes searched ahead (fabric/vectors/ahead.py) -----------------------------------
 
 
 @pytest.mark.parametrize("expiring", [False, True], ids=["no-expiry", "expiry-between"])
 def test_searched_ahead_the_answers_are_the_engines(index: VectorIndex, expiring: bool) -> None:
-    from crp_stream.fabric import vector_ahead
+    from crp_stream.fabric.vectors import ahead as vector_ahead
 
     rng = np.random.default_rng(3)
     points = [item(f"f{i:03d}", *rng.normal(size=8)) for i in range(120)]

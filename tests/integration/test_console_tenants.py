@@ -21,7 +21,7 @@ with warnings.catch_warnings():  # starlette's notice that it prefers httpx2: th
 
 from crp_stream.config import Settings
 from crp_stream.console import EmbeddedBackend, create_app
-from crp_stream.fabric.db import make_engine
+from crp_stream.fabric.sql.db import make_engine
 from crp_stream.testing import Pipeline
 from tests.integration.test_tenants import MIN, T0, TENANTS, scenario
 from tests.support.arbiter import TRUST, Input, seed_incident

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from crp_stream.events import Rejected
-from crp_stream.fabric.operator_records import OperatorRecords
+from crp_stream.fabric.sql.records.operator import OperatorRecords
 from crp_stream.processors.retrieval import RetrievalHandler
 from tests.integration.test_recovery import World, doc, request, vec
 

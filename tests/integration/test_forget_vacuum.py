@@ -16,7 +16,7 @@ from sqlalchemy import create_engine, text
 
 from crp_stream.cli import main
 from crp_stream.config import Settings
-from crp_stream.fabric.db import FORGET_TABLES
+from crp_stream.fabric.sql.db import FORGET_TABLES
 from crp_stream.testing import Pipeline
 from tests.integration.test_forget import MIN, T0, document
 from tests.support.services import fresh_postgres_url

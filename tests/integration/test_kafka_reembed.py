@@ -12,10 +12,10 @@ import pytest
 from sqlalchemy import text
 
 from crp_stream import cli
-from crp_stream.fabric.db import make_engine
-from crp_stream.fabric.embedders import make_embedder
+from crp_stream.fabric.embedders.port import make_embedder
 from crp_stream.fabric.fabric import open_vector_index
 from crp_stream.fabric.models import collection_spec
+from crp_stream.fabric.sql.db import make_engine
 from tests.support.kafka import Kafka, WorkerProcess, unique_prefix
 from tests.support.qdrant import drop, fresh_spec
 from tests.support.services import fresh_postgres_url

@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import OffsetAndMetadata
 from sqlalchemy import text
 
-from crp_stream.fabric.db import make_engine
+from crp_stream.fabric.sql.db import make_engine
 from tests.support.kafka import Consumed, Kafka, WorkerProcess, partitions, servers, unique_prefix, wait_quiescent
 from tests.support.services import fresh_postgres_url, wait_until
 

@@ -17,8 +17,8 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from sqlalchemy import text
 
 from crp_stream import cli
-from crp_stream.fabric import db as fabric_db
 from crp_stream.fabric.sealing import Sealer, open_fact_text
+from crp_stream.fabric.sql import db as fabric_db
 from tests.support.crash import DIM, MODEL
 from tests.support.kafka import Kafka, broker, servers, unique_prefix
 from tests.support.kafka_pipelines import Pacer, Pipeline

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+from crp_stream.fabric.vectors.edge import EdgeVectorIndex
 from tests.support.kafka import Consumed, Kafka, WorkerProcess, unique_prefix
 from tests.support.services import fresh_postgres_url
 

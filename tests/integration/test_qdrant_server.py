@@ -22,8 +22,8 @@ import pytest
 from sqlalchemy import text
 
 from crp_stream.config import Settings, parse_pairs
-from crp_stream.fabric.db import make_engine
-from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+from crp_stream.fabric.sql.db import make_engine
+from crp_stream.fabric.vectors.qdrant import QdrantVectorIndex
 from crp_stream.replay_format import read_replay
 from crp_stream.runtime.projections import differences, tables_snapshot, vectors_snapshot
 from crp_stream.testing import Pipeline

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from crp_stream.config import Settings
-from crp_stream.fabric.embedders import DEFAULT_MODEL_ID
+from crp_stream.fabric.embedders.port import DEFAULT_MODEL_ID
 from crp_stream.testing import replay as replay_records
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -212,7 +212,7 @@ def test_transient_database_errors_are_retried_and_lose_nothing(
     want = reference(tmp_path, [incident()])
     w = World(tmp_path / "flaky")
     w.publish(incident())
-    from crp_stream.fabric.repository import Repository
+    from crp_stream.fabric.sql.repository import Repository
 
     real = Repository.commit_offset
     failures = {"left": 3}
@@ -240,7 +240,7 @@ def test_a_record_the_database_refuses_is_deadlettered_not_retried_forever(
 ) -> None:
     w = World(tmp_path / "refused")
     w.publish([doc("bad", [("Refused by the database.", vec(1))]), doc("good", [("Accepted.", vec(0, 1))])])
-    from crp_stream.fabric.repository import Repository
+    from crp_stream.fabric.sql.repository import Repository
 
     real = Repository.insert_facts
 

@@ -12,8 +12,8 @@ import pytest
 
 from crp_stream import cli
 from crp_stream.config import Settings
-from crp_stream.fabric.embedders import make_embedder
-from crp_stream.fabric.embedders_http import API_KEY_ENV
+from crp_stream.fabric.embedders.http import API_KEY_ENV
+from crp_stream.fabric.embedders.port import make_embedder
 from crp_stream.fabric.models import collection_spec
 from crp_stream.runtime import reembed as reembed_mod
 from crp_stream.testing import Pipeline

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from crp_stream.fabric.ann import AnnCache
-from crp_stream.fabric.vectors_edge import EdgeVectorIndex
+from crp_stream.fabric.vectors.ann import AnnCache
+from crp_stream.fabric.vectors.edge import EdgeVectorIndex
 from crp_stream.testing import ManualClock, Pipeline
 from tests.support.retrieval import DIM, T0, Q, Rec, doc, fact, report, request, settings, sub, unit
 

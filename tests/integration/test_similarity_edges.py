@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from crp_stream.config import Settings
+from crp_stream.fabric.caches.graph import GraphCache
 from crp_stream.fabric.fabric import UnitOfWork
-from crp_stream.fabric.graph import GraphCache
 from crp_stream.processors import ingest
 from crp_stream.testing import Pipeline
 from tests.support.services import fresh_postgres_url

@@ -10,8 +10,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from tests.unit.test_events import doc, request
-from tests.unit.test_events_fast import CHANGED, RECORDED
+from tests.unit.events.test_events import doc, request
+from tests.unit.events.test_events_fast import CHANGED, RECORDED
 
 DOC, TEL, REQ, REP, CMD, FACTS = (
     "crp.documents",

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from crp_stream.fabric.embedders import Embedder, make_embedder
+from crp_stream.fabric.embedders.port import Embedder, make_embedder
 
 _MODEL: list[Embedder] = []
 _MODEL_LOCK = threading.Lock()

@@ -27,7 +27,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from sqlalchemy import text
 
-from crp_stream.fabric.db import make_engine
+from crp_stream.fabric.sql.db import make_engine
 from tests.support.services import require_env
 
 REPO = Path(__file__).resolve().parents[2]

@@ -30,8 +30,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from crp_stream.config import Settings
-from crp_stream.fabric.db import make_engine
 from crp_stream.fabric.fabric import open_vector_index
+from crp_stream.fabric.sql.db import make_engine
 from crp_stream.runtime.kafka.topics import ensure_topics
 from crp_stream.runtime.projections import differences, tables_snapshot, vectors_snapshot
 from tests.support.crash import MODEL, Input, compare_outputs

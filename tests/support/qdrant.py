@@ -14,7 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
-from crp_stream.fabric.vectors_qdrant import QdrantVectorIndex
+from crp_stream.fabric.vectors.qdrant import QdrantVectorIndex
 from tests.support.services import OPS, free_port, require_env
 
 TRANSPORTS = ("http", "grpc")

@@ -8,9 +8,9 @@ from pathlib import Path
 from sqlalchemy import Engine
 
 from crp_stream.config import Settings
-from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
+from crp_stream.fabric.embedders.prefetch import EmbeddingPrefetch
 from crp_stream.fabric.fabric import Fabric, open_vector_index
-from crp_stream.fabric.vectors import VectorIndex
+from crp_stream.fabric.vectors.port import VectorIndex
 from crp_stream.processors import all_handlers
 from crp_stream.processors.base import AnyHandler
 from crp_stream.runtime.embedded.log import Append, EmbeddedLog, LogRecord

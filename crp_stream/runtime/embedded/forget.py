@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from crp_stream.config import Settings
 from crp_stream.core.forget import forgets_input
 from crp_stream.events import topics
-from crp_stream.fabric import db
 from crp_stream.fabric.fabric import Fabric
-from crp_stream.fabric.forget_records import Forgotten
+from crp_stream.fabric.sql import db
+from crp_stream.fabric.sql.records.forget import Forgotten
 from crp_stream.runtime.embedded.log import EmbeddedLog, LogRecord
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import inspect
 
 from crp_stream.config import Settings
-from crp_stream.fabric import db
+from crp_stream.fabric.sql import db
 from crp_stream.processors import all_handlers
 from crp_stream.runtime.embedded import open_fabric
 from crp_stream.runtime.embedded.log import EmbeddedLog

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from crp_stream.events import INPUT_TOPICS, topics
-from crp_stream.fabric.embedding_prefetch import EmbeddingPrefetch
+from crp_stream.fabric.embedders.prefetch import EmbeddingPrefetch
 from crp_stream.fabric.fabric import Fabric, UnitOfWork
 from crp_stream.processors import tracing
 from crp_stream.processors.base import AnyHandler, Output, Record

@@ -26,7 +26,7 @@ from crp_stream.config import Settings
 from crp_stream.core.ids import derive_id
 from crp_stream.events import Command
 from crp_stream.events.topics import OPERATOR_COMMANDS
-from crp_stream.fabric.repository import Repository
+from crp_stream.fabric.sql.repository import Repository
 from crp_stream.processors import HANDLER_GROUPS, all_handlers
 from crp_stream.processors.base import Emitter
 from crp_stream.processors.dispatch import ID_HEADER

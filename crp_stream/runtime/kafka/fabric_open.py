@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from crp_stream.config import Settings
-from crp_stream.fabric import db
 from crp_stream.fabric.fabric import Fabric, open_vector_index
+from crp_stream.fabric.sql import db
 from crp_stream.runtime.vector_guard import GuardedVectors, VectorJournal
 
 PING_IDLE_S = 1.0  # a pooled connection idle longer is pinged at checkout; busy ones are not

@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from crp_stream.events.topics import FACTS
-from crp_stream.fabric.repository import Repository
-from crp_stream.fabric.vector_records import FactPoint
-from crp_stream.fabric.vectors import VectorItem, scope
+from crp_stream.fabric.sql.records.vectors import FactPoint
+from crp_stream.fabric.sql.repository import Repository
+from crp_stream.fabric.vectors.port import VectorItem, scope
 from crp_stream.runtime.kafka.barrier import PROJECTION
 from crp_stream.runtime.vector_guard import GuardedVectors
 

@@ -35,8 +35,8 @@ from crp_stream.config import ConfigError, Settings
 from crp_stream.core.forget import replay_keeps
 from crp_stream.events import ALL_TOPICS, INPUT_TOPICS
 from crp_stream.events.topics import DOCUMENTS, OPERATOR_COMMANDS, TELEMETRY
-from crp_stream.fabric import db
 from crp_stream.fabric.fabric import Fabric, open_vector_index
+from crp_stream.fabric.sql import db
 from crp_stream.processors import all_handlers
 from crp_stream.processors.base import AnyHandler, Output, Record
 from crp_stream.processors.dispatch import ID_HEADER, apply_record, internal_error_output

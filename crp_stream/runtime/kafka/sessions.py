@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import faust
 
 from crp_stream.events.topics import FACTS, WINDOW_REQUESTS
-from crp_stream.fabric.repository import Repository
+from crp_stream.fabric.sql.repository import Repository
 from crp_stream.processors.base import AnyHandler
 from crp_stream.runtime.kafka.barrier import PROJECTION, EventTimeBarrier
 from crp_stream.runtime.kafka.request_batch import RequestBatcher

@@ -20,8 +20,8 @@ from aiohttp import web
 from aiokafka.admin import AIOKafkaAdminClient
 
 from crp_stream.config import Settings
-from crp_stream.fabric import db
 from crp_stream.fabric.fabric import SERVER_SCHEMES, open_vector_index
+from crp_stream.fabric.sql import db
 from crp_stream.runtime.kafka.security import bootstrap_servers, check_broker, client_kwargs
 from crp_stream.runtime.transient import is_transient
 

@@ -1,0 +1,1 @@
+"""In-memory caches of committed fabric state: the similarity graph, candidate facts, the arbiter's claims."""

@@ -1,0 +1,421 @@
+"""In-memory cache of candidate facts for envelope assembly: their fixed columns and unit vectors.
+
+Every window request reads the rows and vectors of a few hundred candidates; from the store that is a
+``SELECT *`` turned into dicts plus a vector-index round trip with vectors as Python lists, more
+than the whole flat top-K. What is cached is what never changes once a fact is committed:
+
+- A fact's columns other than ``status`` and ``claim_key`` are written once (``insert_facts`` ignores
+  a repeated id; no update touches them), and its vector is written once with it (ingest upserts only
+  facts not in the store). So an entry can never go stale, in this process or because of another
+  worker: no invalidation across processes is needed.
+- ``status`` changes (arbiter, operator, supersede), always through ``Repository.set_fact_status``,
+  which moves the meta counter ``facts_generation`` atomically. Statuses are kept with the counter
+  value they were read at: a call that finds another value (a write by another process, or a
+  rolled-back one) drops them all; this process's own writes drop only their facts (``written``,
+  as ``GraphCache`` does). Statuses are read, with the facts' existence, only for the facts not
+  known (a narrow ``SELECT fact_id, status`` in the caller's transaction).
+- What a transaction read may be its own uncommitted write: ``Fabric.unit_of_work`` clears the cache
+  when a transaction does not commit. Rebuilds (which rewrite every fact) run with workers stopped.
+- The vectors of misses come through ``VectorIndex.stored_vectors``: from the ANN cache's storage when
+  the index has one (the same floats, no round trip), else from the index.
+- Bounded: past ``max_facts`` entries the least recently used are dropped (~2.5 KB a fact at 384-d:
+  ~250 MB at the default bound). Vectors live in one float32 matrix, and the numeric columns scoring
+  reads for every candidate (importance, modified time, TTL, epoch, expiry: ``Columns``) in two
+  matrices beside it, so a candidate set is a few fancy-indexing copies (``columns``) instead of a
+  pass over row dicts per column. Not thread-safe (one record at a time).
+- A fact not known yet is read with its status in one statement (``_READ``); statuses of cached
+  facts whose status is not known (another writer moved ``facts_generation``) alone.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Iterable, Sequence
+from itertools import filterfalse
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from crp_stream.core import ngram
+from crp_stream.fabric.sql.repository import FACTS_GENERATION
+
+# The columns assembly reads; ``status`` is filled in per call from the store.
+FIELDS = (
+    "fact_id",
+    "source",
+    "source_type",
+    "trust",
+    "importance",
+    "epoch_us",
+    "modified_at_us",
+    "ttl_s",
+    "expires_at_us",
+    "text",
+    "subject",
+    "attribute",
+    "value",
+    "unit",
+)
+
+# A fact's fields in ``core.conflicts.FactView``'s order, up to ``importance`` (the rest change per request):
+# kept per cached fact as one tuple (``Batch.heads``), so a request's views read no row dict
+HEAD_FIELDS = (
+    "fact_id",
+    "text",
+    "subject",
+    "attribute",
+    "value",
+    "unit",
+    "source",
+    "source_type",
+    "trust",
+    "importance",
+)
+_HEAD = itemgetter(*HEAD_FIELDS)
+
+_READ = (*FIELDS, "status")  # a fact not known yet: its status and its row in one statement
+NEVER = np.iinfo(np.int64).max  # ``expires_at_us`` of a fact that never expires
+
+
+class Columns(NamedTuple):
+    """Numeric columns of a batch of facts, aligned with its ids: what scoring reads for every
+    candidate, as arrays instead of a pass over row dicts."""
+
+    importance: npt.NDArray[np.float64]
+    modified_at_us: npt.NDArray[np.float64]  # as floats, as ``np.fromiter`` over the rows gives them
+    ttl_s: npt.NDArray[np.float64]  # ``inf``: never expires (``core.recency.ttl_or_inf``)
+    epoch_us: npt.NDArray[np.int64]
+    expires_at_us: npt.NDArray[np.int64]  # ``NEVER``: no hard expiry
+
+    def take(self, at: npt.NDArray[np.intp]) -> Columns:
+        """The rows ``at`` of every column."""
+        return Columns(
+            self.importance[at], self.modified_at_us[at], self.ttl_s[at], self.epoch_us[at], self.expires_at_us[at]
+        )
+
+
+class Batch(NamedTuple):
+    ids: list[str]
+    rows: list[dict[str, Any]]  # the cache's own dicts: read them, never mutate them
+    vecs: npt.NDArray[np.float32]
+    cols: Columns
+    # the current status of each fact (a row's own ``status`` may be older); None: read the rows'
+    status: list[str] | None = None
+    heads: list[tuple[Any, ...]] | None = None  # ``HEAD_FIELDS`` of each row; None: read the rows
+    # ``core.ngram.gram_hash_array`` of each text, where the cache holds it (facts it preloaded)
+    grams: list[npt.NDArray[np.int64] | None] | None = None
+
+
+class _Loaded(NamedTuple):
+    """Facts just read from the store, in the order read: vectors and ``_numbers``."""
+
+    vecs: npt.NDArray[np.float32]
+    num: npt.NDArray[np.float64]
+    whole: npt.NDArray[np.int64]
+
+
+def _numbers(rows: Sequence[dict[str, Any]]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+    """The ``Columns`` of rows: (importance, modified_at_us, ttl_s) as floats, (epoch_us, expires_at_us)."""
+    num = np.array(
+        [(r["importance"], r["modified_at_us"], math.inf if r["ttl_s"] is None else r["ttl_s"]) for r in rows],
+        dtype=np.float64,
+    ).reshape(-1, 3)
+    whole = np.array(
+        [(r["epoch_us"], NEVER if r["expires_at_us"] is None else r["expires_at_us"]) for r in rows], dtype=np.int64
+    ).reshape(-1, 2)
+    return num, whole
+
+
+_FREE = np.iinfo(np.int64).max  # ``_used`` of a free slot: after every held one in LRU order
+
+
+def least_recent(used: npt.NDArray[np.int64], n: int) -> npt.NDArray[np.intp]:
+    """The ``n`` slots of smallest ``used``, ties in slot order: ``argsort(used, kind="stable")[:n]``
+    in O(size), not O(size log size). At 1M facts the cache is full and evicts on every window that
+    misses, and the full sort of its 100k slots cost ~20 ms a window."""
+    if n >= used.shape[0]:
+        return np.argsort(used, kind="stable")[:n]
+    edge = used[np.argpartition(used, n - 1)[n - 1]]  # the n-th smallest value
+    below = np.flatnonzero(used < edge)
+    ties = np.flatnonzero(used == edge)[: n - below.shape[0]]  # flatnonzero ascends: slot order
+    out = np.concatenate([below, ties])
+    return out[np.lexsort((out, used[out]))]
+
+
+class FactCache:
+    def __init__(self, max_facts: int = 100_000) -> None:
+        if max_facts < 1:
+            raise ValueError(f"max_facts must be >= 1, got {max_facts}")
+        self.max_facts = max_facts
+        self._slot: dict[str, int] = {}  # least recently used first
+        self._rows: list[dict[str, Any] | None] = []
+        self._heads: list[tuple[Any, ...] | None] = []  # by slot: ``HEAD_FIELDS`` of its row
+        self._grams: list[npt.NDArray[np.int64] | None] = []  # by slot: its text's n-gram hashes, if preloaded
+        self._free: list[int] = []
+        self._mat = np.zeros((0, 0), dtype=np.float32)
+        self._num = np.zeros((0, 3), dtype=np.float64)  # per slot: importance, modified_at_us, ttl (inf: none)
+        self._int = np.zeros((0, 2), dtype=np.int64)  # per slot: epoch_us, expires_at_us (NEVER: none)
+        self._used = np.zeros(0, dtype=np.int64)  # per slot: ``_clock`` at its last use (LRU order)
+        self._clock = 0
+        self._status: dict[str, str] = {}  # of facts known to exist, as of ``_generation``
+        # ``_status`` of the cached facts again, per slot, as a code into ``_status_names`` (-1: not
+        # known): a request whose facts are all cached and known reads one dict per fact (``_slot``)
+        self._code = np.zeros(0, dtype=np.int16)
+        self._status_names: list[str] = []
+        self._status_code: dict[str, int] = {}
+        self._generation: object = None
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    def __contains__(self, fact_id: object) -> bool:
+        return fact_id in self._slot
+
+    def clear(self) -> None:
+        self._clear_rows()
+        self._forget_statuses()
+        self._generation = None
+
+    def _forget_statuses(self) -> None:
+        self._status.clear()
+        self._code[:] = -1
+
+    def _know(self, statuses: Iterable[tuple[str, str]]) -> None:
+        """Statuses read from the store: kept, and mirrored into the slots of cached facts."""
+        known, slot = self._status, self._slot
+        for f, st in statuses:
+            known[f] = st
+            s = slot.get(f)
+            if s is not None:
+                self._code[s] = self._code_of(st)
+
+    def _code_of(self, status: str) -> int:
+        c = self._status_code.get(status)
+        if c is None:
+            c = self._status_code[status] = len(self._status_names)
+            self._status_names.append(status)
+        return c
+
+    def _clear_rows(self) -> None:
+        self._slot.clear()
+        self._rows.clear()
+        self._heads.clear()
+        self._grams.clear()
+        self._free.clear()
+        self._mat = np.zeros((0, 0), dtype=np.float32)
+        self._num = np.zeros((0, 3), dtype=np.float64)
+        self._int = np.zeros((0, 2), dtype=np.int64)
+        self._used = np.zeros(0, dtype=np.int64)
+        self._code = np.zeros(0, dtype=np.int16)
+
+    def written(self, old: object, new: object, fact_ids: Sequence[str]) -> None:
+        """This process moved ``facts_generation`` from ``old`` to ``new`` by changing these statuses."""
+        if self._generation == str(old):
+            for f in fact_ids:
+                self._status.pop(f, None)
+                s = self._slot.get(f)
+                if s is not None:
+                    self._code[s] = -1
+        else:  # another writer came between: no status kept can be trusted
+            self._forget_statuses()
+        self._generation = str(new)
+
+    def _current(self, repo: Any) -> None:
+        """Forget every status when ``facts_generation`` moved (another writer) or too many are kept."""
+        generation = repo.get_meta(FACTS_GENERATION) or "0"
+        if generation != self._generation or len(self._status) > 2 * self.max_facts:
+            self._forget_statuses()
+            self._generation = generation
+
+    def _statuses(self, repo: Any, fact_ids: Sequence[str]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+        """The statuses of the facts known to exist, read for the facts not known; with the rows of
+        those not cached either, read in the same statement (one round trip for a new topic's facts).
+        After ``_current``."""
+        known = self._status
+        ask = list(filterfalse(known.__contains__, fact_ids))
+        read: dict[str, dict[str, Any]] = {}
+        if ask:
+            slot = self._slot
+            fresh = [f for f in ask if f not in slot]
+            if fresh:
+                read = repo.fact_rows(fresh, _READ)
+                self._know((f, r["status"]) for f, r in read.items())
+            cached = [f for f in ask if f in slot]
+            if cached:
+                self._know(repo.fact_statuses(cached).items())  # facts that do not exist stay unknown
+        return known, read
+
+    def candidates(
+        self, repo: Any, vectors: Any, fact_ids: Sequence[str]
+    ) -> tuple[list[str], list[dict[str, Any]], npt.NDArray[np.float32]]:
+        """The facts of ``fact_ids`` that exist in the store and have a vector, in the given order:
+        their ids, rows (``FIELDS`` + the current ``status``) and unit vectors (n x dim, float32).
+
+        The rows are the cache's own dicts, their ``status`` set by this call: read them, never
+        mutate them, and not after the caller's transaction."""
+        ids, rows, vecs, _cols, status, _heads, _grams = self.columns(repo, vectors, fact_ids)
+        for row, st in zip(rows, status or [], strict=True):
+            row["status"] = st
+        return ids, rows, vecs
+
+    def columns(self, repo: Any, vectors: Any, fact_ids: Sequence[str]) -> Batch:
+        """``candidates`` with the numeric columns of the same facts as arrays (``Columns``)."""
+        self._current(repo)
+        slot = self._slot
+        got = list(map(slot.get, fact_ids))
+        if None not in got:
+            at = np.fromiter(got, dtype=np.intp, count=len(got))
+            codes = self._code[at]
+            if codes.shape[0] and int(codes.min()) >= 0:  # every fact cached, its status known
+                return self._hits(list(fact_ids), got, at, codes)  # type: ignore[arg-type]  # no None
+        status, read = self._statuses(repo, fact_ids)
+        missing = [f for f in fact_ids if f in status and f not in slot]
+        self.hits += sum(map(status.__contains__, fact_ids)) - len(missing)
+        loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]] = {}
+        if missing:
+            self.misses += len(missing)
+            rows = dict(read)  # FIELDS + status, in that order: kept as they are (status is set below)
+            unread = [f for f in missing if f not in rows]  # status known from an earlier call
+            if unread:
+                rows.update(repo.fact_rows(unread, FIELDS))
+            vecs = vectors.stored_vectors(missing)
+            loaded = {f: (rows[f], np.asarray(vecs[f], dtype=np.float32)) for f in missing if f in rows and f in vecs}
+        ids = [f for f in fact_ids if f in status and (f in slot or f in loaded)]
+        out_rows: list[dict[str, Any]] = []
+        out_status: list[str] = []
+        heads: list[tuple[Any, ...]] = []
+        grams: list[npt.NDArray[np.int64] | None] = []
+        hit_at: list[int] = []
+        hit_slots: list[int] = []
+        load_at: list[int] = []
+        cached = self._rows
+        for n, f in enumerate(ids):
+            s = slot.get(f)
+            if s is None:
+                row = loaded[f][0]
+                heads.append(_HEAD(row))
+                grams.append(None)
+                load_at.append(n)
+            else:
+                row = cached[s] or {}
+                heads.append(self._heads[s] or ())
+                grams.append(self._grams[s])
+                hit_at.append(n)
+                hit_slots.append(s)
+            out_status.append(status[f])
+            out_rows.append(row)
+        self._touch(hit_slots)
+        dim = self._mat.shape[1] if hit_slots else (next(iter(loaded.values()))[1].shape[0] if loaded else 0)
+        out = np.zeros((len(ids), dim), dtype=np.float32)
+        num = np.zeros((len(ids), 3), dtype=np.float64)
+        whole = np.zeros((len(ids), 2), dtype=np.int64)
+        if hit_slots:
+            out[hit_at] = self._mat[hit_slots]
+            num[hit_at] = self._num[hit_slots]
+            whole[hit_at] = self._int[hit_slots]
+        if loaded:
+            new = _Loaded(np.stack([v for _r, v in loaded.values()]), *_numbers([r for r, _v in loaded.values()]))
+            order = {f: k for k, f in enumerate(loaded)}
+            src = [order[ids[n]] for n in load_at]
+            out[load_at], num[load_at], whole[load_at] = new.vecs[src], new.num[src], new.whole[src]
+            self._store(loaded, new)
+        cols = Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1])
+        return Batch(ids, out_rows, out, cols, out_status, heads, grams)
+
+    def _hits(self, ids: list[str], slots: list[int], at: npt.NDArray[np.intp], codes: npt.NDArray[np.int16]) -> Batch:
+        """``columns`` when every fact is cached with a known status: C-level maps and fancy indexing."""
+        self.hits += len(ids)
+        rows = list(map(self._rows.__getitem__, slots))
+        heads = list(map(self._heads.__getitem__, slots))
+        grams = list(map(self._grams.__getitem__, slots))
+        status = list(map(self._status_names.__getitem__, codes.tolist()))
+        self._touch(at)
+        num, whole = self._num[at], self._int[at]
+        cols = Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1])
+        return Batch(ids, rows, self._mat[at], cols, status, heads, grams)  # type: ignore[arg-type]  # held: no None
+
+    def _touch(self, slots: Sequence[int] | npt.NDArray[np.intp]) -> None:
+        """Mark the slots used now: eviction drops the least recently used first."""
+        if len(slots):
+            self._clock += 1
+            self._used[slots] = self._clock
+
+    def preload(self, repo: Any, vectors: Any, fact_ids: Sequence[str], batch: int = 5_000) -> int:
+        """Read the first ``max_facts`` of ``fact_ids`` (rows, vectors, statuses) in the caller's
+        transaction: at start-up, beside ``GraphCache.preload``, so that the first windows read no
+        row from the store. Returns the entries held."""
+        ids = list(fact_ids[: self.max_facts])
+        for start in range(0, len(ids), batch):
+            _ids, rows, _vecs = self.candidates(repo, vectors, ids[start : start + batch])
+            for f, row in zip(_ids, rows, strict=True):  # the n-gram screen's hashes: no window tokenises them
+                self._grams[self._slot[f]] = ngram.gram_hash_array(row["text"])
+        self.hits = self.misses = 0  # the counters describe the requests served
+        return len(self)
+
+    def _store(self, loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]], new: _Loaded) -> None:
+        dim = new.vecs.shape[1]
+        if self._mat.shape[1] != dim:  # first load (or another model after a rebuild): start over
+            self._clear_rows()
+        keep = list(loaded)[-self.max_facts :]
+        first = len(loaded) - len(keep)
+        over = len(self._slot) + len(keep) - self.max_facts
+        if over > 0:  # the least recently used held slots (free slots are marked _FREE, never chosen)
+            for s in least_recent(self._used, over).tolist():
+                self._release(s)
+        self._grow(len(keep), dim)
+        slots = [self._free.pop() for _ in keep]
+        known = self._status
+        for f, s in zip(keep, slots, strict=True):
+            self._slot[sys.intern(str(f))] = s  # the ANN cache's ids are interned too: lookups compare pointers
+            self._rows[s] = loaded[f][0]
+            self._heads[s] = _HEAD(loaded[f][0])
+            self._grams[s] = None
+            st = known.get(f)
+            self._code[s] = -1 if st is None else self._code_of(st)
+        self._mat[slots], self._num[slots], self._int[slots] = new.vecs[first:], new.num[first:], new.whole[first:]
+        self._touch(slots)
+
+    def _release(self, s: int) -> None:
+        row = self._rows[s]
+        assert row is not None
+        del self._slot[row["fact_id"]]
+        self._rows[s] = None
+        self._heads[s] = None
+        self._grams[s] = None
+        self._code[s] = -1
+        self._used[s] = _FREE
+        self._free.append(s)
+
+    def _grow(self, need: int, dim: int) -> None:
+        short = need - len(self._free)
+        if short <= 0:
+            return
+        old = self._mat.shape[0]
+        size = min(max(old * 2, old + short, 1024), self.max_facts)
+        mat = np.zeros((size, dim), dtype=np.float32)
+        mat[:old] = self._mat[:old] if old else mat[:0]
+        self._mat = mat
+        num = np.zeros((size, 3), dtype=np.float64)
+        num[:old] = self._num[:old]
+        self._num = num
+        whole = np.zeros((size, 2), dtype=np.int64)
+        whole[:old] = self._int[:old]
+        self._int = whole
+        used = np.full(size, _FREE, dtype=np.int64)
+        used[:old] = self._used[:old]
+        self._used = used
+        codes = np.full(size, -1, dtype=np.int16)
+        codes[:old] = self._code[:old]
+        self._code = codes
+        self._rows.extend([None] * (size - old))
+        self._heads.extend([None] * (size - old))
+        self._grams.extend([None] * (size - old))
+        self._free.extend(range(size - 1, old - 1, -1))  # popped from the end: lowest slot first
+
+
+__all__ = ["FIELDS", "HEAD_FIELDS", "NEVER", "Batch", "Columns", "FactCache", "least_recent"]

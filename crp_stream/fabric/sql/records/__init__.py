@@ -1,0 +1,1 @@
+"""``Repository``'s parts, one noun each: edges, forgetting, operator records, progress, stored vectors."""

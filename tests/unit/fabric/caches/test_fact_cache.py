@@ -1,0 +1,222 @@
+"""FactCache: fixed columns and vectors from memory, status and existence from the store
+(fabric/caches/fact_cache.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import Engine
+
+from crp_stream.config import Settings
+from crp_stream.fabric.caches.fact_cache import FactCache, least_recent
+from crp_stream.fabric.sql import db
+from crp_stream.fabric.sql.repository import Repository
+
+
+def fact(fid: str, **kw: Any) -> dict[str, Any]:
+    row = {
+        "fact_id": fid,
+        "source": "s",
+        "source_type": "official",
+        "trust": 0.9,
+        "importance": 1.0,
+        "epoch_us": 1,
+        "modified_at_us": 2,
+        "ttl_s": None,
+        "expires_at_us": None,
+        "text": f"text {fid}",
+        "subject": None,
+        "attribute": None,
+        "value": None,
+        "unit": None,
+        "claim_key": None,
+        "status": "active",
+        "content_hash": "h",
+        "document_id": "d",
+        "position": 0,
+        "origin_event_id": "e",
+        "kind": "document",
+        "extra": None,
+    }
+    row.update(kw)
+    return row
+
+
+class Vectors:
+    def __init__(self, vecs: dict[str, list[float]]):
+        self.vecs = {k: np.asarray(v, dtype=np.float32) for k, v in vecs.items()}
+        self.calls: list[list[str]] = []
+
+    def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        self.calls.append(list(ids))
+        return {i: self.vecs[i] for i in ids if i in self.vecs}
+
+    stored_vectors = get_vectors  # the port's read through its ANN cache; the same answer
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    eng = db.make_engine(f"sqlite:///{tmp_path / 'fabric.sqlite'}")
+    db.upgrade(eng)
+    with eng.begin() as conn:
+        Repository(conn).insert_facts([fact("a"), fact("b"), fact("c", status="stale"), fact("d")])
+    yield eng
+    eng.dispose()
+
+
+VECS = {"a": [1.0, 0.0], "b": [0.0, 1.0], "c": [0.6, 0.8]}  # d has no vector
+
+
+def test_rows_and_vectors_in_the_given_order_only_for_facts_with_both(engine: Engine) -> None:
+    cache, vectors = FactCache(), Vectors(VECS)
+    with engine.begin() as conn:
+        ids, rows, vecs = cache.candidates(Repository(conn), vectors, ["c", "zz", "a", "d"])
+    assert ids == ["c", "a"]
+    assert [r["status"] for r in rows] == ["stale", "active"]
+    assert rows[0]["text"] == "text c" and rows[0]["modified_at_us"] == 2
+    assert vecs.dtype == np.float32 and vecs.tolist() == [[0.6000000238418579, 0.800000011920929], [1.0, 0.0]]
+
+
+def test_second_read_takes_columns_and_vectors_from_memory_and_status_from_the_store(engine: Engine) -> None:
+    cache, vectors = FactCache(), Vectors(VECS)
+    with engine.begin() as conn:
+        cache.candidates(Repository(conn), vectors, ["a", "b"])
+        Repository(conn).set_fact_status(["a"], "quarantined")
+    with engine.begin() as conn:
+        ids, rows, _ = cache.candidates(Repository(conn), vectors, ["a", "b", "c"])
+    assert vectors.calls == [["a", "b"], ["c"]]  # only the miss was fetched
+    assert ids == ["a", "b", "c"] and rows[0]["status"] == "quarantined"
+    assert cache.hits == 2 and cache.misses == 3
+
+
+def test_bounded_oldest_first(engine: Engine) -> None:
+    cache, vectors = FactCache(max_facts=2), Vectors(VECS)
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        cache.candidates(repo, vectors, ["a", "b"])
+        ids, _, vecs = cache.candidates(repo, vectors, ["c", "a"])
+    assert ids == ["c", "a"] and vecs[1].tolist() == [1.0, 0.0]
+    assert len(cache) == 2 and "b" not in cache
+    with pytest.raises(ValueError):
+        FactCache(max_facts=0)
+
+
+def test_a_transaction_that_does_not_commit_empties_the_fabrics_cache(tmp_path: Path) -> None:
+    from crp_stream.config import Settings
+    from crp_stream.fabric.fabric import Fabric
+
+    fabric = Fabric(Settings(data_dir=tmp_path, embedder="hashing"))
+    vectors = Vectors({"x": [1.0, 0.0]})
+    with pytest.raises(RuntimeError), fabric.unit_of_work() as uow:
+        uow.repo.insert_facts([fact("x")])
+        assert fabric.facts.candidates(uow.repo, vectors, ["x"])[0] == ["x"]
+        raise RuntimeError("rolled back")
+    assert len(fabric.facts) == 0
+    with fabric.unit_of_work() as uow:
+        assert fabric.facts.candidates(uow.repo, vectors, ["x"])[0] == []
+    fabric.close()
+
+
+class CountingRepo(Repository):
+    def __init__(self, conn: Any, asked: list[list[str]]):
+        super().__init__(conn)
+        self.asked = asked
+
+    def fact_statuses(self, fact_ids: Sequence[str]) -> dict[str, str]:
+        self.asked.append(sorted(fact_ids))
+        return super().fact_statuses(fact_ids)
+
+    def fact_rows(self, fact_ids: Sequence[str], fields: Sequence[str]) -> dict[str, Any]:
+        if "status" in fields:  # statuses of facts not cached come with their rows
+            self.asked.append(sorted(fact_ids))
+        return super().fact_rows(fact_ids, fields)
+
+
+def test_statuses_are_kept_until_facts_generation_moves(engine: Engine) -> None:
+    cache, vectors, asked = FactCache(), Vectors(VECS), []
+    with engine.begin() as conn:
+        repo = CountingRepo(conn, asked)
+        cache.candidates(repo, vectors, ["a", "b", "zz"])
+        cache.candidates(repo, vectors, ["a", "b", "zz"])
+        assert asked == [["a", "b", "zz"], ["zz"]]  # zz does not exist: asked again, never assumed
+        gen = repo.set_fact_status(["a"], "stale")  # this process: only a is read again
+        assert gen is not None
+        cache.written(gen - 1, gen, ["a"])
+        _, rows, _ = cache.candidates(repo, vectors, ["a", "b"])
+        assert asked[-1] == ["a"] and [r["status"] for r in rows] == ["stale", "active"]
+    with engine.begin() as conn:  # another process changes b: the counter moved, everything is read again
+        Repository(conn).set_fact_status(["b"], "quarantined")
+    with engine.begin() as conn:
+        _, rows, _ = cache.candidates(CountingRepo(conn, asked), vectors, ["a", "b"])
+        assert asked[-1] == ["a", "b"] and [r["status"] for r in rows] == ["stale", "quarantined"]
+
+
+def test_a_status_write_rolled_back_to_a_savepoint_is_not_believed(engine: Engine) -> None:
+    cache, vectors = FactCache(), Vectors(VECS)
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        cache.candidates(repo, vectors, ["a"])
+        savepoint = conn.begin_nested()
+        gen = repo.set_fact_status(["a"], "quarantined")
+        assert gen is not None
+        cache.written(gen - 1, gen, ["a"])
+        assert cache.candidates(repo, vectors, ["a"])[1][0]["status"] == "quarantined"
+        savepoint.rollback()  # the handler was rejected: status and counter back
+        assert cache.candidates(repo, vectors, ["a"])[1][0]["status"] == "active"
+
+
+def test_the_fabric_bounds_its_caches_by_the_settings(tmp_path: Path) -> None:
+    from crp_stream.runtime.embedded import open_fabric
+
+    fabric = open_fabric(Settings(data_dir=tmp_path, embedder="hashing", cache_facts=123, cache_graph_nodes=456))
+    try:
+        assert (fabric.facts.max_facts, fabric.graph.max_nodes) == (123, 456)
+    finally:
+        fabric.close()
+
+
+def test_preload_reads_rows_and_statuses_once_so_requests_read_none(engine: Engine) -> None:
+    cache, vectors, asked = FactCache(max_facts=3), Vectors(VECS), []
+    with engine.begin() as conn:
+        repo = CountingRepo(conn, asked)
+        assert cache.preload(repo, vectors, ["a", "b", "c", "d"], batch=2) == 3  # d has no vector; bound 3
+        assert asked == [["a", "b"], ["c"]] and cache.hits == cache.misses == 0
+        ids, rows, _ = cache.candidates(repo, vectors, ["c", "a", "b"])
+    assert ids == ["c", "a", "b"] and rows[0]["status"] == "stale"
+    assert asked == [["a", "b"], ["c"]] and cache.hits == 3 and cache.misses == 0  # no read for the request
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    used=st.lists(st.integers(min_value=0, max_value=6), min_size=1, max_size=60),
+    n=st.integers(min_value=1, max_value=70),
+    free=st.sets(st.integers(min_value=0, max_value=59)),
+)
+def test_least_recent_is_the_stable_sorts_prefix(used: list[int], n: int, free: set[int]) -> None:
+    """Eviction picks exactly what ``argsort(kind="stable")[:n]`` picks (ties in slot order), free slots last."""
+    arr = np.array(used, dtype=np.int64)
+    arr[[f for f in free if f < arr.shape[0]]] = np.iinfo(np.int64).max
+    expect = np.argsort(arr, kind="stable")[:n]
+    assert least_recent(arr, n).tolist() == expect.tolist()
+
+
+def test_a_full_cache_evicts_the_least_recently_used_and_reuses_their_slots(engine: Engine) -> None:
+    names = [f"f{i}" for i in range(6)]
+    cache, vectors = FactCache(max_facts=3), Vectors({f: [1.0, float(i)] for i, f in enumerate(names)})
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.insert_facts([fact(f) for f in names])
+        cache.candidates(repo, vectors, ["f0", "f1", "f2"])
+        cache.candidates(repo, vectors, ["f0"])  # f1 and f2 are now the oldest, f1 first in slot order
+        cache.candidates(repo, vectors, ["f3"])
+        assert "f1" not in cache and all(f in cache for f in ("f0", "f2", "f3"))
+        ids, _, vecs = cache.candidates(repo, vectors, ["f4", "f5"])  # f2, then f0 (both older than f3)
+    assert ids == ["f4", "f5"] and vecs[:, 1].tolist() == [4.0, 5.0]
+    assert sorted(f for f in names if f in cache) == ["f3", "f4", "f5"]
+    assert sorted(cache._slot.values()) == [0, 1, 2]  # freed slots were reused: the arrays did not grow

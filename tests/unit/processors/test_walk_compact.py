@@ -1,0 +1,75 @@
+"""The CDGR walk's compact numbering (``LoadedEdges.local``) against the graph cache's ints it replaces:
+on random graphs loaded in random batches, the renumbered edges map back to the same edges, and
+breadth-first levels on them are the levels on the cache's ints."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from crp_stream.core import graph_rank
+from crp_stream.fabric.caches.graph import GraphCache
+from crp_stream.processors import graph_select
+from crp_stream.processors.graph_walk import LoadedEdges
+from tests.unit.fabric.caches.test_graph import SortedSource, _random_edges
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_levels_on_the_compact_numbering_are_the_levels_on_the_cache_ints(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = 80
+    source = SortedSource(_random_edges(rng, n, 200))
+    cache = GraphCache()
+    names = [f"f{i:03d}" for i in range(n)]
+    if seed % 2:
+        cache.preload(source, names[: n // 2], "g")  # half packed, half loaded lazily
+    cache.index(rng.permutation(names).tolist())
+    g = LoadedEdges(cache=cache)
+    uow = SimpleNamespace(repo=source)
+    for _ in range(6):
+        g.load(uow, rng.choice(len(cache.names), int(rng.integers(1, 15)), replace=False).tolist())  # type: ignore[arg-type]
+        assert np.array_equal(g.glob[g.lsrc], g.src) and np.array_equal(g.glob[g.ldst], g.dst)
+        assert np.array_equal(g.at[g.glob], np.arange(g.glob.shape[0]))  # one number per fact
+        for hops in (1, 2, 3):
+            seeds = rng.choice(len(cache.names), int(rng.integers(1, 5)), replace=False)
+            want, want_depth = graph_rank.walk_levels(seeds, g.src, g.dst, hops)
+            got, depth = graph_rank.walk_levels(g.local(seeds), g.lsrc, g.ldst, hops)
+            assert depth == want_depth
+            full = np.full(max(want.shape[0], int(g.glob.max(initial=-1)) + 1), -1, dtype=np.int64)
+            full[g.glob[: got.shape[0]]] = got
+            assert np.array_equal(full[: want.shape[0]], want)
+            assert (full[want.shape[0] :] == -1).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_name_array_is_the_names_through_growth_and_a_new_numbering(seed: int) -> None:
+    """The fixed-width copy of the ids the walk gathers and sorts: equal to ``names`` as ints are added
+    (longer ids widen it), and after ``clear`` starts the numbering over."""
+    rng = np.random.default_rng(seed)
+    cache = GraphCache(max_nodes=200)
+    for step in range(12):
+        width = int(rng.integers(1, 40))
+        cache.index(f"{'x' * int(rng.integers(0, width))}{k}-{step}" for k in range(int(rng.integers(0, 300))))
+        arr = cache.name_array()
+        assert arr[: len(cache.names)].tolist() == cache.names
+        picked = rng.integers(0, max(len(cache.names), 1), 50) if cache.names else np.zeros(0, np.int64)
+        got = arr[picked]
+        assert got.tolist() == [cache.names[i] for i in picked.tolist()]
+        assert [got.tolist()[i] for i in graph_select.id_order(got).tolist()] == sorted(got.tolist())
+        if step % 5 == 4:
+            cache.clear()  # over 2 x max_nodes ints: the numbering starts over
+
+
+def test_name_array_has_room_for_four_times_max_nodes_without_a_copy() -> None:
+    """A walk that meets new ids does not copy the ids already held (a 1M fabric's doubling copied
+    ~128 MiB inside one window): the first array has room for 4 x max_nodes ids of that width."""
+    cache = GraphCache(max_nodes=1000)
+    cache.index(f"{k:08d}" for k in range(600))
+    first = cache.name_array()
+    cache.index(f"{k:08d}" for k in range(600, 3900))
+    assert cache.name_array() is first and first[:3900].tolist() == cache.names
+    cache.index(["a-longer-id-than-the-others"])  # wider: a new array, every id kept
+    wider = cache.name_array()
+    assert wider is not first and wider[: len(cache.names)].tolist() == cache.names
