@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import DBAPIError
 
-from crp_stream.fabric import db, tables
-from crp_stream.fabric.repository import Repository
+from crp_stream.fabric.sql import db, tables
+from crp_stream.fabric.sql.repository import Repository
 
 
 @pytest.fixture
@@ -74,7 +74,7 @@ def test_migrations_create_every_table_and_downgrade_removes_them(engine: Engine
 def test_migration_0004_adds_the_refresh_requests_claim_index(engine: Engine) -> None:
     """The arbiter reads a claim's refresh requests per changed verdict: the index ``tables.py``
     declares for it exists after the migrations, and downgrading 0004 removes only that one."""
-    from crp_stream.fabric import tables as t
+    from crp_stream.fabric.sql import tables as t
 
     def indexes(table: str) -> set[str]:
         return {str(ix["name"]) for ix in inspect(engine).get_indexes(table)}
@@ -95,7 +95,7 @@ def test_the_migrations_build_every_table_column_and_index_tables_py_declares(en
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
 
-    from crp_stream.fabric import tables as t
+    from crp_stream.fabric.sql import tables as t
 
     kinds = {"add_table", "remove_table", "add_column", "remove_column", "add_index", "remove_index"}
     with engine.connect() as conn:
@@ -198,7 +198,7 @@ def test_ingest_per_document_reads_and_source_touch_on_the_driver_match_sqlalche
     document): the same values and types as the SQLAlchemy statements they replace."""
     from sqlalchemy import select
 
-    from crp_stream.fabric import tables as t
+    from crp_stream.fabric.sql import tables as t
 
     ids = [f"f{i:04d}" for i in range(1200)]  # more than one chunk of 500
     with engine.begin() as conn:
@@ -369,7 +369,7 @@ def test_audit_log_appends_in_order_and_ignores_a_repeated_id(engine: Engine) ->
 def test_audit_log_has_no_update_or_delete_path() -> None:
     import inspect as pyinspect
 
-    from crp_stream.fabric import repository
+    from crp_stream.fabric.sql import repository
 
     src = pyinspect.getsource(repository)
     assert "update(t.audit_log" not in src and "delete(t.audit_log" not in src
@@ -578,7 +578,7 @@ def test_fact_vectors_are_stored_once_as_the_index_holds_them_and_read_back_with
     payload of the facts as the fabric holds it."""
     import numpy as np
 
-    from crp_stream.fabric.vectors import VectorItem, normalise
+    from crp_stream.fabric.vectors.port import VectorItem, normalise
 
     with engine.begin() as conn:
         repo = Repository(conn)
@@ -598,3 +598,39 @@ def test_fact_vectors_are_stored_once_as_the_index_holds_them_and_read_back_with
     assert "fact_vectors" not in inspect(engine).get_table_names()
     db.upgrade(engine)
     assert "fact_vectors" in inspect(engine).get_table_names()
+
+
+def test_fact_words_find_the_facts_of_a_word_and_go_with_forget_and_a_downgrade(engine: Engine) -> None:
+    """Each fact is written under the words of its text (``core.graph_rank.title_words``), once; the
+    facts of a word come back by id, only the tenant's active ones; ``forget`` deletes a fact's words;
+    the migration indexes the facts already there."""
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.insert_facts(
+            [
+                fact("f2", text="Menabrea's paper was translated by Ada—Lovelace."),
+                fact("f1", text="Babbage designed the engine for Ada Lovelace."),
+                fact("f3", text="Lovelace wrote notes.", status="stale"),
+                fact("f4", text="Lovelace, in another tenant.", tenant="acme"),
+            ]
+        )
+        repo.insert_facts([fact("f1", text="Babbage designed the engine for Ada Lovelace.")])  # a replay
+        counts = repo.word_counts(["lovelace", "ada", "babbage", "nowhere"], cap=3)
+        assert counts == {"lovelace": 3, "ada": 2, "babbage": 1, "nowhere": 0}  # "lovelace": 4, capped
+        assert [r[0] for r in repo.facts_with_word("lovelace", None)] == ["f1", "f2"]
+        assert repo.facts_with_word("lovelace", "acme") == [("f4", "Lovelace, in another tenant.", "s", "d")]
+        assert repo.word_counts(["the"], cap=10) == {"the": 0}  # too common to be written
+    with engine.begin() as conn:
+        Repository(conn).erase_facts(
+            [{**fact("f2", text="Menabrea's paper was translated by Ada—Lovelace.")}], "default", []
+        )
+    with engine.connect() as conn:
+        left = {r[0] for r in conn.execute(text("SELECT DISTINCT fact_id FROM fact_words"))}
+        assert left == {"f1", "f3", "f4"}
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM fact_words"))
+    db.downgrade(engine, "0009")
+    assert "fact_words" not in inspect(engine).get_table_names()
+    db.upgrade(engine)
+    with engine.connect() as conn:
+        assert [r[0] for r in Repository(conn).facts_with_word("babbage", None)] == ["f1"]  # indexed again

@@ -91,6 +91,8 @@ def test_tenants_and_forget_on_kafka_and_postgres(
         assert rows(db, "SELECT tenant, COUNT(*) FROM facts GROUP BY tenant") == [("globex", 2)]
         left = {f for (f,) in rows(db, "SELECT fact_id FROM fact_vectors")}
         assert left == {f for f, tenant in tenant_of.items() if tenant == "globex"}
+        worded = {f for (f,) in rows(db, "SELECT DISTINCT fact_id FROM fact_words")}  # the words of their texts
+        assert worded and worded <= left
         audit = rows(db, "SELECT details FROM audit_log WHERE audit_type = 'FACTS_FORGOTTEN'")
         assert len(audit) == 1 and json.loads(audit[0][0])["facts"] == 2 and "Mustermann" not in audit[0][0]
         assert [e for e in rows(db, "SELECT src, dst FROM edges") if "acme" in (tenant_of[e[0]], tenant_of[e[1]])] == []

@@ -163,6 +163,27 @@ def test_adjacency_and_mention_edges_in_either_order(tmp_path: Path) -> None:
     assert not any(ids["Nothing about her here."] in (s, d) and k == "mention" for (s, d), k in kinds.items())
 
 
+def test_a_title_is_named_alike_before_and_after_it_arrives(tmp_path: Path) -> None:
+    """``names_title`` decides in both directions: a text that names a title with its words apart
+    from other words only by a dash (not a space) links to the document whichever came first, and a
+    text holding the title's letters inside other words does not."""
+    v = [rel_vec(0.1, (1 + i, 1.0)) for i in range(5)]
+    dashed = "Menabrea's paper was read by Ada—Lovelace."
+    inside = "The badalovelaced prose is not a name."
+    before = doc("early", [fact(dashed, v[0]), fact(inside, v[1])], ts=T0)
+    titled = doc(
+        "ada", [fact("She wrote the first program.", v[2])], ts=T0 + 1, document_id="ada", title="Ada Lovelace"
+    )
+    after = doc("late", [fact("A letter to Ada—Lovelace survives.", v[3])], ts=T0 + 2)
+    out = run([before, titled, after], tmp_path, edge_threshold=0.9)
+    ids = _fact_ids_by_text(out)
+    lead = ids["She wrote the first program."]
+    mentions = {(s, d) for s, d, _w, k in _edges(tmp_path, edge_threshold=0.9) if k == "mention"}
+    assert (ids[dashed], lead) in mentions  # found under the title's words when the title came
+    assert (ids["A letter to Ada—Lovelace survives."], lead) in mentions  # found by its spans, as before
+    assert not any(ids[inside] in pair for pair in mentions)
+
+
 def test_a_titled_document_is_embedded_as_title_colon_sentence(tmp_path: Path) -> None:
     s = Settings(embedder="hashing:64", data_dir=tmp_path)
     value = {
