@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from crp_stream.fabric.vectors.pool import neighbour_pool
 from crp_stream.fabric.vectors.port import SCORE_DECIMALS, VectorIndex, VectorItem
 
 # the engine's pool is taken a little wider than K and below the threshold: its own float32 scores
@@ -68,16 +69,20 @@ def batch_neighbours(
     m /= np.linalg.norm(m, axis=1, keepdims=True)
     stored32 = m.astype(np.float32)  # what the index will hold
     unit = stored32.astype(np.float64)
-    pool = index.neighbours_many(stored32, k + _MARGIN, threshold - _SLACK, ids, tenant)
-    names, stored = index.stored_matrix(sorted({f for found in pool for f, _w in found}))
-    place = {f: i for i, f in enumerate(names)}
-    old = stored.reshape(-1, unit.shape[1])  # float32: each chunk of pairs is widened below, not all rows
-    # candidate pairs: (new fact, candidate row) with rows 0..len(names) the fabric's, then the batch's
-    pa = [a for a, found in enumerate(pool) for f, _w in found if f in place]
-    pb = [place[f] for found in pool for f, _w in found if f in place]
+    arrays = neighbour_pool(index, stored32, k + _MARGIN, threshold - _SLACK, ids, tenant)
+    if arrays is not None:  # the ANN cache's hits as arrays: no Python pair per hit
+        names, old, pa, pb = arrays
+    else:
+        pool = index.neighbours_many(stored32, k + _MARGIN, threshold - _SLACK, ids, tenant)
+        names, stored = index.stored_matrix(sorted({f for found in pool for f, _w in found}))
+        place = {f: i for i, f in enumerate(names)}
+        old = stored.reshape(-1, unit.shape[1])  # float32: each chunk of pairs is widened below, not all rows
+        # candidate pairs: (new fact, candidate row) with rows 0..len(names) the fabric's, then the batch's
+        pa = np.asarray([a for a, found in enumerate(pool) for f, _w in found if f in place], dtype=np.int64)
+        pb = np.asarray([place[f] for found in pool for f, _w in found if f in place], dtype=np.int64)
     wa, wb = _within(unit, owner, k + _MARGIN, threshold - _SLACK)
-    a_idx = np.concatenate([np.asarray(pa, dtype=np.int64), wa])
-    b_idx = np.concatenate([np.asarray(pb, dtype=np.int64), wb + len(names)])
+    a_idx = np.concatenate([pa, wa])
+    b_idx = np.concatenate([pb, wb + len(names)])
     if a_idx.shape[0] == 0:
         return []
     rows = np.concatenate([old, stored32])

@@ -146,6 +146,14 @@ class AnnCache:
         """Every slot's vector as stored in the graph (a view, valid until the next add)."""
         return stored_vectors(self.index)
 
+    def ids_of(self, slots: Sequence[int]) -> list[str]:
+        """The fact id of each slot (as ``search`` names its hits)."""
+        return list(map(self._fact.__getitem__, slots))
+
+    def slot(self, fact_id: str) -> int | None:
+        """The slot of a fact the cache holds, else None."""
+        return self._slot_of.get(fact_id)
+
     def __len__(self) -> int:
         return len(self._slot_of)
 
