@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
+
 from crp_stream.cli import progress
 from crp_stream.cli.base import CliError, add_broker, add_common, read_text, settings_of
 from crp_stream.config import Settings
@@ -79,19 +81,35 @@ def publish_records(ns: argparse.Namespace) -> list[Rec]:
     elif len(ns.args) == 2:
         topic, path = ns.args[0], Path(ns.args[1])
         text = read_text(path)
-        try:
-            single = text.lstrip().startswith("{") and "\n{" not in text.strip()
-            values = [json.loads(text)] if single else [json.loads(x) for x in text.splitlines() if x.strip()]
-        except json.JSONDecodeError as exc:
-            raise CliError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}") from None
-        for v in values:
+        single = text.lstrip().startswith("{") and "\n{" not in text.strip()
+        lines = [(1, text)] if single else [(n, x) for n, x in enumerate(text.splitlines(), 1) if x.strip()]
+        for number, line in lines:
+            v, raw = _json_value(line, path, number)
             key = ns.key or (
                 v.get("source") or v.get("session_id") or v.get("target_id") if isinstance(v, dict) else None
             )
-            out.append((topic, key, json.dumps(v, ensure_ascii=False).encode(), ()))
+            out.append((topic, key, raw, ()))
     else:
         raise CliError("publish takes FILE (replay lines) or TOPIC FILE (JSON values)")
     return out
+
+
+def _json_value(line: str, path: Path, number: int) -> tuple[Any, bytes]:
+    """A JSON Lines value and the bytes published for it: the line as written when it is one compact
+    JSON value (parsed by msgspec, in C: a file of vectors is mostly floats), else the value as
+    ``json.dumps`` writes it (what ``json`` accepts and msgspec does not, such as NaN, or a value
+    spread over several lines)."""
+    raw = line.strip().encode()
+    if "\n" not in line:
+        try:
+            return msgspec.json.decode(raw), raw
+        except msgspec.DecodeError:
+            pass  # the standard library decides, and words the error
+    try:
+        v = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{path}: not JSON: {exc.msg} at line {exc.lineno + number - 1}") from None
+    return v, json.dumps(v, ensure_ascii=False).encode()
 
 
 def sealed_records(settings: Settings, records: list[Rec]) -> list[Rec]:
