@@ -34,13 +34,14 @@ import sys
 from collections.abc import Iterable, Sequence
 from itertools import filterfalse
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from crp_stream.core import ngram
-from crp_stream.fabric.sql.repository import FACTS_GENERATION
+from crp_stream.fabric.sql.repository import FACTS_GENERATION, Repository
+from crp_stream.fabric.vectors.port import VectorIndex
 
 # The columns assembly reads; ``status`` is filled in per call from the store.
 FIELDS = (
@@ -225,14 +226,14 @@ class FactCache:
             self._forget_statuses()
         self._generation = str(new)
 
-    def _current(self, repo: Any) -> None:
+    def _current(self, repo: Repository) -> None:
         """Forget every status when ``facts_generation`` moved (another writer) or too many are kept."""
         generation = repo.get_meta(FACTS_GENERATION) or "0"
         if generation != self._generation or len(self._status) > 2 * self.max_facts:
             self._forget_statuses()
             self._generation = generation
 
-    def _statuses(self, repo: Any, fact_ids: Sequence[str]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
+    def _statuses(self, repo: Repository, fact_ids: Sequence[str]) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
         """The statuses of the facts known to exist, read for the facts not known; with the rows of
         those not cached either, read in the same statement (one round trip for a new topic's facts).
         After ``_current``."""
@@ -243,7 +244,7 @@ class FactCache:
             slot = self._slot
             fresh = [f for f in ask if f not in slot]
             if fresh:
-                read = repo.fact_rows(fresh, _READ)
+                read = cast(dict[str, dict[str, Any]], repo.fact_rows(fresh, _READ))
                 self._know((f, r["status"]) for f, r in read.items())
             cached = [f for f in ask if f in slot]
             if cached:
@@ -251,7 +252,7 @@ class FactCache:
         return known, read
 
     def candidates(
-        self, repo: Any, vectors: Any, fact_ids: Sequence[str]
+        self, repo: Repository, vectors: VectorIndex, fact_ids: Sequence[str]
     ) -> tuple[list[str], list[dict[str, Any]], npt.NDArray[np.float32]]:
         """The facts of ``fact_ids`` that exist in the store and have a vector, in the given order:
         their ids, rows (``FIELDS`` + the current ``status``) and unit vectors (n x dim, float32).
@@ -263,7 +264,7 @@ class FactCache:
             row["status"] = st
         return ids, rows, vecs
 
-    def columns(self, repo: Any, vectors: Any, fact_ids: Sequence[str]) -> Batch:
+    def columns(self, repo: Repository, vectors: VectorIndex, fact_ids: Sequence[str]) -> Batch:
         """``candidates`` with the numeric columns of the same facts as arrays (``Columns``)."""
         self._current(repo)
         slot = self._slot
@@ -282,7 +283,7 @@ class FactCache:
             rows = dict(read)  # FIELDS + status, in that order: kept as they are (status is set below)
             unread = [f for f in missing if f not in rows]  # status known from an earlier call
             if unread:
-                rows.update(repo.fact_rows(unread, FIELDS))
+                rows.update(cast(dict[str, dict[str, Any]], repo.fact_rows(unread, FIELDS)))
             vecs = vectors.stored_vectors(missing)
             loaded = {f: (rows[f], np.asarray(vecs[f], dtype=np.float32)) for f in missing if f in rows and f in vecs}
         ids = [f for f in fact_ids if f in status and (f in slot or f in loaded)]
@@ -345,7 +346,7 @@ class FactCache:
             self._clock += 1
             self._used[slots] = self._clock
 
-    def preload(self, repo: Any, vectors: Any, fact_ids: Sequence[str], batch: int = 5_000) -> int:
+    def preload(self, repo: Repository, vectors: VectorIndex, fact_ids: Sequence[str], batch: int = 5_000) -> int:
         """Read the first ``max_facts`` of ``fact_ids`` (rows, vectors, statuses) in the caller's
         transaction: at start-up, beside ``GraphCache.preload``, so that the first windows read no
         row from the store. Returns the entries held."""
