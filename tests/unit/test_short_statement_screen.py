@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 from crp_stream.core import reworded
 from crp_stream.core.reworded import SHORT_STATEMENT, _content, _tokens, short_statement_pairs
 from tests.support.text_decisions import recorded
-from tests.unit.test_text_rules_equivalence import VOCAB
+
+# words the screen reads: stop words, quantifiers, negators, possessives, compounds, contractions
+_VOCAB_TEXT = (
+    "the a an of is are was has have had not no never n't isn't cannot can't none nobody some several "
+    "many all every least at there than it's one's Carol's water viscosity crane cranes slam dunk "
+    "slam-dunk slamdunk Norway Paris capital won lost team city 39 2019 U.S. red white blue"
+)
+VOCAB = _VOCAB_TEXT.split()
 
 
 def _key_by_stems(text: str) -> str | None:
