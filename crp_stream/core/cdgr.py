@@ -301,8 +301,14 @@ def bridge_values_edges(
     has_direct = direct_at >= 0
     # which anchors each connector touches: a direct edge, or a path whose two edges are > 0
     touched_u = np.zeros((uniq.shape[0], m), dtype=bool)
+    # every weight positive (the fabric's edges): each path's (connector, anchor) cells listed from
+    # the anchor edges its middle fact has, not a dense row of ``m`` per path
+    positive = bool(w.min(initial=1.0) > 0.0)
+    if positive:
+        cell, cell_w, cell_con = _path_cells(e_con, e_mid, e_w, near)
+        np.put(touched_u, cell, True)
     p_con, p_mid = e_con[e_w > 0.0], e_mid[e_w > 0.0]
-    if p_con.shape[0]:  # an OR over each connector's paths: sorted runs, no matrix product
+    if not positive and p_con.shape[0]:  # an OR over each connector's paths: sorted runs, no matrix product
         by = np.argsort(p_con, kind="stable")
         p_con, p_mid = p_con[by], p_mid[by]
         runs = np.flatnonzero(np.r_[True, p_con[1:] != p_con[:-1]])
@@ -318,7 +324,10 @@ def bridge_values_edges(
     keep_direct = has_direct & live
     strength_u[keep_direct] = near[direct_at[keep_direct]]
     keep = live[e_con]
-    if keep.any():
+    if positive:  # a max of mins in any order: the same floats; a cell with no edge adds nothing (> 0)
+        at = live[cell_con]
+        np.maximum.at(strength_u.reshape(-1), cell[at], cell_w[at])
+    elif keep.any():
         k_con, k_mid, k_w = e_con[keep], e_mid[keep], e_w[keep]
         order = np.argsort(k_con, kind="stable")
         k_con, k_mid, k_w = k_con[order], k_mid[order], k_w[order]
@@ -340,6 +349,24 @@ def bridge_values_edges(
         values[start:stop] = np.where(ok, counts * mean, 0.0)
         _bridged_columns(bridged, start, ok, (partners > 0) & (touched > 0))
     return values, bridged
+
+
+def _path_cells(
+    con: NDArray[np.int64], mid: NDArray[np.int64], weight: NDArray[np.float64], near: NDArray[np.float64]
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.int64]]:
+    """Per path connector ``con`` - ``mid`` (weight ``weight``) - anchor, over the nonzero cells of
+    ``near`` (the mid's anchor edges): the cell ``con * m + anchor``, the path's strength (the min of
+    its two weights) and its connector."""
+    m = near.shape[1]
+    n_mid, n_col = np.nonzero(near)  # by mid, then anchor column
+    n_w = near[n_mid, n_col]
+    count = np.bincount(n_mid, minlength=near.shape[0])
+    first = np.cumsum(count) - count
+    per = count[mid]
+    path = np.repeat(np.arange(mid.shape[0]), per)
+    entry = np.arange(path.shape[0]) - np.repeat(np.cumsum(per) - per, per) + first[mid][path]
+    cons = con[path]
+    return cons * m + n_col[entry], np.minimum(weight[path], n_w[entry]), cons
 
 
 def _bridged_columns(bridged: list[list[int]], start: int, ok: NDArray[np.bool_], hit: NDArray[np.bool_]) -> None:

@@ -135,14 +135,29 @@ def ngram_overlaps_hashed(
             for t, h in zip(texts, given, strict=True)
         ]
     lens = np.fromiter(map(len, given), dtype=np.int64, count=len(given))
+    table = _frozen_table(blacklist) if isinstance(blacklist, frozenset) else _screen_table(blacklist)
+    hit = table[np.concatenate(given) & (_SCREEN_BITS - 1)]
+    out = [0] * len(texts)
+    flagged = np.bincount(np.repeat(np.arange(len(texts)), lens)[hit], minlength=len(texts))
+    for i in np.flatnonzero(flagged).tolist():  # ascending, each flagged text once
+        out[i] = len(_gram_set(texts[i], n) & blacklist)
+    return out
+
+
+def _screen_table(blacklist: Set[str]) -> NDArray[np.bool_]:
+    """The hashed screen's table: the low bits of every blacklisted n-gram's hash."""
     listed = _listed(blacklist)
     table = np.zeros(_SCREEN_BITS, dtype=bool)
     table[np.fromiter(listed, dtype=np.int64, count=len(listed)) & (_SCREEN_BITS - 1)] = True
-    hit = table[np.concatenate(given) & (_SCREEN_BITS - 1)]
-    out = [0] * len(texts)
-    for i in np.unique(np.repeat(np.arange(len(texts)), lens)[hit]).tolist():
-        out[i] = len(_gram_set(texts[i], n) & blacklist)
-    return out
+    table.flags.writeable = False  # shared by the memo below
+    return table
+
+
+@memo.text_memo(0.0002)
+def _frozen_table(blacklist: frozenset[str]) -> NDArray[np.bool_]:
+    """``_screen_table`` of a session's blacklist, remembered: a window screens its candidates, then
+    the connectors that join them, against the same one."""
+    return _screen_table(blacklist)
 
 
 def ngram_penalty(overlaps: ArrayLike) -> NDArray[np.float64]:

@@ -197,13 +197,23 @@ def two_span_swap(a: str, b: str) -> str | None:
     return NUMBER_CHANGED if numeric else ENTITY_SUBSTITUTED
 
 
+# ``_content``'s dropped words, also with a possessive (``_tokens`` drops it first): a token is a
+# content word exactly when it is not in this set, so content words are counted without stemming
+_NOT_CONTENT = STOP_WORDS | _QUANTIFIER_WORDS
+_NOT_CONTENT_ANY = _NOT_CONTENT | {f"{w}'s" for w in _NOT_CONTENT}
+
+
 @memo.text_memo()
 def _short_key(text: str) -> str | None:
     """A short statement's content stems run together ("Cranes cannot slam dunk" and "Crane can
     slamdunk": "cranslamdunk"), or None past ``SHORT_STATEMENT``'s upper bound plus one (a compound
     written in two words counts two)."""
-    content = _content(_tokens(text))
-    return "".join(content) if SHORT_STATEMENT[0] <= len(content) <= SHORT_STATEMENT[1] + 1 else None
+    low = substitution._tokens(text)[0]
+    # most statements are long: counted in C, stemmed only when short
+    words = len(low) - sum(map(_NOT_CONTENT_ANY.__contains__, low))
+    if not SHORT_STATEMENT[0] <= words <= SHORT_STATEMENT[1] + 1:
+        return None
+    return "".join(_content(_tokens(text)))
 
 
 def short_statement_pairs(
@@ -213,6 +223,8 @@ def short_statement_pairs(
     words, spelling variants aside: candidates for ``short_statement_negation``, which share too few
     tokens for the near-copy screen ("Water has viscosity" / "Water does not have viscosity")."""
     limit = len(texts) if inside is None else min(inside, len(texts))
+    if len(set(sources) - {""}) < 2:  # the usual case, one source: no pair of different sources
+        return set()
     by_key: dict[str, list[int]] = {}
     for k, text in enumerate(texts):
         key = _short_key(text) if sources[k] else None

@@ -12,10 +12,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any, get_args
+
+import msgspec
 
 from crp_stream.core import memo
 from crp_stream.events.codec import _CANONICAL, encode
+from crp_stream.events.codec_fast import _floats_ok
 from crp_stream.events.common import (
     ID_MAX,
     LIST_MAX,
@@ -54,6 +58,10 @@ _FACT_REQUIRED = frozenset(
 )
 _FACT_FIELDS = _FACT_REQUIRED | {"bridges", "via", "rank"}
 _FACT_FLOATS = ("score", "relevance", "novelty", "recency", "authority")
+_FLOATS_OF = itemgetter(*_FACT_FLOATS)
+# sorted keys as ``_CANONICAL`` sorts them (code points); strings escaped alike (every code point
+# checked); floats alike where ``codec_fast._floats_ok`` holds, else ``_CANONICAL`` writes them
+_ENCODER = msgspec.json.Encoder(order="sorted")
 _ENV_REQUIRED = frozenset(("request_id", "session_id", "window", "status", "facts", "residual_anchor", "headers"))
 _ENV_FIELDS = _ENV_REQUIRED | {"branch", "partition", "notes", "closing"}
 
@@ -190,6 +198,10 @@ def direct_bytes(env: Mapping[str, Any]) -> bytes | None:
         facts.append(dumped)
     out = {k: v for k, v in env.items() if v is not None}
     out["facts"], out["notes"], out["type"] = facts, notes, "EnvelopeAssembled"
+    floats = [v for f in facts for v in _FLOATS_OF(f)]
+    floats += [v for v in headers.values() if type(v) is float]
+    if not floats or _floats_ok(floats):
+        return _ENCODER.encode(out)
     return _CANONICAL.encode(out).encode("utf-8")
 
 

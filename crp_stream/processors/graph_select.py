@@ -112,9 +112,12 @@ def walk(uow: UnitOfWork, c: Candidates, seed_idx: list[int], max_hops: int) -> 
     level, depth = np.zeros(0, dtype=np.int64), 0  # the loop runs at least once
     for _ in range(below + 1):  # one more level's edges per pass
         level, depth = graph_rank.walk_levels(first, g.lsrc, g.ldst, max_hops)
-        near, _d = graph_rank.walk_levels(first, g.lsrc, g.ldst, below - 1)
         loaded = (level >= 0) & (level < max_hops)
-        loaded[: near.shape[0]] |= near >= 0
+        if max_hops >= below - 1:  # breadth-first levels below a bound are the same walked further
+            loaded |= (level >= 0) & (level <= below - 1)
+        else:
+            near, _d = graph_rank.walk_levels(first, g.lsrc, g.ldst, below - 1)
+            loaded[: near.shape[0]] |= near >= 0
         need = set(g.glob[np.flatnonzero(loaded)].tolist()) - g.loaded
         if not need:
             break
