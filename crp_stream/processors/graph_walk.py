@@ -8,13 +8,12 @@ it with numpy instead of merging neighbour dicts per fact.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 import numpy.typing as npt
 
+from crp_stream.fabric.caches.graph import GraphCache
 from crp_stream.fabric.fabric import UnitOfWork
 
 
@@ -29,7 +28,7 @@ class LoadedEdges:
     dst: npt.NDArray[np.int64] = field(default_factory=_ints)
     weight: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
     kind: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
-    cache: Any = None  # the fabric's GraphCache, from ``bind``
+    cache: GraphCache | None = None  # the fabric's, from ``bind``
     # A compact numbering of the facts met so far (``local``), for the walk's levels: arrays as long as
     # the facts this request touched (hundreds), not as the graph cache's ints (100k). ``lsrc``/``ldst``
     # are ``src``/``dst`` renumbered; ``glob`` maps back; ``at`` maps forward (-1: not met).
@@ -38,16 +37,23 @@ class LoadedEdges:
     glob: npt.NDArray[np.int64] = field(default_factory=_ints)
     at: npt.NDArray[np.int64] = field(default_factory=_ints)
 
+    @property
+    def graph(self) -> GraphCache:
+        """The bound graph cache (``bind`` first)."""
+        if self.cache is None:
+            raise RuntimeError("LoadedEdges.bind was not called")
+        return self.cache
+
     def bind(self, uow: UnitOfWork) -> None:
         """On the first read of this request: is the fabric's graph cache still the stored graph?"""
         if self.cache is None:
             self.cache = uow.repo.sync_graph(uow.fabric.graph)
 
     def ints(self, fact_ids: Iterable[str]) -> list[int]:
-        return list(self.cache.index(fact_ids))
+        return list(self.graph.index(fact_ids))
 
     def names(self, ints: Iterable[int]) -> list[str]:
-        names = self.cache.names
+        names = self.graph.names
         return [names[i] for i in ints]
 
     def load(self, uow: UnitOfWork, ints: Iterable[int]) -> None:
@@ -55,7 +61,7 @@ class LoadedEdges:
         todo = sorted(set(ints) - self.loaded)
         if not todo:
             return
-        src, dst, weight, kind = self.cache.edges(uow.repo, todo)  # slices of the packed cache
+        src, dst, weight, kind = self.graph.edges(uow.repo, todo)  # slices of the packed cache
         self.src = np.concatenate([self.src, src])
         self.dst = np.concatenate([self.dst, dst])
         self.weight = np.concatenate([self.weight, weight])
@@ -64,7 +70,7 @@ class LoadedEdges:
         self.ldst = np.concatenate([self.ldst, self.local(dst)])
         self.loaded.update(todo)
 
-    def local(self, ints: Any) -> npt.NDArray[np.int64]:
+    def local(self, ints: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The compact number of each fact (int); facts not met yet are numbered next, in order of
         first appearance."""
         g = np.asarray(ints, dtype=np.int64).reshape(-1)
@@ -93,7 +99,7 @@ class LoadedEdges:
         out: dict[str, dict[str, float]] = {f: {} for f in wanted}
         if self.cache is None or not wanted:
             return out
-        ints = np.asarray(self.cache.index(wanted), dtype=np.int64)
+        ints = np.asarray(self.graph.index(wanted), dtype=np.int64)
         own = np.isin(self.src, ints)  # one pass over the edge list for all of them
         back = np.isin(self.dst, ints)
         if kind is not None:
@@ -102,7 +108,7 @@ class LoadedEdges:
         fact = np.concatenate([self.src[own], self.dst[back]])
         other = np.concatenate([self.dst[own], self.src[back]])
         weight = np.concatenate([self.weight[own], self.weight[back]])
-        names = self.cache.names
+        names = self.graph.names
         for f, o, w in zip(fact.tolist(), other.tolist(), weight.tolist(), strict=True):
             out[names[f]][names[o]] = w
         return out
