@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from crp_stream.fabric.vectors.port import _TIE_MARGIN, Constraint, VectorIndex, normalise, scope
+from crp_stream.fabric.vectors.port import TIE_MARGIN, Constraint, VectorIndex, normalise, scope
 
 
 class Probes(NamedTuple):
@@ -50,14 +50,14 @@ def search_ahead(index: VectorIndex, batch: Sequence[Probes], exclude_statuses: 
             for part in _same_hits(group, ann.expires_between):
                 units = [normalise(q, dim) for p in part for q in p.vectors]
                 at = [p.now for p in part for _q in p.vectors]  # each kept for its own request's time
-                if ann.search_slots(np.stack(units), k + _TIE_MARGIN, excluded, part[-1].now, None, at=at) is None:
+                if ann.search_slots(np.stack(units), k + TIE_MARGIN, excluded, part[-1].now, None, at=at) is None:
                     exact.extend(part)  # the cache cannot answer: the requests search exactly
     ahead: dict[tuple[object, ...], list[tuple[str, float]]] = dict(index.ahead or {})
     by_scope: dict[tuple[int, str | None], list[Probes]] = {}
     for p in exact:
         by_scope.setdefault((p.k, scope(p.tenant)), []).append(p)
     for (k, tenant), part in by_scope.items():
-        limit = k + _TIE_MARGIN
+        limit = k + TIE_MARGIN
         runs = _same_hits(part, index.expires_between)
         for run in runs:
             rows = _rows(run, dim)

@@ -36,7 +36,7 @@ def neighbour_pool(
     """``neighbours_many(queries, k, min_score, exclude_ids, tenant)`` as ``(ids, vectors, qa, nb)``:
     pair ``p`` is query ``qa[p]`` and neighbour ``ids[nb[p]]`` (stored vector ``vectors[nb[p]]``), each
     query's pairs best first. None when the ANN cache cannot answer (the caller asks ``neighbours_many``)."""
-    from crp_stream.fabric.vectors.port import _TIE_MARGIN, SCORE_DECIMALS
+    from crp_stream.fabric.vectors.port import SCORE_DECIMALS, TIE_MARGIN
 
     dim, n = index.dim, queries.shape[0]
     where = Constraint(exclude_statuses=("quarantined",), tenant=scope(tenant))
@@ -46,7 +46,7 @@ def neighbour_pool(
     if ann is None:
         return None
     matrix = np.stack([normalise(q, dim) for q in queries])  # row by row, as ``neighbours_many``
-    limit = k + 1 + _TIE_MARGIN
+    limit = k + 1 + TIE_MARGIN
     found = ann.search_slots(matrix, limit, where.exclude_statuses, where.alive_at, min_score, None, EXPANSION_EDGES)
     if found is None:
         return None

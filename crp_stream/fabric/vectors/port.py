@@ -68,7 +68,7 @@ STATUSES: Final = frozenset({"active", "stale", "quarantined", "superseded", "ex
 DEFAULT_EXCLUDED: Final = ("quarantined", "expired", "superseded")
 SCORE_DECIMALS: Final = 6
 # Extra hits fetched beyond k so that a tie at the k-th place can be seen and broken by fact_id.
-_TIE_MARGIN: Final = 8
+TIE_MARGIN: Final = 8
 
 
 def _check_status(status: str) -> None:
@@ -368,7 +368,7 @@ class VectorIndex(ABC):
             exclude_statuses=tuple(sorted(set(exclude_statuses))), alive_at=float(now), tenant=scope(tenant)
         )
         matrix = np.stack([normalise(q, dim) for q in queries])
-        limit = k + _TIE_MARGIN
+        limit = k + TIE_MARGIN
         out: list[list[tuple[str, float]]] = []
         for q, raw in zip(matrix, self._candidates(matrix, limit, where, None), strict=True):
             ranked = rank(raw)
@@ -395,7 +395,7 @@ class VectorIndex(ABC):
         if ann is not None:
             excluded = tuple(sorted(set(exclude_statuses)))
             matrix = np.stack([normalise(q, dim) for q in queries])
-            ids = ann.top_union(matrix, k, k + _TIE_MARGIN, excluded, float(now), SCORE_DECIMALS)
+            ids = ann.top_union(matrix, k, k + TIE_MARGIN, excluded, float(now), SCORE_DECIMALS)
             if ids is not None:
                 return ids
         found = self.search_many(queries, k, now, exclude_statuses, tenant)
@@ -432,7 +432,7 @@ class VectorIndex(ABC):
         matrix = np.stack([normalise(q, dim) for q in queries])
         # One filter for the whole batch (so the engine can share the scan); self-hits dropped here.
         where = Constraint(exclude_statuses=("quarantined",), tenant=scope(tenant))
-        limit = k + 1 + _TIE_MARGIN
+        limit = k + 1 + TIE_MARGIN
         out: list[list[tuple[str, float]]] = []
         hits = self._candidates(matrix, limit, where, min_score, EXPANSION_EDGES)
         for q, ex, raw in zip(matrix, excluded, hits, strict=True):
@@ -455,7 +455,7 @@ class VectorIndex(ABC):
         if k <= 0 or dim is None:
             return []
         q = normalise(query, dim)
-        limit = k + _TIE_MARGIN
+        limit = k + TIE_MARGIN
         while True:
             ranked = rank(self._candidates(q.reshape(1, -1), limit, where, min_score, effort)[0])
             # Complete when the engine ran out, or the k-th score beats the lowest fetched one:

@@ -23,6 +23,27 @@ def test_a_text_names_a_title_on_word_boundaries() -> None:
     assert not gr.names_title("they crossed a bridge at dawn", "bridge")
 
 
+def test_a_text_that_names_a_title_holds_every_indexed_word_of_its_key() -> None:
+    """``title_words`` of any text that ``names_title`` a key include ``key_words(key)``: the facts
+    found under one of the key's words include every fact that names it, whatever the case, the
+    punctuation between the words or letters that change length when lowercased."""
+    cases = [
+        ("The Bridge on the River Kwai (film)", "He starred in THE BRIDGE ON THE RIVER KWAI, in 1957."),
+        ("Ada Lovelace", "A letter to Ada—Lovelace survives."),
+        ("İstanbul Technical University", "She studied at İstanbul Technical University."),
+        ("I Can't See Myself Leaving You", "The song I Can'T See Myself Leaving You charted."),
+        ("Michael Jackson (writer)", "He admired Michael Jackson, the British author."),
+    ]
+    for title, text in cases:
+        key = gr.title_key(title)
+        assert key is not None and gr.names_title(text, key)
+        words = gr.key_words(key)
+        assert words and set(words) <= set(gr.title_words(text)), (title, words, gr.title_words(text))
+    assert gr.key_words("the who") == []  # common and short words only: found by a scan
+    assert gr.title_words("It is the one of the best") == ["best"]
+    assert gr.title_words("x" * 65 + " word") == ["word"]  # longer than the column
+
+
 def test_mention_spans_are_the_lookup_keys_of_the_titles_named() -> None:
     spans = gr.mention_spans("The performer of song I Can'T See Myself Leaving You")
     assert "i can't see myself leaving you" in spans
