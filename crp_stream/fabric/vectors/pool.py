@@ -10,7 +10,6 @@ per pair the query and the neighbour, and the neighbours' stored float32 vectors
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -18,9 +17,7 @@ import numpy.typing as npt
 from crp_stream.fabric.vectors.ann import EXPANSION_EDGES
 from crp_stream.fabric.vectors.checks import Vector, normalise
 from crp_stream.fabric.vectors.payload import Constraint, scope
-
-if TYPE_CHECKING:
-    from crp_stream.fabric.vectors.port import VectorIndex
+from crp_stream.fabric.vectors.port import SCORE_DECIMALS, TIE_MARGIN, VectorIndex
 
 Ints = npt.NDArray[np.int64]
 
@@ -36,8 +33,6 @@ def neighbour_pool(
     """``neighbours_many(queries, k, min_score, exclude_ids, tenant)`` as ``(ids, vectors, qa, nb)``:
     pair ``p`` is query ``qa[p]`` and neighbour ``ids[nb[p]]`` (stored vector ``vectors[nb[p]]``), each
     query's pairs best first. None when the ANN cache cannot answer (the caller asks ``neighbours_many``)."""
-    from crp_stream.fabric.vectors.port import SCORE_DECIMALS, TIE_MARGIN
-
     dim, n = index.dim, queries.shape[0]
     where = Constraint(exclude_statuses=("quarantined",), tenant=scope(tenant))
     if k <= 0 or dim is None or n == 0 or where.tenant is not None or index.has_tenants():
