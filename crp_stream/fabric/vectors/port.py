@@ -98,9 +98,6 @@ class VectorIndex(ABC):
     _ann_saved = 0  # the cache's ``added`` when it was last saved or read back
 
     _ids_max: int = 100_000  # point -> fact id entries a backend may keep (``bound_ids``)
-    # the vectors this process wrote while no ANN cache holds them (at most ``_ann_min``): served
-    # by ``stored_matrix`` without a round trip to the engine; dropped when the cache is built
-    _written: dict[str, Vector] = {}  # noqa: RUF012  # replaced, never mutated: the class's stays empty
     # exact hits of a micro-batch's probes, searched together ahead of its requests (``ahead``)
     ahead: dict[tuple[Any, ...], list[tuple[str, float]]] | None = None
 
@@ -157,7 +154,7 @@ class VectorIndex(ABC):
                     [p[3] for p in part],
                     threads=0,
                 )
-        self._ann, self._written = ann, {}  # the cache holds every vector now
+        self._ann = ann
         self.save_ann()  # a crash later still finds this graph; ``restore`` adds what came after
         return ann
 
@@ -172,13 +169,6 @@ class VectorIndex(ABC):
         ann = self._ann
         found, matrix = ann.vectors(fact_ids) if ann is not None else ([], np.zeros((0, self.dim or 0), np.float32))
         held = set(found)
-        written = self._written
-        if written and len(held) < len(fact_ids):  # this process's writes, below the ANN cache's size
-            mine = [f for f in fact_ids if f not in held and f in written]
-            if mine:
-                found = [*found, *mine]
-                matrix = np.concatenate([matrix.reshape(-1, self.dim or 0), np.stack([written[f] for f in mine])])
-                held.update(mine)
         rest = self.get_vectors([f for f in fact_ids if f not in held]) if len(held) < len(fact_ids) else {}
         if rest:
             found = [*found, *rest]
@@ -187,13 +177,11 @@ class VectorIndex(ABC):
 
     def _ann_reset(self) -> None:
         self._ann, self._ann_unknown = None, True
-        self._written = {}
 
     def _ann_restatus(self, by_status: dict[str, list[str]]) -> None:
         """The backend's points were put back to these statuses behind the port (``reconcile``): the
         cache follows them in place. Rebuilding it instead cost a full HNSW build (minutes at 1M)
         after every rollback, and at start-up after a crash."""
-        self._written = {}  # it may hold a vector whose write was undone
         if self._ann is not None:
             for status, ids in sorted(by_status.items()):
                 self._ann.set_status(ids, status)
@@ -210,7 +198,6 @@ class VectorIndex(ABC):
     def delete(self, fact_ids: Sequence[str]) -> None:
         """Remove the points of forgotten facts (``crp-stream forget``): vectors and payloads."""
         ids = sorted(set(fact_ids))
-        self._written = {}
         if ids and self.dim is not None:
             self._delete(ids)
             if self._ann is not None:
@@ -341,10 +328,6 @@ class VectorIndex(ABC):
                 self._ann_min = None  # past the cap: exact search from now on
         else:
             self._ann_unknown = True
-            if self._ann_min is not None and len(self._written) + len(ids) <= self._ann_min:
-                # what ingest's edge search reads back next (the stored floats: tested), until the
-                # ANN cache is built and holds every vector
-                self._written = {**self._written, **dict(zip(ids, matrix[keep], strict=True))}
 
     def set_status(self, fact_ids: Sequence[str], status: str) -> None:
         """Set the status of known facts (unknown ids are skipped): active/stale/quarantined/..."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from crp_stream.fabric.vectors.edge import EdgeVectorIndex
 from crp_stream.fabric.vectors.pool import neighbour_pool
@@ -46,25 +45,3 @@ def test_no_pool_without_the_ann_cache(tmp_path: Path) -> None:
     index = EdgeVectorIndex(tmp_path / "edge")
     index.upsert([VectorItem(f"f{i}", v, "active") for i, v in enumerate(clustered(50))])
     assert neighbour_pool(index, clustered(2, seed=1), 5, 0.0, ["a", "b"]) is None  # exact search serves
-
-
-def test_vectors_written_before_the_ann_cache_are_read_back_as_the_engine_stores_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Below the ANN cache's size the port keeps the vectors it wrote: ``stored_matrix`` gives the
-    engine's floats without asking it, a forgotten fact's vector goes, and the cache takes over."""
-    index = EdgeVectorIndex(tmp_path / "edge")
-    index.enable_ann(300, 10_000)
-    vecs = clustered(200)
-    index.upsert([VectorItem(f"f{i}", v, "active") for i, v in enumerate(vecs)])
-    engine = index.get_vectors(["f3", "f7"])
-    with monkeypatch.context() as m:
-        m.setattr(index, "get_vectors", lambda ids: pytest.fail(f"the engine was asked for {ids}"))
-        found, matrix = index.stored_matrix(["f3", "f7"])
-    assert found == ["f3", "f7"]
-    assert [row.tobytes() for row in matrix] == [engine["f3"].tobytes(), engine["f7"].tobytes()]
-    index.delete(["f3"])
-    assert index.stored_matrix(["f3", "f7"])[0] == ["f7"]  # from the engine again: f3 is gone
-    index.upsert([VectorItem(f"g{i}", v, "active") for i, v in enumerate(clustered(150, seed=4))])
-    assert index.ann() is not None  # 349 points: the cache is built and holds them
-    assert index.stored_vectors(["g1"])["g1"].tobytes() == index.get_vectors(["g1"])["g1"].tobytes()
