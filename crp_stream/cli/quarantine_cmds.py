@@ -21,6 +21,7 @@ from crp_stream.cli.tables import (
 )
 from crp_stream.config import Settings
 from crp_stream.events import AuditType
+from crp_stream.fabric.sql.repository import Repository
 
 AUDIT_TYPES: tuple[str, ...] = get_args(AuditType)
 
@@ -71,9 +72,10 @@ def quarantine_list(ns: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def find_candidate(repo: Any, wanted: str) -> dict[str, Any] | None:
+def find_candidate(repo: Repository, wanted: str) -> dict[str, Any] | None:
     cid = resolve_id("candidate", wanted, [c["candidate_id"] for c in repo.candidates()])
-    return dict(repo.candidate(cid)) if cid else None
+    found = repo.candidate(cid) if cid else None
+    return dict(found) if found is not None else None
 
 
 def quarantine_show(ns: argparse.Namespace, settings: Settings) -> int:

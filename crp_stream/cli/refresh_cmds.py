@@ -20,6 +20,7 @@ from crp_stream.cli.tables import (
 )
 from crp_stream.config import Settings
 from crp_stream.events import AuditType, Command
+from crp_stream.fabric.sql.repository import Repository
 
 AUDIT_TYPES: tuple[str, ...] = get_args(AuditType)
 
@@ -79,7 +80,7 @@ def refresh_list(ns: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def find_refresh(repo: Any, wanted: str) -> dict[str, Any]:
+def find_refresh(repo: Repository, wanted: str) -> dict[str, Any]:
 
     rid = resolve_id("refresh request", wanted, [r["request_id"] for r in repo.refresh_requests()])
     req = repo.refresh_request(rid) if rid else None

@@ -12,6 +12,7 @@ from crp_stream.console.app import Console, Problem, Target
 from crp_stream.console.evidence import partitions, timeline_svg
 from crp_stream.core.tenants import DEFAULT_TENANT
 from crp_stream.events import Command
+from crp_stream.fabric.sql.repository import Repository
 
 STATUSES = ("open", "resolved", "rejected", "all")
 DECISIONS: dict[str, Command] = {
@@ -22,7 +23,7 @@ DECISIONS: dict[str, Command] = {
 HISTORY_SCAN = 5000  # audit rows searched for a request's history
 
 
-def history(repo: Any, claim_key: str, ids: set[str]) -> list[dict[str, Any]]:
+def history(repo: Repository, claim_key: str, ids: set[str]) -> list[dict[str, Any]]:
     """The audit events about one claim or one of ``ids``, oldest first."""
     return [
         dict(a)

@@ -21,6 +21,8 @@ import contextlib
 import time
 from typing import TYPE_CHECKING, Any
 
+import faust
+
 from crp_stream.processors.base import AnyHandler
 from crp_stream.runtime.kafka.batch import BatchAgent, Pending
 
@@ -33,10 +35,10 @@ class RequestBatcher(BatchAgent):
 
     def __init__(self, worker: KafkaWorker, handler: AnyHandler, batch_max: int):
         super().__init__(worker, handler, batch_max)
-        self._queue: asyncio.Queue[tuple[Any, int | None, asyncio.Future[None]]] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[faust.EventT[Any], int | None, asyncio.Future[None]]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
 
-    async def submit(self, event: Any, lag_ms: int | None) -> None:
+    async def submit(self, event: faust.EventT[Any], lag_ms: int | None) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.put_nowait((event, lag_ms, done))
         if self._task is None or self._task.done():
@@ -61,7 +63,7 @@ class RequestBatcher(BatchAgent):
                 if not done.done():
                     done.set_result(None)
 
-    async def apply_released(self, released: list[tuple[Any, int | None]]) -> None:
+    async def apply_released(self, released: list[tuple[faust.EventT[Any], int | None]]) -> None:
         """Claim new partitions, skip what the fabric has, apply the rest as one batch."""
         w, h = self.w, self.h
         run: list[Pending] = []
