@@ -222,12 +222,18 @@ def short_statement_pairs(
     """Pairs i < j (i < ``inside``) of short statements from different sources with the same content
     words, spelling variants aside: candidates for ``short_statement_negation``, which share too few
     tokens for the near-copy screen ("Water has viscosity" / "Water does not have viscosity")."""
-    limit = len(texts) if inside is None else min(inside, len(texts))
     if len(set(sources) - {""}) < 2:  # the usual case, one source: no pair of different sources
         return set()
+    return same_key_pairs([_short_key(t) if s else None for t, s in zip(texts, sources, strict=True)], sources, inside)
+
+
+def same_key_pairs(
+    keys: Sequence[str | None], sources: Sequence[str], inside: int | None = None
+) -> set[tuple[int, int]]:
+    """Pairs i < j (i < ``inside``) with the same key (None: no key) from different sources."""
+    limit = len(keys) if inside is None else min(inside, len(keys))
     by_key: dict[str, list[int]] = {}
-    for k, text in enumerate(texts):
-        key = _short_key(text) if sources[k] else None
+    for k, key in enumerate(keys):
         if key is not None:
             by_key.setdefault(key, []).append(k)
     return {
@@ -262,6 +268,7 @@ __all__ = [
     "SHORT_STATEMENT",
     "quantifier_negation",
     "reworded_conflict",
+    "same_key_pairs",
     "short_statement_negation",
     "short_statement_pairs",
     "spelling_variants",

@@ -10,7 +10,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, Integer, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from crp_stream.core.tenants import DEFAULT_TENANT, tenant_name
+from crp_stream.core.tenants import DEFAULT_TENANT
 from crp_stream.fabric.caches.claim_index import ClaimIndex, as_stored
 from crp_stream.fabric.caches.graph import GRAPH_GENERATION, GraphCache
 from crp_stream.fabric.sealing import SealingRecords
@@ -25,10 +25,6 @@ from crp_stream.fabric.sql.records.words import WordRecords
 from crp_stream.fabric.sql.rows import AuditRow, FactRow, SessionRow, SourceRow
 
 _FACT_COLUMNS = t.column_names(t.facts)
-# ``fact_titles``' join, as ``_select_in``'s table: the facts whose document has a title
-_TITLED_FACTS = (
-    "facts f JOIN documents d ON d.source = f.source AND d.document_id = f.document_id AND d.title IS NOT NULL"
-)
 # from this many rows, PostgreSQL inserts by COPY into a staging table (below it, a VALUES list is as quick)
 _COPY_FROM = 32
 
@@ -251,7 +247,8 @@ class Repository(
         if not all("tenant" in r for r in rows):  # the column's server default, also in the rows kept
             rows = [r if "tenant" in r else cast(FactRow, {**r, "tenant": DEFAULT_TENANT}) for r in rows]
         inserted = self._insert_ignore(t.facts, rows, ["fact_id"])
-        self.insert_fact_words(rows)
+        if inserted:  # none new (a replay): their words are there (-1, not counted: written again)
+            self.insert_fact_words(rows)
         if inserted == len(rows):  # every id was new: the rows are what the store now holds
             stored = [as_stored(r) for r in rows]  # shared with the claim index: both replace, never mutate
             for r in stored:
@@ -390,43 +387,6 @@ class Repository(
             return str(old[0][0]) if old[0][0] is not None else ""
         self.conn.execute(t.documents.insert().values(**key, **values))
         return None
-
-    def has_titles(self) -> bool:
-        """Whether any document has a title (by the title index: one probe)."""
-        return bool(self._execute_one("SELECT 1 FROM documents WHERE title_key IS NOT NULL LIMIT 1", ()))
-
-    def titled_leads(self, keys: Sequence[str]) -> list[tuple[str, str, str, str]]:
-        """``(title_key, source, document_id, lead_fact_id)`` of the documents titled by one of ``keys``."""
-        rows = self._select_in(("title_key", "source", "document_id", "lead_fact_id"), "documents", "title_key", keys)
-        return sorted((r[0], r[1], r[2], r[3]) for r in rows)
-
-    def fact_titles(self, fact_ids: Sequence[str]) -> dict[str, str]:
-        """``{fact_id: title}`` of the given facts whose document has a title (numbered series). Kept
-        for the transaction (``_titles``; a document written drops them): the arbiter asks for a new
-        fact and its peers, and reads ahead every fact of a micro-batch with its neighbours at once."""
-        ids = sorted(set(fact_ids))
-        memo = self._titles
-        missing = [f for f in ids if f not in memo]
-        if missing:
-            found = self._select_in(("f.fact_id", "d.title"), _TITLED_FACTS, "f.fact_id", missing)
-            memo.update(dict.fromkeys(missing))
-            memo.update((str(r[0]), str(r[1])) for r in found)
-        return {f: title for f in ids if (title := memo[f]) is not None}
-
-    def facts_containing(
-        self, needle: str, limit: int, tenant: str | None = None
-    ) -> list[tuple[str, str, str, str | None]]:
-        """``(fact_id, text, source, document_id)`` of ``tenant``'s active facts whose text contains
-        ``needle`` (case-insensitively: the caller checks the words), in id order."""
-        pattern = "%" + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        q = (
-            select(t.facts.c.fact_id, t.facts.c.text, t.facts.c.source, t.facts.c.document_id)
-            .where(t.facts.c.text.ilike(pattern, escape="\\") & (t.facts.c.status == "active"))
-            .where(t.facts.c.tenant == tenant_name(tenant))
-            .order_by(t.facts.c.fact_id)
-            .limit(limit)
-        )
-        return [(r[0], r[1], r[2], r[3]) for r in self.conn.execute(q)]
 
     # sessions ---------------------------------------------------------------------------------
     def get_session(self, session_id: str) -> SessionRow | None:

@@ -27,19 +27,9 @@ def _key_by_stems(text: str) -> str | None:
 
 
 def _pairs_by_stems(texts: list[str], sources: list[str], inside: int | None = None) -> set[tuple[int, int]]:
-    limit = len(texts) if inside is None else min(inside, len(texts))
-    by_key: dict[str, list[int]] = {}
-    for k, text in enumerate(texts):
-        key = _key_by_stems(text) if sources[k] else None
-        if key is not None:
-            by_key.setdefault(key, []).append(k)
-    return {
-        (i, j)
-        for group in by_key.values()
-        for x, i in enumerate(group)
-        for j in group[x + 1 :]
-        if i < limit and sources[i] != sources[j]
-    }
+    return reworded.same_key_pairs(
+        [_key_by_stems(t) if s else None for t, s in zip(texts, sources, strict=True)], sources, inside
+    )
 
 
 def _corpus_texts() -> list[str]:
