@@ -186,6 +186,13 @@ def sweep_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--budget", type=int, default=35, help="fact_budget of every request")
     g.add_argument("--target", type=float, default=25.0, help="envelope p99 to hold, ms")
     g.add_argument("--reuse-fabric", action="store_true", help="reuse a fabric another commit built")
+    g.add_argument(
+        "--ingest-rate",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="facts/s of documents appended while the sessions run (documents of 5; 0: none)",
+    )
 
 
 def main() -> int:

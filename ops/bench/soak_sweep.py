@@ -5,7 +5,10 @@ embedded runtime first serves every session of a pool of 64 once (warm caches, a
 has run a while), then closed-loop sessions drawn from the pool, their vectors nudged per session:
 each of S clients requests window 1 of a session, and when the envelope is out sends its report
 and, after a think time (``--think`` s, uniform 0.5-1.5x; the generator writing the window), the
-next window's request; after ``--windows`` windows it starts a new session. Latency is from the
+next window's request; after ``--windows`` windows it starts a new session. With ``--ingest-rate F``
+the same thread also appends documents of 5 facts (precomputed vectors near the corpus' facts, new
+texts) at F facts/s, open loop, so every envelope waits for the ingest appended before its request
+(the event-time contract). Latency is from the
 request's append to the log to the envelope's commit: queueing behind the other sessions' records
 included. S doubles until the p99 over ``--envelopes`` envelopes (after a warm-up of 30) reaches
 ``--target``. After each level, flat top-K (``vectors.search(query, k=budget)``, the index's kept
@@ -36,9 +39,10 @@ from crp_stream.runtime.embedded import open_runtime
 from crp_stream.runtime.embedded.log import Append, EmbeddedLog, LogRecord
 from crp_stream.runtime.embedded.runtime import EmbeddedRuntime, system_clock
 from ops.bench._common import percentile, vec
-from ops.bench.retrieval_speed import MODEL, Session, make_sessions, prepared
+from ops.bench.retrieval_speed import MODEL, Corpus, Session, make_sessions, prepared
 
 WARMUP = 30
+DOC_FACTS = 5  # facts per document of the concurrent ingest (--ingest-rate)
 
 
 @dataclass
@@ -47,15 +51,26 @@ class Level:
     latencies: list[float] = field(default_factory=list)
     started: float = 0.0
     ended: float = 0.0
+    facts: int = 0  # facts appended by the concurrent ingest during the level
+    begun: float = 0.0  # the clients' start (the ingest's rate is over the whole level)
 
 
 class Clients:
     """The producer thread: S clients, each one session at a time, requests after a think time."""
 
     def __init__(
-        self, args: argparse.Namespace, path: Path, pool: list[Session], count: int, wake: threading.Event, tag: str
+        self,
+        args: argparse.Namespace,
+        path: Path,
+        pool: list[Session],
+        count: int,
+        wake: threading.Event,
+        tag: str,
+        corpus: Corpus | None = None,
     ):
         self.args, self.pool, self.count, self.wake, self.tag = args, pool, count, wake, tag
+        self.corpus = corpus if getattr(args, "ingest_rate", 0.0) > 0 else None
+        self.docs = 0  # documents appended
         self.log = EmbeddedLog(path, system_clock)
         self.rng = random.Random(count)
         self.sent: dict[str, float] = {}
@@ -128,15 +143,43 @@ class Clients:
         nxt = window + 1 if window < self.args.windows else 1
         heapq.heappush(due, (time.monotonic() + self._think(), self.client_of[sid], sid if nxt > 1 else "", nxt))
 
+    def _document(self) -> None:
+        """One document of ``DOC_FACTS`` new facts, each near a corpus fact (same topic), vectors given."""
+        assert self.corpus is not None
+        rng = np.random.default_rng(10_000_000 + self.docs)
+        picks = rng.integers(0, self.corpus.vecs.shape[0], DOC_FACTS)
+        near = self.corpus.vecs[picks] + 0.15 * rng.standard_normal((DOC_FACTS, self.corpus.vecs.shape[1]))
+        near /= np.linalg.norm(near, axis=1, keepdims=True)
+        d = self.docs
+        self.docs += 1
+        self._append(
+            "crp.documents",
+            f"live-{d % 3}",
+            {
+                "event_id": f"{self.tag}-doc-{d}",
+                "source": f"live-{d % 3}",
+                "source_type": "official",
+                "document_id": f"{self.tag}-doc-{d}",
+                "embedding_model": MODEL,
+                "facts": [
+                    {"text": f"Live statement {d}-{i} on topic {int(self.corpus.topic[j])}", "embedding": vec(v)}
+                    for i, (j, v) in enumerate(zip(picks.tolist(), near, strict=True))
+                ],
+            },
+        )
+
     def run(self) -> None:
         due: list[tuple[float, int, str, int]] = []  # (time, client, session or "", next window)
         now = time.monotonic()
         for c in range(self.count):
             heapq.heappush(due, (now + self.rng.uniform(0, self.args.think), c, "", 1))
+        every = DOC_FACTS / self.args.ingest_rate if self.corpus is not None else float("inf")
+        next_doc = now + every
         while not self.stop.is_set():
             # Blocked (not polling) until an envelope is out or a request is due: a polling thread would
             # take the GIL from the worker every few hundred microseconds and slow what is measured.
-            wait = min(max(due[0][0] - time.monotonic(), 0.0), 0.05) if due else 0.05
+            first = min(due[0][0] if due else float("inf"), next_doc)
+            wait = min(max(first - time.monotonic(), 0.0), 0.05)
             try:
                 item: tuple[str, int, str] | None = self.follow.get(timeout=wait) if wait > 0 else None
             except queue.Empty:
@@ -148,6 +191,9 @@ class Clients:
                 except queue.Empty:
                     item = None
             now = time.monotonic()
+            while next_doc <= now:  # open loop: a late document is appended now, the next on schedule
+                self._document()
+                next_doc += every
             while due and due[0][0] <= now:
                 _t, client, sid, window = heapq.heappop(due)
                 if sid:
@@ -165,9 +211,10 @@ def run_level(
     count: int,
     envelopes: int,
     tag: str,
+    corpus: Corpus | None = None,
 ) -> Level:
     wake = threading.Event()
-    clients = Clients(args, settings.log_path, pool, count, wake, tag)
+    clients = Clients(args, settings.log_path, pool, count, wake, tag, corpus)
     level = Level(count)
     seen = 0
 
@@ -191,12 +238,14 @@ def run_level(
 
     rt.on_output = on_output
     producer = threading.Thread(target=clients.run, daemon=True)
+    level.begun = time.monotonic()
     producer.start()
     while len(level.latencies) < envelopes:
         if rt.run_until_idle(max_records=50) == 0:
             wake.wait(0.002)
             wake.clear()
     level.ended = time.monotonic()
+    level.facts = clients.docs * DOC_FACTS
     clients.stop.set()
     producer.join()
     rt.run_until_idle()  # the last reports and requests in flight; their envelopes are not counted
@@ -227,12 +276,13 @@ def sweep(args: argparse.Namespace) -> int:
     print(
         f"sweep: sessions of {args.windows} windows, think {args.think} s (x0.5-1.5), fact_budget {args.budget}, "
         f"{args.envelopes} envelopes per level after {WARMUP}, target p99 < {args.target} ms; "
+        f"concurrent ingest {args.ingest_rate:g} facts/s; "
         f"{os.cpu_count()} cores",
         flush=True,
     )
     print(
         f"{'facts':>7} {'sessions':>8} {'env/s':>6} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'flat p50':>8} "
-        f"{'flat p99':>8} {'p50/flat':>8} {'p99/flat':>8} {'load':>5}",
+        f"{'flat p99':>8} {'p50/flat':>8} {'p99/flat':>8} {'ingest/s':>8} {'load':>5}",
         flush=True,
     )
     for n in sizes:
@@ -247,14 +297,15 @@ def sweep(args: argparse.Namespace) -> int:
             run_level(rt, settings, pool, args, 4, len(pool) * args.windows, f"warm{n}")
             held[n] = 0
             for count in levels:
-                lv = run_level(rt, settings, pool, args, count, args.envelopes, f"s{n}-{count}")
+                lv = run_level(rt, settings, pool, args, count, args.envelopes, f"s{n}-{count}", corpus)
                 flat = flat_baseline(fabric, pool, args.budget)
                 p50, p99 = statistics.median(lv.latencies), percentile(lv.latencies, 99)
                 f50, f99 = statistics.median(flat), percentile(flat, 99)
                 rate = len(lv.latencies) / max(lv.ended - lv.started, 1e-9)
                 print(
                     f"{n:>7} {count:>8} {rate:>6.1f} {p50:>7.1f} {p99:>7.1f} {max(lv.latencies):>7.1f} {f50:>8.2f} "
-                    f"{f99:>8.2f} {p50 / f50:>8.1f} {p99 / f99:>8.1f} {os.getloadavg()[0]:>5.1f}",
+                    f"{f99:>8.2f} {p50 / f50:>8.1f} {p99 / f99:>8.1f} "
+                    f"{lv.facts / max(lv.ended - lv.begun, 1e-9):>8.0f} {os.getloadavg()[0]:>5.1f}",
                     flush=True,
                 )
                 if p99 >= args.target:
