@@ -23,6 +23,10 @@ Also times one batch of the default embedder.
     .venv/bin/python -m ops.bench.ingest --sizes 10000 100000 [--postgres postgresql+psycopg://...]
     .venv/bin/python -m ops.bench.ingest --sizes 10000 --in-fabric 100000 --texts varied
     .venv/bin/python -m ops.bench.ingest --sizes 10000 --qdrant http://127.0.0.1:6333
+
+``--repeats R``: R pipeline and baseline runs, alternating (a load spike hits both); the medians are
+printed, with the range of the runs' rates and ratios (on the 2-core development machine, runs of one
+commit spread by about ±10%).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from dataclasses import replace
@@ -214,6 +219,12 @@ def main() -> None:
     ap.add_argument("--in-fabric", type=int, default=0, metavar="N", help="facts already in the fabric")
     ap.add_argument("--texts", choices=("template", "varied"), default="template")
     ap.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="pipeline and baseline runs, alternating; medians printed, with the runs' spread",
+    )
+    ap.add_argument(
         "--preload-cache", type=Path, metavar="DIR", help="keep the --in-fabric fabric here and copy it (SQLite)"
     )
     ap.add_argument(
@@ -253,27 +264,24 @@ def main() -> None:
                     label[:m],
                     [np.arange(d, min(m, d + per)) for d in range(0, m, per)],
                 )
-            collections = [server_collection(server, t) for t in ("pipeline", "baseline")] if server else [None] * 2
-            with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
-                s = Settings(data_dir=Path(a), embedder=f"precomputed:{MODEL}", database_url=url)
-                if url:
-                    _reset_postgres(url)
-                tag = "" if args.preload_source == "bench" else f"-{args.preload_source}"
-                cached = args.preload_cache / f"fabric-{m}-{args.texts}{tag}" if args.preload_cache and m else None
-                try:
-                    s = replace(s, qdrant=collections[0])
-                    preload(s, corpus, cached, args.preload_source)
-                    t_pipe = run_pipeline(s, docs, n, m)
-                    if url:
-                        _reset_postgres(url)
-                    s = replace(s, data_dir=Path(b), qdrant=collections[1])
-                    preload(s, corpus, cached, args.preload_source)
-                    t_base = run_baseline(s, vecs)
-                finally:
-                    for spec in filter(None, collections):
-                        drop_collection(spec)
+            tag = "" if args.preload_source == "bench" else f"-{args.preload_source}"
+            cached = args.preload_cache / f"fabric-{m}-{args.texts}{tag}" if args.preload_cache and m else None
+            pipes: list[float] = []
+            bases: list[float] = []
+            for _ in range(args.repeats):  # alternating: a load spike hits both
+                t_pipe, t_base = _pair(url, server, corpus, cached, args.preload_source, docs, vecs, n, m)
+                pipes.append(t_pipe)
+                bases.append(t_base)
+            t_pipe, t_base = statistics.median(pipes), statistics.median(bases)
+            spread = ""
+            if len(pipes) > 1:
+                spread = f"   runs {min(n / t for t in pipes):.0f}-{max(n / t for t in pipes):.0f} facts/s, " + (
+                    f"{min(p / b for p, b in zip(pipes, bases, strict=True)):.1f}-"
+                    f"{max(p / b for p, b in zip(pipes, bases, strict=True)):.1f}x"
+                )
             print(
-                f"{name:<16} {n:>8} {t_pipe:>11.2f} {n / t_pipe:>9.0f} {t_base:>11.2f} {t_pipe / t_base:>6.1f}x",
+                f"{name:<16} {n:>8} {t_pipe:>11.2f} {n / t_pipe:>9.0f} {t_base:>11.2f} {t_pipe / t_base:>6.1f}x"
+                + spread,
                 flush=True,
             )
         print(f"load average after: {os.getloadavg()[0]:.1f}", flush=True)
@@ -282,6 +290,38 @@ def main() -> None:
         f"embedder {model}: one batch of {args.embedder_batch} sentences in {t * 1000:.0f} ms "
         f"({args.embedder_batch / t:.0f} sentences/s)"
     )
+
+
+def _pair(
+    url: str | None,
+    server: str | None,
+    corpus: Corpus | None,
+    cached: Path | None,
+    source: str,
+    docs: list[bytes],
+    vecs: np.ndarray,
+    n: int,
+    m: int,
+) -> tuple[float, float]:
+    """One pipeline run and one baseline run, each on a fresh copy of the preloaded fabric."""
+    collections = [server_collection(server, t) for t in ("pipeline", "baseline")] if server else [None] * 2
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        s = Settings(data_dir=Path(a), embedder=f"precomputed:{MODEL}", database_url=url)
+        if url:
+            _reset_postgres(url)
+        try:
+            s = replace(s, qdrant=collections[0])
+            preload(s, corpus, cached, source)
+            t_pipe = run_pipeline(s, docs, n, m)
+            if url:
+                _reset_postgres(url)
+            s = replace(s, data_dir=Path(b), qdrant=collections[1])
+            preload(s, corpus, cached, source)
+            t_base = run_baseline(s, vecs)
+        finally:
+            for spec in filter(None, collections):
+                drop_collection(spec)
+    return t_pipe, t_base
 
 
 def _reset_postgres(url: str) -> None:
