@@ -76,7 +76,10 @@ def test_embedded_and_kafka_runtimes_emit_the_same_records(scenario: Path, tmp_p
 
     k_bag, e_bag = bag(kafka_out), bag(embedded_out)
     only_kafka = sorted((k_bag - e_bag).elements())
-    only_embedded = sorted((e_bag - k_bag).elements())
+    # docs/kafka.md, "arbiter order across partitions": the Kafka arbiter reads facts of two partitions
+    # in fetch order, and may then skip an intermediate verdict that refuses to act, which the embedded
+    # one emits (seen in CI under load); a verdict that acts, and everything else, must be the same
+    only_embedded = [o for o in sorted((e_bag - k_bag).elements()) if not _unacted_verdict(o)]
     assert not only_kafka and not only_embedded, _diff(only_kafka, only_embedded)
     # the scenario exercises what the comparison is about
     topics = Counter(o[1] for o in kafka_out)
@@ -96,6 +99,15 @@ def test_embedded_and_kafka_runtimes_emit_the_same_records(scenario: Path, tmp_p
             "CONTRADICTION_RESOLVED",
         ):
             assert types[t], f"the scenario no longer produces {t}: {dict(types)}"
+
+
+def _unacted_verdict(out: tuple[str, str | None, str]) -> bool:
+    """A normalised audit of a verdict that refuses to act (``DRIFT_UNDETERMINED``): no refresh
+    request, no candidate, no status follows from it."""
+    if out[0] != "crp.audit":
+        return False
+    value = json.loads(out[2])
+    return bool(value.get("audit_type") == "DRIFT_UNDETERMINED" and value["details"]["action"].startswith("none"))
 
 
 # Two workers ingest at once, and a fact's similarity edges depend on which of the other worker's facts
