@@ -275,10 +275,9 @@ def main() -> None:
             t_pipe, t_base = statistics.median(pipes), statistics.median(bases)
             spread = ""
             if len(pipes) > 1:
-                spread = f"   runs {min(n / t for t in pipes):.0f}-{max(n / t for t in pipes):.0f} facts/s, " + (
-                    f"{min(p / b for p, b in zip(pipes, bases, strict=True)):.1f}-"
-                    f"{max(p / b for p, b in zip(pipes, bases, strict=True)):.1f}x"
-                )
+                rates = [n / t for t in pipes]
+                ratios = [p / b for p, b in zip(pipes, bases, strict=True)]
+                spread = f"   runs {min(rates):.0f}-{max(rates):.0f} facts/s, {min(ratios):.1f}-{max(ratios):.1f}x"
             print(
                 f"{name:<16} {n:>8} {t_pipe:>11.2f} {n / t_pipe:>9.0f} {t_base:>11.2f} {t_pipe / t_base:>6.1f}x"
                 + spread,

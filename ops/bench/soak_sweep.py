@@ -69,7 +69,7 @@ class Clients:
         corpus: Corpus | None = None,
     ):
         self.args, self.pool, self.count, self.wake, self.tag = args, pool, count, wake, tag
-        self.corpus = corpus if getattr(args, "ingest_rate", 0.0) > 0 else None
+        self.corpus = corpus if args.ingest_rate > 0 else None
         self.docs = 0  # documents appended
         self.log = EmbeddedLog(path, system_clock)
         self.rng = random.Random(count)
