@@ -45,6 +45,7 @@ import numpy as np
 
 from crp_stream.config import Settings
 from crp_stream.fabric.vectors.port import VectorItem
+from crp_stream.processors.batch_edges import batch_neighbours
 from crp_stream.runtime.embedded import open_fabric, open_runtime
 from crp_stream.runtime.embedded.log import Append
 from ops.bench._common import drop_collection, server_collection
@@ -155,9 +156,9 @@ def run_pipeline(settings: Settings, docs: list[bytes], n: int, before: int = 0)
     return elapsed
 
 
-def run_baseline(settings: Settings, vecs: np.ndarray) -> float:
-    fabric = open_fabric(settings)
-    rows = [
+def _bare_rows(n: int) -> list[dict[str, object]]:
+    """The fact rows of the bare insert: the columns ingest writes, nothing derived."""
+    return [
         {
             "fact_id": f"f{i}",
             "source": "s",
@@ -182,8 +183,13 @@ def run_baseline(settings: Settings, vecs: np.ndarray) -> float:
             "kind": "document",
             "extra": None,
         }
-        for i in range(len(vecs))
+        for i in range(n)
     ]
+
+
+def run_baseline(settings: Settings, vecs: np.ndarray) -> float:
+    fabric = open_fabric(settings)
+    rows = _bare_rows(len(vecs))
     items = [
         VectorItem(fact_id=f"f{i}", vector=v, status="active", expires_at=None, source="s") for i, v in enumerate(vecs)
     ]
@@ -192,11 +198,58 @@ def run_baseline(settings: Settings, vecs: np.ndarray) -> float:
     for i in range(0, len(items), 1000):
         fabric.vectors.upsert(items[i : i + 1000])
     with fabric.unit_of_work() as uow:
-        uow.repo.insert_facts(rows)
+        uow.repo.insert_facts(rows)  # type: ignore[arg-type]
     fabric.vectors.flush()
     elapsed = time.perf_counter() - t0
     fabric.close()
     return elapsed
+
+
+FLOOR_PARTS = ("k-NN", "vectors", "rows", "edges", "commit")
+
+
+def run_floor(settings: Settings, vecs: np.ndarray, per_doc: int, batch: int) -> tuple[float, dict[str, float]]:
+    """What SPEC-025 §1.3 and the stores require of ingest and nothing else, in the pipeline's
+    micro-batches of ``batch`` facts: each batch's K nearest neighbours (the pipeline's own
+    ``batch_neighbours``: one ANN search of the fabric as it stood and one product within the batch),
+    the vectors upserted (the embedded index and its ANN cache), the fact rows and the edge rows (both
+    directions, none pruned) inserted, one commit. No arbiter, no log, no outputs, no K bound.
+    Returns the seconds and their parts (``FLOOR_PARTS``)."""
+    fabric = open_fabric(settings)
+    fabric.vectors.ensure(DIM)
+    fabric.vectors.ann()  # loaded as the pipeline's runtime loads it at start, outside the timing
+    th = fabric.thresholds()
+    rows = _bare_rows(len(vecs))
+    items = [
+        VectorItem(fact_id=f"f{i}", vector=v, status="active", expires_at=None, source="s") for i, v in enumerate(vecs)
+    ]
+    parts = dict.fromkeys(FLOOR_PARTS, 0.0)
+
+    def timed(part: str, t: float) -> float:
+        now = time.perf_counter()
+        parts[part] += now - t
+        return now
+
+    t0 = time.perf_counter()
+    for lo in range(0, len(items), batch):
+        part = items[lo : lo + batch]
+        t = time.perf_counter()
+        owner = [i // per_doc for i in range(len(part))]
+        edges = batch_neighbours(fabric.vectors, part, owner, th.edge_k, th.edge_threshold)
+        t = timed("k-NN", t)
+        fabric.vectors.upsert(part)
+        t = timed("vectors", t)
+        with fabric.unit_of_work() as uow:
+            uow.repo.insert_facts(rows[lo : lo + batch])  # type: ignore[arg-type]
+            t = timed("rows", t)
+            uow.repo.add_directed_edges(sorted({(a, b, w) for a, b, w in edges} | {(b, a, w) for a, b, w in edges}))
+            t = timed("edges", t)
+        t = timed("commit", t)
+    fabric.vectors.flush()
+    timed("vectors", t)
+    elapsed = time.perf_counter() - t0
+    fabric.close()
+    return elapsed, parts
 
 
 def embedder_batch(batch: int) -> tuple[str, float]:
@@ -235,6 +288,11 @@ def main() -> None:
         "its documents reads a source of N facts for its earlier facts",
     )
     ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time the floor: only the k-NN, vectors, fact rows and edge rows ingest must write (SQLite)",
+    )
+    ap.add_argument(
         "--qdrant",
         metavar="URL",
         help="also run with the vectors on this Qdrant server (http://HOST:6333 or grpc://HOST:6334)",
@@ -268,10 +326,15 @@ def main() -> None:
             cached = args.preload_cache / f"fabric-{m}-{args.texts}{tag}" if args.preload_cache and m else None
             pipes: list[float] = []
             bases: list[float] = []
+            floors: list[tuple[float, dict[str, float]]] = []
+            floor_per_doc = args.facts_per_doc if args.floor else None
             for _ in range(args.repeats):  # alternating: a load spike hits both
-                t_pipe, t_base = _pair(url, server, corpus, cached, args.preload_source, docs, vecs, n, m)
+                t_pipe, t_base, fl = _pair(
+                    url, server, corpus, cached, args.preload_source, docs, vecs, n, m, floor_per_doc
+                )
                 pipes.append(t_pipe)
                 bases.append(t_base)
+                floors.extend([fl] if fl is not None else [])
             t_pipe, t_base = statistics.median(pipes), statistics.median(bases)
             spread = ""
             if len(pipes) > 1:
@@ -283,6 +346,8 @@ def main() -> None:
                 + spread,
                 flush=True,
             )
+            if floors:
+                _print_floor(n, floors, bases)
         print(f"load average after: {os.getloadavg()[0]:.1f}", flush=True)
     model, t = embedder_batch(args.embedder_batch)
     print(
@@ -301,10 +366,13 @@ def _pair(
     vecs: np.ndarray,
     n: int,
     m: int,
-) -> tuple[float, float]:
-    """One pipeline run and one baseline run, each on a fresh copy of the preloaded fabric."""
+    floor_per_doc: int | None = None,
+) -> tuple[float, float, tuple[float, dict[str, float]] | None]:
+    """One pipeline run and one baseline run, each on a fresh copy of the preloaded fabric; with
+    ``floor_per_doc``, a floor run too (``run_floor``, SQLite and qdrant-edge only)."""
     collections = [server_collection(server, t) for t in ("pipeline", "baseline")] if server else [None] * 2
-    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+    floor = None
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b, tempfile.TemporaryDirectory() as c:
         s = Settings(data_dir=Path(a), embedder=f"precomputed:{MODEL}", database_url=url)
         if url:
             _reset_postgres(url)
@@ -317,10 +385,28 @@ def _pair(
             s = replace(s, data_dir=Path(b), qdrant=collections[1])
             preload(s, corpus, cached, source)
             t_base = run_baseline(s, vecs)
+            if floor_per_doc is not None and url is None and server is None:
+                s = replace(s, data_dir=Path(c), qdrant=None)
+                preload(s, corpus, cached, source)
+                batch = min(s.batch_size * floor_per_doc, s.batch_facts)  # the embedded runtime's batch
+                floor = run_floor(s, vecs, floor_per_doc, batch)
         finally:
             for spec in filter(None, collections):
                 drop_collection(spec)
-    return t_pipe, t_base
+    return t_pipe, t_base, floor
+
+
+def _print_floor(n: int, floors: list[tuple[float, dict[str, float]]], bases: list[float]) -> None:
+    """The floor's median, its ratio to the bare insert of the same repeat, and its parts."""
+    times = [t for t, _p in floors]
+    t = statistics.median(times)
+    ratios = [f / b for f, b in zip(times, bases, strict=False)]
+    parts = {k: statistics.median(p[k] for _t, p in floors) for k in FLOOR_PARTS}
+    shown = ", ".join(f"{k} {v:.2f} s" for k, v in parts.items())
+    print(
+        f"{'  floor':<16} {n:>8} {t:>11.2f} {n / t:>9.0f} {'':>11} {statistics.median(ratios):>6.1f}x   ({shown})",
+        flush=True,
+    )
 
 
 def _reset_postgres(url: str) -> None:
