@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple
@@ -34,6 +35,8 @@ SIMILARITY = graph_rank.EDGE_KINDS.index("similarity")
 # (src, dst, weight, kind) of the walk's edges, as local ints
 Edges = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int8]]
 FETCH_PER_SLOT = 4  # reached facts outside the candidates, read per connector slot and round
+_TIE_MARGIN = 2e-9  # two scores further apart than this never round to one 9-decimal value
+_REL_MARGIN = 1e-6  # a relevance from the ANN cache's float32 rows, widened to bound the exact one
 
 
 class Connector(NamedTuple):
@@ -163,6 +166,24 @@ def bridging_candidates(w: Walk, exclude: set[str], taken: set[str]) -> list[int
     return [k for k in order if w.ids[k] not in exclude and w.ids[k] not in taken]
 
 
+def outside_bounds(uow: UnitOfWork, c: Candidates, w: Walk, places: list[int], floor: float) -> list[float]:
+    """An upper bound of the §2.5 score of each reached fact outside the candidates (``places`` in
+    ``w.ids``), without reading its row: ``bridge × max(relevance, floor)``, novelty and recency being
+    at most 1, the relevance from the ANN cache's stored vector widened by a margin (1 for a fact the
+    cache does not hold, or without the cache: the bridge value alone bounds the score)."""
+    rel = np.ones(len(places), dtype=np.float64)
+    ann = uow.vectors.ann() if places else None
+    if ann is not None:
+        slot_of = ann.slot
+        found = [(j, s) for j, p in enumerate(places) if (s := slot_of(w.ids[p])) is not None]
+        if found:
+            rows = ann.stored()[[s for _j, s in found]].astype(np.float64)
+            query = np.asarray(c.ctx.query_vec, dtype=np.float64)
+            rel[[j for j, _s in found]] = rows @ query + _REL_MARGIN
+    bounds: list[float] = (w.bridge[places] * np.maximum(rel, floor)).tolist()
+    return bounds
+
+
 def choose(
     uow: UnitOfWork,
     c: Candidates,
@@ -188,36 +209,53 @@ def choose(
         w = c.walks[key] = walk(uow, c, seeds, policy.max_hops)
     taken = {c.ids[i] for i in sel.suppressed}
     order = bridging_candidates(w, exclude, taken)
-    # §2.5's score is at most the bridge value (every other factor <= 1): candidates are read in
-    # bridge order (``bridging_candidates``), the ones outside the candidate set a few at a time,
-    # until no unread one can displace the C-th admitted so far
+    # the reached facts among the candidates are scored at once; those outside are read a few at a
+    # time in bridge order, each round only those whose score bound (``outside_bounds``) can still
+    # displace the C-th admitted so far, until no unread one can
     scored: dict[int, float] = {}
     bridge_of: dict[int, int] = {}
+
+    def score(at: list[tuple[int, int]]) -> None:
+        got = cdgr.connector_score(
+            w.bridge[[p for p, _i in at]],
+            c.novelty[[i for _p, i in at]],
+            c.recency[[i for _p, i in at]],
+            c.relevance[[i for _p, i in at]],
+            min_connector_relevance,
+        )
+        for (p, i), s in zip(at, got.tolist(), strict=True):
+            scored[i], bridge_of[i] = s, p
+
+    def cth() -> tuple[bool, float] | None:
+        """The C-th best ``(extra, -score)`` so far (None while fewer than C score above zero)."""
+        keys = heapq.nsmallest(slots, ((bool(w.extra[bridge_of[i]]), -s) for i, s in scored.items() if s > 0.0))
+        return keys[slots - 1] if len(keys) >= slots else None
+
+    def beaten(kth: tuple[bool, float] | None, place: int, bound: float) -> bool:
+        """``kth`` beats a fact of this score bound by more than admission's tie resolution (scores
+        are compared to 9 decimals): the fact cannot take a slot."""
+        return kth is not None and kth < (bool(w.extra[place]), -(bound + _TIE_MARGIN))
+
+    inside = [(p, c.index[w.ids[p]]) for p in order if w.ids[p] in c.index]
+    if inside:
+        score(inside)
+    outside = [p for p in order if w.ids[p] not in c.index]
     k, width = 0, FETCH_PER_SLOT * slots
-    while k < len(order):
-        batch = order[k : k + width]
+    while k < len(outside):
+        kth = cth()
+        if beaten(kth, outside[k], float(w.bridge[outside[k]])):  # the bridge value bounds every later one
+            break
+        batch = outside[k : k + width]
         width *= 2  # each round reads as many again: few rounds, each with its fixed cost
         k += len(batch)
-        outside = [w.ids[p] for p in batch if w.ids[p] not in c.index]
-        if outside:
-            append_outside(uow, c, outside)  # facts excluded from envelopes are not read
-        at = [(p, c.index[w.ids[p]]) for p in batch if w.ids[p] in c.index]
-        if at:
-            idx = [i for _p, i in at]
-            got = cdgr.connector_score(
-                w.bridge[[p for p, _i in at]],
-                c.novelty[idx],
-                c.recency[idx],
-                c.relevance[idx],
-                min_connector_relevance,
-            )
-            for (p, i), s in zip(at, got.tolist(), strict=True):
-                scored[i], bridge_of[i] = s, p
-        if k < len(order):
-            keys = sorted((bool(w.extra[bridge_of[i]]), -s) for i, s in scored.items() if s > 0.0)
-            bound = (bool(w.extra[order[k]]), -float(w.bridge[order[k]]))
-            if len(keys) >= slots and keys[slots - 1] < bound:
-                break
+        if kth is not None:
+            bounds = outside_bounds(uow, c, w, batch, min_connector_relevance)
+            batch = [p for p, b in zip(batch, bounds, strict=True) if not beaten(kth, p, b)]
+        if batch:
+            append_outside(uow, c, [w.ids[p] for p in batch])  # facts excluded from envelopes are not read
+            at = [(p, c.index[w.ids[p]]) for p in batch if w.ids[p] in c.index]
+            if at:
+                score(at)
     cands = sorted(scored, key=lambda i: c.ids[i])  # fact-id order: ties go to the smaller id
     extra = [bool(w.extra[bridge_of[i]]) for i in cands]
     admitted = [cands[p] for p in cdgr.admit_connectors([scored[i] for i in cands], slots, extra)]
