@@ -209,9 +209,10 @@ def choose(
         w = c.walks[key] = walk(uow, c, seeds, policy.max_hops)
     taken = {c.ids[i] for i in sel.suppressed}
     order = bridging_candidates(w, exclude, taken)
-    # the reached facts among the candidates are scored at once; those outside are read a few at a
-    # time in bridge order, each round only those whose score bound (``outside_bounds``) can still
-    # displace the C-th admitted so far, until no unread one can
+    # §2.5's score is at most the bridge value (every other factor <= 1): the reached facts are read
+    # in bridge order a few at a time, until no unread one can displace the C-th admitted so far; of
+    # those outside the candidates, a round reads only the ones whose tighter bound (relevance from
+    # the ANN cache, ``outside_bounds``) still can
     scored: dict[int, float] = {}
     bridge_of: dict[int, int] = {}
 
@@ -236,26 +237,23 @@ def choose(
         are compared to 9 decimals): the fact cannot take a slot."""
         return kth is not None and kth < (bool(w.extra[place]), -(bound + _TIE_MARGIN))
 
-    inside = [(p, c.index[w.ids[p]]) for p in order if w.ids[p] in c.index]
-    if inside:
-        score(inside)
-    outside = [p for p in order if w.ids[p] not in c.index]
     k, width = 0, FETCH_PER_SLOT * slots
-    while k < len(outside):
+    while k < len(order):
         kth = cth()
-        if beaten(kth, outside[k], float(w.bridge[outside[k]])):  # the bridge value bounds every later one
+        if beaten(kth, order[k], float(w.bridge[order[k]])):  # the bridge value bounds every later one
             break
-        batch = outside[k : k + width]
+        batch = order[k : k + width]
         width *= 2  # each round reads as many again: few rounds, each with its fixed cost
         k += len(batch)
-        if kth is not None:
-            bounds = outside_bounds(uow, c, w, batch, min_connector_relevance)
-            batch = [p for p, b in zip(batch, bounds, strict=True) if not beaten(kth, p, b)]
-        if batch:
-            append_outside(uow, c, [w.ids[p] for p in batch])  # facts excluded from envelopes are not read
-            at = [(p, c.index[w.ids[p]]) for p in batch if w.ids[p] in c.index]
-            if at:
-                score(at)
+        outside = [p for p in batch if w.ids[p] not in c.index]
+        if outside and kth is not None:
+            bounds = outside_bounds(uow, c, w, outside, min_connector_relevance)
+            outside = [p for p, b in zip(outside, bounds, strict=True) if not beaten(kth, p, b)]
+        if outside:
+            append_outside(uow, c, [w.ids[p] for p in outside])  # facts excluded from envelopes are not read
+        at = [(p, c.index[w.ids[p]]) for p in batch if w.ids[p] in c.index]
+        if at:
+            score(at)
     cands = sorted(scored, key=lambda i: c.ids[i])  # fact-id order: ties go to the smaller id
     extra = [bool(w.extra[bridge_of[i]]) for i in cands]
     admitted = [cands[p] for p in cdgr.admit_connectors([scored[i] for i in cands], slots, extra)]
