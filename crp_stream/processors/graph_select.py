@@ -36,7 +36,9 @@ SIMILARITY = graph_rank.EDGE_KINDS.index("similarity")
 Edges = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int8]]
 FETCH_PER_SLOT = 4  # reached facts outside the candidates, read per connector slot and round
 _TIE_MARGIN = 2e-9  # two scores further apart than this never round to one 9-decimal value
-_REL_MARGIN = 1e-6  # a relevance from the ANN cache's float32 rows, widened to bound the exact one
+# a relevance from the ANN cache's float32 row, widened to bound the one from the fact's own row: unit
+# float32 vectors that differ in the last place of every component differ in cosine by ~1e-6 at most
+_REL_MARGIN = 1e-5
 
 
 class Connector(NamedTuple):
