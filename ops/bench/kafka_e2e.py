@@ -342,13 +342,21 @@ def fresh_database(server: str, name: str) -> str:
     return url.rsplit("/", 1)[0] + "/" + name
 
 
+def drop_database(server: str, name: str) -> None:
+    url = server if "+psycopg" in server else server.replace("postgresql://", "postgresql+psycopg://", 1)
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--broker", default=os.environ.get("CRP_TEST_KAFKA", "127.0.0.1:9092"))
     p.add_argument(
         "--postgres",
         default=os.environ.get("CRP_TEST_POSTGRES_URL"),
-        help="URL of any database on the server; the bench creates its own database",
+        help="URL of any database on the server; the bench creates its own database and drops it at the end",
     )
     p.add_argument("--facts", type=int, default=10_000)
     p.add_argument("--ready-timeout", type=float, default=600.0, help="seconds a worker may take to start")
@@ -377,29 +385,32 @@ def main() -> int:
     args.broker = f"kafka://{args.servers}"
     stamp = time.strftime("%Y%m%d%H%M%S")
     prefix = f"bench{stamp}."
-    database = fresh_database(args.postgres, f"crp_bench_{stamp}")
     vecs = Vectors()
     results: dict[str, Any] = {"facts": args.facts, "partitions": args.partitions, "cpus": os.cpu_count(), "runs": []}
-    with tempfile.TemporaryDirectory(prefix="crp-bench-kafka-") as tmp_:
-        tmp = Path(tmp_)
-        if args.preload == "direct":
-            results["preload"] = preload_direct(args, database, tmp, vecs)
-            print(f"preload: {results['preload']}", flush=True)
-        else:
-            w0 = Worker("ingest", args, prefix, database, f"edge:{tmp / 'v0'}", "ingest", tmp)
-            try:
-                w0.wait_ready()
-                results["ingest"] = asyncio.run(ingest(args, prefix, database, vecs))
-                print(f"ingest: {results['ingest']}", flush=True)
-            finally:
-                w0.stop()
-        k = 0
-        for nw in [int(x) for x in args.workers.split(",")]:
-            for rate in [float(x) for x in args.rates.split(",")]:
-                k += 1
-                run = run_case(args, f"bench{stamp}r{k}.", database, tmp, vecs, nw, rate)
-                results["runs"].append(run)
-                print(json.dumps(run), flush=True)
+    database = fresh_database(args.postgres, f"crp_bench_{stamp}")
+    try:
+        with tempfile.TemporaryDirectory(prefix="crp-bench-kafka-") as tmp_:
+            tmp = Path(tmp_)
+            if args.preload == "direct":
+                results["preload"] = preload_direct(args, database, tmp, vecs)
+                print(f"preload: {results['preload']}", flush=True)
+            else:
+                w0 = Worker("ingest", args, prefix, database, f"edge:{tmp / 'v0'}", "ingest", tmp)
+                try:
+                    w0.wait_ready()
+                    results["ingest"] = asyncio.run(ingest(args, prefix, database, vecs))
+                    print(f"ingest: {results['ingest']}", flush=True)
+                finally:
+                    w0.stop()
+            k = 0
+            for nw in [int(x) for x in args.workers.split(",")]:
+                for rate in [float(x) for x in args.rates.split(",")]:
+                    k += 1
+                    run = run_case(args, f"bench{stamp}r{k}.", database, tmp, vecs, nw, rate)
+                    results["runs"].append(run)
+                    print(json.dumps(run), flush=True)
+    finally:  # its checkpoints would slow the next bench: up to 1.4 GB at 100k facts
+        drop_database(args.postgres, f"crp_bench_{stamp}")
     print(json.dumps(results, indent=2))
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
