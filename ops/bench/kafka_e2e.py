@@ -332,8 +332,12 @@ async def load(
     }
 
 
+def _psycopg(server: str) -> str:
+    return server if "+psycopg" in server else server.replace("postgresql://", "postgresql+psycopg://", 1)
+
+
 def fresh_database(server: str, name: str) -> str:
-    url = server if "+psycopg" in server else server.replace("postgresql://", "postgresql+psycopg://", 1)
+    url = _psycopg(server)
     admin = create_engine(url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
@@ -343,8 +347,7 @@ def fresh_database(server: str, name: str) -> str:
 
 
 def drop_database(server: str, name: str) -> None:
-    url = server if "+psycopg" in server else server.replace("postgresql://", "postgresql+psycopg://", 1)
-    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    admin = create_engine(_psycopg(server), isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
