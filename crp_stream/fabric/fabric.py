@@ -22,6 +22,7 @@ from crp_stream.fabric.caches.fact_cache import FactCache
 from crp_stream.fabric.caches.graph import GRAPH_GENERATION, GraphCache
 from crp_stream.fabric.embedders.http import HttpOptions
 from crp_stream.fabric.embedders.port import CALIBRATED_THRESHOLDS, Embedder, make_embedder
+from crp_stream.fabric.heap_trim import give_back
 from crp_stream.fabric.models import BASE_MODEL_KEY, ModelView, collection_spec, spec_key
 from crp_stream.fabric.sql import db
 from crp_stream.fabric.sql.records.forget import Forgotten
@@ -193,13 +194,13 @@ class Fabric:
         requests) the similarity graph of up to ``cache_graph_nodes`` facts (``GraphCache.preload``)
         and the rows, vectors and statuses of up to ``cache_facts`` facts (``FactCache.preload``)."""
         self.vectors.ann()
-        if not graph:
-            return
-        with self.unit_of_work() as uow:
-            generation = uow.repo.get_meta(GRAPH_GENERATION) or "0"
-            self.graph.preload(uow.repo, uow.repo.fact_ids(limit=self.graph.max_nodes), generation)
-        with self.unit_of_work() as uow:
-            self.facts.preload(uow.repo, uow.vectors, uow.repo.fact_ids(limit=self.facts.max_facts))
+        if graph:
+            with self.unit_of_work() as uow:
+                generation = uow.repo.get_meta(GRAPH_GENERATION) or "0"
+                self.graph.preload(uow.repo, uow.repo.fact_ids(limit=self.graph.max_nodes), generation)
+            with self.unit_of_work() as uow:
+                self.facts.preload(uow.repo, uow.vectors, uow.repo.fact_ids(limit=self.facts.max_facts))
+        give_back()  # the reads above were transient: their pages back to the system, not held idle
 
     def thresholds(self, repo: Repository | None = None, model_id: str | None = None) -> Thresholds:
         """The similarity thresholds in force, each from the first of these that sets it:

@@ -19,10 +19,12 @@ ingested, so a fact's neighbours can be kept in memory between requests.
 - Compact: fact ids are interned as ints (``index``/``names``) and an entry is three numpy arrays
   (neighbours, weights, edge kinds), which ``rows`` returns as they are, for vectorised walks (``core.cdgr``'s
   edge-list rules); ``adjacency`` returns the same entries as dicts. Read them, never mutate them.
-- Packed: ``pack`` lays every entry out as one CSR array triple (a start and a length per int); the
-  entries become views into it. ``edges`` (the walk's load) is then one gather, not a concatenation of
-  hundreds of arrays. An entry replaced or dropped later leaves the pack (its start goes to -1) and is
-  served from its own arrays; ``edges`` packs again once those outnumber a quarter of the entries, so
+- Packed: ``pack`` lays every entry out as one CSR array triple (a start and a length per int); a
+  packed entry then holds no object of its own (its slot in the FIFO holds None, and ``rows`` hands
+  out views), so a fact costs its edges' 17 bytes each plus its ints, not ~0.5 KB of array headers.
+  ``preload`` reads straight into the pack. ``edges`` (the walk's load) is one gather, not a
+  concatenation of hundreds of arrays. An entry replaced or loaded later is served from its own arrays
+  until the next ``pack``; ``edges`` packs again once those outnumber a quarter of the entries, so
   memory stays within twice the bound.
 - One cache per process; not thread-safe (the runtimes drive one record at a time).
 """
@@ -32,7 +34,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import islice
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -60,7 +62,7 @@ class GraphCache:
         self.max_nodes = max_nodes
         self._ids: dict[str, int] = {}
         self._names: list[str] = []
-        self._adj: dict[int, Row] = {}
+        self._adj: dict[int, Row | None] = {}  # FIFO of the entries held; None: in the pack
         self._generation: object = None
         self._unames = np.zeros(0, dtype="<U1")  # ``names`` as a fixed-width array (``name_array``)
         self._unames_len = 0
@@ -158,9 +160,10 @@ class GraphCache:
         requests read no edge from the store. Returns the entries held."""
         self.sync(generation)
         ids = self.index(fact_ids[: self.max_nodes])
-        for start in range(0, len(ids), batch):
-            self.rows(source, ids[start : start + batch])
-        self.pack()
+        missing = [i for i in dict.fromkeys(ids) if i not in self._adj]
+        self._evict(len(self._adj) + len(missing) - self.max_nodes)
+        fresh = [self._columns(source, sorted(missing[s : s + batch])) for s in range(0, len(missing), batch)]
+        self.pack(fresh)
         self.name_array()  # at start-up, not in the first walk (100k ids: ~0.1 s)
         self.hits = self.misses = self.loads = 0  # the counters describe the requests served
         return len(self)
@@ -175,9 +178,7 @@ class GraphCache:
             adj.pop(i, None)  # re-inserted last: the newest entry is the last to be dropped
             adj[i] = row
             self._unpacked(i)
-        while len(adj) > self.max_nodes:  # the bound holds whatever was installed (oldest first)
-            self._unpacked(next(iter(adj)))
-            del adj[next(iter(adj))]
+        self._evict(len(adj) - self.max_nodes)  # the bound holds whatever was installed (oldest first)
 
     def extend(self, rows: Sequence[tuple[str, str, float, str]]) -> None:
         """Add rows ``(src, dst, weight, kind)`` just written with ON CONFLICT DO NOTHING (a row already
@@ -191,7 +192,7 @@ class GraphCache:
                 adds.setdefault(i, []).append(row)
         names = self._names
         for i, extra in adds.items():
-            nb, w, kd = self._adj[i]
+            nb, w, kd = self._entry(i)
             have = {(names[d], EDGE_KINDS[k]) for d, k in zip(nb.tolist(), kd.tolist(), strict=True)}
             merged = [
                 (names[d], EDGE_KINDS[k], x) for d, x, k in zip(nb.tolist(), w.tolist(), kd.tolist(), strict=True)
@@ -214,19 +215,37 @@ class GraphCache:
     def rows(self, source: EdgeSource, ids: Sequence[int]) -> list[Row]:
         """Every edge of each fact (given as ints), as ``(neighbour ints, weights)``; misses are loaded
         from ``source`` in one batched call."""
-        adj = self._adj
+        adj, entry = self._adj, self._entry
         missing = sorted({i for i in ids if i not in adj})
         self.hits += len(ids) - len(missing)
         if not missing:
-            return [adj[i] for i in ids]
+            return [entry(i) for i in ids]
         self.misses += len(missing)
         self.loads += 1
-        held = {i: adj[i] for i in ids if i in adj}  # taken first: a full cache's load may evict them
+        held = {i: entry(i) for i in ids if i in adj}  # taken first: a full cache's load may evict them
         self._load(source, missing)
-        held.update((i, adj[i]) for i in missing)
+        held.update((i, entry(i)) for i in missing)
         return [held[i] for i in ids]
 
-    def _load(self, source: EdgeSource, missing: list[int]) -> None:
+    def _entry(self, i: int) -> Row:
+        row = self._adj[i]
+        if row is not None:
+            return row
+        lo = int(self._start[i])
+        hi = lo + int(self._count[i])
+        nb, w, k = self._pack
+        return nb[lo:hi], w[lo:hi], k[lo:hi]
+
+    def _evict(self, n: int) -> None:
+        """Drop the ``n`` oldest entries (none if ``n`` <= 0)."""
+        if n > 0:
+            for i in list(islice(self._adj, n)):
+                del self._adj[i]
+                self._unpacked(i)
+
+    def _columns(self, source: EdgeSource, missing: list[int]) -> tuple[list[int], Row, npt.NDArray[np.int64]]:
+        """Every edge of ``missing`` (sorted ints) read from ``source``: the ints, the edges' columns
+        grouped by source fact in that order, and each one's count."""
         names = self._names
         edge_rows = getattr(source, "edge_rows", None)
         if edge_rows is not None:  # Repository: raw (src, dst, weight, kind) rows, grouped here with numpy
@@ -234,16 +253,8 @@ class GraphCache:
         else:
             loaded = source.adjacency([names[i] for i in missing])
             raw = [(names[i], d, w, "similarity") for i in missing for d, w in loaded.get(names[i], {}).items()]
-        room = len(self._adj) + len(missing) - self.max_nodes
-        if room > 0:
-            for i in list(islice(self._adj, room)):
-                del self._adj[i]
-                self._unpacked(i)
         if not raw:
-            for i in missing:
-                self._adj[i] = _EMPTY
-                self._unpacked(i)
-            return
+            return missing, _EMPTY, np.zeros(len(missing), dtype=np.int64)
         # columns by C-level transposition, ints by one dict lookup a row (new ids interned in order
         # of first appearance, as ``index`` would): the load is thousands of rows per request
         src_col, dst_col, w_col, kind_col = zip(*raw, strict=True)
@@ -258,13 +269,23 @@ class GraphCache:
         order = np.argsort(src, kind="stable")
         src, dst, w, kind = src[order], dst[order], w[order], kind[order]
         wanted = np.asarray(missing, dtype=np.int64)
-        bounds = np.searchsorted(src, wanted, side="left").tolist()
-        ends = np.searchsorted(src, wanted, side="right").tolist()
-        adj = self._adj
-        for i, lo, hi in zip(missing, bounds, ends, strict=True):
+        lo = np.searchsorted(src, wanted, side="left")
+        hi = np.searchsorted(src, wanted, side="right")
+        if int((hi - lo).sum()) != src.shape[0]:  # rows of facts not asked for: left out
+            keep = np.isin(src, wanted)
+            dst, w, kind = dst[keep], w[keep], kind[keep]
+        return missing, (dst, w, kind), hi - lo
+
+    def _load(self, source: EdgeSource, missing: list[int]) -> None:
+        self._evict(len(self._adj) + len(missing) - self.max_nodes)
+        _ids, (dst, w, kind), counts = self._columns(source, missing)
+        ends = np.cumsum(counts).tolist()
+        adj, lo = self._adj, 0
+        for i, hi in zip(missing, ends, strict=True):
             self._unpacked(i)
             # copies: a view would keep the whole load alive while any one of its entries is
             adj[i] = (dst[lo:hi].copy(), w[lo:hi].copy(), kind[lo:hi].copy()) if hi > lo else _EMPTY
+            lo = hi
 
     # the pack ---------------------------------------------------------------------------------------
     def _unpack(self) -> None:
@@ -276,29 +297,50 @@ class GraphCache:
     def _unpacked(self, i: int) -> None:
         """Entry ``i`` changed or went: it is no longer served from the pack."""
         if i < self._start.shape[0] and self._start[i] >= 0:
+            if i in self._adj and self._adj[i] is None:  # still held: it takes its own copy out of the pack
+                nb, w, k = self._entry(i)
+                self._adj[i] = (nb.copy(), w.copy(), k.copy())
             self._start[i] = -1
             self._packed -= 1
 
-    def pack(self) -> None:
-        """Lay every entry out in one CSR array triple; the entries become views into it."""
-        adj = self._adj
-        ints = list(adj)
-        rows = list(adj.values())
-        counts = np.fromiter(map(len, (r[0] for r in rows)), dtype=np.int64, count=len(rows))
-        ends = np.cumsum(counts)
-        starts = ends - counts
-        nb, w, k = _EMPTY
-        if rows:
-            nbs, ws, ks = zip(*rows, strict=True)
-            nb, w, k = np.concatenate(nbs), np.concatenate(ws), np.concatenate(ks)
-        self._pack = (nb, w, k)
+    def pack(self, fresh: Sequence[tuple[list[int], Row, npt.NDArray[np.int64]]] = ()) -> None:
+        """Lay every entry, and the ``fresh`` ones read by ``_columns``, out in one CSR array triple;
+        the entries keep no arrays of their own."""
+        adj, start, count = self._adj, self._start, self._count
+        at = np.fromiter(adj, dtype=np.int64, count=len(adj))
+        in_pack = np.zeros(at.shape[0], dtype=bool)
+        inside = at < start.shape[0]
+        in_pack[inside] = start[at[inside]] >= 0
+        old = at[in_pack]
+        old_counts = count[old]
+        ends = np.cumsum(old_counts)
+        pos = np.repeat(start[old] - (ends - old_counts), old_counts) + np.arange(int(ends[-1]) if old.size else 0)
+        nb, w, k = self._pack
+        parts: list[Row] = [(nb[pos], w[pos], k[pos])]
+        loose = at[~in_pack].tolist()
+        parts.extend(cast(Row, adj[i]) for i in loose)  # entries outside the pack hold their rows
+        order = [old, np.asarray(loose, dtype=np.int64)]
+        counts = [old_counts, np.fromiter((len(p[0]) for p in parts[1:]), dtype=np.int64, count=len(loose))]
+        for ids, row, n in fresh:
+            parts.append(row)
+            order.append(np.asarray(ids, dtype=np.int64))
+            counts.append(n)
+            for i in ids:
+                adj[i] = None
+        ints = np.concatenate(order)
+        sizes = np.concatenate(counts)
+        self._pack = (
+            np.concatenate([p[0] for p in parts]),
+            np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]),
+        )
         self._start = np.full(len(self._names), -1, dtype=np.int64)
         self._count = np.zeros(len(self._names), dtype=np.int64)
-        at = np.asarray(ints, dtype=np.int64)
-        self._start[at], self._count[at] = starts, counts
-        self._packed = len(ints)
-        for i, lo, hi in zip(ints, starts.tolist(), ends.tolist(), strict=True):
-            adj[i] = (nb[lo:hi], w[lo:hi], k[lo:hi])  # same values, in place of the entry's own arrays
+        self._start[ints] = np.cumsum(sizes) - sizes
+        self._count[ints] = sizes
+        self._packed = int(ints.shape[0])
+        for i in loose:
+            adj[i] = None
 
     def edges(
         self, source: EdgeSource, ids: Sequence[int]
