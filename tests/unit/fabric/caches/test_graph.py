@@ -213,6 +213,7 @@ def test_preload_holds_complete_entries_and_later_reads_hit(engine: Engine) -> N
         assert cache.preload(repo, list("abcdef"), "7") == 4
         assert (cache.hits, cache.misses, cache.loads) == (0, 0, 0)
         assert cache._unames_len == len(cache.names) and cache._packed == 4  # built at start-up
+        assert list(cache._adj.values()) == [None] * 4  # packed entries hold no arrays of their own
         assert cache.adjacency(repo, "abcd") == {f: lazy[f] for f in "abcd"}
         assert cache.loads == 0 and cache.hits == 4
         cache.sync("8")  # another process wrote edges: nothing preloaded is trusted
@@ -290,6 +291,9 @@ def test_packed_edges_equal_the_concatenated_rows_through_writes(seed: int) -> N
         elif roll < 0.55:
             packed.pack()
         assert len(packed) <= packed.max_nodes
+        # an entry holds its own arrays exactly when it is outside the pack
+        start = packed._start
+        assert all((row is None) == (i < start.shape[0] and start[i] >= 0) for i, row in packed._adj.items())
     assert packed._packed == sum(1 for i in packed._adj if i < packed._start.shape[0] and packed._start[i] >= 0)
 
 
