@@ -74,6 +74,22 @@ class Vectors:
         return [round(float(x), 6) for x in v / np.linalg.norm(v)]
 
 
+def window_request(vecs: Vectors, tag: str, i: int) -> dict[str, Any]:
+    """Request ``i`` of a run: a new session, its query and 3 sub-queries near topic ``i % TOPICS``."""
+    topic = i % TOPICS
+    return {
+        "request_id": f"{tag}-r{i}",
+        "session_id": f"{tag}-s{i}",
+        "window": 1,
+        "embedding_model": MODEL,
+        "query": {"text": f"question about topic {topic}", "embedding": vecs.near(topic, 0.3)},
+        "sub_queries": [
+            {"id": f"q{j}", "text": f"part {j} of topic {topic}", "embedding": vecs.near(topic, 0.4)} for j in range(3)
+        ],
+        "fact_budget": 12,
+    }
+
+
 class Worker:
     def __init__(
         self, name: str, args: argparse.Namespace, prefix: str, database: str, qdrant: str, groups: str, logdir: Path
@@ -293,20 +309,8 @@ async def load(
         delay = due - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        topic = i % TOPICS
-        session = f"{tag}-s{i}"
-        req = {
-            "request_id": f"{tag}-r{i}",
-            "session_id": session,
-            "window": 1,
-            "embedding_model": MODEL,
-            "query": {"text": f"question about topic {topic}", "embedding": vecs.near(topic, 0.3)},
-            "sub_queries": [
-                {"id": f"q{j}", "text": f"part {j} of topic {topic}", "embedding": vecs.near(topic, 0.4)}
-                for j in range(3)
-            ],
-            "fact_budget": 12,
-        }
+        req = window_request(vecs, tag, i)
+        session = str(req["session_id"])
         sent[req["request_id"]] = time.perf_counter()
         await producer.send(f"{prefix}window.requests", json.dumps(req).encode(), key=session.encode())
     send_s = time.perf_counter() - start
@@ -420,8 +424,17 @@ def main() -> int:
     return 0
 
 
-def preload_direct(args: argparse.Namespace, database: str, tmp: Path, vecs: Vectors) -> dict[str, Any]:
-    """The facts ingest would write for the same documents, written directly (``ops/bench/preload.py``)."""
+def corpus_vectors(n: int, vecs: Vectors) -> np.ndarray:
+    """The ``n`` facts' unit vectors: fact i near centroid ``i % TOPICS`` (draws from ``vecs.rng``)."""
+    group = np.arange(n) % TOPICS
+    v = vecs.centroids[group] + vecs.rng.normal(size=(n, DIM)) * 0.8 / np.sqrt(DIM)
+    unit: np.ndarray = (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+    return unit
+
+
+def preload_direct(args: argparse.Namespace, database: str | None, tmp: Path, vecs: Vectors) -> dict[str, Any]:
+    """The facts ingest would write for the same documents, written directly (``ops/bench/preload.py``)
+    into ``database`` (None: SQLite under ``tmp``) and the edge index ``tmp/v0``."""
     from crp_stream.config import Settings
     from crp_stream.runtime.embedded import open_fabric
     from ops.bench.preload import Corpus, write_direct
@@ -429,9 +442,7 @@ def preload_direct(args: argparse.Namespace, database: str, tmp: Path, vecs: Vec
     t0 = time.perf_counter()
     n = args.facts
     group = np.arange(n) % TOPICS
-    noise = vecs.rng.normal(size=(n, DIM)) * 0.8 / np.sqrt(DIM)
-    v = vecs.centroids[group] + noise
-    v = (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+    v = corpus_vectors(n, vecs)
     texts = [f"Fact {i} about topic {group[i]}: value {i * 7 % 1000}." for i in range(n)]
     docs = [np.arange(d, min(n, d + args.facts_per_doc)) for d in range(0, n, args.facts_per_doc)]
     settings = Settings(
