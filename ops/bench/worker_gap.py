@@ -26,9 +26,12 @@ Each in-process pass reports wall p50/p99 and CPU per request (``time.process_ti
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # as crp_stream/__init__.py does; before numpy loads
+
 import argparse
 import json
-import os
 import shutil
 import statistics
 import tempfile
