@@ -38,11 +38,14 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from sqlalchemy import create_engine, text
+
+if TYPE_CHECKING:
+    from crp_stream.config import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "bench-384"
@@ -432,10 +435,18 @@ def corpus_vectors(n: int, vecs: Vectors) -> np.ndarray:
     return unit
 
 
+def fabric_settings(tmp: Path, database: str | None, edge: Path) -> Settings:
+    """The settings of a fabric under ``tmp`` on ``database`` (None: SQLite) and the edge index ``edge``."""
+    from crp_stream.config import Settings
+
+    return Settings(
+        data_dir=tmp / "preload", database_url=database, qdrant=f"edge:{edge}", embedder=f"precomputed:{MODEL}"
+    )
+
+
 def preload_direct(args: argparse.Namespace, database: str | None, tmp: Path, vecs: Vectors) -> dict[str, Any]:
     """The facts ingest would write for the same documents, written directly (``ops/bench/preload.py``)
     into ``database`` (None: SQLite under ``tmp``) and the edge index ``tmp/v0``."""
-    from crp_stream.config import Settings
     from crp_stream.runtime.embedded import open_fabric
     from ops.bench.preload import Corpus, write_direct
 
@@ -445,13 +456,7 @@ def preload_direct(args: argparse.Namespace, database: str | None, tmp: Path, ve
     v = corpus_vectors(n, vecs)
     texts = [f"Fact {i} about topic {group[i]}: value {i * 7 % 1000}." for i in range(n)]
     docs = [np.arange(d, min(n, d + args.facts_per_doc)) for d in range(0, n, args.facts_per_doc)]
-    settings = Settings(
-        data_dir=tmp / "preload",
-        database_url=database,
-        qdrant=f"edge:{tmp / 'v0'}",
-        embedder=f"precomputed:{MODEL}",
-    )
-    fabric = open_fabric(settings)
+    fabric = open_fabric(fabric_settings(tmp, database, tmp / "v0"))
     try:
         edges = write_direct(fabric, Corpus(v, texts, group, docs), MODEL)
     finally:

@@ -85,20 +85,13 @@ def _passes(fabric: Any, vecs: kafka_e2e.Vectors, args: argparse.Namespace, tag:
 
 def in_process(database: str | None, tmp: Path, args: argparse.Namespace, batches: list[int]) -> list[dict[str, Any]]:
     """Preload the corpus into ``database`` (None: SQLite) and run the request passes on a warm fabric."""
-    from crp_stream.config import Settings
     from crp_stream.runtime import heap
     from crp_stream.runtime.embedded import open_fabric
 
     print(f"preload: {kafka_e2e.preload_direct(args, database, tmp, kafka_e2e.Vectors())}", flush=True)
     edge = tmp / "served"
     shutil.copytree(tmp / "v0", edge)
-    settings = Settings(
-        data_dir=tmp / "preload",
-        database_url=database,
-        qdrant=f"edge:{edge}",
-        embedder=f"precomputed:{kafka_e2e.MODEL}",
-    )
-    fabric = open_fabric(settings)
+    fabric = open_fabric(kafka_e2e.fabric_settings(tmp, database, edge))
     try:
         t = time.perf_counter()
         fabric.warm()
