@@ -194,12 +194,13 @@ class Fabric:
         requests) the similarity graph of up to ``cache_graph_nodes`` facts (``GraphCache.preload``)
         and the rows, vectors and statuses of up to ``cache_facts`` facts (``FactCache.preload``)."""
         self.vectors.ann()
-        if graph:
-            with self.unit_of_work() as uow:
-                generation = uow.repo.get_meta(GRAPH_GENERATION) or "0"
-                self.graph.preload(uow.repo, uow.repo.fact_ids(limit=self.graph.max_nodes), generation)
-            with self.unit_of_work() as uow:
-                self.facts.preload(uow.repo, uow.vectors, uow.repo.fact_ids(limit=self.facts.max_facts))
+        if not graph:
+            return
+        with self.unit_of_work() as uow:
+            generation = uow.repo.get_meta(GRAPH_GENERATION) or "0"
+            self.graph.preload(uow.repo, uow.repo.fact_ids(limit=self.graph.max_nodes), generation)
+        with self.unit_of_work() as uow:
+            self.facts.preload(uow.repo, uow.vectors, uow.repo.fact_ids(limit=self.facts.max_facts))
         give_back()  # the reads above were transient: their pages back to the system, not held idle
 
     def thresholds(self, repo: Repository | None = None, model_id: str | None = None) -> Thresholds:

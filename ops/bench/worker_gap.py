@@ -136,11 +136,14 @@ def main() -> int:
             tmp = Path(tmp_)
             results["runs"] += in_process(database, tmp / "pg", args, [1, args.batch])
             if args.kafka_rate:
-                args.servers = args.broker.removeprefix("kafka://")
-                args.broker = f"kafka://{args.servers}"
-                args.partitions, args.drain = 4, 30.0
-                args.ready_timeout, args.profile = 600.0, None
-                kafka_args = argparse.Namespace(**{**vars(args), "warmup": 3.0})
+                servers = args.broker.removeprefix("kafka://")
+                kafka_args = argparse.Namespace(  # kafka_e2e's defaults; its warm-up is in seconds
+                    **{**vars(args), "servers": servers, "broker": f"kafka://{servers}", "warmup": 3.0},
+                    partitions=4,
+                    drain=30.0,
+                    ready_timeout=600.0,
+                    profile=None,
+                )
                 run = kafka_e2e.run_case(
                     kafka_args, f"gap{stamp}.", database, tmp / "pg", kafka_e2e.Vectors(), 1, args.kafka_rate
                 )

@@ -162,8 +162,8 @@ class GraphCache:
         ids = self.index(fact_ids[: self.max_nodes])
         missing = [i for i in dict.fromkeys(ids) if i not in self._adj]
         self._evict(len(self._adj) + len(missing) - self.max_nodes)
-        fresh = [self._columns(source, sorted(missing[s : s + batch])) for s in range(0, len(missing), batch)]
-        self.pack(fresh)
+        parts = [sorted(missing[s : s + batch]) for s in range(0, len(missing), batch)]
+        self.pack([(part, *self._columns(source, part)) for part in parts])
         self.name_array()  # at start-up, not in the first walk (100k ids: ~0.1 s)
         self.hits = self.misses = self.loads = 0  # the counters describe the requests served
         return len(self)
@@ -243,9 +243,9 @@ class GraphCache:
                 del self._adj[i]
                 self._unpacked(i)
 
-    def _columns(self, source: EdgeSource, missing: list[int]) -> tuple[list[int], Row, npt.NDArray[np.int64]]:
-        """Every edge of ``missing`` (sorted ints) read from ``source``: the ints, the edges' columns
-        grouped by source fact in that order, and each one's count."""
+    def _columns(self, source: EdgeSource, missing: list[int]) -> tuple[Row, npt.NDArray[np.int64]]:
+        """Every edge of ``missing`` (sorted ints) read from ``source``: the edges' columns grouped by
+        source fact in that order, and each one's count."""
         names = self._names
         edge_rows = getattr(source, "edge_rows", None)
         if edge_rows is not None:  # Repository: raw (src, dst, weight, kind) rows, grouped here with numpy
@@ -254,7 +254,7 @@ class GraphCache:
             loaded = source.adjacency([names[i] for i in missing])
             raw = [(names[i], d, w, "similarity") for i in missing for d, w in loaded.get(names[i], {}).items()]
         if not raw:
-            return missing, _EMPTY, np.zeros(len(missing), dtype=np.int64)
+            return _EMPTY, np.zeros(len(missing), dtype=np.int64)
         # columns by C-level transposition, ints by one dict lookup a row (new ids interned in order
         # of first appearance, as ``index`` would): the load is thousands of rows per request
         src_col, dst_col, w_col, kind_col = zip(*raw, strict=True)
@@ -274,11 +274,11 @@ class GraphCache:
         if int((hi - lo).sum()) != src.shape[0]:  # rows of facts not asked for: left out
             keep = np.isin(src, wanted)
             dst, w, kind = dst[keep], w[keep], kind[keep]
-        return missing, (dst, w, kind), hi - lo
+        return (dst, w, kind), hi - lo
 
     def _load(self, source: EdgeSource, missing: list[int]) -> None:
         self._evict(len(self._adj) + len(missing) - self.max_nodes)
-        _ids, (dst, w, kind), counts = self._columns(source, missing)
+        (dst, w, kind), counts = self._columns(source, missing)
         ends = np.cumsum(counts).tolist()
         adj, lo = self._adj, 0
         for i, hi in zip(missing, ends, strict=True):
@@ -295,17 +295,14 @@ class GraphCache:
         self._pack: Row = _EMPTY
 
     def _unpacked(self, i: int) -> None:
-        """Entry ``i`` changed or went: it is no longer served from the pack."""
+        """Entry ``i`` was replaced or dropped (called after): it is no longer served from the pack."""
         if i < self._start.shape[0] and self._start[i] >= 0:
-            if i in self._adj and self._adj[i] is None:  # still held: it takes its own copy out of the pack
-                nb, w, k = self._entry(i)
-                self._adj[i] = (nb.copy(), w.copy(), k.copy())
             self._start[i] = -1
             self._packed -= 1
 
     def pack(self, fresh: Sequence[tuple[list[int], Row, npt.NDArray[np.int64]]] = ()) -> None:
-        """Lay every entry, and the ``fresh`` ones read by ``_columns``, out in one CSR array triple;
-        the entries keep no arrays of their own."""
+        """Lay every entry, and the ``fresh`` ones (ints, then what ``_columns`` read for them), out in
+        one CSR array triple; the entries keep no arrays of their own."""
         adj, start, count = self._adj, self._start, self._count
         at = np.fromiter(adj, dtype=np.int64, count=len(adj))
         in_pack = np.zeros(at.shape[0], dtype=bool)
