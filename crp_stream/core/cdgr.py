@@ -15,8 +15,9 @@ API
   and the sorted ids of the anchors it bridges.
 - ``bridge_values(connector_ids, anchor_ids, adjacency) -> tuple[NDArray, list[list[str]]]``: the same
   for many connectors, in the given order.
-- ``bridge_values_edges(connectors, anchors, src, dst, weight, direct=None) -> (values, bridged columns)``:
-  the same rule with facts as ints and the graph as an edge list (``src -> dst``), vectorised; what
+- ``bridge_values_edges(connectors, anchors, src, dst, weight, direct=None) -> (values, bridged)``:
+  the same rule with facts as ints and the graph as an edge list (``src -> dst``), vectorised, the
+  anchors each connector bridges as a boolean matrix (a row per connector, a column per anchor); what
   envelope assembly runs on its graph cache. ``direct`` marks the edges of SPEC-025 §1.3's CKF graph
   (similarity edges): only they make two anchors "directly connected"; every edge is a path.
   (The walk on an edge list is ``graph_rank.walk_levels``.)
@@ -251,16 +252,17 @@ def bridge_values_edges(
     weight: ArrayLike,
     chunk: int = 1024,
     direct: ArrayLike | None = None,
-) -> tuple[NDArray[np.float64], list[list[int]]]:
+) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
     """SPEC-025 §2.4 as ``bridge_values``, on an edge list of a symmetric graph; the same floats.
 
     ``direct`` (a boolean per edge; None: every edge) marks the edges of §1.3's CKF graph: only they
     make two anchors "directly connected" (``bridge_values``'s ``direct``). Every edge is a path; where
     one pair has edges of several kinds the strongest weight counts.
 
-    ``anchors`` are the columns, in the order ``bridge_values`` uses (ids sorted); ``bridged`` lists
-    column indices, ascending. The list must hold every edge of the anchors and of their neighbours:
-    a connector's paths of <= 2 edges to an anchor all end in such an edge. Which anchors a connector
+    ``anchors`` are the columns, in the order ``bridge_values`` uses (ids sorted); ``bridged[i, j]``
+    says connector ``i`` bridges anchor ``j`` (a matrix: only the few admitted are ever named). The
+    list must hold every edge of the anchors and of their neighbours: a connector's paths of <= 2
+    edges to an anchor all end in such an edge. Which anchors a connector
     touches is found first (booleans); path strengths (a max of mins) only for the connectors that
     bridge a pair. The touched-pair arithmetic is ``bridge_values``'s on the same shapes, so every
     value is bit-identical.
@@ -269,7 +271,7 @@ def bridge_values_edges(
     cols = np.asarray(anchors, dtype=np.int64).reshape(-1)
     n, m = cons.shape[0], cols.shape[0]
     values = np.zeros(n, dtype=np.float64)
-    bridged: list[list[int]] = [[] for _ in range(n)]
+    bridged = np.zeros((n, m), dtype=bool)
     if m < 2 or n == 0:
         return values, bridged
     s, d = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
@@ -347,7 +349,7 @@ def bridge_values_edges(
         ok = (n_touched >= 2) & (counts > 0)
         mean = np.divide((strength * touched).sum(axis=1), n_touched, out=np.zeros(stop - start), where=ok)
         values[start:stop] = np.where(ok, counts * mean, 0.0)
-        _bridged_columns(bridged, start, ok, (partners > 0) & (touched > 0))
+        bridged[start:stop] = (partners > 0) & (touched > 0) & ok[:, None]
     return values, bridged
 
 
@@ -369,18 +371,6 @@ def _path_cells(
     return cons * m + n_col[entry], np.minimum(weight[path], n_w[entry]), cons
 
 
-def _bridged_columns(bridged: list[list[int]], start: int, ok: NDArray[np.bool_], hit: NDArray[np.bool_]) -> None:
-    """``bridged[start + row]`` = the columns ``hit`` marks in each ``ok`` row, ascending: one
-    ``nonzero`` for the chunk, not one per row (hundreds of connectors bridge in a dense graph)."""
-    rows, cols = np.nonzero(hit & ok[:, None])
-    if rows.shape[0] == 0:
-        return
-    cuts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]]).tolist()
-    every = cols.tolist()
-    for row, lo, hi in zip(rows[cuts].tolist(), cuts, [*cuts[1:], len(every)], strict=True):
-        bridged[start + row] = every[lo:hi]
-
-
 def typed_bridge_values(
     connectors: ArrayLike,
     anchors: ArrayLike,
@@ -388,7 +378,7 @@ def typed_bridge_values(
     dst: ArrayLike,
     weight: ArrayLike,
     similarity: ArrayLike,
-) -> tuple[NDArray[np.float64], list[list[int]], NDArray[np.bool_]]:
+) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.bool_]]:
     """SPEC-025 §2.4 over §1.3's CKF graph, with the fabric's structure edges as extra paths.
 
     ``similarity`` marks the edges of §1.3's graph (a boolean per edge); the others (adjacency,
@@ -414,8 +404,7 @@ def typed_bridge_values(
     hit = typed > 0.0
     extra[rest[hit]] = True
     values[rest[hit]] = typed[hit]
-    for i, k in zip(rest[hit].tolist(), np.flatnonzero(hit).tolist(), strict=True):
-        bridged[i] = typed_bridged[k]
+    bridged[rest[hit]] = typed_bridged[hit]
     return values, bridged, extra
 
 

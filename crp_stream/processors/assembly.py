@@ -82,6 +82,9 @@ class Candidates:
     importance: Floats = field(default_factory=lambda: np.zeros(0))  # ``rows[i]["importance"]`` as floats
     index: dict[str, int] = field(default_factory=dict)  # fact id -> its position in ``ids``
     norms: Floats = field(default_factory=lambda: np.zeros(0))  # rows' squared norms (``pairs_above``)
+    # the facts retrieval gathered come first; the connectors read while bounding the walk's scores
+    # follow, and how many of those are read depends on the bound, not on the rules
+    gathered: int = 0
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,7 @@ def gather(
         ctx=ctx,
     )
     _extend(c, batch, v64)
+    c.gathered = len(c.ids)
     return c
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal, NamedTuple, NotRequired, SupportsFloat, TypedDict
 
+import numpy as np
+
 from crp_stream import events
 from crp_stream.core import authority, cdgr, conflicts, exits, memo, ngram, packing, recency
 from crp_stream.core.ids import derive_id
@@ -153,9 +155,12 @@ def build(
         facts.append(entry)
     bridges = [b for _ci, _br, b, _s in connectors]
     cov_score = exits.coverage_score_header(ratios)
-    activations = ngram.ngram_guard_activations(c.penalty)
+    # the candidate set the counting headers describe: what retrieval gathered and what the envelope
+    # serves, not the connectors read only to bound the others' scores
+    pool = np.union1d(np.arange(c.gathered), np.asarray(idx, dtype=np.int64))
+    activations = ngram.ngram_guard_activations(c.penalty[pool])
     notes = list(sel.notes)
-    diagnostic = ngram.ngram_guard_diagnostic(activations, len(c.ids))
+    diagnostic = ngram.ngram_guard_diagnostic(activations, pool.shape[0])
     headers: Headers = {
         "CRP-Context-Coverage-Score": _r(cov_score) if cov_score is not None else 0.0,
         "CRP-Context-Coverage-Depth": len(state.coverage),
@@ -165,7 +170,7 @@ def build(
         "CRP-Context-Connectors-Included": cdgr.connectors_included_header(len(connectors), len(facts)),
         "CRP-Context-Bridge-Score": _r(cdgr.bridge_score_header(bridges)),
         "CRP-Context-Conflicts-Resolved": conflicts.conflicts_resolved_header(sel.detected, sel.unresolved),
-        "CRP-Context-Recency-Penalised": recency.recency_penalised_count(c.recency),
+        "CRP-Context-Recency-Penalised": recency.recency_penalised_count(c.recency[pool]),
         "CRP-Context-Mode": _mode(status, ev.policy.graph_retrieval),
     }
     if partitions is not None:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from crp_stream.core import cdgr, graph_rank
+from crp_stream.core import cdgr, graph_rank, recency
 from crp_stream.events import Policy
 from crp_stream.fabric.fabric import UnitOfWork
 
@@ -57,7 +57,7 @@ class Walk:
     depth: int
     ids: list[str]  # the reached facts that are not anchors, in fact-id order
     bridge: npt.NDArray[np.float64]  # their bridge values (§2.4)
-    bridged_cols: list[list[int]]  # the anchors each bridges, as columns of ``anchors``
+    bridged_cols: npt.NDArray[np.bool_]  # the anchors each bridges: a row per fact, a column per anchor
     anchors: list[str]  # the anchor ids (sorted): ``bridged`` names them for the connectors admitted
     extra: npt.NDArray[np.bool_]  # it bridges only through structure edges (``cdgr.typed_bridge_values``)
     level: npt.NDArray[np.int64]  # BFS level per local int of the walk's edge list
@@ -68,7 +68,7 @@ class Walk:
     def bridged(self, at: int) -> list[str]:
         """The anchors the reached fact at ``at`` bridges (ids, sorted): where packing puts it (§2.6).
         Named only for the few admitted, not for every reached fact."""
-        return [self.anchors[j] for j in self.bridged_cols[at]]
+        return [self.anchors[j] for j in np.flatnonzero(self.bridged_cols[at]).tolist()]
 
     def positions(self, fact_ids: list[str]) -> npt.NDArray[np.int64]:
         """The place of each fact id in ``ids``, -1 for an id outside it: a binary search of the sorted
@@ -170,10 +170,16 @@ def bridging_candidates(w: Walk, exclude: set[str], taken: set[str]) -> list[int
 
 def outside_bounds(uow: UnitOfWork, c: Candidates, w: Walk, places: list[int], floor: float) -> list[float]:
     """An upper bound of the §2.5 score of each reached fact outside the candidates (``places`` in
-    ``w.ids``), without reading its row: ``bridge × max(relevance, floor)``, novelty and recency being
-    at most 1, the relevance from the ANN cache's stored vector widened by a margin (1 for a fact the
-    cache does not hold, or without the cache: the bridge value alone bounds the score)."""
+    ``w.ids``), without scoring its row: ``bridge × recency × max(relevance, floor)``, novelty being at
+    most 1. The recency is the fact's own (SPEC-027 §3.2, from the fact cache's columns, as scoring
+    computes it) where the cache holds the fact, else 1; the relevance is from the ANN cache's stored
+    vector widened by a margin, else 1. On a fabric of old facts every recency sits near its floor:
+    a bound without it reads every reached fact."""
     rel = np.ones(len(places), dtype=np.float64)
+    rec = np.ones(len(places), dtype=np.float64)
+    if places:
+        held, modified_at_us, ttl_s = uow.facts.aging([w.ids[p] for p in places])
+        rec[held] = recency.recency_factor(c.ctx.now_s - modified_at_us / 1e6, ttl_s)
     ann = uow.vectors.ann() if places else None
     if ann is not None:
         slot_of = ann.slot
@@ -182,7 +188,7 @@ def outside_bounds(uow: UnitOfWork, c: Candidates, w: Walk, places: list[int], f
             rows = ann.stored()[[s for _j, s in found]].astype(np.float64)
             query = np.asarray(c.ctx.query_vec, dtype=np.float64)
             rel[[j for j, _s in found]] = rows @ query + _REL_MARGIN
-    bounds: list[float] = (w.bridge[places] * np.maximum(rel, floor)).tolist()
+    bounds: list[float] = (w.bridge[places] * rec * np.maximum(rel, floor)).tolist()
     return bounds
 
 

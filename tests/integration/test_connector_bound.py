@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from crp_stream.fabric.caches.fact_cache import FactCache
 from crp_stream.processors import assembly, graph_select
 from crp_stream.testing import ManualClock, Pipeline
 from tests.support.retrieval import DIM, T0, Rec, doc, fact, request, settings, sub, unit
@@ -45,8 +46,8 @@ def _documents() -> list[Rec]:
     return docs
 
 
-def _requests() -> list[Rec]:
-    t = T0 + 30 * SECOND
+def _requests(later: int = 30 * SECOND) -> list[Rec]:
+    t = T0 + later
     out = []
     for s in range(6):
         subs = [sub("a", unit({0: 0.4, 1: 0.917})), sub("b", unit({0: 0.4, 2: 0.917 + 0.02 * s}))]
@@ -55,12 +56,12 @@ def _requests() -> list[Rec]:
     return out
 
 
-def _serve(tmp_path: Path, **kw: Any) -> list[tuple[str, str, bytes]]:
+def _serve(tmp_path: Path, later: int = 30 * SECOND, **kw: Any) -> list[tuple[str, str, bytes]]:
     with Pipeline(settings(data_dir=tmp_path, **kw), clock=ManualClock()) as p:
         for topic, key, ts, raw in _documents():
             p.publish(topic, key, raw, ts_us=ts)
         start = len(p.outputs)
-        for topic, key, ts, raw in _requests():
+        for topic, key, ts, raw in _requests(later):
             p.publish(topic, key, raw, ts_us=ts)
         return [(r.topic, r.key or "", r.value) for r in p.outputs[start:]]
 
@@ -92,3 +93,40 @@ def test_reading_connectors_by_their_bound_admits_what_reading_all_admits(
     assert sum(v.count(b'"role":"connector"') for v in envelopes) > 0  # connectors were admitted
     assert bounded == everything  # every output, byte for byte
     assert read_bounded < read_all  # and the bound left facts unread
+
+
+# the documents' source type is "official": a TTL of a year, so every recency is at its floor (0.30)
+AGED = 2 * 365 * 86_400 * SECOND
+
+
+def test_on_old_facts_the_bound_takes_each_facts_recency(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a fabric whose facts all sit at the recency floor, a bound that takes recency as 1 is 3×
+    too loose. The bound with each fact's own recency reads fewer facts and admits the same ones as
+    reading every reached fact."""
+    read: list[int] = []
+    append = assembly._append_outside
+
+    def counted(uow: Any, c: Any, fact_ids: list[str]) -> None:
+        read.append(len(fact_ids))
+        append(uow, c, fact_ids)
+
+    monkeypatch.setattr(assembly, "_append_outside", counted)
+    with_recency = _serve(tmp_path / "recency", AGED)
+    read_recency, read[:] = sum(read), []
+
+    def nothing_held(self: Any, fact_ids: list[str]) -> tuple[Any, Any, Any]:
+        return np.zeros(0, dtype=np.intp), np.zeros(0), np.zeros(0)
+
+    monkeypatch.setattr(FactCache, "aging", nothing_held)  # recency 1 for every unread fact
+    without = _serve(tmp_path / "without", AGED)
+    read_without, read[:] = sum(read), []
+    monkeypatch.setattr(graph_select, "FETCH_PER_SLOT", 10**9)
+    monkeypatch.setattr(graph_select, "_TIE_MARGIN", math.inf)
+    everything = _serve(tmp_path / "all", AGED)
+
+    envelopes = [v for t, _k, v in everything if t.endswith("crp.envelopes")]
+    assert len(envelopes) == 6
+    assert sum(v.count(b'"role":"connector"') for v in envelopes) > 0
+    assert all(b'"recency":0.3,' in v for v in envelopes)  # aged: every fact at the floor
+    assert with_recency == without == everything
+    assert read_recency < read_without

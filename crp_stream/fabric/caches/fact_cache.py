@@ -328,6 +328,18 @@ class FactCache:
         cols = Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1])
         return Batch(ids, out_rows, out, cols, out_status, heads, grams)
 
+    def aging(
+        self, fact_ids: Sequence[str]
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """The places in ``fact_ids`` of the facts held, with their ``modified_at_us`` and ``ttl_s``
+        (``Columns``'s floats): what a fact's recency depends on, which never changes once it is
+        committed. A peek: no status is read and the LRU order is not touched."""
+        slot = self._slot
+        got = list(map(slot.get, fact_ids))
+        places = np.fromiter((k for k, s in enumerate(got) if s is not None), dtype=np.intp)
+        at = np.fromiter((s for s in got if s is not None), dtype=np.intp, count=places.shape[0])
+        return places, self._num[at, 1], self._num[at, 2]
+
     def _hits(self, ids: list[str], slots: list[int], at: npt.NDArray[np.intp], codes: npt.NDArray[np.int16]) -> Batch:
         """``columns`` when every fact is cached with a known status: C-level maps and fancy indexing."""
         self.hits += len(ids)

@@ -36,7 +36,7 @@ def _both(nodes: list[str], adj: dict[str, dict[str, float]], rng: random.Random
     for chunk in (3, 1024):
         values, bridged = bridge_values_edges([ints[f] for f in found], [ints[a] for a in cols], src, dst, wts, chunk)
         assert values.tolist() == want.tolist()
-        assert [[cols[j] for j in b] for b in bridged] == want_bridged
+        assert [[cols[j] for j in np.flatnonzero(b)] for b in bridged] == want_bridged
 
 
 def test_positive_weights_listed_by_cell() -> None:

@@ -149,7 +149,7 @@ def test_walk_positions_and_bridging_candidates_are_the_list_forms(seed: int) ->
         depth=2,
         ids=ball,
         bridge=bridge,
-        bridged_cols=[[] for _ in ball],
+        bridged_cols=np.zeros((len(ball), 0), dtype=bool),
         anchors=[],
         extra=extra,
         level=np.zeros(0, dtype=np.int64),

@@ -107,6 +107,21 @@ def test_bounded_oldest_first(engine: Engine) -> None:
         FactCache(max_facts=0)
 
 
+def test_aging_peeks_at_the_held_facts_recency_inputs_without_touching_the_lru(engine: Engine) -> None:
+    with engine.begin() as conn:
+        Repository(conn).insert_facts([fact("e", modified_at_us=7, ttl_s=3600)])
+    cache, vectors = FactCache(max_facts=2), Vectors({**VECS, "e": [0.0, 1.0]})
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        cache.candidates(repo, vectors, ["a", "e"])
+        places, modified_at_us, ttl_s = cache.aging(["zz", "e", "b", "a"])
+        assert places.tolist() == [1, 3]
+        assert modified_at_us.tolist() == [7.0, 2.0] and ttl_s.tolist() == [3600.0, float("inf")]
+        cache.candidates(repo, vectors, ["b"])  # evicts the least recently used: a, read before e
+    assert "a" not in cache and "e" in cache
+    assert [len(x) for x in cache.aging(["zz"])] == [0, 0, 0]
+
+
 def test_a_transaction_that_does_not_commit_empties_the_fabrics_cache(tmp_path: Path) -> None:
     from crp_stream.config import Settings
     from crp_stream.fabric.fabric import Fabric
