@@ -23,6 +23,8 @@ API
   (The walk on an edge list is ``graph_rank.walk_levels``.)
 - ``typed_bridge_values(connectors, anchors, src, dst, weight, similarity) -> (values, bridged, extra)``:
   §2.4 over the similarity edges; structure edges as extra paths for a connector with no bridge there.
+- ``structure_bridge_values(connectors, anchors, src, dst, weight, similarity, values) -> (at, values, bridged)``:
+  the extra paths alone, for the connectors the similarity values (``values``) leave at zero.
 - ``connector_score(bridge, novelty, recency, relevance, min_connector_relevance=0.30) -> NDArray``
   (§2.5 with SPEC-027 §3.3): ``bridge × novelty × recency × max(relevance, 0.30)``.
 - ``admit_connectors(scores, slots, extra=None) -> list[int]`` (§2.5/§2.6): the top ``slots``
@@ -394,18 +396,40 @@ def typed_bridge_values(
     s, d, w = (np.asarray(x).reshape(-1) for x in (src, dst, weight))
     values, bridged = bridge_values_edges(connectors, anchors, s[sim], d[sim], w[sim])
     extra = np.zeros(values.shape[0], dtype=bool)
-    if sim.all():
-        return values, bridged, extra
-    # a connector's row depends on its own edges only: the extra paths are looked at for those the
-    # similarity graph leaves at zero
-    cons = np.asarray(connectors, dtype=np.int64).reshape(-1)
-    rest = np.flatnonzero(values <= 0.0)
-    typed, typed_bridged = bridge_values_edges(cons[rest], anchors, s, d, w, direct=sim)
-    hit = typed > 0.0
-    extra[rest[hit]] = True
-    values[rest[hit]] = typed[hit]
-    bridged[rest[hit]] = typed_bridged[hit]
+    at, typed, typed_bridged = structure_bridge_values(connectors, anchors, s, d, w, sim, values)
+    extra[at] = True
+    values[at] = typed
+    bridged[at] = typed_bridged
     return values, bridged, extra
+
+
+def structure_bridge_values(
+    connectors: ArrayLike,
+    anchors: ArrayLike,
+    src: ArrayLike,
+    dst: ArrayLike,
+    weight: ArrayLike,
+    similarity: ArrayLike,
+    values: ArrayLike,
+) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.bool_]]:
+    """SPEC-025 §2.4 through the structure edges (``typed_bridge_values``'s extra paths), for the
+    connectors whose similarity-graph bridge value (``values``, in the order of ``connectors``) is
+    zero. Returns the places in ``connectors`` that bridge so, with their values and bridged anchor
+    columns: ``typed_bridge_values`` sets them and marks them ``extra``.
+
+    A connector's row depends on its own edges only, so this can run after the similarity values, and
+    only when they leave a connector slot free: extra bridges are admitted only into those.
+    """
+    sim = np.asarray(similarity, dtype=bool).reshape(-1)
+    cols = np.asarray(anchors, dtype=np.int64).reshape(-1)
+    v = np.asarray(values, dtype=np.float64).reshape(-1)
+    if sim.all():
+        return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros((0, cols.shape[0]), dtype=bool)
+    cons = np.asarray(connectors, dtype=np.int64).reshape(-1)
+    rest = np.flatnonzero(v <= 0.0)
+    typed, typed_bridged = bridge_values_edges(cons[rest], cols, src, dst, weight, direct=sim)
+    hit = typed > 0.0
+    return rest[hit], typed[hit], typed_bridged[hit]
 
 
 def connector_score(

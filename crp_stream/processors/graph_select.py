@@ -64,6 +64,22 @@ class Walk:
     local: npt.NDArray[np.int64]  # local int of each of ``ids``
     edges: Edges
     names: npt.NDArray[np.str_] = field(default_factory=lambda: np.zeros(0, dtype=str))  # ``ids`` as a unicode array
+    anchor_local: npt.NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    structured: bool = True  # the bridges through structure edges are in ``bridge`` (``with_structure``)
+
+    def with_structure(self) -> bool:
+        """Add the bridges through structure edges (``cdgr.structure_bridge_values``) to ``bridge``,
+        ``bridged_cols`` and ``extra``, once; False when they were there already. Only a selection
+        whose similarity connectors leave a slot free needs them (extra bridges take only those)."""
+        if self.structured:
+            return False
+        self.structured = True
+        src, dst, weight, kind = self.edges
+        at, values, bridged = cdgr.structure_bridge_values(
+            self.local, self.anchor_local, src, dst, weight, kind == SIMILARITY, self.bridge
+        )
+        self.bridge[at], self.bridged_cols[at], self.extra[at] = values, bridged, True
+        return True
 
     def bridged(self, at: int) -> list[str]:
         """The anchors the reached fact at ``at`` bridges (ids, sorted): where packing puts it (§2.6).
@@ -133,20 +149,23 @@ def walk(uow: UnitOfWork, c: Candidates, seed_idx: list[int], max_hops: int) -> 
     local = reached[order]
     ids = names[order].tolist()
     cols = sorted(set(seed_ids))
-    values, bridged, extra = cdgr.typed_bridge_values(
-        local, g.local(g.ints(cols)), g.lsrc, g.ldst, g.weight, g.kind == SIMILARITY
-    )
+    anchor_local = g.local(g.ints(cols))
+    # §2.4 on the similarity graph now; the structure edges' extra bridges when a selection needs them
+    sim = g.kind == SIMILARITY
+    values, bridged = cdgr.bridge_values_edges(local, anchor_local, g.lsrc[sim], g.ldst[sim], g.weight[sim])
     return Walk(
         depth=depth,
         ids=ids,
         bridge=values,
         bridged_cols=bridged,
         anchors=cols,
-        extra=extra,
+        extra=np.zeros(values.shape[0], dtype=bool),
         level=level,
         local=local,
         edges=(g.lsrc, g.ldst, g.weight, g.kind),
         names=names[order],
+        anchor_local=anchor_local,
+        structured=False,
     )
 
 
@@ -246,22 +265,28 @@ def choose(
         return kth is not None and kth < (bool(w.extra[place]), -(bound + _TIE_MARGIN))
 
     k, width = 0, FETCH_PER_SLOT * slots
-    while k < len(order):
-        kth = cth()
-        if beaten(kth, order[k], float(w.bridge[order[k]])):  # the bridge value bounds every later one
+    while True:
+        while k < len(order):
+            kth = cth()
+            if beaten(kth, order[k], float(w.bridge[order[k]])):  # the bridge value bounds every later one
+                break
+            batch = order[k : k + width]
+            width *= 2  # each round reads as many again: few rounds, each with its fixed cost
+            k += len(batch)
+            outside = [p for p in batch if w.ids[p] not in c.index]
+            if outside and kth is not None:
+                bounds = outside_bounds(uow, c, w, outside, min_connector_relevance)
+                outside = [p for p, b in zip(outside, bounds, strict=True) if not beaten(kth, p, b)]
+            if outside:
+                append_outside(uow, c, [w.ids[p] for p in outside])  # facts excluded from envelopes are not read
+            at = [(p, c.index[w.ids[p]]) for p in batch if w.ids[p] in c.index]
+            if at:
+                score(at)
+        # every similarity bridge was read or bounded out; a bridge through structure edges comes
+        # after all of them, so it is looked for only when they leave a slot free (no C-th score yet)
+        if k < len(order) or cth() is not None or not w.with_structure():
             break
-        batch = order[k : k + width]
-        width *= 2  # each round reads as many again: few rounds, each with its fixed cost
-        k += len(batch)
-        outside = [p for p in batch if w.ids[p] not in c.index]
-        if outside and kth is not None:
-            bounds = outside_bounds(uow, c, w, outside, min_connector_relevance)
-            outside = [p for p, b in zip(outside, bounds, strict=True) if not beaten(kth, p, b)]
-        if outside:
-            append_outside(uow, c, [w.ids[p] for p in outside])  # facts excluded from envelopes are not read
-        at = [(p, c.index[w.ids[p]]) for p in batch if w.ids[p] in c.index]
-        if at:
-            score(at)
+        order = bridging_candidates(w, exclude, taken)  # the same facts first, then the extra bridges
     cands = sorted(scored, key=lambda i: c.ids[i])  # fact-id order: ties go to the smaller id
     extra = [bool(w.extra[bridge_of[i]]) for i in cands]
     admitted = [cands[p] for p in cdgr.admit_connectors([scored[i] for i in cands], slots, extra)]

@@ -73,3 +73,41 @@ def test_name_array_has_room_for_four_times_max_nodes_without_a_copy() -> None:
     cache.index(["a-longer-id-than-the-others"])  # wider: a new array, every id kept
     wider = cache.name_array()
     assert wider is not first and wider[: len(cache.names)].tolist() == cache.names
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_structure_bridges_added_later_are_the_typed_bridge_values(seed: int) -> None:
+    """A walk holds the similarity graph's bridge values until a selection asks for the structure
+    edges' extra bridges (``Walk.with_structure``); then its arrays are ``cdgr.typed_bridge_values``'s."""
+    from crp_stream.core import cdgr
+
+    rng = np.random.default_rng(seed)
+    n, m = 60, int(rng.integers(2, 7))
+    pairs = {(int(a), int(b)) for a, b in rng.integers(0, n, (150, 2)) if a != b}
+    edges = [(a, b, round(float(rng.uniform(0.5, 1.0)), 4), int(rng.integers(0, 3))) for a, b in sorted(pairs)]
+    src = np.asarray([a for a, b, _w, _k in edges] + [b for a, b, _w, _k in edges], dtype=np.int64)
+    dst = np.asarray([b for a, b, _w, _k in edges] + [a for a, b, _w, _k in edges], dtype=np.int64)
+    weight = np.asarray([w for *_x, w, _k in edges] * 2)
+    kind = np.asarray([k for *_x, k in edges] * 2, dtype=np.int8)
+    anchors = np.sort(rng.choice(n, m, replace=False)).astype(np.int64)
+    local = np.setdiff1d(np.arange(n), anchors)
+    sim = kind == graph_select.SIMILARITY
+    values, bridged = cdgr.bridge_values_edges(local, anchors, src[sim], dst[sim], weight[sim])
+    w = graph_select.Walk(
+        depth=2,
+        ids=[f"f{i:03d}" for i in local.tolist()],
+        bridge=values,
+        bridged_cols=bridged,
+        anchors=[f"f{i:03d}" for i in anchors.tolist()],
+        extra=np.zeros(local.shape[0], dtype=bool),
+        level=np.zeros(0, dtype=np.int64),
+        local=local,
+        edges=(src, dst, weight, kind),
+        anchor_local=anchors,
+        structured=False,
+    )
+    want_values, want_bridged, want_extra = cdgr.typed_bridge_values(local, anchors, src, dst, weight, sim)
+    assert w.with_structure() and not w.with_structure()  # once
+    assert w.bridge.tolist() == want_values.tolist()
+    assert np.array_equal(w.bridged_cols, want_bridged) and np.array_equal(w.extra, want_extra)
+    assert want_extra.any() or sim.all()  # the structure edges made bridges of their own
