@@ -66,11 +66,8 @@ def _serve(tmp_path: Path, later: int = 30 * SECOND, **kw: Any) -> list[tuple[st
         return [(r.topic, r.key or "", r.value) for r in p.outputs[start:]]
 
 
-@pytest.mark.parametrize("ann", [False, True], ids=["exact", "ann"])
-def test_reading_connectors_by_their_bound_admits_what_reading_all_admits(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ann: bool
-) -> None:
-    kw: dict[str, Any] = {"ann_min_points": 10} if ann else {}
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many facts from outside the candidates each read appends (``assembly._append_outside``)."""
     read: list[int] = []
     append = assembly._append_outside
 
@@ -79,6 +76,15 @@ def test_reading_connectors_by_their_bound_admits_what_reading_all_admits(
         append(uow, c, fact_ids)
 
     monkeypatch.setattr(assembly, "_append_outside", counted)
+    return read
+
+
+@pytest.mark.parametrize("ann", [False, True], ids=["exact", "ann"])
+def test_reading_connectors_by_their_bound_admits_what_reading_all_admits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ann: bool
+) -> None:
+    kw: dict[str, Any] = {"ann_min_points": 10} if ann else {}
+    read = _count_reads(monkeypatch)
     bounded = _serve(tmp_path / "bounded", **kw)
     read_bounded, read[:] = sum(read), []
     # the rule itself: every reached fact that could rank among the C best by its key group is read
@@ -103,14 +109,7 @@ def test_on_old_facts_the_bound_takes_each_facts_recency(tmp_path: Path, monkeyp
     """On a fabric whose facts all sit at the recency floor, a bound that takes recency as 1 is 3×
     too loose. The bound with each fact's own recency reads fewer facts and admits the same ones as
     reading every reached fact."""
-    read: list[int] = []
-    append = assembly._append_outside
-
-    def counted(uow: Any, c: Any, fact_ids: list[str]) -> None:
-        read.append(len(fact_ids))
-        append(uow, c, fact_ids)
-
-    monkeypatch.setattr(assembly, "_append_outside", counted)
+    read = _count_reads(monkeypatch)
     with_recency = _serve(tmp_path / "recency", AGED)
     read_recency, read[:] = sum(read), []
 
