@@ -162,6 +162,9 @@ class GuardedVectors(VectorIndex):
     def flush(self) -> None:
         _guarded("flush", self.inner.flush)()
 
+    def page_out_files(self) -> None:
+        self.inner.page_out_files()
+
     def close(self) -> None:
         self.inner.close()
 

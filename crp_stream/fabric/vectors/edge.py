@@ -32,6 +32,7 @@ import numpy as np
 import qdrant_edge as qe
 
 from crp_stream.core.ids import point_id
+from crp_stream.fabric.mapped_pages import page_out
 from crp_stream.fabric.vectors.port import (
     F_EXPIRES_AT,
     F_FACT_ID,
@@ -146,6 +147,10 @@ class EdgeVectorIndex(VectorIndex):
             raise RuntimeError("vector index is closed")
         if self._shard is not None:
             self._shard.flush()
+
+    def page_out_files(self) -> None:
+        if self._shard is not None and not self._closed:
+            page_out(self._path)
 
     def close(self) -> None:
         if self._closed:

@@ -159,6 +159,7 @@ class VectorIndex(ABC):
         self.save_ann()  # a crash later still finds this graph; ``restore`` adds what came after
         del points
         give_back()  # the scan's one array a point: ~1.6 GiB of free heap at 1M, back to the system
+        self.page_out_files()  # searches and stored vectors now come from the cache, not the backend's files
         return ann
 
     def stored_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
@@ -233,6 +234,16 @@ class VectorIndex(ABC):
             if all(k in ahead for k in keys):
                 return [list(ahead[k]) for k in keys]
         return self._query_many(queries, limit, where, min_score)
+
+    @property
+    def ann_built(self) -> bool:
+        """Whether the ANN cache is built now (``ann`` would build it when due)."""
+        return self._ann is not None
+
+    def page_out_files(self) -> None:
+        """Let go of the resident pages of the files the backend maps, which the ANN cache makes
+        unread (``mapped_pages``); a backend that maps none does nothing."""
+        return None
 
     def expires_between(self, lo: float, hi: float) -> bool:
         """Whether a point expires in (``lo``, ``hi``]: if none does, a search alive at any time in
