@@ -17,7 +17,9 @@ than the whole flat top-K. What is cached is what never changes once a fact is c
 - What a transaction read may be its own uncommitted write: ``Fabric.unit_of_work`` clears the cache
   when a transaction does not commit. Rebuilds (which rewrite every fact) run with workers stopped.
 - The vectors of misses come through ``VectorIndex.stored_vectors``: from the ANN cache's storage when
-  the index has one (the same floats, no round trip), else from the index.
+  the index has one (the same floats, no round trip), else from the index. A fact whose vector the ANN
+  cache holds when it is cached keeps no copy here: each read gathers it from the ANN cache's storage
+  (``VectorIndex.stored_matrix``), so a 1M-fact process holds its 100k cached vectors once (146 MiB).
 - Bounded: past ``max_facts`` entries the least recently used are dropped (~2.5 KB a fact at 384-d:
   ~250 MB at the default bound). Vectors live in one float32 matrix, and the numeric columns scoring
   reads for every candidate (importance, modified time, TTL, epoch, expiry: ``Columns``) in two
@@ -156,7 +158,9 @@ class FactCache:
         self._heads: list[tuple[Any, ...] | None] = []  # by slot: ``HEAD_FIELDS`` of its row
         self._grams: list[npt.NDArray[np.int64] | None] = []  # by slot: its text's n-gram hashes, if preloaded
         self._free: list[int] = []
-        self._mat = np.zeros((0, 0), dtype=np.float32)
+        self._mat = np.zeros((0, 0), dtype=np.float32)  # rows of the slots in ``_own`` only
+        self._own = np.zeros(0, dtype=bool)  # per slot: its vector is in ``_mat``, not the ANN cache's
+        self._owned = 0  # slots in ``_own``: while 0, ``_mat``'s pages are never written (not resident)
         self._num = np.zeros((0, 3), dtype=np.float64)  # per slot: importance, modified_at_us, ttl (inf: none)
         self._int = np.zeros((0, 2), dtype=np.int64)  # per slot: epoch_us, expires_at_us (NEVER: none)
         self._used = np.zeros(0, dtype=np.int64)  # per slot: ``_clock`` at its last use (LRU order)
@@ -209,6 +213,8 @@ class FactCache:
         self._grams.clear()
         self._free.clear()
         self._mat = np.zeros((0, 0), dtype=np.float32)
+        self._own = np.zeros(0, dtype=bool)
+        self._owned = 0
         self._num = np.zeros((0, 3), dtype=np.float64)
         self._int = np.zeros((0, 2), dtype=np.int64)
         self._used = np.zeros(0, dtype=np.int64)
@@ -273,7 +279,9 @@ class FactCache:
             at = np.fromiter(got, dtype=np.intp, count=len(got))
             codes = self._code[at]
             if codes.shape[0] and int(codes.min()) >= 0:  # every fact cached, its status known
-                return self._hits(list(fact_ids), got, at, codes)  # type: ignore[arg-type]  # no None
+                hit = self._hits(vectors, list(fact_ids), got, at, codes)  # type: ignore[arg-type]  # no None
+                if hit is not None:
+                    return hit
         status, read = self._statuses(repo, fact_ids)
         missing = [f for f in fact_ids if f in status and f not in slot]
         self.hits += sum(map(status.__contains__, fact_ids)) - len(missing)
@@ -316,7 +324,11 @@ class FactCache:
         num = np.zeros((len(ids), 3), dtype=np.float64)
         whole = np.zeros((len(ids), 2), dtype=np.int64)
         if hit_slots:
-            out[hit_at] = self._mat[hit_slots]
+            held = self._vectors(vectors, [ids[n] for n in hit_at], np.asarray(hit_slots, dtype=np.intp))
+            if held is None:  # a vector the ANN cache held is gone: read every fact again
+                self.clear()
+                return self.columns(repo, vectors, fact_ids)
+            out[hit_at] = held
             num[hit_at] = self._num[hit_slots]
             whole[hit_at] = self._int[hit_slots]
         if loaded:
@@ -324,7 +336,7 @@ class FactCache:
             order = {f: k for k, f in enumerate(loaded)}
             src = [order[ids[n]] for n in load_at]
             out[load_at], num[load_at], whole[load_at] = new.vecs[src], new.num[src], new.whole[src]
-            self._store(loaded, new)
+            self._store(loaded, new, vectors)
         cols = Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1])
         return Batch(ids, out_rows, out, cols, out_status, heads, grams)
 
@@ -340,8 +352,20 @@ class FactCache:
         at = np.fromiter((s for s in got if s is not None), dtype=np.intp, count=places.shape[0])
         return places, self._num[at, 1], self._num[at, 2]
 
-    def _hits(self, ids: list[str], slots: list[int], at: npt.NDArray[np.intp], codes: npt.NDArray[np.int16]) -> Batch:
-        """``columns`` when every fact is cached with a known status: C-level maps and fancy indexing."""
+    def _hits(
+        self,
+        vectors: VectorIndex,
+        ids: list[str],
+        slots: list[int],
+        at: npt.NDArray[np.intp],
+        codes: npt.NDArray[np.int16],
+    ) -> Batch | None:
+        """``columns`` when every fact is cached with a known status: C-level maps and fancy indexing.
+        None when a vector the ANN cache held is gone (the caller reads the facts again)."""
+        vecs = self._vectors(vectors, ids, at)
+        if vecs is None:
+            self.clear()
+            return None
         self.hits += len(ids)
         rows = list(map(self._rows.__getitem__, slots))
         heads = list(map(self._heads.__getitem__, slots))
@@ -350,7 +374,30 @@ class FactCache:
         self._touch(at)
         num, whole = self._num[at], self._int[at]
         cols = Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1])
-        return Batch(ids, rows, self._mat[at], cols, status, heads, grams)  # type: ignore[arg-type]  # held: no None
+        return Batch(ids, rows, vecs, cols, status, heads, grams)  # type: ignore[arg-type]  # held: no None
+
+    def _vectors(
+        self, vectors: VectorIndex, ids: list[str], at: npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.float32] | None:
+        """The vectors of the cached facts ``ids`` (their slots ``at``): the cache's own rows, and the
+        others from the ANN cache's storage; None if one of those is no longer found."""
+        own = self._own[at] if self._owned else None
+        if own is not None and bool(own.all()):
+            return self._mat[at]
+        mixed = own is not None and bool(own.any())
+        ask = [ids[k] for k in np.flatnonzero(~own).tolist()] if mixed and own is not None else ids
+        found, matrix = vectors.stored_matrix(ask)
+        if found != ask:  # the ANN cache lost some: they come after, from the index, or not at all
+            if len(found) != len(ask):
+                return None
+            pos = {f: k for k, f in enumerate(found)}
+            matrix = matrix[np.fromiter((pos[f] for f in ask), dtype=np.intp, count=len(ask))]
+        if not mixed or own is None:
+            return matrix
+        out = np.empty((len(ids), matrix.shape[1]), dtype=np.float32)
+        out[own] = self._mat[at[own]]
+        out[~own] = matrix
+        return out
 
     def _touch(self, slots: Sequence[int] | npt.NDArray[np.intp]) -> None:
         """Mark the slots used now: eviction drops the least recently used first."""
@@ -370,7 +417,9 @@ class FactCache:
         self.hits = self.misses = 0  # the counters describe the requests served
         return len(self)
 
-    def _store(self, loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]], new: _Loaded) -> None:
+    def _store(
+        self, loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]], new: _Loaded, vectors: VectorIndex
+    ) -> None:
         dim = new.vecs.shape[1]
         if self._mat.shape[1] != dim:  # first load (or another model after a rebuild): start over
             self._clear_rows()
@@ -390,7 +439,14 @@ class FactCache:
             self._grams[s] = None
             st = known.get(f)
             self._code[s] = -1 if st is None else self._code_of(st)
-        self._mat[slots], self._num[slots], self._int[slots] = new.vecs[first:], new.num[first:], new.whole[first:]
+        ann = vectors.ann()
+        own = np.fromiter((ann is None or ann.slot(f) is None for f in keep), dtype=bool, count=len(keep))
+        at = np.asarray(slots, dtype=np.intp)
+        self._owned += int(own.sum()) - int(self._own[at].sum())
+        self._own[at] = own
+        if own.any():
+            self._mat[at[own]] = new.vecs[first:][own]
+        self._num[slots], self._int[slots] = new.num[first:], new.whole[first:]
         self._touch(slots)
 
     def _release(self, s: int) -> None:
@@ -401,6 +457,9 @@ class FactCache:
         self._heads[s] = None
         self._grams[s] = None
         self._code[s] = -1
+        if self._own[s]:
+            self._own[s] = False
+            self._owned -= 1
         self._used[s] = _FREE
         self._free.append(s)
 
@@ -410,9 +469,13 @@ class FactCache:
             return
         old = self._mat.shape[0]
         size = min(max(old * 2, old + short, 1024), self.max_facts)
-        mat = np.zeros((size, dim), dtype=np.float32)
-        mat[:old] = self._mat[:old] if old else mat[:0]
+        mat = np.zeros((size, dim), dtype=np.float32)  # pages mapped on first write: only own rows'
+        if self._owned:
+            mat[:old] = self._mat[:old]
         self._mat = mat
+        own = np.zeros(size, dtype=bool)
+        own[:old] = self._own[:old]
+        self._own = own
         num = np.zeros((size, 3), dtype=np.float64)
         num[:old] = self._num[:old]
         self._num = num

@@ -59,6 +59,13 @@ class Vectors:
 
     stored_vectors = get_vectors  # the port's read through its ANN cache; the same answer
 
+    def stored_matrix(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
+        got = self.get_vectors(ids)
+        return list(got), np.stack(list(got.values())) if got else np.zeros((0, 2), np.float32)
+
+    def ann(self) -> None:  # no ANN cache: the fact cache keeps every vector itself
+        return None
+
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[Engine]:
@@ -235,3 +242,42 @@ def test_a_full_cache_evicts_the_least_recently_used_and_reuses_their_slots(engi
     assert ids == ["f4", "f5"] and vecs[:, 1].tolist() == [4.0, 5.0]
     assert sorted(f for f in names if f in cache) == ["f3", "f4", "f5"]
     assert sorted(cache._slot.values()) == [0, 1, 2]  # freed slots were reused: the arrays did not grow
+
+
+def test_with_an_ann_cache_vectors_are_read_from_its_storage_not_kept_twice(engine: Engine, tmp_path: Path) -> None:
+    from crp_stream.fabric.vectors.edge import EdgeVectorIndex
+    from crp_stream.fabric.vectors.port import VectorItem
+
+    index = EdgeVectorIndex(tmp_path / "edge")
+    index.upsert([VectorItem(f, np.asarray(v, dtype=np.float32), "active") for f, v in VECS.items()])
+    index.enable_ann(1, 100)
+    assert index.ann() is not None
+    cache = FactCache()
+    with engine.connect() as conn:
+        repo = Repository(conn)
+        first = cache.candidates(repo, index, ["c", "zz", "a", "d"])
+        again = cache.candidates(repo, index, ["a", "b", "c"])  # a and c held, b a miss
+        third = cache.candidates(repo, index, ["b", "a"])  # all held: the fast path
+    assert first[0] == ["c", "a"] and again[0] == ["a", "b", "c"] and third[0] == ["b", "a"]
+    for ids, _rows, vecs in (first, again, third):
+        np.testing.assert_array_equal(vecs, np.stack([index.get_vectors([f])[f] for f in ids]))
+    assert cache._owned == 0 and not cache._own.any()  # no vector kept by the fact cache itself
+    assert not cache._mat.any()  # its matrix was never written: no page of it is resident
+
+
+def test_a_vector_the_ann_cache_loses_is_read_again_from_the_index(engine: Engine, tmp_path: Path) -> None:
+    from crp_stream.fabric.vectors.edge import EdgeVectorIndex
+    from crp_stream.fabric.vectors.port import VectorItem
+
+    index = EdgeVectorIndex(tmp_path / "edge")
+    index.upsert([VectorItem(f, np.asarray(v, dtype=np.float32), "active") for f, v in VECS.items()])
+    index.enable_ann(1, 100)
+    cache = FactCache()
+    with engine.connect() as conn:
+        repo = Repository(conn)
+        cache.candidates(repo, index, ["a", "b"])
+        index.enable_ann(1000, 10_000)  # the ANN cache goes (too few points now): the index serves
+        index._ann_reset()
+        ids, _rows, vecs = cache.candidates(repo, index, ["b", "a"])
+    assert ids == ["b", "a"]
+    np.testing.assert_array_equal(vecs, np.asarray([VECS["b"], VECS["a"]], dtype=np.float32))
