@@ -144,7 +144,7 @@ def walk(uow: UnitOfWork, c: Candidates, seed_idx: list[int], max_hops: int) -> 
             break
         g.load(uow, need)
     reached = np.flatnonzero(level >= 1)
-    names = g.graph.name_array()[g.glob[reached]]  # gathered in C, not string object by string object
+    names = g.graph.name_array()[g.glob[reached]].astype(str)  # gathered in C, not string by string
     order = id_order(names)
     local = reached[order]
     ids = names[order].tolist()

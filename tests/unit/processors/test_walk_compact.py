@@ -52,7 +52,7 @@ def test_name_array_is_the_names_through_growth_and_a_new_numbering(seed: int) -
     for step in range(12):
         width = int(rng.integers(1, 40))
         cache.index(f"{'x' * int(rng.integers(0, width))}{k}-{step}" for k in range(int(rng.integers(0, 300))))
-        arr = cache.name_array()
+        arr = cache.name_array().astype(str)
         assert arr[: len(cache.names)].tolist() == cache.names
         picked = rng.integers(0, max(len(cache.names), 1), 50) if cache.names else np.zeros(0, np.int64)
         got = arr[picked]
@@ -69,10 +69,17 @@ def test_name_array_has_room_for_four_times_max_nodes_without_a_copy() -> None:
     cache.index(f"{k:08d}" for k in range(600))
     first = cache.name_array()
     cache.index(f"{k:08d}" for k in range(600, 3900))
-    assert cache.name_array() is first and first[:3900].tolist() == cache.names
+    assert cache.name_array() is first and first[:3900].astype(str).tolist() == cache.names
+    assert first.dtype.kind == "S"  # ASCII ids: one byte a character
     cache.index(["a-longer-id-than-the-others"])  # wider: a new array, every id kept
     wider = cache.name_array()
-    assert wider is not first and wider[: len(cache.names)].tolist() == cache.names
+    assert wider is not first and wider[: len(cache.names)].astype(str).tolist() == cache.names
+    cache.index(["fakt-\u00fcber", "zz"])  # not ASCII: unicode from now on, every id kept, same order
+    uni = cache.name_array()
+    assert uni.dtype.kind == "U" and uni[: len(cache.names)].tolist() == cache.names
+    picked = np.asarray([3, len(cache.names) - 2, 0, len(cache.names) - 1])
+    got = uni[picked].tolist()
+    assert [got[i] for i in graph_select.id_order(uni[picked]).tolist()] == sorted(got)
 
 
 @pytest.mark.parametrize("seed", range(6))
