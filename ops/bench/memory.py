@@ -1,7 +1,7 @@
 """Resident memory of a serving process at N facts, stage by stage, against a floor measured in the same run.
 
     .venv/bin/python -m ops.bench.memory --sizes 100000             # ~3 min
-    .venv/bin/python -m ops.bench.memory --sizes 1000000            # the 1M fabric: ~15-30 min
+    .venv/bin/python -m ops.bench.memory --sizes 1000000 --requests 1000   # the 1M fabric: ~2 min
     .venv/bin/python -m ops.bench.memory --sizes 100000 --bounded cache_facts=10000,cache_graph_nodes=50000
 
 Each measurement runs in a fresh child process, so no figure carries another's memory. The serving child
@@ -10,8 +10,11 @@ that bench: ``--sizes N --ingest direct``, or ``direct-nosim`` at 1M), as ``crp-
 Kafka worker do: ``open_fabric``, then ``Fabric.warm`` (ANN cache, graph cache, fact cache), and then
 serves ``--requests`` window requests through the retrieval handler (sessions of 5, new query vectors
 every window, graph off and on, as ``retrieval_speed --vary-query``). It reports VmRSS (anonymous and
-file-backed) and VmHWM after each stage, the caches' sizes, and the requests' latencies, from a
-process that holds no generated corpus (``retrieval_speed`` keeps its 1.5 GiB of corpus vectors at 1M).
+file-backed) and VmHWM after each stage, the largest VmRSS after any session while serving (``max
+served``: the process tidies its memory every ``TIDY_EVERY_S``, so serve more than that long; ~1,000
+requests at 1M), the caches' sizes, and the requests' latencies, from a process that holds no
+generated corpus (``retrieval_speed`` keeps its 1.5 GiB of corpus vectors at 1M) and whose sessions
+were made, and their generator's arrays freed, before the fabric opened.
 
 The floor, measured in the same run by another child: the same imports, plus the N x 384 float32
 vectors the facts' embeddings take as one array: the least a process that serves N facts from memory holds.
@@ -90,10 +93,15 @@ class _Directions:
 
 def serve(path: Path, n: int, requests: int, overrides: dict[str, int]) -> None:
     from crp_stream.config import Settings
+    from crp_stream.fabric.heap_trim import give_back
     from crp_stream.runtime import heap
     from crp_stream.runtime.embedded import open_fabric
     from ops.bench.retrieval_speed import MODEL, Runner, Stages, make_sessions, report_size
 
+    # the bench's own sessions first, and its generator's arrays (~0.16 GiB at 1M) back to the system:
+    # they are not the serving process's
+    sessions = make_sessions(_Directions(n, SEED), max(1, requests // 5), 3, SEED + 1)  # type: ignore[arg-type]
+    give_back()
     emit("imported")
     settings = Settings(data_dir=path, embedder=f"precomputed:{MODEL}", **overrides)  # type: ignore[arg-type]
     fabric = open_fabric(settings)
@@ -108,14 +116,19 @@ def serve(path: Path, n: int, requests: int, overrides: dict[str, int]) -> None:
         graph_facts=len(fabric.graph),
         cached_facts=len(fabric.facts),
     )
-    sessions = make_sessions(_Directions(n, SEED), max(1, requests // 5), 3, SEED + 1)  # type: ignore[arg-type]
     runner = Runner(fabric, 35, vary_query=True)
     heap.settle()  # as `crp-stream run` and the Kafka worker do at start-up
     passes = ["envelope, graph off (CDR)", "envelope, graph on (CDGR)"]
     stages = {p: Stages() for p in passes}
+    top: dict[str, int] = {}  # the largest VmRSS after any session, with its parts then
+    t = time.perf_counter()
     for i, s in enumerate(sessions):
         runner.session(passes[0], s, f"off-{i}", False, stages[passes[0]])
         runner.session(passes[1], s, f"on-{i}", True, stages[passes[1]])
+        now = proc_status()
+        if now["VmRSS"] > top.get("VmRSS", 0):
+            top = now
+    print(json.dumps({"stage": "max served", **top, "seconds": round(time.perf_counter() - t, 1)}), flush=True)
     emit(
         "served",
         requests=sum(len(runner.lat[p]) for p in passes),
