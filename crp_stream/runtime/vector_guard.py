@@ -159,6 +159,14 @@ class GuardedVectors(VectorIndex):
         except Exception as exc:
             raise VectorUnavailable(f"vector index scan failed: {type(exc).__name__}: {exc}") from exc
 
+    def _scan_meta(self) -> list[tuple[str, str, float | None]]:
+        try:
+            return self.inner._scan_meta()
+        except (NotImplementedError, *_CALLER_ERRORS):
+            raise
+        except Exception as exc:
+            raise VectorUnavailable(f"vector index scan failed: {type(exc).__name__}: {exc}") from exc
+
     def flush(self) -> None:
         _guarded("flush", self.inner.flush)()
 

@@ -42,6 +42,7 @@ from crp_stream.fabric.vectors.port import (
     Constraint,
     Vector,
     VectorIndex,
+    scanned_meta,
     scanned_point,
 )
 
@@ -293,6 +294,20 @@ class EdgeVectorIndex(VectorIndex):
                 qe.ScrollRequest(offset=offset, limit=_BATCH, with_payload=True, with_vector=True)
             )
             out.extend(x for r in records if (x := scanned_point(r.payload, r.vector)) is not None)
+            if offset is None:
+                return sorted(out, key=lambda x: x[0])
+
+    def _scan_meta(self) -> list[tuple[str, str, float | None]]:
+        if self._dim is None:
+            return []
+        shard = self._live()
+        out: list[tuple[str, str, float | None]] = []
+        offset: qe.PointId | None = None
+        while True:
+            records, offset = shard.scroll(
+                qe.ScrollRequest(offset=offset, limit=_BATCH, with_payload=True, with_vector=False)
+            )
+            out.extend(x for r in records if (x := scanned_meta(r.payload)) is not None)
             if offset is None:
                 return sorted(out, key=lambda x: x[0])
 

@@ -68,3 +68,12 @@ def scanned_point(payload: dict[str, Any] | None, vector: Any) -> tuple[str, Vec
     exp = p.get(F_EXPIRES_AT)
     expires = None if exp is None else float(exp)
     return str(p[F_FACT_ID]), np.asarray(vector, dtype=np.float32), str(p[F_STATUS]), expires
+
+
+def scanned_meta(payload: dict[str, Any] | None) -> tuple[str, str, float | None] | None:
+    """``scanned_point`` without the vector: (fact_id, status, expires_at), or None when not one of ours."""
+    p = payload or {}
+    if F_FACT_ID not in p:
+        return None
+    exp = p.get(F_EXPIRES_AT)
+    return str(p[F_FACT_ID]), str(p[F_STATUS]), None if exp is None else float(exp)

@@ -59,6 +59,7 @@ from crp_stream.fabric.vectors.payload import F_TENANT as F_TENANT
 from crp_stream.fabric.vectors.payload import Constraint as Constraint
 from crp_stream.fabric.vectors.payload import VectorItem as VectorItem
 from crp_stream.fabric.vectors.payload import payload_of as payload_of
+from crp_stream.fabric.vectors.payload import scanned_meta as scanned_meta
 from crp_stream.fabric.vectors.payload import scanned_point as scanned_point
 from crp_stream.fabric.vectors.payload import scope as scope
 
@@ -137,28 +138,24 @@ class VectorIndex(ABC):
         if dim is None or n < self._ann_min or n > self._ann_max:
             return None
         try:
-            points = self._scan()
+            meta = self._scan_meta()
         except NotImplementedError:
             self._ann_min = None
             return None
-        ann = ann_snapshot.restore(self._ann_snapshot, dim, points) if self._ann_snapshot is not None else None
+        # the pages the shard read when it opened (1.6 GiB at 1M facts) are not held beside the graph read
+        # back; the chunks' reads by id bring most of them back (they are spread over the files) until
+        # the page-out below
+        self.page_out_files()
+        snapshot = self._ann_snapshot
+        ann = ann_snapshot.restore(snapshot, dim, meta, self.get_vectors) if snapshot is not None else None
         self._ann_saved = 0 if ann is not None else -1
         if ann is None:
             ann = AnnCache(dim, capacity=n + 1024)
-            ids = [p[0] for p in points]
-            for start in range(0, len(points), 10_000):
-                part = points[start : start + 10_000]
-                ann.add(
-                    ids[start : start + 10_000],
-                    np.stack([p[1] for p in part]),
-                    [p[2] for p in part],
-                    [p[3] for p in part],
-                    threads=0,
-                )
+            ann_snapshot.add_all(ann, meta, self.get_vectors, dim)
         self._ann = ann
         self.save_ann()  # a crash later still finds this graph; ``restore`` adds what came after
-        del points
-        give_back()  # the scan's one array a point: ~1.6 GiB of free heap at 1M, back to the system
+        del meta
+        give_back()  # the scan's rows and each chunk's arrays: their free heap back to the system
         self.page_out_files()  # searches and stored vectors now come from the cache, not the backend's files
         return ann
 
@@ -209,8 +206,13 @@ class VectorIndex(ABC):
                 self._ann_reset()  # its graph still holds the vectors: built again without them
 
     def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
-        """Every point as (fact_id, unit vector, status, expires_at), in fact_id order (for the ANN cache)."""
+        """Every point as (fact_id, unit vector, status, expires_at), in fact_id order."""
         raise NotImplementedError
+
+    def _scan_meta(self) -> list[tuple[str, str, float | None]]:
+        """Every point as (fact_id, status, expires_at), in fact_id order, without its vector (for the
+        ANN cache, which reads the vectors a chunk at a time); backends that can, scan without them."""
+        return [(f, status, exp) for f, _v, status, exp in self._scan()]
 
     def _candidates(
         self,

@@ -118,7 +118,7 @@ class VectorProjection:
         """Every committed fact into the local index: the missing ones, and statuses that differ."""
         with self.w.fabric.engine.connect() as conn:  # read only: rolled back on close
             points = Repository(conn).fact_points()
-        held = {fid: status for fid, _v, status, _e in self._vectors().inner._scan()} if points else {}
+        held = {fid: status for fid, status, _e in self._vectors().inner._scan_meta()} if points else {}
         missing = [p for p in points if p[0] not in held]
         loaded = sum(self._upsert(missing[start : start + LOAD_CHUNK]) for start in range(0, len(missing), LOAD_CHUNK))
         self._restatus([p for p in points if p[0] in held and held[p[0]] != p[1]])

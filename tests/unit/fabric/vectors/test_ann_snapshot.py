@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,17 @@ def points(vecs: np.ndarray, prefix: str = "f") -> list[ann_snapshot.Point]:
     ]
 
 
+def restore(directory: Path, dim: int, pts: list[ann_snapshot.Point]) -> AnnCache | None:
+    """``ann_snapshot.restore`` over a store that holds ``pts``; every vector read is counted."""
+    store = {f: v for f, v, _s, _e in pts}
+
+    def fetch(ids: Sequence[str]) -> dict[str, np.ndarray]:
+        assert len(ids) <= ann_snapshot._CHUNK  # a chunk at a time, never every vector at once
+        return {f: store[f] for f in ids if f in store}
+
+    return ann_snapshot.restore(directory, dim, [(f, s, e) for f, _v, s, e in pts], fetch)
+
+
 def built(pts: list[ann_snapshot.Point]) -> AnnCache:
     ann = AnnCache(pts[0][1].shape[0])
     ann.add([p[0] for p in pts], np.stack([p[1] for p in pts]), [p[2] for p in pts], [p[3] for p in pts])
@@ -41,7 +53,7 @@ def test_read_back_it_answers_exactly_as_the_cache_it_was(tmp_path: Path) -> Non
     pts = points(clustered(2500))
     ann = built(pts)
     ann_snapshot.save(ann, tmp_path)
-    back = ann_snapshot.restore(tmp_path, 32, pts)
+    back = restore(tmp_path, 32, pts)
     assert back is not None and back.added == 0 and len(back) == len(ann)
     queries = clustered(40, seed=8)
     assert hits(back, queries) == hits(ann, queries)
@@ -49,7 +61,7 @@ def test_read_back_it_answers_exactly_as_the_cache_it_was(tmp_path: Path) -> Non
     assert back.alive_fraction(EXCLUDED, NOW) == ann.alive_fraction(EXCLUDED, NOW)
     # statuses come from the store's scan, not the snapshot: a point quarantined since is not served
     moved = [(f, v, "quarantined" if f == pts[3][0] else s, e) for f, v, s, e in pts]
-    again = ann_snapshot.restore(tmp_path, 32, moved)
+    again = restore(tmp_path, 32, moved)
     assert again is not None
     assert pts[3][0] not in {f for row in hits(again, pts[3][1][None, :], 50) for f, _ in row}
 
@@ -64,7 +76,7 @@ def test_a_snapshot_behind_the_store_keeps_only_what_still_holds(tmp_path: Path)
     now = [p for p in pts if p[0] != "f00010"]  # gone from the store
     now[20] = (now[20][0], rewritten, "active", None)  # written again with another vector
     now.append(("new", vecs[5], "active", None))  # written after the snapshot
-    back = ann_snapshot.restore(tmp_path, 32, now)
+    back = restore(tmp_path, 32, now)
     assert back is not None
     assert back.added == 2 and len(back) == len(now)  # the rewritten point and the new one
     served = {f for row in hits(back, vecs, 30) for f, _ in row}
@@ -83,15 +95,15 @@ def test_a_snapshot_behind_the_store_keeps_only_what_still_holds(tmp_path: Path)
 def test_a_torn_or_foreign_snapshot_is_not_used(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     pts = points(clustered(1500))
     ann_snapshot.save(built(pts), tmp_path)
-    assert ann_snapshot.restore(tmp_path / "none", 32, pts) is None  # no snapshot: quietly built
-    assert ann_snapshot.restore(tmp_path, 16, pts) is None  # another dimension
+    assert restore(tmp_path / "none", 32, pts) is None  # no snapshot: quietly built
+    assert restore(tmp_path, 16, pts) is None  # another dimension
     # another index's slot file beside this graph (a crash between the two replaces): no slot holds
     meta = json.loads((tmp_path / ann_snapshot.SLOTS_FILE).read_text())
     (tmp_path / ann_snapshot.SLOTS_FILE).write_text(json.dumps({**meta, "slots": [f"x{i}" for i in range(1500)]}))
-    assert ann_snapshot.restore(tmp_path, 32, pts) is None
+    assert restore(tmp_path, 32, pts) is None
     with caplog.at_level(logging.WARNING):
         (tmp_path / ann_snapshot.INDEX_FILE).write_bytes(b"not an index")
-        assert ann_snapshot.restore(tmp_path, 32, pts) is None
+        assert restore(tmp_path, 32, pts) is None
     assert "unreadable" in caplog.text
 
 
