@@ -18,8 +18,10 @@ than the whole flat top-K. What is cached is what never changes once a fact is c
   when a transaction does not commit. Rebuilds (which rewrite every fact) run with workers stopped.
 - The vectors of misses come through ``VectorIndex.stored_vectors``: from the ANN cache's storage when
   the index has one (the same floats, no round trip), else from the index. A fact whose vector the ANN
-  cache holds when it is cached keeps no copy here: each read gathers it from the ANN cache's storage
-  (``VectorIndex.stored_matrix``), so a 1M-fact process holds its 100k cached vectors once (146 MiB).
+  cache holds when it is cached keeps no copy here, only its slot there: a slot's vector never changes
+  (the HNSW storage only grows; a fact written again gets a new slot), so reads gather the rows from
+  the ANN cache's storage in one fancy-indexing copy, and a 1M-fact process holds its 100k cached
+  vectors once (146 MiB). When the index builds another ANN cache, the entries are dropped.
 - Bounded: past ``max_facts`` entries the least recently used are dropped (~2.5 KB a fact at 384-d:
   ~250 MB at the default bound). Vectors live in one float32 matrix, and the numeric columns scoring
   reads for every candidate (importance, modified time, TTL, epoch, expiry: ``Columns``) in two
@@ -43,6 +45,7 @@ import numpy.typing as npt
 
 from crp_stream.core import ngram
 from crp_stream.fabric.sql.repository import FACTS_GENERATION, Repository
+from crp_stream.fabric.vectors.ann import AnnCache
 from crp_stream.fabric.vectors.port import VectorIndex
 
 # The columns assembly reads; ``status`` is filled in per call from the store.
@@ -158,9 +161,11 @@ class FactCache:
         self._heads: list[tuple[Any, ...] | None] = []  # by slot: ``HEAD_FIELDS`` of its row
         self._grams: list[npt.NDArray[np.int64] | None] = []  # by slot: its text's n-gram hashes, if preloaded
         self._free: list[int] = []
-        self._mat = np.zeros((0, 0), dtype=np.float32)  # rows of the slots in ``_own`` only
-        self._own = np.zeros(0, dtype=bool)  # per slot: its vector is in ``_mat``, not the ANN cache's
-        self._owned = 0  # slots in ``_own``: while 0, ``_mat``'s pages are never written (not resident)
+        self._mat = np.zeros((0, 0), dtype=np.float32)  # rows of the slots whose ``_aslot`` is -1 only
+        # per slot: its vector's slot in ``_ann``'s storage, or -1 where ``_mat`` holds it
+        self._aslot = np.zeros(0, dtype=np.int64)
+        self._owned = 0  # slots of -1: while 0, ``_mat``'s pages are never written (not resident)
+        self._ann: AnnCache | None = None  # the ANN cache ``_aslot`` points into
         self._num = np.zeros((0, 3), dtype=np.float64)  # per slot: importance, modified_at_us, ttl (inf: none)
         self._int = np.zeros((0, 2), dtype=np.int64)  # per slot: epoch_us, expires_at_us (NEVER: none)
         self._used = np.zeros(0, dtype=np.int64)  # per slot: ``_clock`` at its last use (LRU order)
@@ -213,8 +218,9 @@ class FactCache:
         self._grams.clear()
         self._free.clear()
         self._mat = np.zeros((0, 0), dtype=np.float32)
-        self._own = np.zeros(0, dtype=bool)
+        self._aslot = np.zeros(0, dtype=np.int64)
         self._owned = 0
+        self._ann = None
         self._num = np.zeros((0, 3), dtype=np.float64)
         self._int = np.zeros((0, 2), dtype=np.int64)
         self._used = np.zeros(0, dtype=np.int64)
@@ -273,15 +279,15 @@ class FactCache:
     def columns(self, repo: Repository, vectors: VectorIndex, fact_ids: Sequence[str]) -> Batch:
         """``candidates`` with the numeric columns of the same facts as arrays (``Columns``)."""
         self._current(repo)
+        if self._ann is not None and vectors.ann_now is not self._ann:  # slots into a cache now gone
+            self._clear_rows()
         slot = self._slot
         got = list(map(slot.get, fact_ids))
         if None not in got:
             at = np.fromiter(got, dtype=np.intp, count=len(got))
             codes = self._code[at]
             if codes.shape[0] and int(codes.min()) >= 0:  # every fact cached, its status known
-                hit = self._hits(vectors, list(fact_ids), got, at, codes)  # type: ignore[arg-type]  # no None
-                if hit is not None:
-                    return hit
+                return self._hits(list(fact_ids), got, at, codes)  # type: ignore[arg-type]  # no None
         status, read = self._statuses(repo, fact_ids)
         missing = [f for f in fact_ids if f in status and f not in slot]
         self.hits += sum(map(status.__contains__, fact_ids)) - len(missing)
@@ -324,11 +330,7 @@ class FactCache:
         num = np.zeros((len(ids), 3), dtype=np.float64)
         whole = np.zeros((len(ids), 2), dtype=np.int64)
         if hit_slots:
-            held = self._vectors(vectors, [ids[n] for n in hit_at], np.asarray(hit_slots, dtype=np.intp))
-            if held is None:  # a vector the ANN cache held is gone: read every fact again
-                self.clear()
-                return self.columns(repo, vectors, fact_ids)
-            out[hit_at] = held
+            out[hit_at] = self._vectors(np.asarray(hit_slots, dtype=np.intp))
             num[hit_at] = self._num[hit_slots]
             whole[hit_at] = self._int[hit_slots]
         if loaded:
@@ -352,20 +354,9 @@ class FactCache:
         at = np.fromiter((s for s in got if s is not None), dtype=np.intp, count=places.shape[0])
         return places, self._num[at, 1], self._num[at, 2]
 
-    def _hits(
-        self,
-        vectors: VectorIndex,
-        ids: list[str],
-        slots: list[int],
-        at: npt.NDArray[np.intp],
-        codes: npt.NDArray[np.int16],
-    ) -> Batch | None:
-        """``columns`` when every fact is cached with a known status: C-level maps and fancy indexing.
-        None when a vector the ANN cache held is gone (the caller reads the facts again)."""
-        vecs = self._vectors(vectors, ids, at)
-        if vecs is None:
-            self.clear()
-            return None
+    def _hits(self, ids: list[str], slots: list[int], at: npt.NDArray[np.intp], codes: npt.NDArray[np.int16]) -> Batch:
+        """``columns`` when every fact is cached with a known status: C-level maps and fancy indexing."""
+        vecs = self._vectors(at)
         self.hits += len(ids)
         rows = list(map(self._rows.__getitem__, slots))
         heads = list(map(self._heads.__getitem__, slots))
@@ -376,27 +367,18 @@ class FactCache:
         cols = Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1])
         return Batch(ids, rows, vecs, cols, status, heads, grams)  # type: ignore[arg-type]  # held: no None
 
-    def _vectors(
-        self, vectors: VectorIndex, ids: list[str], at: npt.NDArray[np.intp]
-    ) -> npt.NDArray[np.float32] | None:
-        """The vectors of the cached facts ``ids`` (their slots ``at``): the cache's own rows, and the
-        others from the ANN cache's storage; None if one of those is no longer found."""
-        own = self._own[at] if self._owned else None
-        if own is not None and bool(own.all()):
+    def _vectors(self, at: npt.NDArray[np.intp]) -> npt.NDArray[np.float32]:
+        """The vectors of the cached slots ``at``: the ANN cache's rows, and the cache's own."""
+        ann = self._ann
+        if ann is None:
             return self._mat[at]
-        mixed = own is not None and bool(own.any())
-        ask = [ids[k] for k in np.flatnonzero(~own).tolist()] if mixed and own is not None else ids
-        found, matrix = vectors.stored_matrix(ask)
-        if found != ask:  # the ANN cache lost some: they come after, from the index, or not at all
-            if len(found) != len(ask):
-                return None
-            pos = {f: k for k, f in enumerate(found)}
-            matrix = matrix[np.fromiter((pos[f] for f in ask), dtype=np.intp, count=len(ask))]
-        if not mixed or own is None:
-            return matrix
-        out = np.empty((len(ids), matrix.shape[1]), dtype=np.float32)
-        out[own] = self._mat[at[own]]
-        out[~own] = matrix
+        aslot = self._aslot[at]
+        if not self._owned:
+            return ann.stored()[aslot]
+        mine = aslot < 0
+        out = np.empty((at.shape[0], self._mat.shape[1]), dtype=np.float32)
+        out[mine] = self._mat[at[mine]]
+        out[~mine] = ann.stored()[aslot[~mine]]
         return out
 
     def _touch(self, slots: Sequence[int] | npt.NDArray[np.intp]) -> None:
@@ -439,13 +421,17 @@ class FactCache:
             self._grams[s] = None
             st = known.get(f)
             self._code[s] = -1 if st is None else self._code_of(st)
-        ann = vectors.ann()
-        own = np.fromiter((ann is None or ann.slot(f) is None for f in keep), dtype=bool, count=len(keep))
+        ann = vectors.ann_now
+        if self._ann is None and ann is not None:
+            self._ann = ann
         at = np.asarray(slots, dtype=np.intp)
-        self._owned += int(own.sum()) - int(self._own[at].sum())
-        self._own[at] = own
-        if own.any():
-            self._mat[at[own]] = new.vecs[first:][own]
+        held = ann if ann is self._ann else None  # a cache this process no longer reads: keep them here
+        aslot = np.fromiter((_slot_in(held, f) for f in keep), dtype=np.int64, count=len(keep))
+        mine = aslot < 0
+        self._owned += int(mine.sum()) - int((self._aslot[at] < 0).sum())
+        self._aslot[at] = aslot
+        if mine.any():
+            self._mat[at[mine]] = new.vecs[first:][mine]
         self._num[slots], self._int[slots] = new.num[first:], new.whole[first:]
         self._touch(slots)
 
@@ -457,9 +443,9 @@ class FactCache:
         self._heads[s] = None
         self._grams[s] = None
         self._code[s] = -1
-        if self._own[s]:
-            self._own[s] = False
+        if self._aslot[s] < 0:
             self._owned -= 1
+        self._aslot[s] = 0  # a free slot counts as one the ANN cache holds (not in ``_owned``)
         self._used[s] = _FREE
         self._free.append(s)
 
@@ -473,9 +459,9 @@ class FactCache:
         if self._owned:
             mat[:old] = self._mat[:old]
         self._mat = mat
-        own = np.zeros(size, dtype=bool)
-        own[:old] = self._own[:old]
-        self._own = own
+        aslot = np.zeros(size, dtype=np.int64)  # free slots: 0 (see ``_release``)
+        aslot[:old] = self._aslot[:old]
+        self._aslot = aslot
         num = np.zeros((size, 3), dtype=np.float64)
         num[:old] = self._num[:old]
         self._num = num
@@ -492,6 +478,11 @@ class FactCache:
         self._heads.extend([None] * (size - old))
         self._grams.extend([None] * (size - old))
         self._free.extend(range(size - 1, old - 1, -1))  # popped from the end: lowest slot first
+
+
+def _slot_in(ann: AnnCache | None, fact_id: str) -> int:
+    slot = ann.slot(fact_id) if ann is not None else None
+    return -1 if slot is None else slot
 
 
 __all__ = ["FIELDS", "HEAD_FIELDS", "NEVER", "Batch", "Columns", "FactCache", "least_recent"]

@@ -242,6 +242,11 @@ class VectorIndex(ABC):
         """Whether the ANN cache is built now (``ann`` would build it when due)."""
         return self._ann is not None
 
+    @property
+    def ann_now(self) -> AnnCache | None:
+        """The ANN cache as built now, never building it (``ann`` would, when due)."""
+        return self._ann
+
     def page_out_files(self) -> None:
         """Let go of the resident pages of the files the backend maps, which the ANN cache makes
         unread (``mapped_pages``); a backend that maps none does nothing."""

@@ -59,12 +59,7 @@ class Vectors:
 
     stored_vectors = get_vectors  # the port's read through its ANN cache; the same answer
 
-    def stored_matrix(self, ids: Sequence[str]) -> tuple[list[str], np.ndarray]:
-        got = self.get_vectors(ids)
-        return list(got), np.stack(list(got.values())) if got else np.zeros((0, 2), np.float32)
-
-    def ann(self) -> None:  # no ANN cache: the fact cache keeps every vector itself
-        return None
+    ann_now = None  # no ANN cache: the fact cache keeps every vector itself
 
 
 @pytest.fixture
@@ -261,11 +256,11 @@ def test_with_an_ann_cache_vectors_are_read_from_its_storage_not_kept_twice(engi
     assert first[0] == ["c", "a"] and again[0] == ["a", "b", "c"] and third[0] == ["b", "a"]
     for ids, _rows, vecs in (first, again, third):
         np.testing.assert_array_equal(vecs, np.stack([index.get_vectors([f])[f] for f in ids]))
-    assert cache._owned == 0 and not cache._own.any()  # no vector kept by the fact cache itself
+    assert cache._owned == 0 and (cache._aslot >= 0).all()  # no vector kept by the fact cache itself
     assert not cache._mat.any()  # its matrix was never written: no page of it is resident
 
 
-def test_a_vector_the_ann_cache_loses_is_read_again_from_the_index(engine: Engine, tmp_path: Path) -> None:
+def test_when_the_ann_cache_goes_the_facts_are_read_again_from_the_index(engine: Engine, tmp_path: Path) -> None:
     from crp_stream.fabric.vectors.edge import EdgeVectorIndex
     from crp_stream.fabric.vectors.port import VectorItem
 
@@ -281,3 +276,22 @@ def test_a_vector_the_ann_cache_loses_is_read_again_from_the_index(engine: Engin
         ids, _rows, vecs = cache.candidates(repo, index, ["b", "a"])
     assert ids == ["b", "a"]
     np.testing.assert_array_equal(vecs, np.asarray([VECS["b"], VECS["a"]], dtype=np.float32))
+
+
+def test_facts_cached_before_the_ann_cache_keep_their_own_vectors_beside_its_rows(
+    engine: Engine, tmp_path: Path
+) -> None:
+    from crp_stream.fabric.vectors.edge import EdgeVectorIndex
+    from crp_stream.fabric.vectors.port import VectorItem
+
+    index = EdgeVectorIndex(tmp_path / "edge")
+    index.upsert([VectorItem(f, np.asarray(v, dtype=np.float32), "active") for f, v in VECS.items()])
+    cache = FactCache()
+    with engine.connect() as conn:
+        repo = Repository(conn)
+        cache.candidates(repo, index, ["a"])  # no ANN cache yet: the vector is kept here
+        index.enable_ann(1, 100)
+        assert index.ann() is not None
+        ids, _rows, vecs = cache.candidates(repo, index, ["b", "a", "c"])  # b, c: slots in its storage
+    assert ids == ["b", "a", "c"] and cache._owned == 1
+    np.testing.assert_array_equal(vecs, np.asarray([VECS["b"], VECS["a"], VECS["c"]], dtype=np.float32))
