@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +154,14 @@ class GuardedVectors(VectorIndex):
     def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
         try:
             return self.inner._scan()
+        except (NotImplementedError, *_CALLER_ERRORS):
+            raise
+        except Exception as exc:
+            raise VectorUnavailable(f"vector index scan failed: {type(exc).__name__}: {exc}") from exc
+
+    def _scan_chunks(self) -> Iterator[list[tuple[str, Vector, str, float | None]]]:
+        try:
+            yield from self.inner._scan_chunks()
         except (NotImplementedError, *_CALLER_ERRORS):
             raise
         except Exception as exc:

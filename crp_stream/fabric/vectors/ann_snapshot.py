@@ -2,7 +2,7 @@
 (the build took ~20 minutes at 1M points, at every start).
 
 The vector store stays the truth; a snapshot is only a head start. At start-up the store is scanned
-(ids, statuses and expiries; the vectors a chunk at a time), and a slot of the snapshot is kept only
+a chunk at a time, and a slot of the snapshot is kept only
 where the store still holds its fact with bitwise the same vector. The store's other points are then
 added, as writes are, and the slots whose fact is gone or was written again are never returned (HNSW
 keeps no deletes; the cache already bars replaced slots). A stale, torn or foreign snapshot therefore
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import faiss
@@ -48,11 +48,11 @@ def save(ann: AnnCache, directory: Path) -> None:
     os.replace(slots_tmp, directory / SLOTS_FILE)
 
 
-def restore(directory: Path, dim: int, meta: Sequence[Meta], fetch: Fetch) -> AnnCache | None:
-    """The cache of the store's points (``meta``: its scan without vectors, in fact_id order; ``fetch``:
-    the store's vectors of some of them) on the snapshot's graph, or None when there is no usable
-    snapshot (missing, unreadable, another dimension, or mostly dead). The vectors are read a chunk
-    at a time: never every point's at once (1.8 GiB of arrays at 1M facts)."""
+def restore(directory: Path, dim: int, chunks: Iterable[Sequence[Point]]) -> AnnCache | None:
+    """The cache of the store's points (``chunks``: its scan, a chunk at a time, in any order) on the
+    snapshot's graph, or None when there is no usable snapshot (missing, unreadable, another
+    dimension, or mostly dead). Only the vectors of points the snapshot does not hold as they are
+    stay beside the graph: never every point's at once (1.8 GiB of arrays at 1M facts)."""
     try:
         saved = json.loads((directory / SLOTS_FILE).read_text())
         index = faiss.read_index(str(directory / INDEX_FILE))
@@ -72,47 +72,47 @@ def restore(directory: Path, dim: int, meta: Sequence[Meta], fetch: Fetch) -> An
     ):
         log.warning("ANN snapshot in %s does not fit this index: building the cache from the store", directory)
         return None
-    at = {p[0]: i for i, p in enumerate(meta)}
-    # per slot, the scanned point it holds (-1: none), first claim wins
-    point_of = np.fromiter(
-        (at.get(f, -1) if isinstance(f, str) else -1 for f in slots), dtype=np.int64, count=len(slots)
-    )
-    del at
-    _, first = np.unique(point_of, return_index=True)
-    unique = np.zeros(len(slots), dtype=bool)
-    unique[first] = True
-    point_of[~unique] = -1
+    n = len(slots)
+    slot_of: dict[str, int] = {}
+    for i, f in enumerate(slots):
+        if isinstance(f, str):
+            slot_of.setdefault(f, i)  # a fact in two slots: the first claim wins
     stored = stored_vectors(index)
-    for start in range(0, len(slots), _CHUNK):  # bitwise the same vector, or the slot is dead
-        part = point_of[start : start + _CHUNK]
-        held = np.flatnonzero(part >= 0)
-        if held.size:
-            found, scanned = in_order([meta[i] for i in part[held].tolist()], fetch, dim)
-            same = np.zeros(held.size, dtype=bool)
-            if found:
-                have = {p[0] for p in found}
-                keep = np.fromiter((meta[i][0] in have for i in part[held].tolist()), dtype=bool, count=held.size)
-                same[keep] = (stored[start + held[keep]] == scanned).all(axis=1)
-            part[held[~same]] = -1
-    live = point_of >= 0
-    if len(slots) and np.count_nonzero(~live) > MAX_DEAD_SHARE * len(slots):
+    live = np.zeros(n, dtype=bool)
+    names: list[str | None] = [None] * n
+    statuses: list[str] = ["active"] * n
+    expires_of: list[float | None] = [None] * n
+    rest: list[Point] = []  # points the snapshot does not hold as they are: added after it
+    for chunk in chunks:
+        at = np.fromiter((slot_of.get(p[0], -1) for p in chunk), dtype=np.int64, count=len(chunk))
+        held = np.flatnonzero(at >= 0)
+        same = np.zeros(len(chunk), dtype=bool)
+        if held.size:  # bitwise the same vector, or the slot is dead
+            scanned = np.stack([chunk[k][1] for k in held.tolist()]).astype(np.float32, copy=False)
+            same[held] = (stored[at[held]] == scanned).all(axis=1)
+        for k, point in enumerate(chunk):
+            if same[k]:
+                s = int(at[k])
+                live[s] = True
+                names[s], statuses[s], expires_of[s] = point[0], point[2], point[3]
+            else:
+                rest.append(point)
+    del slot_of
+    if n and np.count_nonzero(~live) > MAX_DEAD_SHARE * n:
         log.info("ANN snapshot in %s is mostly out of date: building the cache from the store", directory)
         return None
-    names: list[str | None] = [None] * len(slots)
-    statuses: list[str] = ["active"] * len(slots)
-    expires_of: list[float | None] = [None] * len(slots)
-    for s, i in zip(np.flatnonzero(live).tolist(), point_of[live].tolist(), strict=True):
-        names[s], statuses[s], expires_of[s] = meta[i]
     ann = AnnCache.adopt(index, names, statuses, expires_of)
-    covered = np.zeros(len(meta), dtype=bool)
-    covered[point_of[live]] = True
-    missing = np.flatnonzero(~covered).tolist()
-    added = add_all(ann, [meta[i] for i in missing], fetch, dim)
+    rest.sort(key=lambda p: p[0])  # in fact_id order, as a build adds them
+    for start in range(0, len(rest), _CHUNK):
+        part = rest[start : start + _CHUNK]
+        ann.add(
+            [p[0] for p in part], np.stack([p[1] for p in part]), [p[2] for p in part], [p[3] for p in part], threads=0
+        )
     log.info(
         "ANN cache read back from %s: %d points kept, %d added, %d dead slots",
         directory,
         int(np.count_nonzero(live)),
-        added,
+        len(rest),
         int(np.count_nonzero(~live)),
     )
     return ann

@@ -23,7 +23,7 @@ import math
 import os
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
@@ -49,6 +49,7 @@ from crp_stream.fabric.vectors.port import (
 SHARD_DIR: Final = "edge-shard"
 _CONFIG_FILE: Final = "edge_config.json"  # written by qdrant-edge itself; holds the vector size
 _BATCH: Final = 1024
+_SCAN_CHUNK: Final = 10_000  # points a scroll of ``_scan_chunks`` returns: ~15 MB of vectors at 384-d
 _QUERY_BATCH: Final = 256
 _RESULTS_MAX: Final = 1024  # queries whose results are kept (~150 hits each)
 _INDEXES: Final = (
@@ -296,6 +297,19 @@ class EdgeVectorIndex(VectorIndex):
             out.extend(x for r in records if (x := scanned_point(r.payload, r.vector)) is not None)
             if offset is None:
                 return sorted(out, key=lambda x: x[0])
+
+    def _scan_chunks(self) -> Iterator[list[tuple[str, Vector, str, float | None]]]:
+        if self._dim is None:
+            return
+        shard = self._live()
+        offset: qe.PointId | None = None
+        while True:
+            records, offset = shard.scroll(
+                qe.ScrollRequest(offset=offset, limit=_SCAN_CHUNK, with_payload=True, with_vector=True)
+            )
+            yield [x for r in records if (x := scanned_point(r.payload, r.vector)) is not None]
+            if offset is None:
+                return
 
     def _scan_meta(self) -> list[tuple[str, str, float | None]]:
         if self._dim is None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import logging
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import itemgetter
 from pathlib import Path
 from types import TracebackType
@@ -85,6 +85,10 @@ def rank(hits: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
     rounded.sort(key=itemgetter(0))
     rounded.sort(key=itemgetter(1), reverse=True)
     return rounded
+
+
+# reading the ANN snapshot back, the store's scan brings its files' pages in again: paged out this often
+_PAGE_OUT_EVERY: Final = 100_000
 
 
 class VectorIndex(ABC):
@@ -137,27 +141,37 @@ class VectorIndex(ABC):
         dim, n = self.dim, self.count()
         if dim is None or n < self._ann_min or n > self._ann_max:
             return None
+        # the pages the shard read when it opened (1.6 GiB at 1M facts) are not held beside the graph
+        self.page_out_files()
         try:
-            meta = self._scan_meta()
+            ann = self._restore_ann(dim) if self._ann_snapshot is not None else None
+            self._ann_saved = 0 if ann is not None else -1
+            if ann is None:  # built in fact_id order, the vectors read a chunk at a time by id
+                ann = AnnCache(dim, capacity=n + 1024)
+                ann_snapshot.add_all(ann, self._scan_meta(), self.get_vectors, dim)
         except NotImplementedError:
             self._ann_min = None
             return None
-        # the pages the shard read when it opened (1.6 GiB at 1M facts) are not held beside the graph read
-        # back; the chunks' reads by id bring most of them back (they are spread over the files) until
-        # the page-out below
-        self.page_out_files()
-        snapshot = self._ann_snapshot
-        ann = ann_snapshot.restore(snapshot, dim, meta, self.get_vectors) if snapshot is not None else None
-        self._ann_saved = 0 if ann is not None else -1
-        if ann is None:
-            ann = AnnCache(dim, capacity=n + 1024)
-            ann_snapshot.add_all(ann, meta, self.get_vectors, dim)
         self._ann = ann
         self.save_ann()  # a crash later still finds this graph; ``restore`` adds what came after
-        del meta
         give_back()  # the scan's rows and each chunk's arrays: their free heap back to the system
         self.page_out_files()  # searches and stored vectors now come from the cache, not the backend's files
         return ann
+
+    def _restore_ann(self, dim: int) -> AnnCache | None:
+        """The snapshot read back against the store's scan in its own order (sequential reads), the
+        pages of the backend's files it brings in paged out every ``_PAGE_OUT_EVERY`` points."""
+        assert self._ann_snapshot is not None
+
+        def chunks() -> Iterator[list[tuple[str, Vector, str, float | None]]]:
+            read = 0
+            for chunk in self._scan_chunks():
+                yield chunk
+                if (read + len(chunk)) // _PAGE_OUT_EVERY != read // _PAGE_OUT_EVERY:
+                    self.page_out_files()
+                read += len(chunk)
+
+        return ann_snapshot.restore(self._ann_snapshot, dim, chunks())
 
     def stored_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
         """``get_vectors``, served from the ANN cache for the facts it holds (the same floats)."""
@@ -208,6 +222,10 @@ class VectorIndex(ABC):
     def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
         """Every point as (fact_id, unit vector, status, expires_at), in fact_id order."""
         raise NotImplementedError
+
+    def _scan_chunks(self) -> Iterator[list[tuple[str, Vector, str, float | None]]]:
+        """``_scan``, a chunk at a time in the backend's own order; backends that can, stream it."""
+        yield self._scan()
 
     def _scan_meta(self) -> list[tuple[str, str, float | None]]:
         """Every point as (fact_id, status, expires_at), in fact_id order, without its vector (for the

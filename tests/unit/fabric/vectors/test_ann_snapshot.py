@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,14 +26,11 @@ def points(vecs: np.ndarray, prefix: str = "f") -> list[ann_snapshot.Point]:
 
 
 def restore(directory: Path, dim: int, pts: list[ann_snapshot.Point]) -> AnnCache | None:
-    """``ann_snapshot.restore`` over a store that holds ``pts``; every vector read is counted."""
-    store = {f: v for f, v, _s, _e in pts}
-
-    def fetch(ids: Sequence[str]) -> dict[str, np.ndarray]:
-        assert len(ids) <= ann_snapshot._CHUNK  # a chunk at a time, never every vector at once
-        return {f: store[f] for f in ids if f in store}
-
-    return ann_snapshot.restore(directory, dim, [(f, s, e) for f, _v, s, e in pts], fetch)
+    """``ann_snapshot.restore`` over a store that holds ``pts``, scanned in its own order (not the
+    fact ids'), a chunk at a time."""
+    order = np.random.default_rng(len(pts)).permutation(len(pts)).tolist()
+    scanned = [pts[i] for i in order]
+    return ann_snapshot.restore(directory, dim, (scanned[s : s + 700] for s in range(0, len(scanned), 700)))
 
 
 def built(pts: list[ann_snapshot.Point]) -> AnnCache:
