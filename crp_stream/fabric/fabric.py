@@ -203,7 +203,7 @@ class Fabric:
         self._tidied_at = time.monotonic()
         db.release_page_cache(self.engine)
         give_back()
-        if self.vectors.ann_built:
+        if self.vectors.ann_now is not None:
             self.vectors.page_out_files()
 
     def warm(self, graph: bool = True) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,17 @@ def _guarded(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             raise VectorUnavailable(f"vector index {name} failed: {type(exc).__name__}: {exc}") from exc
 
     return call
+
+
+@contextmanager
+def _scanning() -> Iterator[None]:
+    """A scan's failure as a transient one; NotImplementedError (no scan: exact search) stays as it is."""
+    try:
+        yield
+    except (NotImplementedError, *_CALLER_ERRORS):
+        raise
+    except Exception as exc:
+        raise VectorUnavailable(f"vector index scan failed: {type(exc).__name__}: {exc}") from exc
 
 
 class GuardedVectors(VectorIndex):
@@ -152,28 +164,16 @@ class GuardedVectors(VectorIndex):
         self._ann_reset()
 
     def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
-        try:
+        with _scanning():
             return self.inner._scan()
-        except (NotImplementedError, *_CALLER_ERRORS):
-            raise
-        except Exception as exc:
-            raise VectorUnavailable(f"vector index scan failed: {type(exc).__name__}: {exc}") from exc
 
     def _scan_chunks(self) -> Iterator[list[tuple[str, Vector, str, float | None]]]:
-        try:
+        with _scanning():
             yield from self.inner._scan_chunks()
-        except (NotImplementedError, *_CALLER_ERRORS):
-            raise
-        except Exception as exc:
-            raise VectorUnavailable(f"vector index scan failed: {type(exc).__name__}: {exc}") from exc
 
     def _scan_meta(self) -> list[tuple[str, str, float | None]]:
-        try:
+        with _scanning():
             return self.inner._scan_meta()
-        except (NotImplementedError, *_CALLER_ERRORS):
-            raise
-        except Exception as exc:
-            raise VectorUnavailable(f"vector index scan failed: {type(exc).__name__}: {exc}") from exc
 
     def flush(self) -> None:
         _guarded("flush", self.inner.flush)()

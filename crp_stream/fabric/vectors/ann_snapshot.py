@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import faiss
@@ -30,6 +30,7 @@ SLOTS_FILE = "slots.json"
 _CHUNK = 10_000
 # more dead slots than this share of the snapshot: a new build is smaller and searches faster
 MAX_DEAD_SHARE = 0.5
+PAGE_OUT_EVERY = 100_000  # points of a scan read back between two ``paged`` page-outs
 
 Point = tuple[str, Vector, str, float | None]  # (fact_id, unit vector, status, expires_at), as ``_scan``
 Meta = tuple[str, str, float | None]  # (fact_id, status, expires_at), as ``_scan_meta``
@@ -116,6 +117,17 @@ def restore(directory: Path, dim: int, chunks: Iterable[Sequence[Point]]) -> Ann
         int(np.count_nonzero(~live)),
     )
     return ann
+
+
+def paged(chunks: Iterable[list[Point]], page_out: Callable[[], None]) -> Iterator[list[Point]]:
+    """``chunks`` as they come, calling ``page_out`` every ``PAGE_OUT_EVERY`` points read: the store's
+    scan brings the pages of its files in again, and the ANN cache, not they, will serve."""
+    read = 0
+    for chunk in chunks:
+        yield chunk
+        if (read + len(chunk)) // PAGE_OUT_EVERY != read // PAGE_OUT_EVERY:
+            page_out()
+        read += len(chunk)
 
 
 def in_order(part: Sequence[Meta], fetch: Fetch, dim: int) -> tuple[list[Meta], Vector]:

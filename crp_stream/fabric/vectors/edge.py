@@ -285,18 +285,7 @@ class EdgeVectorIndex(VectorIndex):
         return out
 
     def _scan(self) -> list[tuple[str, Vector, str, float | None]]:
-        if self._dim is None:
-            return []
-        shard = self._live()
-        out: list[tuple[str, Vector, str, float | None]] = []
-        offset: qe.PointId | None = None
-        while True:
-            records, offset = shard.scroll(
-                qe.ScrollRequest(offset=offset, limit=_BATCH, with_payload=True, with_vector=True)
-            )
-            out.extend(x for r in records if (x := scanned_point(r.payload, r.vector)) is not None)
-            if offset is None:
-                return sorted(out, key=lambda x: x[0])
+        return sorted((p for chunk in self._scan_chunks() for p in chunk), key=lambda x: x[0])
 
     def _scan_chunks(self) -> Iterator[list[tuple[str, Vector, str, float | None]]]:
         if self._dim is None:

@@ -62,12 +62,11 @@ def payload_of(item: VectorItem) -> dict[str, Any]:
 
 def scanned_point(payload: dict[str, Any] | None, vector: Any) -> tuple[str, Vector, str, float | None] | None:
     """A backend's stored point as ``_scan`` yields it, or None when it is not one of ours."""
-    p = payload or {}
-    if F_FACT_ID not in p or not isinstance(vector, list):
+    meta = scanned_meta(payload) if isinstance(vector, list) else None
+    if meta is None:
         return None
-    exp = p.get(F_EXPIRES_AT)
-    expires = None if exp is None else float(exp)
-    return str(p[F_FACT_ID]), np.asarray(vector, dtype=np.float32), str(p[F_STATUS]), expires
+    fact_id, status, expires = meta
+    return fact_id, np.asarray(vector, dtype=np.float32), status, expires
 
 
 def scanned_meta(payload: dict[str, Any] | None) -> tuple[str, str, float | None] | None:

@@ -87,10 +87,6 @@ def rank(hits: Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
     return rounded
 
 
-# reading the ANN snapshot back, the store's scan brings its files' pages in again: paged out this often
-_PAGE_OUT_EVERY: Final = 100_000
-
-
 class VectorIndex(ABC):
     """Port: a filtered cosine top-k index of fact vectors. Not thread-safe; one writer."""
 
@@ -144,7 +140,9 @@ class VectorIndex(ABC):
         # the pages the shard read when it opened (1.6 GiB at 1M facts) are not held beside the graph
         self.page_out_files()
         try:
-            ann = self._restore_ann(dim) if self._ann_snapshot is not None else None
+            snapshot = self._ann_snapshot  # read back against the store's scan in its own order
+            chunks = ann_snapshot.paged(self._scan_chunks(), self.page_out_files)
+            ann = ann_snapshot.restore(snapshot, dim, chunks) if snapshot is not None else None
             self._ann_saved = 0 if ann is not None else -1
             if ann is None:  # built in fact_id order, the vectors read a chunk at a time by id
                 ann = AnnCache(dim, capacity=n + 1024)
@@ -157,21 +155,6 @@ class VectorIndex(ABC):
         give_back()  # the scan's rows and each chunk's arrays: their free heap back to the system
         self.page_out_files()  # searches and stored vectors now come from the cache, not the backend's files
         return ann
-
-    def _restore_ann(self, dim: int) -> AnnCache | None:
-        """The snapshot read back against the store's scan in its own order (sequential reads), the
-        pages of the backend's files it brings in paged out every ``_PAGE_OUT_EVERY`` points."""
-        assert self._ann_snapshot is not None
-
-        def chunks() -> Iterator[list[tuple[str, Vector, str, float | None]]]:
-            read = 0
-            for chunk in self._scan_chunks():
-                yield chunk
-                if (read + len(chunk)) // _PAGE_OUT_EVERY != read // _PAGE_OUT_EVERY:
-                    self.page_out_files()
-                read += len(chunk)
-
-        return ann_snapshot.restore(self._ann_snapshot, dim, chunks())
 
     def stored_vectors(self, fact_ids: Sequence[str]) -> dict[str, Vector]:
         """``get_vectors``, served from the ANN cache for the facts it holds (the same floats)."""
@@ -254,11 +237,6 @@ class VectorIndex(ABC):
             if all(k in ahead for k in keys):
                 return [list(ahead[k]) for k in keys]
         return self._query_many(queries, limit, where, min_score)
-
-    @property
-    def ann_built(self) -> bool:
-        """Whether the ANN cache is built now (``ann`` would build it when due)."""
-        return self._ann is not None
 
     @property
     def ann_now(self) -> AnnCache | None:
