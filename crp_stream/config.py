@@ -141,6 +141,10 @@ class Settings:
     # every record (retention.ms=-1); the others (window requests and every output) keep this long
     replication_factor: int = 1
     derived_retention_ms: int = INFINITE_RETENTION_MS
+    # threads of numpy's BLAS in a long-running process (runtime/threads.py): its products are a few
+    # hundred rows, and a second thread only spins between them, a core taken from the broker and the
+    # database beside it; 0 leaves the library's own choice
+    blas_threads: int = 1
 
     @property
     def database(self) -> str:
@@ -391,6 +395,8 @@ def _apply(s: Settings, layer: Mapping[str, Any], origin: str) -> Settings:
             changes[key] = _int(label, value, 1, 100_000_000)
         elif key == "edge_k":
             changes[key] = _int(label, value, 1, 200)
+        elif key == "blas_threads":
+            changes[key] = _int(label, value, 0, 1024)
         elif key == "metrics_port":
             changes[key] = _int(label, value, 0, 65535)
         elif key in ("min_relevance", "edge_threshold", "contradiction_threshold"):

@@ -11,7 +11,7 @@ from typing import Any
 from crp_stream.cli import progress
 from crp_stream.cli.base import add_common, settings_of
 from crp_stream.cli.logcmds import print_status, publish_lines
-from crp_stream.runtime import heap
+from crp_stream.runtime import heap, threads
 from crp_stream.runtime.embedded import open_runtime
 
 # How often an idle ``run`` polls the log: the longest a record waits before it is picked up
@@ -39,6 +39,7 @@ def run(ns: argparse.Namespace) -> int:
         n = publish_lines(rt.publish, sample_path().read_text(encoding="utf-8"), str(sample_path()))
         log.info("published %d sample records from %s", n, sample_path())
     log.info("embedded run: data=%s model=%s", settings.data_dir, rt.fabric.embedder.model_id)
+    threads.limit_blas(settings.blas_threads)  # one thread: a second only spins between small products
     heap.settle()  # the collector: what lives as long as the process frozen, young collections rarer
     backlog = progress.bar("processing the backlog") if ns.until_idle else None
     try:

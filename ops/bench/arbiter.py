@@ -44,7 +44,7 @@ from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.arbiter import ArbiterHandler
 from crp_stream.processors.base import Record, us_to_dt
 from crp_stream.processors.dispatch import apply_record, apply_records
-from crp_stream.runtime import heap
+from crp_stream.runtime import heap, threads
 from ops.bench._common import DEFAULT_DATASETS, scratch
 
 DAY = 86_400 * 1_000_000
@@ -91,6 +91,7 @@ class Rig:
         self.handler.bind(self.fabric)
         # as `crp-stream run` and the Kafka worker do at start-up: what is alive now (modules, the
         # fabric) is frozen out of the collector's sight, and young collections are rarer (runtime.heap)
+        threads.limit_blas(Settings().blas_threads)  # as `crp-stream run` and the Kafka worker do
         heap.settle()
         self.offset = 0
         self.outputs: list[tuple[str, dict[str, Any]]] = []

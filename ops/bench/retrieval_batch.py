@@ -32,7 +32,7 @@ from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.base import Output, Record
 from crp_stream.processors.dispatch import apply_each, apply_record
 from crp_stream.processors.retrieval import RetrievalHandler
-from crp_stream.runtime import heap
+from crp_stream.runtime import heap, threads
 from crp_stream.runtime.embedded import open_fabric
 from ops.bench._common import T0_US, code_version, on_server, vec
 from ops.bench.retrieval_speed import MODEL, Session, make_sessions, prepared
@@ -132,6 +132,7 @@ def bench(args: argparse.Namespace) -> None:
         search = "ANN cache" if fabric.vectors.ann() is not None else "exact search"
         print(f"{args.size:,} facts ({how}); {search}; load average {os.getloadavg()[0]:.1f}", flush=True)
         sessions = make_sessions(corpus, args.sessions, args.sub_queries, args.seed + 1)
+        threads.limit_blas(Settings().blas_threads)  # as `crp-stream run` and the Kafka worker do
         heap.settle()
         Waves(fabric, sessions, "warm-", args.batch, args.budget, args.graph).wave(1, 1)  # caches filled, untimed
         one = Waves(fabric, sessions, "one-", 1, args.budget, args.graph)

@@ -75,7 +75,7 @@ from crp_stream.processors import assembly, envelope, graph_select, retrieval
 from crp_stream.processors.base import Record
 from crp_stream.processors.dispatch import apply_record
 from crp_stream.processors.retrieval import RetrievalHandler
-from crp_stream.runtime import heap
+from crp_stream.runtime import heap, threads
 from crp_stream.runtime.embedded import open_fabric
 from ops.bench import preload
 from ops.bench._common import CACHE_DIR, T0_US, Pipeline, code_version, on_server, percentile, scratch, vec
@@ -501,6 +501,7 @@ def bench(
         runner = Runner(fabric, budget, vary_query)
         if dump:
             runner.dump = open(f"{dump}.{n}", "w")  # noqa: SIM115  # closed after the passes
+        threads.limit_blas(Settings().blas_threads)  # as `crp-stream run` and the Kafka worker do
         heap.settle()  # as `crp-stream run` and the Kafka worker do at start-up
         passes = ["envelope, graph off (CDR)", "envelope, graph on (CDGR)", "envelope, CDGR, cold graph cache"]
         if not cold:

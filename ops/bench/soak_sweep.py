@@ -34,7 +34,7 @@ import numpy as np
 
 from crp_stream.config import Settings
 from crp_stream.fabric.fabric import Fabric
-from crp_stream.runtime import heap
+from crp_stream.runtime import heap, threads
 from crp_stream.runtime.embedded import open_runtime
 from crp_stream.runtime.embedded.log import Append, EmbeddedLog, LogRecord
 from crp_stream.runtime.embedded.runtime import EmbeddedRuntime, system_clock
@@ -291,6 +291,7 @@ def sweep(args: argparse.Namespace) -> int:
             rt = open_runtime(settings)
             fabric, log_ = rt.fabric, rt.log
             rt.run_until_idle()
+            threads.limit_blas(Settings().blas_threads)  # as `crp-stream run` and the Kafka worker do
             heap.settle()  # as `crp-stream run` and the Kafka worker do at start-up
             pool = make_sessions(corpus, 64, 3, 11)
             # Every pool session once: caches hold the working set, as in a worker that has run a while.

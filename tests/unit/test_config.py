@@ -35,6 +35,7 @@ def test_configured_trust_wins_and_claims_only_lower_it() -> None:
         ({"CRP_TTL": "blog=P1D"}, "not a source type"),
         ({"CRP_TTL": "news=P-1D"}, "CRP_TTL.news"),
         ({"CRP_BROKER": "localhost:9092"}, "kafka://"),
+        ({"CRP_BLAS_THREADS": "-1"}, "CRP_BLAS_THREADS: -1 is out of range"),
     ],
 )
 def test_bad_settings_give_one_line(env: dict[str, str], fragment: str) -> None:
@@ -63,6 +64,11 @@ def test_input_topic_prefix_moves_only_the_input_topics() -> None:
         assert s.topic(base).startswith("shadow.") and s.base_topic(s.topic(base)) == base
     plain = load_settings({}, env={"CRP_TOPIC_PREFIX": "app1."})
     assert plain.topic("crp.documents") == "app1.documents" and plain.base_topic("app1.facts") == "crp.facts"
+
+
+def test_blas_threads_default_to_one() -> None:
+    assert load_settings({}, env={}).blas_threads == 1
+    assert load_settings({}, env={"CRP_BLAS_THREADS": "0"}).blas_threads == 0
 
 
 def test_caches_and_the_ann_threshold_are_settings() -> None:

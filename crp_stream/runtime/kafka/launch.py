@@ -9,7 +9,7 @@ import signal
 from collections.abc import Callable, Sequence
 
 from crp_stream.config import Settings
-from crp_stream.runtime import heap
+from crp_stream.runtime import heap, threads
 from crp_stream.runtime.kafka.delivery import Routed
 from crp_stream.runtime.kafka.groups import parse_groups
 from crp_stream.runtime.kafka.startup import wait_for_services
@@ -31,6 +31,7 @@ def run_worker(
     for handler in logging.getLogger().handlers:
         handler.addFilter(limit)
     chosen = parse_groups(groups)
+    threads.limit_blas(settings.blas_threads)  # from the main thread, before the fabric thread runs
 
     async def main() -> int:
         stop = asyncio.Event()
