@@ -196,17 +196,19 @@ def outside_bounds(uow: UnitOfWork, c: Candidates, w: Walk, places: list[int], f
     a bound without it reads every reached fact."""
     rel = np.ones(len(places), dtype=np.float64)
     rec = np.ones(len(places), dtype=np.float64)
-    if places:
-        held, modified_at_us, ttl_s = uow.facts.aging([w.ids[p] for p in places])
-        rec[held] = recency.recency_factor(c.ctx.now_s - modified_at_us / 1e6, ttl_s)
-    ann = uow.vectors.ann() if places else None
+    if not places:
+        return []
+    names = [w.ids[p] for p in places]
+    held, modified_at_us, ttl_s = uow.facts.aging(names)
+    rec[held] = recency.recency_factor(c.ctx.now_s - modified_at_us / 1e6, ttl_s)
+    ann = uow.vectors.ann()
     if ann is not None:
-        slot_of = ann.slot
-        found = [(j, s) for j, p in enumerate(places) if (s := slot_of(w.ids[p])) is not None]
-        if found:
-            rows = ann.stored()[[s for _j, s in found]].astype(np.float64)
+        slots = ann.slots(names)
+        found = np.flatnonzero(slots >= 0)
+        if found.shape[0]:
+            rows = ann.stored()[slots[found]].astype(np.float64)
             query = np.asarray(c.ctx.query_vec, dtype=np.float64)
-            rel[[j for j, _s in found]] = rows @ query + _REL_MARGIN
+            rel[found] = rows @ query + _REL_MARGIN
     bounds: list[float] = (w.bridge[places] * rec * np.maximum(rel, floor)).tolist()
     return bounds
 

@@ -507,7 +507,9 @@ def run_case(
         n = run["fabric_thread"]["count"]
         run["fabric_thread"]["cpu_mean_ms"] = round(1000 * cpu_s / n, 2) if n else float("nan")
         # the whole worker process (fabric thread, faust's event loop, the producer): CPU per served request
-        run["process_cpu_ms_per_request"] = round(1000 * proc_s / n, 2) if n else float("nan")
+        served = run["assembly"]["count"]
+        run["process_cpu_ms_per_request"] = round(1000 * proc_s / served, 2) if served else float("nan")
+        run["fabric_cpu_ms_per_request"] = round(1000 * cpu_s / served, 2) if served else float("nan")
         run["load_avg"] = round(os.getloadavg()[0], 2)
         return run
     finally:

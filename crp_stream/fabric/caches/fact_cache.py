@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable, Sequence
-from itertools import filterfalse
+from itertools import filterfalse, repeat
 from operator import itemgetter
 from typing import Any, NamedTuple, cast
 
@@ -348,10 +348,9 @@ class FactCache:
         """The places in ``fact_ids`` of the facts held, with their ``modified_at_us`` and ``ttl_s``
         (``Columns``'s floats): what a fact's recency depends on, which never changes once it is
         committed. A peek: no status is read and the LRU order is not touched."""
-        slot = self._slot
-        got = list(map(slot.get, fact_ids))
-        places = np.fromiter((k for k, s in enumerate(got) if s is not None), dtype=np.intp)
-        at = np.fromiter((s for s in got if s is not None), dtype=np.intp, count=places.shape[0])
+        got = np.fromiter(map(self._slot.get, fact_ids, repeat(-1)), dtype=np.intp, count=len(fact_ids))
+        places = np.flatnonzero(got >= 0)
+        at = got[places]
         return places, self._num[at, 1], self._num[at, 2]
 
     def _hits(self, ids: list[str], slots: list[int], at: npt.NDArray[np.intp], codes: npt.NDArray[np.int16]) -> Batch:

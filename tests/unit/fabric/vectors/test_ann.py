@@ -203,6 +203,22 @@ def test_one_call_of_more_queries_than_it_keeps_answers_every_one() -> None:
     assert many == [ann.search(v[None, :], 5, ("quarantined",), NOW, None)[0] for v in vecs[:400]]  # type: ignore[index]
 
 
+def test_the_stored_view_is_read_once_and_follows_every_add() -> None:
+    """``stored`` keeps its view between adds (the same array object), and an add, in the caller's
+    thread or in the background, gives the next read every point, moved storage or not."""
+    vecs = clustered(700, seed=5)
+    ann = AnnCache(32)
+    ann.add(["a0"], vecs[:1], ["active"], [None])
+    first = ann.stored()
+    assert ann.stored() is first and np.array_equal(first, vecs[:1])
+    ann.add([f"a{i}" for i in range(1, 600)], vecs[1:600], ["active"] * 599, [None] * 599)  # in the background
+    assert ann._adding is not None
+    view = ann.stored()
+    assert ann._adding is None and view is not first and np.array_equal(view, vecs[:600])
+    ann.add(["a0"], vecs[600:601], ["active"], [None])  # a rewrite takes a new slot
+    assert np.array_equal(ann.stored(), np.concatenate([vecs[:600], vecs[600:601]]))
+
+
 def test_a_large_add_runs_in_the_background_and_the_next_read_waits_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
     vecs = clustered(600, seed=4)
 
