@@ -79,16 +79,20 @@ def recency_factor(age_seconds: ArrayLike, ttl_seconds: ArrayLike) -> NDArray[np
         raise ValueError("age_seconds contains nan")
     if (ttl < 0).any():
         raise ValueError("ttl_seconds must be >= 0 (use inf for never expires)")
-    age, ttl = np.broadcast_arrays(age, ttl)
-    never = ~np.isfinite(ttl)
-    half = FRESH_FRACTION * np.where(never, 1.0, ttl)
-    if bool((never | (age <= half)).all()):  # the usual case, every fact fresh: 1.0, as below
-        return np.ones(age.shape, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        decay = 1.0 - (1.0 - STALE_FLOOR) * (age - half) / half
-    out = np.where(age <= half, 1.0, np.where(age >= np.where(never, np.inf, ttl), STALE_FLOOR, decay))
-    out = np.where(never, 1.0, out)
-    return np.clip(out, STALE_FLOOR, 1.0).astype(np.float64)
+    if age.shape != ttl.shape:
+        age, ttl = np.broadcast_arrays(age, ttl)
+    # past half its TTL: a finite TTL (half of inf is inf, and nan compares false)
+    stale = age > FRESH_FRACTION * ttl
+    out = np.ones(age.shape, dtype=np.float64)
+    if not stale.any():  # the usual case, every fact fresh
+        return out
+    a, t = age[stale], ttl[stale]
+    vals = np.full(a.shape, STALE_FLOOR)
+    mid = a < t  # then t > 0: the linear decay; at the TTL and after, the floor
+    am, half = a[mid], FRESH_FRACTION * t[mid]
+    vals[mid] = np.clip(1.0 - (1.0 - STALE_FLOOR) * (am - half) / half, STALE_FLOOR, 1.0)
+    out[stale] = vals
+    return out
 
 
 def recency_penalised_count(factors: ArrayLike) -> int:

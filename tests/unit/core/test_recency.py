@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 import pytest
 
 from crp_stream.core.recency import (
@@ -130,3 +132,37 @@ def test_hard_expired_at_or_after_the_expiry_time() -> None:
     from crp_stream.core.recency import hard_expired
 
     assert hard_expired([None, 99, 100, 101], 100).tolist() == [False, True, True, False]
+
+
+def _reference(age: np.ndarray, ttl: np.ndarray) -> np.ndarray:
+    """§3.2 term by term over every element (what the function computed before its fast path)."""
+    age, ttl = np.broadcast_arrays(np.asarray(age, dtype=np.float64), np.asarray(ttl, dtype=np.float64))
+    never = ~np.isfinite(ttl)
+    half = 0.5 * np.where(never, 1.0, ttl)
+    with np.errstate(all="ignore"):
+        decay = 1.0 - 0.7 * (age - half) / half
+    out = np.where(age <= half, 1.0, np.where(age >= np.where(never, np.inf, ttl), STALE_FLOOR, decay))
+    return np.clip(np.where(never, 1.0, out), STALE_FLOOR, 1.0)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.floats(-1e10, 1e10), st.sampled_from([0.0, 50.0, 100.0, math.inf, -math.inf])),
+            st.one_of(st.floats(0.0, 1e10), st.sampled_from([0.0, 100.0, math.inf, math.nan])),
+        ),
+        max_size=40,
+    )
+)
+def test_the_same_floats_as_the_rule_term_by_term(pairs: list[tuple[float, float]]) -> None:
+    age = np.asarray([a for a, _ in pairs], dtype=np.float64)
+    ttl = np.asarray([t for _, t in pairs], dtype=np.float64)
+    got = recency_factor(age, ttl)
+    assert got.dtype == np.float64 and got.shape == age.shape
+    assert got.tobytes() == _reference(age, ttl).tobytes()
+
+
+def test_broadcasts_one_ttl_over_many_ages() -> None:
+    ages = np.array([[10.0, 60.0], [100.0, -1.0]])
+    got = recency_factor(ages, 100.0)
+    assert got.shape == (2, 2) and got.tobytes() == _reference(ages, np.float64(100.0)).tobytes()
