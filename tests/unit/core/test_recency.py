@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-import pytest
 
 from crp_stream.core.recency import (
     DEFAULT_TTL_SECONDS,
