@@ -31,12 +31,15 @@ class LoadedEdges:
     kind: npt.NDArray[np.int8] = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
     cache: GraphCache | None = None  # the fabric's, from ``bind``
     # A compact numbering of the facts met so far (``local``), for the walk's levels: arrays as long as
-    # the facts this request touched (hundreds), not as the graph cache's ints (100k). ``lsrc``/``ldst``
-    # are ``src``/``dst`` renumbered; ``glob`` maps back; ``at`` maps forward (-1: not met).
+    # the facts this request touched (thousands), not as the graph cache's ints (1M). ``lsrc``/``ldst``
+    # are ``src``/``dst`` renumbered; ``glob`` maps back; ``known``, ``glob`` sorted, and ``number``,
+    # the compact number of each of them, map forward by binary search: no array as long as the
+    # cache's ints is made per request (at 1M facts that was 8 MB filled and copied a dozen times)
     lsrc: npt.NDArray[np.int64] = field(default_factory=_ints)
     ldst: npt.NDArray[np.int64] = field(default_factory=_ints)
     glob: npt.NDArray[np.int64] = field(default_factory=_ints)
-    at: npt.NDArray[np.int64] = field(default_factory=_ints)
+    known: npt.NDArray[np.int64] = field(default_factory=_ints)
+    number: npt.NDArray[np.int64] = field(default_factory=_ints)
 
     @property
     def graph(self) -> GraphCache:
@@ -75,18 +78,25 @@ class LoadedEdges:
         """The compact number of each fact (int); facts not met yet are numbered next, in order of
         first appearance."""
         g = np.asarray(ints, dtype=np.int64).reshape(-1)
-        top = int(g.max(initial=-1)) + 1
-        if top > self.at.shape[0]:
-            grown = np.full(max(top, len(self.cache.names) if self.cache is not None else 0), -1, dtype=np.int64)
-            grown[: self.at.shape[0]] = self.at
-            self.at = grown
-        new = g[self.at[g] < 0]
+        new = g[~self._met(g)]
         if new.shape[0]:
             _, first = np.unique(new, return_index=True)
             fresh = new[np.sort(first)]
-            self.at[fresh] = np.arange(self.glob.shape[0], self.glob.shape[0] + fresh.shape[0])
+            base = self.glob.shape[0]
             self.glob = np.concatenate([self.glob, fresh])
-        return self.at[g]
+            known = np.concatenate([self.known, fresh])
+            number = np.concatenate([self.number, np.arange(base, base + fresh.shape[0], dtype=np.int64)])
+            by = np.argsort(known, kind="stable")
+            self.known, self.number = known[by], number[by]
+        return self.number[np.searchsorted(self.known, g)] if g.shape[0] else g
+
+    def _met(self, g: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Whether each int has a compact number already."""
+        n = self.known.shape[0]
+        if n == 0:
+            return np.zeros(g.shape[0], dtype=bool)
+        at = np.minimum(np.searchsorted(self.known, g), n - 1)
+        return np.asarray(self.known[at] == g)
 
     def neighbours(self, ints: Iterable[int]) -> npt.NDArray[np.int64]:
         """Every neighbour of the given (loaded) facts."""

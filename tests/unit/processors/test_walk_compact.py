@@ -31,7 +31,8 @@ def test_levels_on_the_compact_numbering_are_the_levels_on_the_cache_ints(seed: 
     for _ in range(6):
         g.load(uow, rng.choice(len(cache.names), int(rng.integers(1, 15)), replace=False).tolist())  # type: ignore[arg-type]
         assert np.array_equal(g.glob[g.lsrc], g.src) and np.array_equal(g.glob[g.ldst], g.dst)
-        assert np.array_equal(g.at[g.glob], np.arange(g.glob.shape[0]))  # one number per fact
+        assert np.array_equal(g.local(g.glob), np.arange(g.glob.shape[0]))  # one number per fact
+        assert np.array_equal(np.sort(g.glob), g.known) and np.unique(g.glob).shape == g.glob.shape
         for hops in (1, 2, 3):
             seeds = rng.choice(len(cache.names), int(rng.integers(1, 5)), replace=False)
             want, want_depth = graph_rank.walk_levels(seeds, g.src, g.dst, hops)
@@ -118,3 +119,11 @@ def test_structure_bridges_added_later_are_the_typed_bridge_values(seed: int) ->
     assert w.bridge.tolist() == want_values.tolist()
     assert np.array_equal(w.bridged_cols, want_bridged) and np.array_equal(w.extra, want_extra)
     assert want_extra.any() or sim.all()  # the structure edges made bridges of their own
+
+
+def test_new_facts_are_numbered_next_in_order_of_first_appearance() -> None:
+    g = LoadedEdges()
+    assert g.local([]).tolist() == []
+    assert g.local([5, 3, 5, 9]).tolist() == [0, 1, 0, 2]
+    assert g.local([9, 7, 3, 11, 7, 10**12]).tolist() == [2, 3, 1, 4, 3, 5]
+    assert g.glob.tolist() == [5, 3, 9, 7, 11, 10**12]
