@@ -425,7 +425,7 @@ class FactCache:
             self._ann = ann
         at = np.asarray(slots, dtype=np.intp)
         held = ann if ann is self._ann else None  # a cache this process no longer reads: keep them here
-        aslot = np.fromiter((_slot_in(held, f) for f in keep), dtype=np.int64, count=len(keep))
+        aslot = held.slots(keep) if held is not None else np.full(len(keep), -1, dtype=np.int64)
         mine = aslot < 0
         self._owned += int(mine.sum()) - int((self._aslot[at] < 0).sum())
         self._aslot[at] = aslot
@@ -477,11 +477,6 @@ class FactCache:
         self._heads.extend([None] * (size - old))
         self._grams.extend([None] * (size - old))
         self._free.extend(range(size - 1, old - 1, -1))  # popped from the end: lowest slot first
-
-
-def _slot_in(ann: AnnCache | None, fact_id: str) -> int:
-    slot = ann.slot(fact_id) if ann is not None else None
-    return -1 if slot is None else slot
 
 
 __all__ = ["FIELDS", "HEAD_FIELDS", "NEVER", "Batch", "Columns", "FactCache", "least_recent"]
