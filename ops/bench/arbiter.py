@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from crp_stream import events
-from crp_stream.config import Settings
+from crp_stream.config import Settings, load_settings
 from crp_stream.core.claim_values import claim_key, normalise_value
 from crp_stream.core.drift import ClaimRecord, claim_verdict, partition_views
 from crp_stream.fabric.fabric import Fabric
@@ -91,7 +91,7 @@ class Rig:
         self.handler.bind(self.fabric)
         # as `crp-stream run` and the Kafka worker do at start-up: what is alive now (modules, the
         # fabric) is frozen out of the collector's sight, and young collections are rarer (runtime.heap)
-        threads.limit_blas(Settings().blas_threads)  # as `crp-stream run` and the Kafka worker do
+        threads.limit_blas(load_settings({}).blas_threads)  # as `crp-stream run` does
         heap.settle()
         self.offset = 0
         self.outputs: list[tuple[str, dict[str, Any]]] = []

@@ -92,7 +92,7 @@ class _Directions:
 
 
 def serve(path: Path, n: int, requests: int, overrides: dict[str, int]) -> None:
-    from crp_stream.config import Settings
+    from crp_stream.config import Settings, load_settings
     from crp_stream.fabric.heap_trim import give_back
     from crp_stream.runtime import heap, threads
     from crp_stream.runtime.embedded import open_fabric
@@ -117,7 +117,7 @@ def serve(path: Path, n: int, requests: int, overrides: dict[str, int]) -> None:
         cached_facts=len(fabric.facts),
     )
     runner = Runner(fabric, 35, vary_query=True)
-    threads.limit_blas(Settings().blas_threads)  # as `crp-stream run` and the Kafka worker do
+    threads.limit_blas(load_settings({}).blas_threads)  # as `crp-stream run` does
     heap.settle()  # as `crp-stream run` and the Kafka worker do at start-up
     passes = ["envelope, graph off (CDR)", "envelope, graph on (CDGR)"]
     stages = {p: Stages() for p in passes}

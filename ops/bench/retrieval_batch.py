@@ -27,7 +27,7 @@ import json
 import time
 from typing import Any
 
-from crp_stream.config import Settings
+from crp_stream.config import Settings, load_settings
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.processors.base import Output, Record
 from crp_stream.processors.dispatch import apply_each, apply_record
@@ -132,7 +132,7 @@ def bench(args: argparse.Namespace) -> None:
         search = "ANN cache" if fabric.vectors.ann() is not None else "exact search"
         print(f"{args.size:,} facts ({how}); {search}; load average {os.getloadavg()[0]:.1f}", flush=True)
         sessions = make_sessions(corpus, args.sessions, args.sub_queries, args.seed + 1)
-        threads.limit_blas(Settings().blas_threads)  # as `crp-stream run` and the Kafka worker do
+        threads.limit_blas(load_settings({}).blas_threads)  # as `crp-stream run` does
         heap.settle()
         Waves(fabric, sessions, "warm-", args.batch, args.budget, args.graph).wave(1, 1)  # caches filled, untimed
         one = Waves(fabric, sessions, "one-", 1, args.budget, args.graph)

@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 
 from crp_stream import events
-from crp_stream.config import Settings
+from crp_stream.config import Settings, load_settings
 from crp_stream.core import cdgr, graph_rank
 from crp_stream.fabric.caches.fact_cache import FactCache
 from crp_stream.fabric.caches.graph import GraphCache
@@ -501,7 +501,7 @@ def bench(
         runner = Runner(fabric, budget, vary_query)
         if dump:
             runner.dump = open(f"{dump}.{n}", "w")  # noqa: SIM115  # closed after the passes
-        threads.limit_blas(Settings().blas_threads)  # as `crp-stream run` and the Kafka worker do
+        threads.limit_blas(load_settings({}).blas_threads)  # as `crp-stream run` does
         heap.settle()  # as `crp-stream run` and the Kafka worker do at start-up
         passes = ["envelope, graph off (CDR)", "envelope, graph on (CDGR)", "envelope, CDGR, cold graph cache"]
         if not cold:

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from crp_stream.config import Settings
+from crp_stream.config import Settings, load_settings
 from crp_stream.runtime import heap, threads
 from crp_stream.runtime.embedded import open_runtime
 from crp_stream.runtime.embedded.log import Append, EmbeddedLog, LogRecord
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace, data: Path) -> int:
 
     rt = open_runtime(settings, on_output=on_output)
     fabric, log_ = rt.fabric, rt.log
-    threads.limit_blas(Settings().blas_threads)  # as `crp-stream run` and the Kafka worker do
+    threads.limit_blas(load_settings({}).blas_threads)  # as `crp-stream run` does
     heap.settle()  # as `crp-stream run` and the Kafka worker do at start-up
     if args.preload:
         seed = Traffic(args)

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from crp_stream.config import Settings
+from crp_stream.config import Settings, load_settings
 from crp_stream.fabric.fabric import Fabric
 from crp_stream.runtime import heap, threads
 from crp_stream.runtime.embedded import open_runtime
@@ -291,7 +291,7 @@ def sweep(args: argparse.Namespace) -> int:
             rt = open_runtime(settings)
             fabric, log_ = rt.fabric, rt.log
             rt.run_until_idle()
-            threads.limit_blas(Settings().blas_threads)  # as `crp-stream run` and the Kafka worker do
+            threads.limit_blas(load_settings({}).blas_threads)  # as `crp-stream run` does
             heap.settle()  # as `crp-stream run` and the Kafka worker do at start-up
             pool = make_sessions(corpus, 64, 3, 11)
             # Every pool session once: caches hold the working set, as in a worker that has run a while.

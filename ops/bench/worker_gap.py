@@ -87,7 +87,7 @@ def _passes(fabric: Any, vecs: kafka_e2e.Vectors, args: argparse.Namespace, tag:
 
 def in_process(database: str | None, tmp: Path, args: argparse.Namespace, batches: list[int]) -> list[dict[str, Any]]:
     """Preload the corpus into ``database`` (None: SQLite) and run the request passes on a warm fabric."""
-    from crp_stream.config import Settings
+    from crp_stream.config import load_settings
     from crp_stream.runtime import heap, threads
     from crp_stream.runtime.embedded import open_fabric
 
@@ -98,7 +98,7 @@ def in_process(database: str | None, tmp: Path, args: argparse.Namespace, batche
     try:
         t = time.perf_counter()
         fabric.warm()
-        threads.limit_blas(Settings().blas_threads)  # as `crp-stream run` and the Kafka worker do
+        threads.limit_blas(load_settings({}).blas_threads)  # as `crp-stream run` does
         heap.settle()
         print(f"warm in {time.perf_counter() - t:.1f} s", flush=True)
         out = []
