@@ -278,6 +278,12 @@ class FactCache:
 
     def columns(self, repo: Repository, vectors: VectorIndex, fact_ids: Sequence[str]) -> Batch:
         """``candidates`` with the numeric columns of the same facts as arrays (``Columns``)."""
+        if len(fact_ids) > self.max_facts:  # storing a part's misses may evict the part before it
+            parts = [
+                self.columns(repo, vectors, fact_ids[i : i + self.max_facts])
+                for i in range(0, len(fact_ids), self.max_facts)
+            ]
+            return _joined(parts)
         self._current(repo)
         if self._ann is not None and vectors.ann_now is not self._ann:  # slots into a cache now gone
             self._clear_rows()
@@ -301,46 +307,38 @@ class FactCache:
             vecs = vectors.stored_vectors(missing)
             loaded = {f: (rows[f], np.asarray(vecs[f], dtype=np.float32)) for f in missing if f in rows and f in vecs}
         ids = [f for f in fact_ids if f in status and (f in slot or f in loaded)]
-        out_rows: list[dict[str, Any]] = []
-        out_status: list[str] = []
-        heads: list[tuple[Any, ...]] = []
-        grams: list[npt.NDArray[np.int64] | None] = []
-        hit_at: list[int] = []
-        hit_slots: list[int] = []
-        load_at: list[int] = []
-        cached = self._rows
-        for n, f in enumerate(ids):
-            s = slot.get(f)
-            if s is None:
-                row = loaded[f][0]
-                heads.append(_HEAD(row))
-                grams.append(None)
-                load_at.append(n)
-            else:
-                row = cached[s] or {}
-                heads.append(self._heads[s] or ())
-                grams.append(self._grams[s])
-                hit_at.append(n)
-                hit_slots.append(s)
-            out_status.append(status[f])
-            out_rows.append(row)
-        self._touch(hit_slots)
-        dim = self._mat.shape[1] if hit_slots else (next(iter(loaded.values()))[1].shape[0] if loaded else 0)
-        out = np.zeros((len(ids), dim), dtype=np.float32)
-        num = np.zeros((len(ids), 3), dtype=np.float64)
-        whole = np.zeros((len(ids), 2), dtype=np.int64)
-        if hit_slots:
-            out[hit_at] = self._vectors(np.asarray(hit_slots, dtype=np.intp))
-            num[hit_at] = self._num[hit_slots]
-            whole[hit_at] = self._int[hit_slots]
+        if loaded and self._slot and self._mat.shape[1] != next(iter(loaded.values()))[1].shape[0]:
+            self._clear_rows()  # vectors of another width (another model): every fact read again
+            return self.columns(repo, vectors, fact_ids)
+        return self._stored_then_read(ids, status, loaded, vectors)
+
+    def _stored_then_read(
+        self,
+        ids: list[str],
+        status: dict[str, str],
+        loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]],
+        vectors: VectorIndex,
+    ) -> Batch:
+        """``columns`` once the misses are read: the hits marked used, the misses stored, and then every
+        fact read from the slots, in C-level maps and fancy indexing. What the loop of ``columns``
+        gives, as long as storing evicts none of them (the caller checks: they fit in the cache, and
+        the hits, just marked, are the most recently used) and keeps the vectors' width."""
+        slot = self._slot
+        held = np.fromiter(map(slot.get, ids, repeat(-1)), dtype=np.intp, count=len(ids))
+        self._touch(held[held >= 0])
         if loaded:
-            new = _Loaded(np.stack([v for _r, v in loaded.values()]), *_numbers([r for r, _v in loaded.values()]))
-            order = {f: k for k, f in enumerate(loaded)}
-            src = [order[ids[n]] for n in load_at]
-            out[load_at], num[load_at], whole[load_at] = new.vecs[src], new.num[src], new.whole[src]
-            self._store(loaded, new, vectors)
+            rows = [r for r, _v in loaded.values()]
+            self._store(loaded, _Loaded(np.stack([v for _r, v in loaded.values()]), *_numbers(rows)), vectors)
+        got = list(map(slot.__getitem__, ids))
+        at = np.fromiter(got, dtype=np.intp, count=len(got))
+        cached = list(map(self._rows.__getitem__, got))
+        heads = list(map(self._heads.__getitem__, got))
+        grams = list(map(self._grams.__getitem__, got))
+        num, whole = self._num[at], self._int[at]
         cols = Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1])
-        return Batch(ids, out_rows, out, cols, out_status, heads, grams)
+        vecs = self._vectors(at) if got else np.zeros((0, self._mat.shape[1]), dtype=np.float32)
+        out_status = list(map(status.__getitem__, ids))
+        return Batch(ids, cached, vecs, cols, out_status, heads, grams)  # type: ignore[arg-type]  # held: no None
 
     def aging(
         self, fact_ids: Sequence[str]
@@ -477,6 +475,20 @@ class FactCache:
         self._heads.extend([None] * (size - old))
         self._grams.extend([None] * (size - old))
         self._free.extend(range(size - 1, old - 1, -1))  # popped from the end: lowest slot first
+
+
+def _joined(parts: list[Batch]) -> Batch:
+    """One batch of the parts' facts, in order."""
+    cols = Columns(*(np.concatenate([getattr(p.cols, f) for p in parts]) for f in Columns._fields))
+    return Batch(
+        [f for p in parts for f in p.ids],
+        [r for p in parts for r in p.rows],
+        np.concatenate([p.vecs for p in parts]),
+        cols,
+        [st for p in parts for st in p.status or []],
+        [h for p in parts for h in p.heads or []],
+        [g for p in parts for g in p.grams or []],
+    )
 
 
 __all__ = ["FIELDS", "HEAD_FIELDS", "NEVER", "Batch", "Columns", "FactCache", "least_recent"]

@@ -295,3 +295,44 @@ def test_facts_cached_before_the_ann_cache_keep_their_own_vectors_beside_its_row
         ids, _rows, vecs = cache.candidates(repo, index, ["b", "a", "c"])  # b, c: slots in its storage
     assert ids == ["b", "a", "c"] and cache._owned == 1
     np.testing.assert_array_equal(vecs, np.asarray([VECS["b"], VECS["a"], VECS["c"]], dtype=np.float32))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_read_is_the_stores_whatever_the_cache_held_or_evicted(tmp_path: Path, seed: int) -> None:
+    """Random requests (repeats, unknown ids, facts without a vector, more facts than the cache holds)
+    against a small cache: each batch is what the store holds, field by field, in the request's order."""
+    from crp_stream.fabric.caches.fact_cache import HEAD_FIELDS
+
+    rng = np.random.default_rng(seed)
+    eng = db.make_engine(f"sqlite:///{tmp_path / 'f.sqlite'}")
+    db.upgrade(eng)
+    names = [f"f{i:02d}" for i in range(40)]
+    rows = {
+        f: fact(
+            f,
+            importance=float(rng.uniform()),
+            modified_at_us=int(rng.integers(1, 10**6)),
+            ttl_s=None if i % 3 else 3600.0,
+        )
+        for i, f in enumerate(names)
+    }
+    vecs = {f: rng.normal(size=4).tolist() for f in names if f != "f07"}  # f07 has no vector
+    with eng.begin() as conn:
+        Repository(conn).insert_facts(list(rows.values()))
+        Repository(conn).set_fact_status(["f03", "f11"], "stale")
+    cache, vectors = FactCache(max_facts=int(rng.integers(3, 12))), Vectors(vecs)
+    for _ in range(25):
+        ask = [str(x) for x in rng.choice([*names, "zz"], int(rng.integers(1, 20)))]
+        with eng.begin() as conn:
+            b = cache.columns(Repository(conn), vectors, ask)
+        want = [f for f in ask if f in rows and f in vecs]
+        assert b.ids == want
+        assert b.status == ["stale" if f in ("f03", "f11") else "active" for f in want]
+        assert [r["text"] for r in b.rows] == [rows[f]["text"] for f in want]
+        assert b.heads == [tuple(rows[f][k] for k in HEAD_FIELDS) for f in want]
+        assert b.vecs.tolist() == [np.asarray(vecs[f], dtype=np.float32).tolist() for f in want]
+        assert b.cols.importance.tolist() == [rows[f]["importance"] for f in want]
+        assert b.cols.modified_at_us.tolist() == [float(rows[f]["modified_at_us"]) for f in want]
+        assert b.cols.ttl_s.tolist() == [float("inf") if rows[f]["ttl_s"] is None else 3600.0 for f in want]
+        assert len(cache) <= cache.max_facts
+    eng.dispose()
