@@ -320,9 +320,9 @@ class FactCache:
         vectors: VectorIndex,
     ) -> Batch:
         """``columns`` once the misses are read: the hits marked used, the misses stored, and then every
-        fact read from the slots, in C-level maps and fancy indexing. What the loop of ``columns``
-        gives, as long as storing evicts none of them (the caller checks: they fit in the cache, and
-        the hits, just marked, are the most recently used) and keeps the vectors' width."""
+        fact read from the slots, in C-level maps and fancy indexing. Storing evicts none of them: they
+        fit in the cache (``columns`` reads a larger request in parts), the hits just marked are the
+        most recently used, and the vectors keep their width (``columns`` starts over otherwise)."""
         slot = self._slot
         held = np.fromiter(map(slot.get, ids, repeat(-1)), dtype=np.intp, count=len(ids))
         self._touch(held[held >= 0])
