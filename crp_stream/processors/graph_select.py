@@ -194,10 +194,10 @@ def outside_bounds(uow: UnitOfWork, c: Candidates, w: Walk, places: list[int], f
     computes it) where the cache holds the fact, else 1; the relevance is from the ANN cache's stored
     vector widened by a margin, else 1. On a fabric of old facts every recency sits near its floor:
     a bound without it reads every reached fact."""
-    rel = np.ones(len(places), dtype=np.float64)
-    rec = np.ones(len(places), dtype=np.float64)
     if not places:
         return []
+    rel = np.ones(len(places), dtype=np.float64)
+    rec = np.ones(len(places), dtype=np.float64)
     names = [w.ids[p] for p in places]
     held, modified_at_us, ttl_s = uow.facts.aging(names)
     rec[held] = recency.recency_factor(c.ctx.now_s - modified_at_us / 1e6, ttl_s)

@@ -330,15 +330,18 @@ class FactCache:
             rows = [r for r, _v in loaded.values()]
             self._store(loaded, _Loaded(np.stack([v for _r, v in loaded.values()]), *_numbers(rows)), vectors)
         got = list(map(slot.__getitem__, ids))
-        at = np.fromiter(got, dtype=np.intp, count=len(got))
-        cached = list(map(self._rows.__getitem__, got))
-        heads = list(map(self._heads.__getitem__, got))
-        grams = list(map(self._grams.__getitem__, got))
+        return self._read(ids, got, np.fromiter(got, dtype=np.intp, count=len(got)), list(map(status.__getitem__, ids)))
+
+    def _read(self, ids: list[str], slots: list[int], at: npt.NDArray[np.intp], status: list[str]) -> Batch:
+        """The batch of the held facts ``ids``, at ``slots`` (``at`` as an array), with their statuses:
+        C-level maps and fancy indexing."""
+        rows = list(map(self._rows.__getitem__, slots))
+        heads = list(map(self._heads.__getitem__, slots))
+        grams = list(map(self._grams.__getitem__, slots))
         num, whole = self._num[at], self._int[at]
         cols = Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1])
-        vecs = self._vectors(at) if got else np.zeros((0, self._mat.shape[1]), dtype=np.float32)
-        out_status = list(map(status.__getitem__, ids))
-        return Batch(ids, cached, vecs, cols, out_status, heads, grams)  # type: ignore[arg-type]  # held: no None
+        vecs = self._vectors(at) if slots else np.zeros((0, self._mat.shape[1]), dtype=np.float32)
+        return Batch(ids, rows, vecs, cols, status, heads, grams)  # type: ignore[arg-type]  # held: no None
 
     def aging(
         self, fact_ids: Sequence[str]
@@ -352,17 +355,10 @@ class FactCache:
         return places, self._num[at, 1], self._num[at, 2]
 
     def _hits(self, ids: list[str], slots: list[int], at: npt.NDArray[np.intp], codes: npt.NDArray[np.int16]) -> Batch:
-        """``columns`` when every fact is cached with a known status: C-level maps and fancy indexing."""
-        vecs = self._vectors(at)
+        """``columns`` when every fact is cached with a known status."""
         self.hits += len(ids)
-        rows = list(map(self._rows.__getitem__, slots))
-        heads = list(map(self._heads.__getitem__, slots))
-        grams = list(map(self._grams.__getitem__, slots))
-        status = list(map(self._status_names.__getitem__, codes.tolist()))
         self._touch(at)
-        num, whole = self._num[at], self._int[at]
-        cols = Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1])
-        return Batch(ids, rows, vecs, cols, status, heads, grams)  # type: ignore[arg-type]  # held: no None
+        return self._read(ids, slots, at, list(map(self._status_names.__getitem__, codes.tolist())))
 
     def _vectors(self, at: npt.NDArray[np.intp]) -> npt.NDArray[np.float32]:
         """The vectors of the cached slots ``at``: the ANN cache's rows, and the cache's own."""

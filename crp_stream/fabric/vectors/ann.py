@@ -163,9 +163,10 @@ class AnnCache:
         """The slot of a fact the cache holds, else None."""
         return self._slot_of.get(fact_id)
 
-    def slots(self, fact_ids: Sequence[str]) -> npt.NDArray[np.int64]:
-        """``slot`` of each fact, -1 for a fact the cache does not hold (looked up in C)."""
-        return np.fromiter(map(self._slot_of.get, fact_ids, repeat(-1)), dtype=np.int64, count=len(fact_ids))
+    def slots(self, fact_ids: Sequence[str | None]) -> npt.NDArray[np.int64]:
+        """``slot`` of each fact, -1 for a fact the cache does not hold or None (looked up in C)."""
+        slot_of: dict[str | None, int] = self._slot_of  # type: ignore[assignment]  # None: never a key
+        return np.fromiter(map(slot_of.get, fact_ids, repeat(-1)), dtype=np.int64, count=len(fact_ids))
 
     def __len__(self) -> int:
         return len(self._slot_of)

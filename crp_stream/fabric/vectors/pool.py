@@ -56,7 +56,7 @@ def neighbour_pool(
     names = ann.ids_of(uniq.tolist())
     code = np.empty(len(names), dtype=np.int64)
     code[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names), dtype=np.int64)
-    own = np.asarray([-1 if (s := ann.slot(ex)) is None else s for ex in exclude_ids], dtype=np.int64)
+    own = ann.slots(exclude_ids)
     keep = (slots != own[query]) & (scores >= min_score)
     query, at, scores = query[keep], at[keep], scores[keep]
     order = np.lexsort((code[at], -scores, query))

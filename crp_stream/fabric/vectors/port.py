@@ -140,9 +140,9 @@ class VectorIndex(ABC):
         # the pages the shard read when it opened (1.6 GiB at 1M facts) are not held beside the graph
         self.page_out_files()
         try:
-            snapshot = self._ann_snapshot  # read back against the store's scan in its own order
-            chunks = ann_snapshot.paged(self._scan_chunks(), self.page_out_files)
-            ann = ann_snapshot.restore(snapshot, dim, chunks) if snapshot is not None else None
+            snapshot, ann = self._ann_snapshot, None
+            if snapshot is not None:  # read back against the store's scan in its own order
+                ann = ann_snapshot.restore(snapshot, dim, ann_snapshot.paged(self._scan_chunks(), self.page_out_files))
             self._ann_saved = 0 if ann is not None else -1
             if ann is None:  # built in fact_id order, the vectors read a chunk at a time by id
                 ann = AnnCache(dim, capacity=n + 1024)
