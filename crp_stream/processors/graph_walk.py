@@ -8,6 +8,8 @@ it with numpy instead of merging neighbour dicts per fact.
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -22,6 +24,36 @@ def _ints(n: int = 0) -> npt.NDArray[np.int64]:
     return np.zeros(n, dtype=np.int64)
 
 
+_TOKENS = itertools.count(1)  # one per LoadedEdges: a stamp no other request's walk leaves
+
+
+class _Numbering(threading.local):
+    """Per thread: ``number[i]``, the compact number of graph-cache int ``i`` in the walk whose token
+    is ``stamp[i]``. ``owner`` is the walk the arrays were last stamped for: another walk of the same
+    thread (an earlier request's, used again) stamps its own facts back before it reads them."""
+
+    def __init__(self) -> None:
+        self.stamp = np.zeros(0, dtype=np.int64)
+        self.number = np.zeros(0, dtype=np.int64)
+        self.owner = 0
+
+
+_TABLE = _Numbering()
+
+
+def _numbering(edges: LoadedEdges, size: int) -> _Numbering:
+    """The thread's table, at least ``size`` ints long, holding ``edges``' numbering."""
+    t = _TABLE
+    if t.stamp.shape[0] < size:
+        grown = max(size, 2 * t.stamp.shape[0], 1024)
+        t.stamp, t.number, t.owner = np.zeros(grown, dtype=np.int64), np.zeros(grown, dtype=np.int64), 0
+    if t.owner != edges.token:
+        t.stamp[edges.glob] = edges.token
+        t.number[edges.glob] = np.arange(edges.glob.shape[0], dtype=np.int64)
+        t.owner = edges.token
+    return t
+
+
 @dataclass
 class LoadedEdges:
     loaded: set[int] = field(default_factory=set)
@@ -32,14 +64,14 @@ class LoadedEdges:
     cache: GraphCache | None = None  # the fabric's, from ``bind``
     # A compact numbering of the facts met so far (``local``), for the walk's levels: arrays as long as
     # the facts this request touched (thousands), not as the graph cache's ints (1M). ``lsrc``/``ldst``
-    # are ``src``/``dst`` renumbered; ``glob`` maps back; ``known``, ``glob`` sorted, and ``number``,
-    # the compact number of each of them, map forward by binary search: no array as long as the
-    # cache's ints is made per request (at 1M facts that was 8 MB filled and copied a dozen times)
+    # are ``src``/``dst`` renumbered; ``glob`` maps back. Forward, through the thread's ``_Numbering``:
+    # arrays as long as the cache's ints, made once per thread and stamped with this request's token,
+    # so a request neither fills one (at 1M facts that was 8 MB filled and copied a dozen times) nor
+    # sorts the facts it met at every call
     lsrc: npt.NDArray[np.int64] = field(default_factory=_ints)
     ldst: npt.NDArray[np.int64] = field(default_factory=_ints)
     glob: npt.NDArray[np.int64] = field(default_factory=_ints)
-    known: npt.NDArray[np.int64] = field(default_factory=_ints)
-    number: npt.NDArray[np.int64] = field(default_factory=_ints)
+    token: int = field(default_factory=lambda: next(_TOKENS))
 
     @property
     def graph(self) -> GraphCache:
@@ -70,33 +102,27 @@ class LoadedEdges:
         self.dst = np.concatenate([self.dst, dst])
         self.weight = np.concatenate([self.weight, weight])
         self.kind = np.concatenate([self.kind, kind])
-        self.lsrc = np.concatenate([self.lsrc, self.local(src)])
-        self.ldst = np.concatenate([self.ldst, self.local(dst)])
+        both = self.local(np.concatenate([src, dst]))  # numbered as src, then dst
+        self.lsrc = np.concatenate([self.lsrc, both[: src.shape[0]]])
+        self.ldst = np.concatenate([self.ldst, both[src.shape[0] :]])
         self.loaded.update(todo)
 
     def local(self, ints: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The compact number of each fact (int); facts not met yet are numbered next, in order of
         first appearance."""
         g = np.asarray(ints, dtype=np.int64).reshape(-1)
-        new = g[~self._met(g)]
+        if g.shape[0] == 0:
+            return g
+        table = _numbering(self, int(g.max()) + 1)
+        new = g[table.stamp[g] != self.token]
         if new.shape[0]:
             _, first = np.unique(new, return_index=True)
             fresh = new[np.sort(first)]
             base = self.glob.shape[0]
+            table.stamp[fresh] = self.token
+            table.number[fresh] = np.arange(base, base + fresh.shape[0], dtype=np.int64)
             self.glob = np.concatenate([self.glob, fresh])
-            known = np.concatenate([self.known, fresh])
-            number = np.concatenate([self.number, np.arange(base, base + fresh.shape[0], dtype=np.int64)])
-            by = np.argsort(known, kind="stable")
-            self.known, self.number = known[by], number[by]
-        return self.number[np.searchsorted(self.known, g)] if g.shape[0] else g
-
-    def _met(self, g: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """Whether each int has a compact number already."""
-        n = self.known.shape[0]
-        if n == 0:
-            return np.zeros(g.shape[0], dtype=bool)
-        at = np.minimum(np.searchsorted(self.known, g), n - 1)
-        return np.asarray(self.known[at] == g)
+        return table.number[g]
 
     def neighbours(self, ints: Iterable[int]) -> npt.NDArray[np.int64]:
         """Every neighbour of the given (loaded) facts."""
