@@ -93,8 +93,11 @@ def pack(c: assembly.Candidates, sel: assembly.Selection, relevance_floor: float
         [c.ids[i] for i in sel.anchors],
         c.score[sel.anchors],
         [(c.ids[ci], bridged) for ci, bridged, _b, _s in connectors],
-        # the similarity edges: the chain reads in the order of meaning, not of a document's layout
-        c.graph.edges_of((c.ids[ci] for ci, *_ in connectors), graph_select.SIMILARITY),
+        # the similarity edges to the anchors (the only ones placing reads): the chain reads in the
+        # order of meaning, not of a document's layout
+        c.graph.edges_of(
+            (c.ids[ci] for ci, *_ in connectors), graph_select.SIMILARITY, among=[c.ids[i] for i in sel.anchors]
+        ),
     )
     idx = [c.index[f] for f in order]
     return Packed(order, idx, assembly.novelty_ratios(c, idx, relevance_floor))

@@ -206,9 +206,12 @@ def outside_bounds(uow: UnitOfWork, c: Candidates, w: Walk, places: list[int], f
         slots = ann.slots(names)
         found = np.flatnonzero(slots >= 0)
         if found.shape[0]:
-            rows = ann.stored()[slots[found]].astype(np.float64)
-            query = np.asarray(c.ctx.query_vec, dtype=np.float64)
-            rel[found] = rows @ query + _REL_MARGIN
+            rows = ann.stored()[slots[found]]
+            query = np.asarray(c.ctx.query_vec, dtype=np.float32)
+            # in float32, as stored: a product of unit vectors of ``dim`` terms rounds by at most
+            # dim x 2^-24, and the query's own rounding by as much again
+            slack = _REL_MARGIN + 2.0 * rows.shape[1] * 2.0**-24
+            rel[found] = (rows @ query).astype(np.float64) + slack
     bounds: list[float] = (w.bridge[places] * rec * np.maximum(rel, floor)).tolist()
     return bounds
 

@@ -128,27 +128,41 @@ class LoadedEdges:
         """Every neighbour of the given (loaded) facts."""
         return np.unique(self.dst[np.isin(self.src, np.asarray(list(ints), dtype=np.int64))])
 
-    def edges_of(self, fact_ids: Iterable[str], kind: int | None = None) -> dict[str, dict[str, float]]:
+    def edges_of(
+        self, fact_ids: Iterable[str], kind: int | None = None, among: Iterable[str] | None = None
+    ) -> dict[str, dict[str, float]]:
         """``{fact: {neighbour: weight}}`` over the edges read so far (of one ``kind`` if given, an
-        index into ``core.graph_rank.EDGE_KINDS``): a fact's own edges if it was loaded, else its
-        edges to loaded facts."""
+        index into ``core.graph_rank.EDGE_KINDS``; to the facts ``among`` if given): a fact's own
+        edges if it was loaded, else its edges to loaded facts."""
         wanted = list(fact_ids)
         out: dict[str, dict[str, float]] = {f: {} for f in wanted}
         if self.cache is None or not wanted:
             return out
-        ints = np.asarray(self.graph.index(wanted), dtype=np.int64)
-        own = np.isin(self.src, ints)  # one pass over the edge list for all of them
-        back = np.isin(self.dst, ints)
+        mark = self._marks(self.graph.index(wanted))  # one pass over the edge list for all of them
+        own, back = mark[self.lsrc], mark[self.ldst]
+        if among is not None:
+            other = self._marks(self.graph.index(among))
+            own &= other[self.ldst]
+            back &= other[self.lsrc]
         if kind is not None:
             own &= self.kind == kind
             back &= self.kind == kind
         fact = np.concatenate([self.src[own], self.dst[back]])
-        other = np.concatenate([self.dst[own], self.src[back]])
+        other_end = np.concatenate([self.dst[own], self.src[back]])
         weight = np.concatenate([self.weight[own], self.weight[back]])
         names = self.graph.names
-        for f, o, w in zip(fact.tolist(), other.tolist(), weight.tolist(), strict=True):
+        for f, o, w in zip(fact.tolist(), other_end.tolist(), weight.tolist(), strict=True):
             out[names[f]][names[o]] = w
         return out
+
+    def _marks(self, ints: Sequence[int]) -> npt.NDArray[np.bool_]:
+        """A mark per compact number, set for the given facts met so far (no number is given out)."""
+        mark = np.zeros(self.glob.shape[0], dtype=bool)
+        g = np.asarray(ints, dtype=np.int64).reshape(-1)
+        if g.shape[0] and self.glob.shape[0]:
+            table = _numbering(self, int(g.max()) + 1)
+            mark[table.number[g[table.stamp[g] == self.token]]] = True
+        return mark
 
 
 __all__ = ["LoadedEdges"]

@@ -270,6 +270,25 @@ def test_offset_and_meta_in_one_write_never_lower_the_offset(engine: Engine) -> 
         assert repo.get_meta("outbox:g:t:0") == "[]"
 
 
+def test_batch_start_reads_the_offsets_and_the_meta_of_one_batch_in_one_statement(engine: Engine) -> None:
+    """A micro-batch's first read: the group's offsets as ``offsets`` gives them, and its meta values
+    kept for the transaction (a key written in it keeps the written value; an absent key reads None)."""
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.commit_offset("g", "t", 0, 5)
+        repo.commit_offset("g", "u", 3, 9)
+        repo.commit_offset("other", "t", 0, 1)
+        repo.set_meta("m1", "one")
+        repo.set_meta("m2", "two")
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        repo.set_meta("m2", "changed")  # this transaction's own write
+        assert repo.batch_start("g", ("m1", "m2", "absent")) == {("t", 0): 5, ("u", 3): 9} == repo.offsets("g")
+        assert repo.batch_start("nobody", ()) == {}
+        conn.execute(text("DELETE FROM meta WHERE key = 'm1'"))  # behind the repository's back
+        assert (repo.get_meta("m1"), repo.get_meta("m2"), repo.get_meta("absent")) == ("one", "changed", None)
+
+
 def test_buffered_sessions_and_processed_ids_are_written_with_the_offset(engine: Engine) -> None:
     """Session rows and processed ids are buffered; reads see them; they land with the offset
     statement (PostgreSQL) or the flush, and a rolled-back savepoint drops its session rows."""

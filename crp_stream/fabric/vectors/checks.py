@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import NoReturn
 
 import numpy as np
@@ -13,6 +14,12 @@ Vector = npt.NDArray[np.float32]
 def normalise(vector: npt.ArrayLike, dim: int | None = None) -> Vector:
     """Return ``vector`` as a unit-length float32 1-D array; reject NaN/inf, zero norm, wrong dimension."""
     v = np.asarray(vector, dtype=np.float64)
+    if v.ndim == 1 and v.size and (dim is None or v.shape[0] == dim):
+        # ``np.linalg.norm``'s own arithmetic (``sqrt(v.dot(v))``) without its checks: a finite
+        # nonzero sum of squares has every component finite; anything else takes the checks below
+        squares = float(v.dot(v))
+        if 0.0 < squares < math.inf:
+            return (v / math.sqrt(squares)).astype(np.float32)
     if v.ndim != 1 or v.size == 0:
         raise ValueError(f"vector must be 1-D and non-empty, got shape {v.shape}")
     if dim is not None and v.shape[0] != dim:

@@ -195,7 +195,7 @@ class BatchAgent:
         by_slot: dict[TP, list[Routed]] = {}
         try:
             with w.fabric.unit_of_work() as uow:
-                offsets = uow.repo.offsets(h.group)
+                offsets = uow.repo.batch_start(h.group, h.meta_keys)  # with the handler's meta reads
                 fresh: list[Pending] = []
                 for p in run:
                     tp = (p.record.topic, p.record.partition)

@@ -167,3 +167,31 @@ def test_walks_of_two_threads_keep_their_own_numbering() -> None:
     for t in threads:
         t.join()
     assert got == [_numbered_alone(p) for p in plans]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_edges_of_are_the_edge_lists_rows_and_among_keeps_those_to_its_facts(seed: int) -> None:
+    """``edges_of`` against a scan of the loaded edge list, row by row; ``among`` keeps the edges whose
+    other end is one of its facts (what placing connectors reads), and nothing else."""
+    rng = np.random.default_rng(seed)
+    n = 60
+    source = SortedSource(_random_edges(rng, n, 150))
+    cache = GraphCache()
+    names = [f"f{i:03d}" for i in range(n)]
+    cache.index(names)
+    g = LoadedEdges(cache=cache)
+    g.load(SimpleNamespace(repo=source), rng.choice(n, 12, replace=False).tolist())  # type: ignore[arg-type]
+    wanted = [names[i] for i in rng.choice(n, 5, replace=False)] + ["never-seen"]
+    among = {names[i] for i in rng.choice(n, 15, replace=False)}
+    want: dict[str, dict[str, float]] = {f: {} for f in wanted}
+    for s, d, w in zip(g.src.tolist(), g.dst.tolist(), g.weight.tolist(), strict=True):
+        if cache.names[s] in want:
+            want[cache.names[s]][cache.names[d]] = w
+    for s, d, w in zip(g.src.tolist(), g.dst.tolist(), g.weight.tolist(), strict=True):
+        if cache.names[d] in want:
+            want[cache.names[d]][cache.names[s]] = w
+    assert g.edges_of(wanted) == want
+    assert any(want.values())
+    kept = {f: {o: w for o, w in row.items() if o in among} for f, row in want.items()}
+    assert g.edges_of(wanted, among=among) == kept
+    assert kept != want

@@ -103,6 +103,27 @@ class ProgressRecords(DriverSQL):
             found[r.consumer][(r.topic, r.partition)] = r.next_offset
         return found
 
+    def batch_start(self, consumer: str, meta_keys: Sequence[str]) -> dict[tuple[str, int], int]:
+        """``offsets(consumer)``, with the meta values of ``meta_keys`` read into this transaction, in
+        one round trip: the first read of every micro-batch (``record_start``'s for a batch)."""
+        ask = [k for k in meta_keys if k not in self._kept_meta() and k not in self._fixed]
+        mark = "%s" if self._dialect == "postgresql" else "?"
+        sql = f"SELECT topic, partition, next_offset, NULL, NULL FROM consumer_offsets WHERE consumer = {mark}"
+        if ask:
+            marks = ", ".join([mark] * len(ask))
+            sql += f" UNION ALL SELECT NULL, NULL, NULL, key, value FROM meta WHERE key IN ({marks})"
+        rows = self._fetch(sql, [consumer, *ask])
+        self._keep_meta(ask, [(k, v) for topic, _p, _o, k, v in rows if topic is None])
+        return {(topic, int(p)): int(o) for topic, p, o, _k, _v in rows if topic is not None}
+
+    def _fetch(self, sql: str, args: Sequence[Any]) -> list[Any]:
+        raw = self.conn.connection.driver_connection
+        if self._dialect == "postgresql":
+            with raw.cursor() as cur:  # type: ignore[union-attr]
+                cur.execute(sql, list(args))
+                return list(cur.fetchall())
+        return list(raw.execute(sql, list(args)).fetchall())  # type: ignore[union-attr]
+
     def record_start(self, consumer: str, topic: str, partition: int, meta_keys: Sequence[str]) -> int:
         """The fabric's next offset of ``consumer`` on the partition (0 if none), and the meta values of
         ``meta_keys`` read into this transaction, in one round trip: the first read of every record."""
@@ -114,14 +135,7 @@ class ProgressRecords(DriverSQL):
         )
         if ask:
             sql += f" UNION ALL SELECT key, value FROM meta WHERE key IN ({', '.join([mark] * len(ask))})"
-        args: list[Any] = [consumer, topic, partition, *ask]
-        raw = self.conn.connection.driver_connection
-        if self._dialect == "postgresql":
-            with raw.cursor() as cur:  # type: ignore[union-attr]
-                cur.execute(sql, args)
-                rows = list(cur.fetchall())
-        else:
-            rows = list(raw.execute(sql, args).fetchall())  # type: ignore[union-attr]
+        rows = self._fetch(sql, [consumer, topic, partition, *ask])
         self._keep_meta(ask, [(k, v) for k, v in rows if k is not None])
         return next((int(v) for k, v in rows if k is None), 0)
 
