@@ -102,6 +102,7 @@ class Worker:
         self.log = open(logdir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop()
         env = {k: v for k, v in os.environ.items() if not k.startswith("CRP_")}
         env["CRP_TOPIC_PREFIX"] = prefix
+        env.update({f"CRP_{name.upper()}": value for name, value in getattr(args, "setting", None) or ()})
         if args.profile and groups == "retrieval":  # the fabric thread's cProfile (runtime/kafka/profiling.py)
             args.profile.mkdir(parents=True, exist_ok=True)
             env["CRP_PROFILE"] = str(args.profile / f"{name}.pstats")
@@ -360,6 +361,13 @@ def drop_database(server: str, name: str) -> None:
     admin.dispose()
 
 
+def _setting(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE (a setting of docs/configuration.md), got {text!r}")
+    return name, value
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--broker", default=os.environ.get("CRP_TEST_KAFKA", "127.0.0.1:9092"))
@@ -387,6 +395,15 @@ def main() -> int:
         choices=("kafka", "direct"),
         default="kafka",
         help="fill the fabric through the Kafka ingest worker (measured) or write it directly (large fabrics)",
+    )
+    p.add_argument(
+        "--setting",
+        action="append",
+        type=_setting,
+        default=[],
+        metavar="NAME=VALUE",
+        help="a setting (docs/configuration.md) of the bench's workers, repeatable: "
+        "e.g. --setting barrier_wait=0 to compare with the event-time barrier off",
     )
     args = p.parse_args()
     if not args.postgres:
