@@ -10,6 +10,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
 # One OpenMP thread by default, for faiss: libgomp gives every thread that never called
 # ``omp_set_num_threads`` its start-up default (one per core), so the fabric thread's few-query HNSW
-# searches ran on two threads whose spare one spun after each (a serving worker: ~1 ms more CPU a
-# request, and p99 up to 3x). The ANN cache still asks for every core for its large batches.
+# searches ran on two threads whose spare one spun after each, beside the event loops on 2 cores. The
+# ANN cache asks for every core itself for its adds and its batches of 32 queries or more.
 os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -14,7 +14,8 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import repeat
 from typing import Final
 
@@ -45,6 +46,18 @@ _PARALLEL_QUERIES: Final = 32  # queries whose results are kept (~150 hits each)
 _BACKGROUND_ADD: Final = 64
 
 
+@contextmanager
+def _omp_threads(n: int) -> Iterator[None]:
+    """faiss's OpenMP on ``n`` threads for one call, then the calling thread's own count again (one
+    by default, ``crp_stream/__init__.py``; the environment's ``OMP_NUM_THREADS`` where it sets one)."""
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(n)
+    try:
+        yield
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
 class AnnCache:
     """Fact ids, statuses and expiries beside an HNSW graph of their unit vectors (inner product = cosine)."""
 
@@ -55,7 +68,6 @@ class AnnCache:
         self._index.hnsw.efSearch = EXPANSION_SEARCH
         self._adding: threading.Thread | None = None
         self._add_error: BaseException | None = None
-        faiss.omp_set_num_threads(1)  # a request's few queries: OpenMP workers would only spin (2 cores)
         self._slot_of: dict[str, int] = {}
         self._fact: list[str] = []  # by slot, the order of the writes
         self._status = np.zeros(max(capacity, 1), dtype=np.uint8)
@@ -216,11 +228,8 @@ class AnnCache:
             )
             self._adding.start()
             return
-        faiss.omp_set_num_threads(threads or os.cpu_count() or 1)
-        try:
+        with _omp_threads(threads or os.cpu_count() or 1):
             self.index.add(points)
-        finally:
-            faiss.omp_set_num_threads(1)
 
     def set_status(self, fact_ids: Iterable[str], status: str) -> None:
         slots = [self._slot_of[f] for f in fact_ids if f in self._slot_of]
@@ -356,11 +365,8 @@ class AnnCache:
         params = faiss.SearchParametersHNSW()  # type: ignore[attr-defined]  # missing from its stubs
         params.efSearch = max(effort, fetch)
         if q.shape[0] >= _PARALLEL_QUERIES:  # queries are independent: the same hits on any thread
-            faiss.omp_set_num_threads(os.cpu_count() or 1)
-            try:
+            with _omp_threads(os.cpu_count() or 1):
                 sims, slots = self.index.search(q, fetch, params=params)
-            finally:
-                faiss.omp_set_num_threads(1)
         else:
             sims, slots = self.index.search(q, fetch, params=params)
         drop = self._slot_of.get(exclude_id) if exclude_id is not None else None

@@ -251,3 +251,18 @@ def test_an_error_of_a_background_add_reaches_the_next_reader() -> None:
     with pytest.raises(MemoryError, match="no room"):
         ann.settle()
     ann.settle()  # reported once
+
+
+def test_a_batch_on_every_core_leaves_the_threads_own_openmp_count() -> None:
+    """A search of 32 queries or more runs on every core, then the calling thread is back at its own
+    count (one by default, the environment's where it sets one), not at a count of the cache's."""
+    vecs = clustered(200, seed=9)
+    ann = AnnCache(32)
+    ann.add([f"f{i}" for i in range(200)], vecs, ["active"] * 200, [None] * 200, threads=2)
+    before = faiss.omp_get_max_threads()
+    try:
+        faiss.omp_set_num_threads(3)
+        ann.search(vecs[:40], 5, [], None, None)
+        assert faiss.omp_get_max_threads() == 3
+    finally:
+        faiss.omp_set_num_threads(before)
