@@ -44,7 +44,7 @@ def searched(uow: UnitOfWork, plans: Sequence[RequestPlan]) -> Iterator[None]:
                 found: set[str] = set()
                 for pr in probes:
                     found.update(index.search_union(pr.vectors, pr.k, pr.now, assembly.EXCLUDED, pr.tenant))
-                uow.facts.columns(uow.repo, index, sorted(found))
+                uow.facts.read_ahead(uow.repo, index, sorted(found))
             finally:
                 uow.model = None
         yield

@@ -284,16 +284,10 @@ class FactCache:
                 for i in range(0, len(fact_ids), self.max_facts)
             ]
             return _joined(parts)
-        self._current(repo)
-        if self._ann is not None and vectors.ann_now is not self._ann:  # slots into a cache now gone
-            self._clear_rows()
+        held = self._held(repo, vectors, fact_ids)
+        if held is not None:  # every fact cached, its status known
+            return self._hits(list(fact_ids), *held)
         slot = self._slot
-        got = list(map(slot.get, fact_ids))
-        if None not in got:
-            at = np.fromiter(got, dtype=np.intp, count=len(got))
-            codes = self._code[at]
-            if codes.shape[0] and int(codes.min()) >= 0:  # every fact cached, its status known
-                return self._hits(list(fact_ids), got, at, codes)  # type: ignore[arg-type]  # no None
         status, read = self._statuses(repo, fact_ids)
         missing = [f for f in fact_ids if f in status and f not in slot]
         self.hits += sum(map(status.__contains__, fact_ids)) - len(missing)
@@ -311,6 +305,28 @@ class FactCache:
             self._clear_rows()  # vectors of another width (another model): every fact read again
             return self.columns(repo, vectors, fact_ids)
         return self._stored_then_read(ids, status, loaded, vectors)
+
+    def read_ahead(self, repo: Repository, vectors: VectorIndex, fact_ids: Sequence[str]) -> None:
+        """``columns`` for its effect only: the facts' misses read into the cache (a micro-batch's
+        requests then read their parts of it), and no batch built when every one is held."""
+        if len(fact_ids) > self.max_facts or self._held(repo, vectors, fact_ids) is None:
+            self.columns(repo, vectors, fact_ids)
+
+    def _held(
+        self, repo: Repository, vectors: VectorIndex, fact_ids: Sequence[str]
+    ) -> tuple[list[int], npt.NDArray[np.intp], npt.NDArray[np.int16]] | None:
+        """The slots of the facts when every one is cached with its status known, else None."""
+        self._current(repo)
+        if self._ann is not None and vectors.ann_now is not self._ann:  # slots into a cache now gone
+            self._clear_rows()
+        got = list(map(self._slot.get, fact_ids))
+        if None in got:
+            return None
+        at = np.fromiter(got, dtype=np.intp, count=len(got))
+        codes = self._code[at]
+        if not codes.shape[0] or int(codes.min()) < 0:
+            return None
+        return got, at, codes  # type: ignore[return-value]  # no None
 
     def _stored_then_read(
         self,

@@ -97,6 +97,25 @@ def test_second_read_takes_columns_and_vectors_from_memory_and_status_from_the_s
     assert cache.hits == 2 and cache.misses == 3
 
 
+def test_read_ahead_reads_only_the_misses_and_builds_nothing_when_every_fact_is_held(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache, vectors = FactCache(), Vectors(VECS)
+    with engine.begin() as conn:
+        repo = Repository(conn)
+        cache.read_ahead(repo, vectors, ["a", "b"])
+        assert vectors.calls == [["a", "b"]] and "a" in cache and "b" in cache
+        built: list[list[str]] = []
+        read = cache._read
+        monkeypatch.setattr(cache, "_read", lambda ids, *a: built.append(ids) or read(ids, *a))
+        cache.read_ahead(repo, vectors, ["b", "a"])  # held: no read, no batch
+        assert built == [] and vectors.calls == [["a", "b"]]
+        cache.read_ahead(repo, vectors, ["a", "c"])  # one miss: read, as ``columns`` reads it
+        assert vectors.calls == [["a", "b"], ["c"]] and "c" in cache
+        ids, rows, _ = cache.candidates(repo, vectors, ["c", "a"])
+    assert ids == ["c", "a"] and rows[0]["status"] == "stale"
+
+
 def test_bounded_oldest_first(engine: Engine) -> None:
     cache, vectors = FactCache(max_facts=2), Vectors(VECS)
     with engine.begin() as conn:
