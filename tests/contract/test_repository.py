@@ -155,6 +155,43 @@ def test_migration_0006_clusters_edges_by_their_key_on_sqlite_and_keeps_every_ro
         conn.execute(text("INSERT INTO edges (src, dst, weight, kind) VALUES ('a', 'b', 0.1, 'similarity')"))
 
 
+def test_migration_0011_writes_session_states_and_outboxes_with_lz4_on_postgresql(engine: Engine) -> None:
+    """The two large texts rewritten per window request are lz4 on PostgreSQL (pglz costs the worker's
+    cores twice as much); down, pglz again. SQLite has no such setting: the migration leaves it be."""
+    from alembic.migration import MigrationContext
+
+    def revision() -> str | None:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+
+    if engine.dialect.name == "sqlite":
+        db.downgrade(engine, "0010")
+        assert revision() == "0010"
+        db.upgrade(engine)  # runs, and changes no column
+        assert revision() == "0011"
+        return
+
+    def methods() -> list[str]:
+        with engine.connect() as conn:
+            return [
+                str(
+                    conn.execute(
+                        text(
+                            "SELECT attcompression FROM pg_attribute WHERE attrelid = CAST(:t AS regclass) AND attname = :c"
+                        ),
+                        {"t": table, "c": column},
+                    ).scalar_one()
+                )
+                for table, column in (("sessions", "state"), ("meta", "value"))
+            ]
+
+    assert methods() == ["l", "l"]
+    db.downgrade(engine, "0010")
+    assert methods() == ["p", "p"]
+    db.upgrade(engine)
+    assert methods() == ["l", "l"]
+
+
 def test_fact_insert_is_idempotent_and_status_changes(engine: Engine) -> None:
     with engine.begin() as conn:
         repo = Repository(conn)
