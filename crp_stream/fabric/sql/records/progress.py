@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Engine, case, event, select, update
+from sqlalchemy import Connection, Engine, event, select, update
 
 from crp_stream.fabric.sql import tables as t
 from crp_stream.fabric.sql.driver import DriverSQL
@@ -29,6 +29,15 @@ def _count_rollback(conn: Connection, name: Any, context: Any) -> None:
 # SPEC-024 §2.5: the text convention is fixed at the fabric's first write; the model and its dimension
 # too, except that ``crp-stream reembed`` switches them: they are read per transaction
 FIXED_META = frozenset({"embedding_text"})
+
+
+# (SQLite, PostgreSQL): the offset of a consumer's partition, never lowered
+_UPSERT_OFFSET = tuple(
+    "INSERT INTO consumer_offsets (consumer, topic, partition, next_offset) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (consumer, topic, partition)"
+    f" DO UPDATE SET next_offset = {larger}(consumer_offsets.next_offset, excluded.next_offset)"
+    for larger in ("max", "GREATEST")
+)
 
 
 class ProgressRecords(DriverSQL):
@@ -143,14 +152,9 @@ class ProgressRecords(DriverSQL):
         """Advance a consumer's offset; never lower it. A worker restarted behind the fabric (its
         broker offset trails the fabric's) may compute a lower low-watermark: applied, the records in
         between would be applied twice after the next restart."""
-        tbl = t.consumer_offsets
-        cond = (tbl.c.consumer == consumer) & (tbl.c.topic == topic) & (tbl.c.partition == partition)
-        kept = case((tbl.c.next_offset > next_offset, tbl.c.next_offset), else_=next_offset)
-        res = self.conn.execute(update(tbl).where(cond).values(next_offset=kept))
-        if res.rowcount == 0:
-            self.conn.execute(
-                tbl.insert().values(consumer=consumer, topic=topic, partition=partition, next_offset=next_offset)
-            )
+        # one upsert on the driver: the embedded runtime commits a group's offset with every batch, and
+        # building SQLAlchemy's UPDATE-then-INSERT for it cost more than SQLite running it
+        self._execute(_UPSERT_OFFSET[self._dialect == "postgresql"], (consumer, topic, partition, next_offset))
 
     def commit_offset_and_meta(
         self, consumer: str, topic: str, partition: int, next_offset: int, key: str, value: str | None
