@@ -126,7 +126,9 @@ def percentile(samples: Sequence[float], q: float) -> float:
 
 
 def vec(v: np.ndarray) -> list[float]:
-    return [float(x) for x in np.asarray(v, dtype=np.float32)]
+    """The float32 values of ``v`` as Python floats (what a JSON request carries)."""
+    out: list[float] = np.asarray(v, dtype=np.float32).tolist()
+    return out
 
 
 # --- embeddings ------------------------------------------------------------------------------------

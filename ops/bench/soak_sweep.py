@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import heapq
-import json
 import os
 import queue
 import random
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from crp_stream.config import Settings, load_settings
@@ -85,7 +85,9 @@ class Clients:
     def _append(self, topic: str, key: str, value: dict[str, Any]) -> None:
         if topic == "crp.window.requests":
             self.sent[value["request_id"]] = time.monotonic()
-        self.log.append([Append(topic, key, json.dumps(value, separators=(",", ":")).encode())])
+        # msgspec: the clients share the worker's GIL, and json.dumps of a request's 1,536 floats held it
+        # ~1 ms (the same values; only the text of a float may differ, e.g. 1e-5 for 1e-05)
+        self.log.append([Append(topic, key, msgspec.json.encode(value))])
         self.wake.set()
 
     def _vectors(self, sid: str) -> tuple[Session, np.ndarray, list[np.ndarray]]:
@@ -225,7 +227,7 @@ def run_level(
             return
         if rec.topic != settings.topic("crp.envelopes"):
             return
-        env = json.loads(rec.value)
+        env = msgspec.json.decode(rec.value)  # on the worker's thread: 4x faster than json.loads
         t = clients.sent.pop(env["request_id"], None)
         if t is None:
             return
