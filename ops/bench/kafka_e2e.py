@@ -330,6 +330,11 @@ async def load(
     await consumer.stop()
     warm = {f"{tag}-r{i}" for i in range(int(rate * args.warmup))}
     lat = [1000 * (received[r] - sent[r]) for r in sent if r in received and r not in warm]
+    if getattr(args, "latencies", None) and not tag.startswith("warm"):  # where in the run the slow ones were
+        with open(f"{args.latencies}.{tag}", "w") as out:
+            for r, t in sent.items():
+                got = f"{1000 * (received[r] - t):.2f}" if r in received else "lost"
+                out.write(f"{r}\t{t - start:.4f}\t{got}\n")
     if not lat:  # saturated: every reply came within the warm-up span; report those rather than nothing
         lat = [1000 * (received[r] - sent[r]) for r in sent if r in received]
     span = (max(received.values()) - start) if received else float("nan")
@@ -408,6 +413,12 @@ def main() -> int:
     p.add_argument("--warmup", type=float, default=3.0, help="seconds of each run left out of the percentiles")
     p.add_argument("--drain", type=float, default=30.0, help="seconds to wait for replies after the last request")
     p.add_argument("--out", type=Path, help="write the results as JSON here too")
+    p.add_argument(
+        "--latencies",
+        type=Path,
+        metavar="PATH",
+        help="write each request's send time (s into the run) and latency (ms) to PATH.<run>, tab-separated",
+    )
     p.add_argument(
         "--profile", type=Path, help="cProfile each retrieval worker's fabric thread into DIR/<worker>.pstats"
     )
