@@ -177,7 +177,8 @@ def test_migration_0011_writes_session_states_and_outboxes_with_lz4_on_postgresq
                 str(
                     conn.execute(
                         text(
-                            "SELECT attcompression FROM pg_attribute WHERE attrelid = CAST(:t AS regclass) AND attname = :c"
+                            "SELECT attcompression FROM pg_attribute"
+                            " WHERE attrelid = CAST(:t AS regclass) AND attname = :c"
                         ),
                         {"t": table, "c": column},
                     ).scalar_one()
