@@ -17,7 +17,7 @@ import numpy.typing as npt
 from crp_stream.core import cdgr, cdr, conflicts, exits, near_copies, ngram, recency, sibling_titles
 from crp_stream.core.calibration import Thresholds
 from crp_stream.events import Policy
-from crp_stream.fabric.caches.fact_cache import HEAD_FIELDS, Batch
+from crp_stream.fabric.caches.fact_batch import HEAD_FIELDS, Batch
 from crp_stream.fabric.fabric import UnitOfWork
 from crp_stream.fabric.sql.rows import FactRow
 from crp_stream.processors import graph_select

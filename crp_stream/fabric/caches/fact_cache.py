@@ -27,113 +27,36 @@ than the whole flat top-K. What is cached is what never changes once a fact is c
   reads for every candidate (importance, modified time, TTL, epoch, expiry: ``Columns``) in two
   matrices beside it, so a candidate set is a few fancy-indexing copies (``columns``) instead of a
   pass over row dicts per column. Not thread-safe (one record at a time).
-- A fact not known yet is read with its status in one statement (``_READ``); statuses of cached
+- A fact not known yet is read with its status in one statement (``READ_FIELDS``); statuses of cached
   facts whose status is not known (another writer moved ``facts_generation``) alone.
 """
 
 from __future__ import annotations
 
-import math
 import sys
 from collections.abc import Iterable, Sequence
 from itertools import filterfalse, repeat
-from operator import itemgetter
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from crp_stream.core import ngram
+from crp_stream.fabric.caches.fact_batch import (
+    FIELDS,
+    HEAD_FIELDS,
+    NEVER,
+    READ_FIELDS,
+    Batch,
+    Columns,
+    Loaded,
+    head_of,
+    joined,
+    numbers,
+)
 from crp_stream.fabric.sql.repository import FACTS_GENERATION, Repository
 from crp_stream.fabric.vectors.ann import AnnCache
 from crp_stream.fabric.vectors.port import VectorIndex
-
-# The columns assembly reads; ``status`` is filled in per call from the store.
-FIELDS = (
-    "fact_id",
-    "source",
-    "source_type",
-    "trust",
-    "importance",
-    "epoch_us",
-    "modified_at_us",
-    "ttl_s",
-    "expires_at_us",
-    "text",
-    "subject",
-    "attribute",
-    "value",
-    "unit",
-)
-
-# A fact's fields in ``core.conflicts.FactView``'s order, up to ``importance`` (the rest change per request):
-# kept per cached fact as one tuple (``Batch.heads``), so a request's views read no row dict
-HEAD_FIELDS = (
-    "fact_id",
-    "text",
-    "subject",
-    "attribute",
-    "value",
-    "unit",
-    "source",
-    "source_type",
-    "trust",
-    "importance",
-)
-_HEAD = itemgetter(*HEAD_FIELDS)
-
-_READ = (*FIELDS, "status")  # a fact not known yet: its status and its row in one statement
-NEVER = np.iinfo(np.int64).max  # ``expires_at_us`` of a fact that never expires
-
-
-class Columns(NamedTuple):
-    """Numeric columns of a batch of facts, aligned with its ids: what scoring reads for every
-    candidate, as arrays instead of a pass over row dicts."""
-
-    importance: npt.NDArray[np.float64]
-    modified_at_us: npt.NDArray[np.float64]  # as floats, as ``np.fromiter`` over the rows gives them
-    ttl_s: npt.NDArray[np.float64]  # ``inf``: never expires (``core.recency.ttl_or_inf``)
-    epoch_us: npt.NDArray[np.int64]
-    expires_at_us: npt.NDArray[np.int64]  # ``NEVER``: no hard expiry
-
-    def take(self, at: npt.NDArray[np.intp]) -> Columns:
-        """The rows ``at`` of every column."""
-        return Columns(
-            self.importance[at], self.modified_at_us[at], self.ttl_s[at], self.epoch_us[at], self.expires_at_us[at]
-        )
-
-
-class Batch(NamedTuple):
-    ids: list[str]
-    rows: list[dict[str, Any]]  # the cache's own dicts: read them, never mutate them
-    vecs: npt.NDArray[np.float32]
-    cols: Columns
-    # the current status of each fact (a row's own ``status`` may be older); None: read the rows'
-    status: list[str] | None = None
-    heads: list[tuple[Any, ...]] | None = None  # ``HEAD_FIELDS`` of each row; None: read the rows
-    # ``core.ngram.gram_hash_array`` of each text, where the cache holds it (facts it preloaded)
-    grams: list[npt.NDArray[np.int64] | None] | None = None
-
-
-class _Loaded(NamedTuple):
-    """Facts just read from the store, in the order read: vectors and ``_numbers``."""
-
-    vecs: npt.NDArray[np.float32]
-    num: npt.NDArray[np.float64]
-    whole: npt.NDArray[np.int64]
-
-
-def _numbers(rows: Sequence[dict[str, Any]]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
-    """The ``Columns`` of rows: (importance, modified_at_us, ttl_s) as floats, (epoch_us, expires_at_us)."""
-    num = np.array(
-        [(r["importance"], r["modified_at_us"], math.inf if r["ttl_s"] is None else r["ttl_s"]) for r in rows],
-        dtype=np.float64,
-    ).reshape(-1, 3)
-    whole = np.array(
-        [(r["epoch_us"], NEVER if r["expires_at_us"] is None else r["expires_at_us"]) for r in rows], dtype=np.int64
-    ).reshape(-1, 2)
-    return num, whole
-
 
 _FREE = np.iinfo(np.int64).max  # ``_used`` of a free slot: after every held one in LRU order
 
@@ -256,7 +179,7 @@ class FactCache:
             slot = self._slot
             fresh = [f for f in ask if f not in slot]
             if fresh:
-                read = cast(dict[str, dict[str, Any]], repo.fact_rows(fresh, _READ))
+                read = cast(dict[str, dict[str, Any]], repo.fact_rows(fresh, READ_FIELDS))
                 self._know((f, r["status"]) for f, r in read.items())
             cached = [f for f in ask if f in slot]
             if cached:
@@ -283,7 +206,7 @@ class FactCache:
                 self.columns(repo, vectors, fact_ids[i : i + self.max_facts])
                 for i in range(0, len(fact_ids), self.max_facts)
             ]
-            return _joined(parts)
+            return joined(parts)
         held = self._held(repo, vectors, fact_ids)
         if held is not None:  # every fact cached, its status known
             return self._hits(list(fact_ids), *held)
@@ -344,7 +267,7 @@ class FactCache:
         self._touch(held[held >= 0])
         if loaded:
             rows = [r for r, _v in loaded.values()]
-            self._store(loaded, _Loaded(np.stack([v for _r, v in loaded.values()]), *_numbers(rows)), vectors)
+            self._store(loaded, Loaded(np.stack([v for _r, v in loaded.values()]), *numbers(rows)), vectors)
         got = list(map(slot.__getitem__, ids))
         return self._read(ids, got, np.fromiter(got, dtype=np.intp, count=len(got)), list(map(status.__getitem__, ids)))
 
@@ -409,7 +332,7 @@ class FactCache:
         return len(self)
 
     def _store(
-        self, loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]], new: _Loaded, vectors: VectorIndex
+        self, loaded: dict[str, tuple[dict[str, Any], npt.NDArray[np.float32]]], new: Loaded, vectors: VectorIndex
     ) -> None:
         dim = new.vecs.shape[1]
         if self._mat.shape[1] != dim:  # first load (or another model after a rebuild): start over
@@ -426,7 +349,7 @@ class FactCache:
         for f, s in zip(keep, slots, strict=True):
             self._slot[sys.intern(str(f))] = s  # the ANN cache's ids are interned too: lookups compare pointers
             self._rows[s] = loaded[f][0]
-            self._heads[s] = _HEAD(loaded[f][0])
+            self._heads[s] = head_of(loaded[f][0])
             self._grams[s] = None
             st = known.get(f)
             self._code[s] = -1 if st is None else self._code_of(st)
@@ -487,20 +410,6 @@ class FactCache:
         self._heads.extend([None] * (size - old))
         self._grams.extend([None] * (size - old))
         self._free.extend(range(size - 1, old - 1, -1))  # popped from the end: lowest slot first
-
-
-def _joined(parts: list[Batch]) -> Batch:
-    """One batch of the parts' facts, in order."""
-    cols = Columns(*(np.concatenate([getattr(p.cols, f) for p in parts]) for f in Columns._fields))
-    return Batch(
-        [f for p in parts for f in p.ids],
-        [r for p in parts for r in p.rows],
-        np.concatenate([p.vecs for p in parts]),
-        cols,
-        [st for p in parts for st in p.status or []],
-        [h for p in parts for h in p.heads or []],
-        [g for p in parts for g in p.grams or []],
-    )
 
 
 __all__ = ["FIELDS", "HEAD_FIELDS", "NEVER", "Batch", "Columns", "FactCache", "least_recent"]

@@ -150,7 +150,7 @@ def test_id_order_sorts_as_sorted_does(seed: int) -> None:
 @pytest.mark.parametrize("seed", [8, 9])
 def test_extend_scores_and_views_as_the_row_by_row_rules(seed: int) -> None:
     from crp_stream.core import cdr, ngram
-    from crp_stream.fabric.caches.fact_cache import Batch, Columns, _numbers
+    from crp_stream.fabric.caches.fact_batch import Batch, Columns, numbers
 
     rng = np.random.default_rng(seed)
     rows = random_rows(rng, 120)
@@ -158,7 +158,7 @@ def test_extend_scores_and_views_as_the_row_by_row_rules(seed: int) -> None:
         r["text"] = " ".join(str(w) for w in rng.choice(["a", "b", "c"], size=int(rng.integers(4, 12))))
     vecs = rng.standard_normal((120, 8)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    num, whole = _numbers(rows)
+    num, whole = numbers(rows)
     cols = Columns(num[:, 0], num[:, 1], num[:, 2], whole[:, 0], whole[:, 1])
     batch = Batch([r["fact_id"] for r in rows], rows, vecs, cols)
     now_s = 1.5e9
@@ -188,7 +188,7 @@ def test_extend_scores_and_views_as_the_row_by_row_rules(seed: int) -> None:
     assert [type(x) for x in c.views[0]] == [type(x) for x in want[0]]
     # the index and importance column choose() and envelope.build read, against the rows, over two batches
     more = random_rows(rng, 30)
-    num2, whole2 = _numbers(more)
+    num2, whole2 = numbers(more)
     assembly._extend(
         c,
         Batch(
