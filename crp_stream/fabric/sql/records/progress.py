@@ -169,11 +169,7 @@ class ProgressRecords(DriverSQL):
                 self.set_meta(key, value)
             return
         parts, args = self._joined_writes()
-        parts.append(
-            "INSERT INTO consumer_offsets (consumer, topic, partition, next_offset) VALUES (%s, %s, %s, %s)"
-            " ON CONFLICT (consumer, topic, partition)"
-            " DO UPDATE SET next_offset = GREATEST(consumer_offsets.next_offset, excluded.next_offset)"
-        )
+        parts.append(_UPSERT_OFFSET[1].replace("?", "%s"))  # ``commit_offset``'s statement
         args.extend((consumer, topic, partition, next_offset))
         if value is not None:
             parts.append(
