@@ -43,6 +43,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from crp_stream.core import graph_kernels
+
 DEFAULT_MAX_HOPS = 2
 DEFAULT_CONNECTOR_BUDGET = 0.30
 MAX_CONNECTOR_BUDGET = 0.5
@@ -232,20 +234,6 @@ def bridge_values(
     return values, bridged
 
 
-def _present(ids: NDArray[np.int64], size: int) -> NDArray[np.int64]:
-    """``np.unique(ids)`` for ids below ``size``, by a mark per id rather than a sort."""
-    mark = np.zeros(size, dtype=bool)
-    mark[ids] = True
-    return np.flatnonzero(mark)
-
-
-def _lookup(ids: NDArray[np.int64], size: int) -> NDArray[np.int64]:
-    """``pos[id]`` = index of ``id`` in ``ids``, -1 elsewhere: membership and position in O(1)."""
-    pos = np.full(size, -1, dtype=np.int64)
-    pos[ids] = np.arange(ids.shape[0], dtype=np.int64)
-    return pos
-
-
 def bridge_values_edges(
     connectors: ArrayLike,
     anchors: ArrayLike,
@@ -264,10 +252,9 @@ def bridge_values_edges(
     ``anchors`` are the columns, in the order ``bridge_values`` uses (ids sorted); ``bridged[i, j]``
     says connector ``i`` bridges anchor ``j`` (a matrix: only the few admitted are ever named). The
     list must hold every edge of the anchors and of their neighbours: a connector's paths of <= 2
-    edges to an anchor all end in such an edge. Which anchors a connector
-    touches is found first (booleans); path strengths (a max of mins) only for the connectors that
-    bridge a pair. The touched-pair arithmetic is ``bridge_values``'s on the same shapes, so every
-    value is bit-identical.
+    edges to an anchor all end in such an edge. The path strengths (a max of mins, exact in any
+    order) come from compiled loops (``graph_kernels.path_strengths``); the touched-pair arithmetic is
+    ``bridge_values``'s numpy on the same shapes, so every value is bit-identical.
     """
     cons = np.asarray(connectors, dtype=np.int64).reshape(-1)
     cols = np.asarray(anchors, dtype=np.int64).reshape(-1)
@@ -276,74 +263,17 @@ def bridge_values_edges(
     bridged = np.zeros((n, m), dtype=bool)
     if m < 2 or n == 0:
         return values, bridged
-    s, d = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-    w = np.asarray(weight, dtype=np.float64)
+    s, d = np.asarray(src, dtype=np.int64).reshape(-1), np.asarray(dst, dtype=np.int64).reshape(-1)
+    w = np.asarray(weight, dtype=np.float64).reshape(-1)
     size = int(max(s.max(initial=-1), d.max(initial=-1), cons.max(), cols.max())) + 1
-    col = _lookup(cols, size)
-    from_anchor = col[s] >= 0
-    a_col, a_dst, a_w = col[s[from_anchor]], d[from_anchor], w[from_anchor]
-    linked = np.zeros((m, m), dtype=bool)
-    between = col[a_dst] >= 0
-    if direct is not None:
-        between &= np.asarray(direct, dtype=bool).reshape(-1)[from_anchor]
-    linked[a_col[between], col[a_dst[between]]] = True
-    linked |= linked.T
+    mark = np.ones(s.shape[0], dtype=bool) if direct is None else np.asarray(direct, dtype=bool).reshape(-1)
+    # path strengths (max of mins: the same floats in any order) in compiled loops; the sums below
+    strength_all, linked = graph_kernels.path_strengths(cons, cols, s, d, w, mark, size)
     unlinked = (~linked).astype(np.float64)
     np.fill_diagonal(unlinked, 0.0)
-    # near[x, j]: weight of the edge x - anchor j, for every neighbour x of an anchor (0: none)
-    near_ids = _present(a_dst, size)
-    near_at = _lookup(near_ids, size)
-    near = np.zeros((near_ids.shape[0], m), dtype=np.float64)
-    np.maximum.at(near, (near_at[a_dst], a_col), a_w)  # a pair with edges of several kinds: the strongest
-    uniq = _present(cons, size)
-    con_at = _lookup(uniq, size)
-    inv = con_at[cons]
-    # 2-edge paths connector - mid - anchor
-    via = (near_at[s] >= 0) & (con_at[d] >= 0) & (s != d)
-    e_con, e_mid, e_w = con_at[d[via]], near_at[s[via]], w[via]
-    direct_at = near_at[uniq]
-    has_direct = direct_at >= 0
-    # which anchors each connector touches: a direct edge, or a path whose two edges are > 0
-    touched_u = np.zeros((uniq.shape[0], m), dtype=bool)
-    # every weight positive (the fabric's edges): each path's (connector, anchor) cells listed from
-    # the anchor edges its middle fact has, not a dense row of ``m`` per path
-    positive = bool(w.min(initial=1.0) > 0.0)
-    if positive:
-        cell, cell_w, cell_con = _path_cells(e_con, e_mid, e_w, near)
-        np.put(touched_u, cell, True)
-    p_con, p_mid = e_con[e_w > 0.0], e_mid[e_w > 0.0]
-    if not positive and p_con.shape[0]:  # an OR over each connector's paths: sorted runs, no matrix product
-        by = np.argsort(p_con, kind="stable")
-        p_con, p_mid = p_con[by], p_mid[by]
-        runs = np.flatnonzero(np.r_[True, p_con[1:] != p_con[:-1]])
-        touched_u[p_con[runs]] = np.logical_or.reduceat((near > 0.0)[p_mid], runs, axis=0)
-    touched_u[has_direct] |= near[direct_at[has_direct]] > 0.0
-    own = col[cons] >= 0  # a connector is never its own anchor
-    is_anchor = col[uniq] >= 0
-    touched_u[np.flatnonzero(is_anchor), col[uniq[is_anchor]]] = False
-    t = touched_u.astype(np.float64)
-    live = ((t @ unlinked) * t).sum(axis=1) > 0  # bridges an unlinked pair (>= 2 touched, then)
-    # path strengths (the strongest path to each anchor), for those connectors only
-    strength_u = np.zeros((uniq.shape[0], m), dtype=np.float64)
-    keep_direct = has_direct & live
-    strength_u[keep_direct] = near[direct_at[keep_direct]]
-    keep = live[e_con]
-    if positive:  # a max of mins in any order: the same floats; a cell with no edge adds nothing (> 0)
-        at = live[cell_con]
-        np.maximum.at(strength_u.reshape(-1), cell[at], cell_w[at])
-    elif keep.any():
-        k_con, k_mid, k_w = e_con[keep], e_mid[keep], e_w[keep]
-        order = np.argsort(k_con, kind="stable")
-        k_con, k_mid, k_w = k_con[order], k_mid[order], k_w[order]
-        starts = np.flatnonzero(np.r_[True, k_con[1:] != k_con[:-1]])
-        best = np.maximum.reduceat(np.minimum(k_w[:, None], near[k_mid]), starts, axis=0)
-        rows = k_con[starts]
-        strength_u[rows] = np.maximum(strength_u[rows], best)
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
-        strength = strength_u[inv[start:stop]]
-        for i in np.flatnonzero(own[start:stop]).tolist():
-            strength[i, col[cons[start + i]]] = 0.0
+        strength = strength_all[start:stop]
         touched = (strength > 0.0).astype(np.float64)
         partners = touched @ unlinked
         counts = (partners * touched).sum(axis=1) / 2.0
@@ -353,24 +283,6 @@ def bridge_values_edges(
         values[start:stop] = np.where(ok, counts * mean, 0.0)
         bridged[start:stop] = (partners > 0) & (touched > 0) & ok[:, None]
     return values, bridged
-
-
-def _path_cells(
-    con: NDArray[np.int64], mid: NDArray[np.int64], weight: NDArray[np.float64], near: NDArray[np.float64]
-) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.int64]]:
-    """Per path connector ``con`` - ``mid`` (weight ``weight``) - anchor, over the nonzero cells of
-    ``near`` (the mid's anchor edges): the cell ``con * m + anchor``, the path's strength (the min of
-    its two weights) and its connector."""
-    m = near.shape[1]
-    n_mid, n_col = np.nonzero(near)  # by mid, then anchor column
-    n_w = near[n_mid, n_col]
-    count = np.bincount(n_mid, minlength=near.shape[0])
-    first = np.cumsum(count) - count
-    per = count[mid]
-    path = np.repeat(np.arange(mid.shape[0]), per)
-    entry = np.arange(path.shape[0]) - np.repeat(np.cumsum(per) - per, per) + first[mid][path]
-    cons = con[path]
-    return cons * m + n_col[entry], np.minimum(weight[path], n_w[entry]), cons
 
 
 def typed_bridge_values(

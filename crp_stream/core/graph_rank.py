@@ -28,6 +28,8 @@ import numpy as np
 import numpy.ma  # np.unique imports it on first use (numpy 2): here, not in a request's walk
 from numpy.typing import ArrayLike, NDArray
 
+from crp_stream.core import graph_kernels
+
 EDGE_KINDS = ("similarity", "adjacency", "mention")
 MIN_TITLE_CHARS = 4  # "It", "The": too short to name a document rather than to be a word
 MAX_TITLE_WORDS = 8
@@ -134,23 +136,10 @@ def walk_levels(seeds: ArrayLike, src: ArrayLike, dst: ArrayLike, max_hops: int)
     depth actually walked: the deepest level that reached a new fact (0 when none did)."""
     if max_hops < 0:
         raise ValueError("max_hops must be >= 0")
-    s, d = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-    a = np.unique(np.asarray(seeds, dtype=np.int64))
+    s, d = np.asarray(src, dtype=np.int64).reshape(-1), np.asarray(dst, dtype=np.int64).reshape(-1)
+    a = np.asarray(seeds, dtype=np.int64).reshape(-1)
     size = int(max(s.max(initial=-1), d.max(initial=-1), a.max(initial=-1))) + 1
-    level = np.full(size, -1, dtype=np.int64)
-    level[a] = 0
-    frontier = np.zeros(size, dtype=bool)
-    frontier[a] = True
-    depth = 0
-    for hop in range(1, max_hops + 1):
-        reached = np.zeros(size, dtype=bool)
-        reached[d[frontier[s]]] = True
-        frontier = reached & (level < 0)
-        if not frontier.any():
-            break
-        level[frontier] = hop
-        depth = hop
-    return level, depth
+    return graph_kernels.levels(a, s, d, size, max_hops)  # one pass over the edges per level, compiled
 
 
 __all__ = ["EDGE_KINDS", "mention_spans", "names_title", "title_key", "walk_levels"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 
 from crp_stream.config import ConfigError, Settings
-from crp_stream.core import memo
+from crp_stream.core import graph_kernels, memo
 from crp_stream.core.calibration import Thresholds
 from crp_stream.fabric.caches.claim_index import ClaimIndex
 from crp_stream.fabric.caches.fact_cache import FactCache
@@ -214,6 +214,7 @@ class Fabric:
         self.vectors.ann()
         if not graph:
             return
+        graph_kernels.warm()  # compiled (or loaded from numba's cache) now, not in the first walk
         with self.unit_of_work() as uow:
             generation = uow.repo.get_meta(GRAPH_GENERATION) or "0"
             self.graph.preload(uow.repo, uow.repo.fact_ids(limit=self.graph.max_nodes), generation)

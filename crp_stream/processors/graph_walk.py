@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from crp_stream.core import graph_kernels
 from crp_stream.fabric.caches.graph import GraphCache
 from crp_stream.fabric.fabric import UnitOfWork
 
@@ -56,7 +57,9 @@ def _numbering(edges: LoadedEdges, size: int) -> _Numbering:
 
 @dataclass
 class LoadedEdges:
-    loaded: set[int] = field(default_factory=set)
+    done: npt.NDArray[np.bool_] = field(
+        default_factory=lambda: np.zeros(0, dtype=bool)
+    )  # per compact number: edges loaded
     src: npt.NDArray[np.int64] = field(default_factory=_ints)
     dst: npt.NDArray[np.int64] = field(default_factory=_ints)
     weight: npt.NDArray[np.float64] = field(default_factory=lambda: np.zeros(0, dtype=np.float64))
@@ -93,11 +96,22 @@ class LoadedEdges:
         return [names[i] for i in ints]
 
     def load(self, uow: UnitOfWork, ints: Iterable[int]) -> None:
-        """Append every edge of the given facts not loaded yet (through the bound graph cache)."""
-        todo = sorted(set(ints) - self.loaded)
-        if not todo:
+        """Append every edge of the given facts (ints) not loaded yet (through the bound graph cache)."""
+        self.load_local(uow, self.local(np.fromiter(ints, dtype=np.int64)))
+
+    def unloaded(self, local: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Those of the facts met (compact numbers) whose edges are not loaded yet."""
+        done = self.done
+        inside = local < done.shape[0]
+        return np.concatenate([local[inside][~done[local[inside]]], local[~inside]])
+
+    def load_local(self, uow: UnitOfWork, local: npt.NDArray[np.int64]) -> None:
+        """``load`` for facts met so far, by compact number."""
+        local = self.unloaded(local)
+        if not local.shape[0]:
             return
-        src, dst, weight, kind = self.graph.edges(uow.repo, todo)  # slices of the packed cache
+        todo = np.unique(self.glob[local])  # sorted: the cache's rows come in int order
+        src, dst, weight, kind = self.graph.edges(uow.repo, todo.tolist())  # slices of the packed cache
         self.src = np.concatenate([self.src, src])
         self.dst = np.concatenate([self.dst, dst])
         self.weight = np.concatenate([self.weight, weight])
@@ -105,7 +119,9 @@ class LoadedEdges:
         both = self.local(np.concatenate([src, dst]))  # numbered as src, then dst
         self.lsrc = np.concatenate([self.lsrc, both[: src.shape[0]]])
         self.ldst = np.concatenate([self.ldst, both[src.shape[0] :]])
-        self.loaded.update(todo)
+        if self.done.shape[0] < self.glob.shape[0]:
+            self.done = np.concatenate([self.done, np.zeros(self.glob.shape[0] - self.done.shape[0], dtype=bool)])
+        self.done[local] = True
 
     def local(self, ints: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The compact number of each fact (int); facts not met yet are numbered next, in order of
@@ -114,15 +130,10 @@ class LoadedEdges:
         if g.shape[0] == 0:
             return g
         table = _numbering(self, int(g.max()) + 1)
-        new = g[table.stamp[g] != self.token]
-        if new.shape[0]:
-            _, first = np.unique(new, return_index=True)
-            fresh = new[np.sort(first)]
-            base = self.glob.shape[0]
-            table.stamp[fresh] = self.token
-            table.number[fresh] = np.arange(base, base + fresh.shape[0], dtype=np.int64)
+        numbers, fresh = graph_kernels.number(g, table.stamp, table.number, self.token, self.glob.shape[0])
+        if fresh.shape[0]:
             self.glob = np.concatenate([self.glob, fresh])
-        return table.number[g]
+        return numbers
 
     def neighbours(self, ints: Iterable[int]) -> npt.NDArray[np.int64]:
         """Every neighbour of the given (loaded) facts."""

@@ -39,6 +39,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 import numpy.typing as npt
 
+from crp_stream.core import graph_kernels
 from crp_stream.core.graph_rank import EDGE_KINDS
 
 Adjacency = dict[str, dict[str, float]]
@@ -368,12 +369,8 @@ class GraphCache:
             start = self._start
         else:
             self.hits += len(ids)
-        counts = self._count[at]
-        total = int(counts.sum())
-        ends = np.cumsum(counts)
-        pos = np.repeat(start[at] - (ends - counts), counts) + np.arange(total, dtype=np.int64)
         nb, w, k = self._pack
-        return np.repeat(at, counts), nb[pos], w[pos], k[pos]
+        return graph_kernels.gather_rows(at, start, self._count, nb, w, k)  # compiled: no index arrays
 
     def adjacency(self, source: EdgeSource, fact_ids: Iterable[str]) -> Adjacency:
         """``{id: {neighbour: weight}}`` for every requested id (``{}`` when it has no edge).
