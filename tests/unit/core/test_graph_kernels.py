@@ -114,4 +114,4 @@ def test_path_strengths_compiled_python_and_dicts_agree(seed: int) -> None:
 def test_warm_compiles_every_kernel() -> None:
     gk.warm()
     for kernel in (gk.levels, gk.number, gk.gather_rows, gk.path_strengths):
-        assert kernel.signatures  # type: ignore[attr-defined]  # numba's dispatcher
+        assert kernel.machine[0].signatures  # type: ignore[attr-defined]  # numba's dispatcher, compiled
