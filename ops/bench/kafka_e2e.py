@@ -315,7 +315,7 @@ async def load(
 
     rx = asyncio.ensure_future(receive())
     topic = f"{prefix}window.requests"
-    start = time.perf_counter()
+    start, start_unix = time.perf_counter(), time.time()
     for i, (rid, value, key) in enumerate(requests):
         due = start + i / rate
         delay = due - time.perf_counter()
@@ -332,6 +332,7 @@ async def load(
     lat = [1000 * (received[r] - sent[r]) for r in sent if r in received and r not in warm]
     if getattr(args, "latencies", None) and not tag.startswith("warm"):  # where in the run the slow ones were
         with open(f"{args.latencies}.{tag}", "w") as out:
+            out.write(f"# start {start_unix:.3f} (Unix time: to line the run up with other timelines)\n")
             for r, t in sent.items():
                 got = f"{1000 * (received[r] - t):.2f}" if r in received else "lost"
                 out.write(f"{r}\t{t - start:.4f}\t{got}\n")
