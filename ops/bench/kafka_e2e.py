@@ -136,6 +136,8 @@ class Worker:
             stderr=subprocess.STDOUT,
             env=env,
             cwd=str(REPO),
+            # --worker-nice: the worker's CPU priority against the broker, database and this client
+            preexec_fn=(lambda: os.nice(args.worker_nice)) if args.worker_nice else None,
         )
 
     def process_cpu(self) -> float:
@@ -431,6 +433,14 @@ def main() -> int:
         help="fill the fabric through the Kafka ingest worker (measured) or write it directly (large fabrics)",
     )
     p.add_argument(
+        "--worker-nice",
+        type=int,
+        default=0,
+        metavar="N",
+        help="start the workers at this niceness (negative: ahead of the broker, database and client "
+        "that share the host; needs the privilege to raise a priority)",
+    )
+    p.add_argument(
         "--setting",
         action="append",
         type=_setting,
@@ -442,6 +452,8 @@ def main() -> int:
     args = p.parse_args()
     if not args.postgres:
         raise SystemExit("--postgres (or CRP_TEST_POSTGRES_URL) is required")
+    if args.worker_nice < 0 and os.geteuid() != 0:
+        raise SystemExit(f"--worker-nice {args.worker_nice}: raising a process's priority needs root")
     args.servers = args.broker.removeprefix("kafka://")
     args.broker = f"kafka://{args.servers}"
     stamp = time.strftime("%Y%m%d%H%M%S")
