@@ -86,7 +86,8 @@ def request(session: str, q: list[float]) -> Input:
 
 
 class World:
-    def __init__(self, path: Path, **kw: Any):
+    def __init__(self, path: Path, batch_size: int = 200, **kw: Any):
+        self.batch_size = batch_size
         self.settings = Settings(data_dir=path, embedder=f"precomputed:{MODEL}", **kw)
         self.fabric = open_fabric(self.settings)
         self.log = EmbeddedLog(self.settings.log_path, lambda: 0)
@@ -100,7 +101,7 @@ class World:
         self.log.append(items)
 
     def runtime(self) -> EmbeddedRuntime:
-        return EmbeddedRuntime(self.fabric, self.log, all_handlers())
+        return EmbeddedRuntime(self.fabric, self.log, all_handlers(), batch_size=self.batch_size)
 
     def crash_at_commit(self) -> None:
         """Run until the first batch has appended and synced its outputs, then die before the commit."""
@@ -140,7 +141,9 @@ def incident() -> list[Input]:
 
 
 def supersede() -> tuple[list[Input], list[Input]]:
-    """A window request, then (same batch) a document that supersedes the request's best fact."""
+    """A window request, then a document that supersedes the request's best fact: in one batch when
+    the batch holds two records (a full batch; one the runtime is caught up with ends after the
+    request)."""
     first = [doc("d1", [("Alpha routes packets.", vec(1, 0.1)), ("Beta is stable.", vec(0, 1))], document_id="d")]
     second = [
         request("s1", vec(1)),
@@ -149,8 +152,8 @@ def supersede() -> tuple[list[Input], list[Input]]:
     return first, second
 
 
-def reference(tmp_path: Path, phases: list[list[Input]]) -> dict[str, Any]:
-    w = World(tmp_path / "reference")
+def reference(tmp_path: Path, phases: list[list[Input]], batch_size: int = 200) -> dict[str, Any]:
+    w = World(tmp_path / "reference", batch_size)
     try:
         for inputs in phases:
             w.publish(inputs)
@@ -160,8 +163,8 @@ def reference(tmp_path: Path, phases: list[list[Input]]) -> dict[str, Any]:
         w.close()
 
 
-def crashed(tmp_path: Path, phases: list[list[Input]], name: str) -> dict[str, Any]:
-    w = World(tmp_path / name)
+def crashed(tmp_path: Path, phases: list[list[Input]], name: str, batch_size: int = 200) -> dict[str, Any]:
+    w = World(tmp_path / name, batch_size)
     try:
         for inputs in phases[:-1]:
             w.publish(inputs)
@@ -198,12 +201,12 @@ def test_outputs_already_in_the_log_are_consumed_when_re_caused(
 
 def test_vector_writes_of_an_uncommitted_batch_are_undone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     first, second = supersede()
-    want = reference(tmp_path, [first, second])
+    want = reference(tmp_path, [first, second], 2)
     env = [json.loads(v) for _, _, v in want["outputs"]["crp.envelopes"]]
     assert "Alpha routes packets." in [f["text"] for f in env[0]["facts"]]  # served before the supersede
-    assert differences(want, crashed(tmp_path, [first, second], "fixed")) == []
+    assert differences(want, crashed(tmp_path, [first, second], "fixed", 2)) == []
     monkeypatch.setattr(embedded_runtime, "reconcile", lambda fabric, journal: journal.clear())
-    assert differences(want, crashed(tmp_path, [first, second], "unfixed")) != []  # the test can fail
+    assert differences(want, crashed(tmp_path, [first, second], "unfixed", 2)) != []  # the test can fail
 
 
 def test_transient_database_errors_are_retried_and_lose_nothing(

@@ -76,6 +76,7 @@ class EmbeddedRuntime:
         self._isolate = 0  # records left to process one per transaction after a failed batch
         self.rederive = rederive
         self._inputs = [self.physical(t) for t in INPUT_TOPICS] if rederive else None
+        self._serving = {self.physical(topics.WINDOW_REQUESTS), self.physical(topics.WINDOW_REPORTS)}
         if not isinstance(fabric.vectors, GuardedVectors):
             raise TypeError(
                 "EmbeddedRuntime needs a fabric with a guarded vector index: build it with "
@@ -178,6 +179,8 @@ class EmbeddedRuntime:
         buf = [] if self._pending else self._read(limit)
         if not buf and not self._pending:
             return 0, True
+        if len(buf) < limit:
+            buf = self._serving_cut(buf)
         self._lookahead(buf + self._peek_next(buf))
         n = 0
         with self.fabric.unit_of_work() as uow:
@@ -207,6 +210,20 @@ class EmbeddedRuntime:
         self._publish_emitted()
         self._trim_lookahead()
         return n, False
+
+    def _serving_cut(self, buf: list[LogRecord]) -> list[LogRecord]:
+        """The batch up to the end of its first run of window requests and reports. An envelope is
+        published when its batch commits: caught up with the log (fewer records than a batch), a request
+        then waits for the inputs appended before it (the event-time contract), not for those after it
+        in the same batch. A backlog keeps whole batches. Batch boundaries change no output."""
+        serving = self._serving
+        first = next((i for i, lr in enumerate(buf) if lr.topic in serving), None)
+        if first is None:
+            return buf
+        end = first + 1
+        while end < len(buf) and buf[end].topic in serving:
+            end += 1
+        return buf[:end]
 
     def _lookahead(self, buf: Sequence[LogRecord]) -> None:
         if len(buf) < 2:
