@@ -49,10 +49,9 @@ def levels_py(
     """Breadth-first levels over the ``src -> dst`` edges (ints below ``size``), as
     ``graph_rank.walk_levels``: 0 for a seed, -1 where not reached; and the depth walked."""
     level = np.full(size, -1, dtype=np.int64)
-    for a in seeds:
-        level[a] = 0
     frontier = np.zeros(size, dtype=np.bool_)
     for a in seeds:
+        level[a] = 0
         frontier[a] = True
     fresh = np.zeros(size, dtype=np.bool_)
     found = np.zeros(size, dtype=np.int64)

@@ -139,10 +139,8 @@ def walk(uow: UnitOfWork, c: Candidates, seed_idx: list[int], max_hops: int) -> 
         else:
             near, _d = graph_rank.walk_levels(first, g.lsrc, g.ldst, below - 1)
             loaded[: near.shape[0]] |= near >= 0
-        need = g.unloaded(np.flatnonzero(loaded))
-        if not need.shape[0]:
+        if not g.load_local(uow, np.flatnonzero(loaded)):
             break
-        g.load_local(uow, need)
     reached = np.flatnonzero(level >= 1)
     names = g.graph.name_array()[g.glob[reached]].astype(str)  # gathered in C, not string by string
     order = id_order(names)

@@ -99,17 +99,17 @@ class LoadedEdges:
         """Append every edge of the given facts (ints) not loaded yet (through the bound graph cache)."""
         self.load_local(uow, self.local(np.fromiter(ints, dtype=np.int64)))
 
-    def unloaded(self, local: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    def _unloaded(self, local: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Those of the facts met (compact numbers) whose edges are not loaded yet."""
         done = self.done
         inside = local < done.shape[0]
         return np.concatenate([local[inside][~done[local[inside]]], local[~inside]])
 
-    def load_local(self, uow: UnitOfWork, local: npt.NDArray[np.int64]) -> None:
-        """``load`` for facts met so far, by compact number."""
-        local = self.unloaded(local)
+    def load_local(self, uow: UnitOfWork, local: npt.NDArray[np.int64]) -> bool:
+        """``load`` for facts met so far, by compact number; False when every one was loaded already."""
+        local = self._unloaded(local)
         if not local.shape[0]:
-            return
+            return False
         todo = np.unique(self.glob[local])  # sorted: the cache's rows come in int order
         src, dst, weight, kind = self.graph.edges(uow.repo, todo.tolist())  # slices of the packed cache
         self.src = np.concatenate([self.src, src])
@@ -122,6 +122,7 @@ class LoadedEdges:
         if self.done.shape[0] < self.glob.shape[0]:
             self.done = np.concatenate([self.done, np.zeros(self.glob.shape[0] - self.done.shape[0], dtype=bool)])
         self.done[local] = True
+        return True
 
     def local(self, ints: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """The compact number of each fact (int); facts not met yet are numbered next, in order of

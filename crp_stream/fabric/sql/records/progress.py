@@ -38,6 +38,7 @@ _UPSERT_OFFSET = tuple(
     f" DO UPDATE SET next_offset = {larger}(consumer_offsets.next_offset, excluded.next_offset)"
     for larger in ("max", "GREATEST")
 )
+_UPSERT_OFFSET_PG = _UPSERT_OFFSET[1].replace("?", "%s")  # the PostgreSQL one in psycopg's placeholders
 
 
 class ProgressRecords(DriverSQL):
@@ -169,7 +170,7 @@ class ProgressRecords(DriverSQL):
                 self.set_meta(key, value)
             return
         parts, args = self._joined_writes()
-        parts.append(_UPSERT_OFFSET[1].replace("?", "%s"))  # ``commit_offset``'s statement
+        parts.append(_UPSERT_OFFSET_PG)  # ``commit_offset``'s statement
         args.extend((consumer, topic, partition, next_offset))
         if value is not None:
             parts.append(
